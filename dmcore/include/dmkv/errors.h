@@ -1,0 +1,23 @@
+/* dmkv error codes shared by every dmcore module. Functions return 0 or a negative DM_E*. */
+#ifndef DMKV_ERRORS_H
+#define DMKV_ERRORS_H
+
+enum {
+    DM_OK = 0,
+    DM_EINVAL = -1,    /* malformed request or argument */
+    DM_ERANGE = -2,    /* address or length outside the memory node's region */
+    DM_EALIGN = -3,    /* atomic verb on an address that is not 8-byte aligned */
+    DM_EIO = -4,       /* connection to a memory node lost or broken */
+    DM_ETIMEDOUT = -5, /* memory node did not answer in time */
+    DM_ENOMEM = -6,    /* memory pool full (Redis: -OOM) */
+    DM_EFULL = -7,     /* RACE: no free slot in either combined bucket */
+    DM_ERETRY = -8,    /* operation outlived the reclamation grace period; restart it */
+    DM_EPROTO = -9,    /* peer spoke an incompatible protocol version */
+    DM_ETOOBIG = -10,  /* value or key larger than supported */
+    DM_EAUTH = -11,    /* memory node rejected the auth token */
+};
+
+/* Short human-readable text for a DM_E* code (static string). */
+const char *dm_strerror(int err);
+
+#endif

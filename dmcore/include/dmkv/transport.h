@@ -1,0 +1,66 @@
+/* Transport API: one connection from one worker thread to one memory node.
+ * Backends: local (in-process region), tcp (software RNIC in dmkv-memnode), rdma (later).
+ * RACE and CHIME never see a concrete backend: they use batch.h on top of this.
+ *
+ * Threading: a dm_conn belongs to the thread that runs its libuv loop; post() and the
+ * completion callback run on that thread only. */
+#ifndef DMKV_TRANSPORT_H
+#define DMKV_TRANSPORT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "dmkv/verbs.h"
+
+typedef struct dm_conn dm_conn_t;
+
+/* Called once when every verb of a posted batch has completed (each verb's status and
+ * result are filled). conn_status is 0 or DM_EIO/DM_ETIMEDOUT when the whole batch failed. */
+typedef void (*dm_post_cb)(void *arg, int conn_status);
+
+typedef struct dm_conn_ops {
+    /* Post n verbs as one message (one doorbell). Verbs execute in order. cb runs later on
+     * the loop thread (never from inside post for remote backends; the local backend may
+     * complete before post returns and calls cb synchronously). Returns 0 or DM_E*. */
+    int (*post)(dm_conn_t *c, dm_verb_t *verbs, size_t n, dm_post_cb cb, void *arg);
+    /* Close the connection; outstanding batches complete with DM_EIO. Frees c. */
+    void (*close)(dm_conn_t *c);
+} dm_conn_ops_t;
+
+struct dm_conn {
+    const dm_conn_ops_t *ops;
+    uint32_t caps;        /* DM_CAP_* */
+    uint64_t region_size; /* bytes in the memory node's region (from HELLO) */
+    unsigned node_id;     /* position of this memory node in the pool */
+};
+
+/* Open a connection to a memory node given by URI:
+ *   "local"          in-process region (created on first use, size from dm_local_set_size)
+ *   "tcp://host:port" dmkv-memnode's tcp transport
+ * Blocks until the HELLO handshake is done (connect timeout 5 s). loop is the caller's
+ * libuv loop. On error returns NULL and writes a message into err (errlen bytes). */
+dm_conn_t *dm_conn_open(uv_loop_t *loop, const char *uri, unsigned node_id, char *err,
+                        size_t errlen);
+
+/* Backend constructors used by dm_conn_open. */
+dm_conn_t *dm_local_open(uv_loop_t *loop, const char *name, char *err, size_t errlen);
+dm_conn_t *dm_tcp_open(uv_loop_t *loop, const char *host, int port, char *err, size_t errlen);
+
+/* Size in bytes of in-process regions created after this call (default 256 MiB). */
+void dm_local_set_size(uint64_t bytes);
+
+/* Local backend fault injection (tests). Applies to every local connection in the process.
+ * delay_us > 0: completions are delivered from a libuv timer after delay_us microseconds.
+ * fail_every > 0: every fail_every-th batch fails with DM_EIO.
+ * hook: called before each verb executes, on the posting thread (NULL to clear). */
+typedef void (*dm_local_hook_fn)(const dm_verb_t *v, void *arg);
+void dm_local_inject(uint32_t delay_us, uint32_t fail_every, dm_local_hook_fn hook, void *arg);
+
+/* Pointer to byte 0 of a local region (tests only; NULL if not created). */
+uint8_t *dm_local_region_base(const char *name, uint64_t *size);
+
+/* Format a freshly zeroed region: write the node header at offset 0 (used by dmkv-memnode and the local backend). */
+void dm_region_format(uint8_t *base, uint64_t size);
+
+#endif

@@ -1,0 +1,36 @@
+/* The one-sided operations every transport executes: an RNIC's verbs, nothing more
+ * (DESIGN.md "Remote memory model"). A verb addresses a byte offset in one memory node's
+ * region. 8-byte aligned words are read and written atomically; longer reads may be torn
+ * by concurrent writers. */
+#ifndef DMKV_VERBS_H
+#define DMKV_VERBS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef enum {
+    DM_OP_READ = 1,       /* copy len bytes from remote offset into buf */
+    DM_OP_WRITE = 2,      /* copy len bytes from buf to remote offset */
+    DM_OP_CAS = 3,        /* 8 B: if *off == compare then *off = swap; *result = old */
+    DM_OP_FAA = 4,        /* 8 B: *result = old; *off += compare (the addend) */
+    DM_OP_MASKED_CAS = 5, /* 8 B: if (*off & compare_mask) == (compare & compare_mask) then
+                           * *off = (*off & ~swap_mask) | (swap & swap_mask); *result = old */
+} dm_op_t;
+
+typedef struct dm_verb {
+    uint8_t op;            /* dm_op_t */
+    uint32_t len;          /* READ/WRITE bytes; 8 for atomics */
+    uint64_t offset;       /* byte offset inside the memory node's region */
+    void *buf;             /* READ: destination; WRITE: source; atomics: unused */
+    uint64_t compare;      /* CAS/MASKED_CAS expected value; FAA addend */
+    uint64_t swap;         /* CAS/MASKED_CAS new value */
+    uint64_t compare_mask; /* MASKED_CAS only */
+    uint64_t swap_mask;    /* MASKED_CAS only */
+    uint64_t result;       /* atomics: the old value (filled on completion) */
+    int status;            /* 0 or DM_E* (filled on completion) */
+} dm_verb_t;
+
+/* Capability bits a connection reports. */
+#define DM_CAP_MASKED_CAS 0x1u /* executes MASKED_CAS natively */
+
+#endif

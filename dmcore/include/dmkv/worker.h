@@ -1,0 +1,84 @@
+/* A worker: one thread's libuv loop, its connections to every memory node of the pool,
+ * its chunk allocator, and the batch layer that charges counters. Gateways run one worker
+ * per thread; tests create workers directly. */
+#ifndef DMKV_WORKER_H
+#define DMKV_WORKER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "dmkv/gaddr.h"
+#include "dmkv/stats.h"
+#include "dmkv/transport.h"
+
+#define DM_BATCH_MAX 64 /* verbs in one batch, over all nodes */
+
+typedef struct dm_alloc dm_alloc_t;
+typedef struct dm_race dm_race_t;
+
+typedef struct dm_worker {
+    uv_loop_t *loop;
+    unsigned n_nodes;
+    dm_conn_t *conns[DM_GADDR_MAX_NODES];
+    dm_alloc_t *alloc; /* per-worker KV-block allocator (alloc.h) */
+    dm_race_t *race;   /* per-worker RACE handle: directory cache (race.h) */
+    uint32_t op_timeout_us; /* an operation running longer restarts (DM_ERETRY) */
+} dm_worker_t;
+
+/* Per-operation context: which worker, which counters, when it started. */
+typedef struct dm_ctx {
+    dm_worker_t *w;
+    dm_cls_t cls;
+    uint64_t start_us; /* monotonic start time, microseconds */
+} dm_ctx_t;
+
+/* Connect a worker to the pool given as memory-node URIs (see dm_conn_open; the order is
+ * the node numbering and must match on every gateway), then attach to (or create) the
+ * pool's RACE table. Blocks while connecting. Returns NULL with a message in err. */
+dm_worker_t *dm_worker_create(uv_loop_t *loop, const char *const *uris, unsigned n,
+                              char *err, size_t errlen);
+void dm_worker_destroy(dm_worker_t *w);
+
+/* Start an operation context charged to class cls. */
+void dm_ctx_init(dm_ctx_t *ctx, dm_worker_t *w, dm_cls_t cls);
+
+/* Monotonic clock in microseconds. */
+uint64_t dm_now_us(void);
+/* Wall clock in milliseconds since the epoch (expiry times). */
+uint64_t dm_wall_ms(void);
+
+/* A batch: verbs to any nodes, posted with one message per memory node and awaited
+ * together = 1 round trip (doorbell batching). Verbs to one node run in posting order. */
+typedef struct dm_batch {
+    unsigned n;
+    dm_verb_t v[DM_BATCH_MAX];
+    uint8_t node[DM_BATCH_MAX];
+} dm_batch_t;
+
+static inline void dm_batch_init(dm_batch_t *b)
+{
+    b->n = 0;
+}
+/* Append verbs; each returns the verb (its result/status are valid after exec) or NULL
+ * when the batch is full. */
+dm_verb_t *dm_batch_read(dm_batch_t *b, dm_gaddr_t a, void *buf, uint32_t len);
+dm_verb_t *dm_batch_write(dm_batch_t *b, dm_gaddr_t a, const void *buf, uint32_t len);
+dm_verb_t *dm_batch_cas(dm_batch_t *b, dm_gaddr_t a, uint64_t expect, uint64_t swap);
+dm_verb_t *dm_batch_faa(dm_batch_t *b, dm_gaddr_t a, uint64_t add);
+/* MASKED_CAS where the connection has it, else CAS with expect merged into the caller's
+ * best guess of the unmasked bits (guess): the caller retries on mismatch. */
+dm_verb_t *dm_batch_masked_cas(dm_batch_t *b, dm_gaddr_t a, uint64_t expect, uint64_t cmask,
+                               uint64_t swap, uint64_t smask, uint64_t guess);
+
+/* Post the batch and wait for all of it: yields the current coroutine, or runs the
+ * worker's loop when called outside one. Charges 1 RTT, the verbs and bytes to ctx->cls.
+ * Returns 0 when every verb succeeded, else the first error (verb statuses tell which). */
+int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b);
+
+/* Post without waiting (fire and forget: background zeroing, counters). Charged like exec.
+ * Returns 0 or a posting error. The verbs' buffers must stay valid until completion:
+ * WRITE data is copied, so only READs need care (use exec for READs). */
+int dm_batch_post_async(dm_ctx_t *ctx, dm_batch_t *b);
+
+#endif

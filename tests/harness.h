@@ -1,0 +1,32 @@
+/* A tiny test harness: CHECK aborts the test with file:line and a message. */
+#ifndef DMKV_TEST_HARNESS_H
+#define DMKV_TEST_HARNESS_H
+
+#include <stdio.h>
+#include <stdlib.h>
+
+#define CHECK(cond)                                                                        \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);       \
+            abort();                                                                       \
+        }                                                                                  \
+    } while (0)
+
+#define CHECKF(cond, ...)                                                                  \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);       \
+            fprintf(stderr, __VA_ARGS__);                                                  \
+            fputc('\n', stderr);                                                           \
+            abort();                                                                       \
+        }                                                                                  \
+    } while (0)
+
+#define RUN(test)                                                                          \
+    do {                                                                                   \
+        fprintf(stderr, "== %s\n", #test);                                                 \
+        test();                                                                            \
+    } while (0)
+
+#endif
