@@ -15,6 +15,7 @@ enum {
     DM_EPROTO = -9,    /* peer spoke an incompatible protocol version */
     DM_ETOOBIG = -10,  /* value or key larger than supported */
     DM_EAUTH = -11,    /* memory node rejected the auth token */
+    DM_ECORRUPT = -12, /* a KV block kept failing its checksum */
 };
 
 /* Short human-readable text for a DM_E* code (static string). */

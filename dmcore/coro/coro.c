@@ -1,0 +1,204 @@
+/* Coroutines on boost.context's fcontext. The assembly switch routines live in
+ * libboost_context with C linkage; we declare them here rather than include C++ headers. */
+#include "dmkv/coro.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+
+#if defined(__SANITIZE_ADDRESS__)
+#define DM_ASAN 1
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+typedef void *fcontext_t;
+typedef struct {
+    fcontext_t fctx;
+    void *data;
+} transfer_t;
+extern transfer_t jump_fcontext(fcontext_t const to, void *vp);
+extern fcontext_t make_fcontext(void *sp, size_t size, void (*fn)(transfer_t));
+
+#define CORO_STACK (256u << 10)
+#define CORO_POOL_MAX 1024
+
+struct dm_coro {
+    fcontext_t ctx;    /* where to jump to resume this coroutine */
+    fcontext_t caller; /* where to jump to on yield/finish */
+    dm_coro_fn fn;
+    void *arg;
+    void *stack; /* base of the mmap'd stack */
+    int done;
+    struct dm_coro *next_free;
+#ifdef DM_ASAN
+    void *fake_stack;
+    const void *caller_bottom;
+    size_t caller_size;
+#endif
+};
+
+static __thread dm_coro_t *current;
+static __thread dm_coro_t *pool;
+static __thread size_t pool_n;
+static __thread size_t live;
+#ifdef DM_ASAN
+static __thread void *main_fake_stack;
+#endif
+
+static void start_switch(dm_coro_t *co, int into)
+{
+#ifdef DM_ASAN
+    if (into)
+        __sanitizer_start_switch_fiber(&main_fake_stack, co->stack, CORO_STACK);
+    else
+        __sanitizer_start_switch_fiber(co->done ? NULL : &co->fake_stack, co->caller_bottom,
+                                       co->caller_size);
+#else
+    (void)co;
+    (void)into;
+#endif
+}
+
+static void finish_switch(dm_coro_t *co, int into)
+{
+#ifdef DM_ASAN
+    if (into)
+        __sanitizer_finish_switch_fiber(co->fake_stack, &co->caller_bottom, &co->caller_size);
+    else
+        __sanitizer_finish_switch_fiber(main_fake_stack, NULL, NULL);
+#else
+    (void)co;
+    (void)into;
+#endif
+}
+
+static void trampoline(transfer_t t)
+{
+    dm_coro_t *co = t.data;
+    co->caller = t.fctx;
+    finish_switch(co, 1);
+    co->fn(co->arg);
+    co->done = 1;
+    start_switch(co, 0);
+    jump_fcontext(co->caller, co);
+    abort(); /* a finished coroutine is never resumed */
+}
+
+/* Free the thread's pooled stacks when the thread exits. */
+static pthread_key_t pool_key;
+static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
+
+static void pool_drain(void *unused)
+{
+    (void)unused;
+    while (pool) {
+        dm_coro_t *co = pool;
+        pool = co->next_free;
+        munmap(co->stack, CORO_STACK);
+        free(co);
+    }
+    pool_n = 0;
+}
+
+static void pool_key_init(void)
+{
+    pthread_key_create(&pool_key, pool_drain);
+}
+
+static dm_coro_t *coro_alloc(void)
+{
+    pthread_once(&pool_once, pool_key_init);
+    pthread_setspecific(pool_key, (void *)1);
+    dm_coro_t *co = pool;
+    if (co) {
+        pool = co->next_free;
+        pool_n--;
+        return co;
+    }
+    co = calloc(1, sizeof(*co));
+    if (!co)
+        return NULL;
+    co->stack = mmap(NULL, CORO_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                     -1, 0);
+    if (co->stack == MAP_FAILED) {
+        free(co);
+        return NULL;
+    }
+    return co;
+}
+
+static void coro_release(dm_coro_t *co)
+{
+    if (pool_n < CORO_POOL_MAX) {
+        co->next_free = pool;
+        pool = co;
+        pool_n++;
+        return;
+    }
+    munmap(co->stack, CORO_STACK);
+    free(co);
+}
+
+/* Switch into co and handle its return (yield or finish). Returns 1 when it finished. */
+static int switch_into(dm_coro_t *co)
+{
+    dm_coro_t *prev = current;
+    current = co;
+    start_switch(co, 1);
+    transfer_t t = jump_fcontext(co->ctx, co);
+    current = prev;
+    co = t.data;
+    co->ctx = t.fctx;
+    finish_switch(co, 0);
+    if (co->done) {
+        live--;
+        coro_release(co);
+        return 1;
+    }
+    return 0;
+}
+
+dm_coro_t *dm_coro_spawn(dm_coro_fn fn, void *arg)
+{
+    dm_coro_t *co = coro_alloc();
+    if (!co) {
+        errno = ENOMEM;
+        return NULL;
+    }
+    co->fn = fn;
+    co->arg = arg;
+    co->done = 0;
+    co->ctx = make_fcontext((char *)co->stack + CORO_STACK, CORO_STACK, trampoline);
+    live++;
+    return switch_into(co) ? NULL : co;
+}
+
+void dm_coro_yield(void)
+{
+    dm_coro_t *co = current;
+    if (!co)
+        abort();
+    start_switch(co, 0);
+    transfer_t t = jump_fcontext(co->caller, co);
+    co->caller = t.fctx;
+    finish_switch(co, 1);
+}
+
+void dm_coro_resume(dm_coro_t *co)
+{
+    if (current || co->done)
+        abort();
+    switch_into(co);
+}
+
+dm_coro_t *dm_coro_self(void)
+{
+    return current;
+}
+
+size_t dm_coro_live(void)
+{
+    return live;
+}

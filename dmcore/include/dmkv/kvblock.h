@@ -1,0 +1,48 @@
+/* KV blocks: out-of-place, immutable once published (DESIGN.md "KV block").
+ * Layout, all little-endian, 64-byte aligned, size a multiple of 64 bytes:
+ *   [0]  u32 key_len   [4] u32 val_len   [8] u64 expire_ms (0 = none)
+ *   [16] key bytes, value bytes, zero padding to 8
+ *   [..] u64 checksum = XXH3-64 of bytes [0, 16 + key_len + val_len)
+ * A RACE slot's 8-bit length gives the block size in 64-byte units, saturating at 255:
+ * a reader reads that much first and, for bigger blocks, the rest after the header.
+ * The checksum lets readers detect a block torn by a concurrent rewrite or freed. */
+#ifndef DMKV_KVBLOCK_H
+#define DMKV_KVBLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define DM_KV_HDR 16u
+#define DM_KV_LEN_MAX_UNITS 255u /* slot length field saturates here (16320 bytes) */
+
+typedef struct dm_kv_view {
+    const uint8_t *key;
+    uint32_t key_len;
+    const uint8_t *val;
+    uint32_t val_len;
+    uint64_t expire_ms;
+} dm_kv_view_t;
+
+/* Total block bytes (multiple of 64) for a key and value of these lengths. */
+uint64_t dm_kvblock_size(size_t klen, size_t vlen);
+
+/* Serialize into buf (dm_kvblock_size bytes, zero-filled padding). */
+void dm_kvblock_build(uint8_t *buf, const void *key, size_t klen, const void *val, size_t vlen,
+                      uint64_t expire_ms);
+
+/* Slot length field (64-byte units, saturating at 255) for a block of this many bytes. */
+uint8_t dm_kvblock_len_units(uint64_t block_bytes);
+
+/* Block size announced by the header in buf (have >= 16 bytes), or 0 when the lengths are
+ * implausible (zeroed/garbage block). */
+uint64_t dm_kvblock_size_from_hdr(const uint8_t *buf, size_t have);
+
+/* Parse and verify a block of have bytes. Returns 0 and fills v (pointing into buf),
+ * DM_ECORRUPT when the lengths or checksum are wrong (torn, freed or reused block). */
+int dm_kvblock_parse(const uint8_t *buf, size_t have, dm_kv_view_t *v);
+
+/* 1 if the block in buf (have >= 16 + key_len bytes) names exactly this key. Checks only
+ * the header and key bytes: call dm_kvblock_parse for the full verification. */
+int dm_kvblock_key_equals(const uint8_t *buf, size_t have, const void *key, size_t klen);
+
+#endif

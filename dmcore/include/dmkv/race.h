@@ -1,0 +1,82 @@
+/* RACE extendible hashing on one-sided verbs (RACE, ACM TOS 2022, §3.2-3.3).
+ * Subtables of 64-byte buckets (8-byte header {local depth, suffix} + 7 slots of
+ * {fp:8, len:8, ptr:48}), grouped [main A][overflow][main B]; a combined bucket (main +
+ * its overflow, 128 contiguous bytes) is read in one READ; every key has two combined
+ * buckets in different groups. All mutations are 8-byte slot CASes; KV blocks are out of
+ * place (kvblock.h). The directory of 2^GD subtables is cached per worker. This issue
+ * keeps GD fixed at creation (resizing, RACE §3.4, is issue 5): an insert that finds both
+ * combined buckets full answers DM_EFULL and changes nothing. */
+#ifndef DMKV_RACE_H
+#define DMKV_RACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dmkv/kvblock.h"
+#include "dmkv/worker.h"
+
+#define DM_RACE_SLOTS 7          /* slots per bucket */
+#define DM_RACE_BUCKET 64        /* bytes per bucket */
+#define DM_RACE_MAX_DEPTH 16     /* directory area reserved for 2^16 entries */
+#define DM_RACE_INIT_DEPTH 6     /* global depth at creation: 64 subtables */
+#define DM_RACE_GROUPS 2048      /* bucket groups per subtable (3 buckets each) */
+
+/* Bucket groups per subtable used when this process creates a table (default
+ * DM_RACE_GROUPS; tests use tiny tables to reach DM_EFULL). Attaching ignores it. */
+void dm_race_set_create_groups(uint64_t groups);
+
+/* Attach this worker to the pool's RACE table, creating it (one-sidedly, CAS on the
+ * superblock's race_root) if no gateway has yet. 1-2 RTTs, plus creation. */
+int dm_race_attach(dm_ctx_t *ctx, dm_race_t **out);
+void dm_race_detach(dm_race_t *r);
+
+/* What a write intends, decided from the current value (v == NULL: key absent).
+ * Return 1 to go ahead, 0 to leave the key untouched. */
+typedef int (*dm_race_decide_fn)(void *arg, const dm_kv_view_t *v);
+
+/* A found item: its slot and a private copy of its whole KV block. */
+typedef struct dm_race_item {
+    dm_gaddr_t slot_addr;
+    uint64_t slot;  /* slot word as read */
+    uint8_t *block; /* malloc'd copy of the block (free()) */
+    uint64_t block_len;
+    dm_kv_view_t view; /* points into block */
+} dm_race_item_t;
+
+/* Search (Algorithm 4, duplicates resolved by the inserters' rule: smallest bucket number,
+ * then slot). 2 RTTs (+1 for blocks over 16 KB). Returns 1 and fills *item (free its
+ * block), 0 when absent, or DM_E*. */
+int dm_race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *item);
+
+/* Upsert: write block (already serialized, block_len bytes) for key, insert or update.
+ * decide() sees the current value (or NULL) and may veto (NX/XX). If keep_ttl, the
+ * block's expiry is replaced by the current value's. If old is non-NULL and the key
+ * existed, *old receives the replaced item (caller frees old->block).
+ * RTTs: update 3, insert 4 (Algorithm 1 plus the duplicate check, RACE §3.3).
+ * Returns 1 when written, 0 when vetoed, or DM_E* (DM_EFULL, DM_ENOMEM: nothing changed). */
+int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block,
+                uint64_t block_len, dm_race_decide_fn decide, void *arg, int keep_ttl,
+                dm_race_item_t *old);
+
+/* Delete every copy of key (Algorithm 2). decide() may veto as for set; the returned view
+ * lets callers tell an expired key. Returns 1 when removed, 0 when absent, or DM_E*. */
+int dm_race_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide_fn decide,
+                   void *arg);
+
+/* Walk the buckets from cursor (0 = start). Calls emit(arg, view) for every live item of
+ * about count keys' worth of buckets, sets *next (0 when the walk is complete).
+ * A cursor past the end finishes the walk (Redis accepts any cursor). Returns 0 or DM_E*. */
+typedef void (*dm_race_emit_fn)(void *arg, const dm_kv_view_t *v);
+int dm_race_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, dm_race_emit_fn emit, void *arg,
+                 uint64_t *next);
+
+/* Empty every slot (FLUSHALL). Returns the number of items removed or DM_E*. */
+int64_t dm_race_flush(dm_ctx_t *ctx);
+
+/* Number of keys (superblock counter, kept with FAA). */
+int64_t dm_race_count(dm_ctx_t *ctx);
+
+/* Load factor: used slots / all slots, from a full bucket walk (tests, benchmarks). */
+int dm_race_load(dm_ctx_t *ctx, uint64_t *used, uint64_t *total);
+
+#endif

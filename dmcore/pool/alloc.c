@@ -1,0 +1,151 @@
+/* Per-worker block allocator: chunk FAA on the superblock, bump allocation inside the
+ * chunk, per-size FIFO free lists with a quarantine timestamp. */
+#include "dmkv/alloc.h"
+
+#include <stdlib.h>
+
+#include "dmkv/errors.h"
+#include "dmkv/superblock.h"
+
+#define MAX_CLASS 256 /* size classes 1..256 units; bigger blocks go back to class 0 */
+
+typedef struct freed {
+    dm_gaddr_t addr;
+    uint64_t units;
+    uint64_t freed_us;
+    struct freed *next;
+} freed_t;
+
+struct dm_alloc {
+    dm_worker_t *w;
+    dm_gaddr_t cur;     /* next free byte in the current chunk */
+    uint64_t cur_left;  /* bytes left in it */
+    unsigned next_node; /* round robin */
+    uint64_t chunk_bytes;
+    freed_t *head[MAX_CLASS + 1], *tail[MAX_CLASS + 1];
+};
+
+dm_alloc_t *dm_alloc_create(dm_worker_t *w)
+{
+    dm_alloc_t *a = calloc(1, sizeof(*a));
+    if (a)
+        a->w = w;
+    return a;
+}
+
+void dm_alloc_destroy(dm_alloc_t *a)
+{
+    if (!a)
+        return;
+    for (int c = 0; c <= MAX_CLASS; c++)
+        while (a->head[c]) {
+            freed_t *f = a->head[c];
+            a->head[c] = f->next;
+            free(f);
+        }
+    free(a);
+}
+
+int dm_ctx_check(const dm_ctx_t *ctx)
+{
+    return dm_now_us() - ctx->start_us > DM_OP_TIMEOUT_US ? DM_ERETRY : 0;
+}
+
+/* Take bytes (multiple of 64) straight from some node's alloc_ptr by FAA. */
+static int take_from_pool(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t bytes, dm_gaddr_t *out)
+{
+    dm_worker_t *w = a->w;
+    for (unsigned tries = 0; tries < w->n_nodes; tries++) {
+        unsigned node = a->next_node++ % w->n_nodes;
+        dm_batch_t b;
+        dm_batch_init(&b);
+        dm_verb_t *v = dm_batch_faa(&b, dm_gaddr_make(node, DM_SB_OFF(alloc_ptr)), bytes);
+        int rc = dm_batch_exec(ctx, &b);
+        if (rc)
+            return rc;
+        uint64_t old = v->result;
+        if (old + bytes <= w->conns[node]->region_size && old + bytes > old) {
+            *out = dm_gaddr_make(node, old);
+            a->chunk_bytes += bytes;
+            return 0;
+        }
+        /* This node is full: the overshoot stays (every later FAA fails the same way). */
+    }
+    return DM_ENOMEM;
+}
+
+static freed_t *take_freed(dm_alloc_t *a, uint64_t units)
+{
+    int c = units <= MAX_CLASS ? (int)units : 0;
+    freed_t *f = a->head[c], *prev = NULL;
+    uint64_t now = dm_now_us();
+    for (int scanned = 0; f && scanned < 8; prev = f, f = f->next, scanned++) {
+        if (now - f->freed_us < DM_GRACE_US)
+            return NULL; /* FIFO: the rest are younger */
+        if (f->units != units)
+            continue;
+        if (prev)
+            prev->next = f->next;
+        else
+            a->head[c] = f->next;
+        if (a->tail[c] == f)
+            a->tail[c] = prev;
+        return f;
+    }
+    return NULL;
+}
+
+int dm_alloc_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out)
+{
+    dm_alloc_t *a = ctx->w->alloc;
+    uint64_t units = (bytes + DM_UNIT - 1) / DM_UNIT;
+    if (units == 0)
+        units = 1;
+    uint64_t need = units * DM_UNIT;
+    freed_t *f = take_freed(a, units);
+    if (f) {
+        *out = f->addr;
+        free(f);
+        return 0;
+    }
+    if (need > DM_CHUNK_SIZE / 4) /* big values get their own extent */
+        return take_from_pool(ctx, a, need, out);
+    if (a->cur_left < need) {
+        dm_gaddr_t chunk;
+        int rc = take_from_pool(ctx, a, DM_CHUNK_SIZE, &chunk);
+        if (rc)
+            return rc;
+        /* The rest of the old chunk is abandoned (small: < a quarter chunk). */
+        a->cur = chunk;
+        a->cur_left = DM_CHUNK_SIZE;
+    }
+    *out = a->cur;
+    a->cur += need;
+    a->cur_left -= need;
+    return 0;
+}
+
+void dm_alloc_free(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes)
+{
+    uint64_t units = (bytes + DM_UNIT - 1) / DM_UNIT;
+    if (units == 0)
+        units = 1;
+    freed_t *f = malloc(sizeof(*f));
+    if (!f)
+        return; /* leak rather than fail a free */
+    f->addr = addr;
+    f->units = units;
+    f->freed_us = dm_now_us();
+    f->next = NULL;
+    int c = units <= MAX_CLASS ? (int)units : 0;
+    if (a->tail[c])
+        a->tail[c]->next = f;
+    else
+        a->head[c] = f;
+    a->tail[c] = f;
+}
+
+uint64_t dm_alloc_chunk_bytes(const dm_alloc_t *a)
+{
+    return a->chunk_bytes;
+}

@@ -1,0 +1,319 @@
+/* Worker set-up and the batch layer: verbs grouped per memory node (one message, one
+ * doorbell each), awaited together, charged to the operation's command class. */
+#include "dmkv/worker.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "dmkv/alloc.h"
+#include "dmkv/coro.h"
+#include "dmkv/errors.h"
+#include "dmkv/race.h"
+
+uint64_t dm_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+uint64_t dm_wall_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void dm_ctx_init(dm_ctx_t *ctx, dm_worker_t *w, dm_cls_t cls)
+{
+    ctx->w = w;
+    ctx->cls = cls;
+    ctx->start_us = dm_now_us();
+}
+
+static dm_verb_t *batch_add(dm_batch_t *b, dm_gaddr_t a, uint8_t op)
+{
+    if (b->n >= DM_BATCH_MAX)
+        return NULL;
+    dm_verb_t *v = &b->v[b->n];
+    memset(v, 0, sizeof(*v));
+    v->op = op;
+    v->offset = dm_gaddr_off(a);
+    b->node[b->n] = (uint8_t)dm_gaddr_node(a);
+    b->n++;
+    return v;
+}
+
+dm_verb_t *dm_batch_read(dm_batch_t *b, dm_gaddr_t a, void *buf, uint32_t len)
+{
+    dm_verb_t *v = batch_add(b, a, DM_OP_READ);
+    if (v) {
+        v->buf = buf;
+        v->len = len;
+    }
+    return v;
+}
+
+dm_verb_t *dm_batch_write(dm_batch_t *b, dm_gaddr_t a, const void *buf, uint32_t len)
+{
+    dm_verb_t *v = batch_add(b, a, DM_OP_WRITE);
+    if (v) {
+        v->buf = (void *)buf;
+        v->len = len;
+    }
+    return v;
+}
+
+dm_verb_t *dm_batch_cas(dm_batch_t *b, dm_gaddr_t a, uint64_t expect, uint64_t swap)
+{
+    dm_verb_t *v = batch_add(b, a, DM_OP_CAS);
+    if (v) {
+        v->len = 8;
+        v->compare = expect;
+        v->swap = swap;
+    }
+    return v;
+}
+
+dm_verb_t *dm_batch_faa(dm_batch_t *b, dm_gaddr_t a, uint64_t add)
+{
+    dm_verb_t *v = batch_add(b, a, DM_OP_FAA);
+    if (v) {
+        v->len = 8;
+        v->compare = add;
+    }
+    return v;
+}
+
+/* Callers of the masked form need the connection's capabilities: resolved at exec time
+ * would be too late for the caller's retry logic, so the batch records both forms and
+ * dm_batch_exec downgrades to CAS where the node lacks DM_CAP_MASKED_CAS. */
+dm_verb_t *dm_batch_masked_cas(dm_batch_t *b, dm_gaddr_t a, uint64_t expect, uint64_t cmask,
+                               uint64_t swap, uint64_t smask, uint64_t guess)
+{
+    dm_verb_t *v = batch_add(b, a, DM_OP_MASKED_CAS);
+    if (v) {
+        v->len = 8;
+        v->compare = expect;
+        v->compare_mask = cmask;
+        v->swap = swap;
+        v->swap_mask = smask;
+        v->result = guess; /* consumed by the CAS fallback */
+    }
+    return v;
+}
+
+typedef struct batch_wait {
+    unsigned pending;
+    int status;
+    int yielded;
+    dm_coro_t *co;
+} batch_wait_t;
+
+static void batch_done(void *arg, int conn_status)
+{
+    batch_wait_t *bw = arg;
+    if (conn_status && !bw->status)
+        bw->status = conn_status;
+    if (--bw->pending == 0 && bw->yielded)
+        dm_coro_resume(bw->co);
+}
+
+/* Group b's verbs per node into tmp (keeping order) and account them. */
+static unsigned group_by_node(dm_worker_t *w, dm_batch_t *b, dm_verb_t *tmp, unsigned *map,
+                              unsigned *start, unsigned *count, uint64_t *rd, uint64_t *wr)
+{
+    unsigned nodes = 0, k = 0;
+    unsigned order[DM_BATCH_MAX];
+    uint8_t seen[DM_GADDR_MAX_NODES] = {0};
+    for (unsigned i = 0; i < b->n; i++) {
+        if (!seen[b->node[i]]) {
+            seen[b->node[i]] = 1;
+            order[nodes++] = b->node[i];
+        }
+        if (b->v[i].op == DM_OP_READ)
+            *rd += b->v[i].len;
+        else if (b->v[i].op == DM_OP_WRITE)
+            *wr += b->v[i].len;
+        else
+            *rd += 8, *wr += 8;
+    }
+    for (unsigned j = 0; j < nodes; j++) {
+        start[j] = k;
+        for (unsigned i = 0; i < b->n; i++) {
+            if (b->node[i] != order[j])
+                continue;
+            tmp[k] = b->v[i];
+            dm_verb_t *t = &tmp[k];
+            if (t->op == DM_OP_MASKED_CAS && order[j] < w->n_nodes && w->conns[order[j]] &&
+                !(w->conns[order[j]]->caps & DM_CAP_MASKED_CAS)) {
+                /* Fallback: plain CAS of the caller's guess with the masked parts merged. */
+                uint64_t g = t->result;
+                if ((g & t->compare_mask) != (t->compare & t->compare_mask))
+                    g = (g & ~t->compare_mask) | (t->compare & t->compare_mask);
+                t->op = DM_OP_CAS;
+                t->compare = g;
+                t->swap = (g & ~t->swap_mask) | (t->swap & t->swap_mask);
+            }
+            map[k++] = i;
+        }
+        count[j] = k - start[j];
+        start[j] |= (unsigned)order[j] << 16;
+    }
+    return nodes;
+}
+
+int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b)
+{
+    dm_worker_t *w = ctx->w;
+    if (b->n == 0)
+        return 0;
+    dm_verb_t tmp[DM_BATCH_MAX];
+    unsigned map[DM_BATCH_MAX], start[DM_BATCH_MAX], count[DM_BATCH_MAX];
+    uint64_t rd = 0, wr = 0;
+    unsigned nodes = group_by_node(w, b, tmp, map, start, count, &rd, &wr);
+    dm_stats_batch(ctx->cls, b->n, rd, wr);
+
+    batch_wait_t bw = {.pending = nodes, .status = 0, .yielded = 0, .co = dm_coro_self()};
+    for (unsigned j = 0; j < nodes; j++) {
+        unsigned node = start[j] >> 16, s = start[j] & 0xffff;
+        int rc = DM_EINVAL;
+        if (node < w->n_nodes && w->conns[node])
+            rc = w->conns[node]->ops->post(w->conns[node], &tmp[s], count[j], batch_done, &bw);
+        if (rc) {
+            for (unsigned i = s; i < s + count[j]; i++)
+                tmp[i].status = rc;
+            if (!bw.status)
+                bw.status = rc;
+            bw.pending--;
+        }
+    }
+    if (bw.pending) {
+        if (bw.co) {
+            bw.yielded = 1;
+            dm_coro_yield();
+        } else {
+            while (bw.pending)
+                uv_run(w->loop, UV_RUN_ONCE);
+        }
+    }
+    int first = bw.status;
+    for (unsigned k = 0; k < b->n; k++) {
+        dm_verb_t *dst = &b->v[map[k]];
+        dst->status = tmp[k].status;
+        dst->result = tmp[k].result;
+        if (dst->status && !first)
+            first = dst->status;
+    }
+    return first;
+}
+
+/* A fire-and-forget batch owns copies of its verbs and WRITE payloads. */
+typedef struct async_batch {
+    unsigned pending;
+    dm_verb_t verbs[];
+} async_batch_t;
+
+static void async_done(void *arg, int conn_status)
+{
+    (void)conn_status;
+    async_batch_t *ab = arg;
+    if (--ab->pending == 0)
+        free(ab);
+}
+
+int dm_batch_post_async(dm_ctx_t *ctx, dm_batch_t *b)
+{
+    dm_worker_t *w = ctx->w;
+    if (b->n == 0)
+        return 0;
+    dm_verb_t tmp[DM_BATCH_MAX];
+    unsigned map[DM_BATCH_MAX], start[DM_BATCH_MAX], count[DM_BATCH_MAX];
+    uint64_t rd = 0, wr = 0;
+    unsigned nodes = group_by_node(w, b, tmp, map, start, count, &rd, &wr);
+    dm_stats_batch(ctx->cls, b->n, rd, wr);
+    async_batch_t *ab = malloc(sizeof(*ab) + b->n * sizeof(dm_verb_t) + wr);
+    if (!ab)
+        return DM_ENOMEM;
+    memcpy(ab->verbs, tmp, b->n * sizeof(dm_verb_t));
+    uint8_t *data = (uint8_t *)&ab->verbs[b->n];
+    for (unsigned k = 0; k < b->n; k++) {
+        dm_verb_t *v = &ab->verbs[k];
+        if (v->op == DM_OP_WRITE) {
+            memcpy(data, v->buf, v->len);
+            v->buf = data;
+            data += v->len;
+        } else if (v->op == DM_OP_READ) {
+            free(ab);
+            return DM_EINVAL;
+        }
+    }
+    ab->pending = nodes + 1; /* +1 held while posting: local may complete synchronously */
+    int first = 0;
+    for (unsigned j = 0; j < nodes; j++) {
+        unsigned node = start[j] >> 16, s = start[j] & 0xffff;
+        int rc = DM_EINVAL;
+        if (node < w->n_nodes && w->conns[node])
+            rc = w->conns[node]->ops->post(w->conns[node], &ab->verbs[s], count[j],
+                                           async_done, ab);
+        if (rc) {
+            ab->pending--;
+            if (!first)
+                first = rc;
+        }
+    }
+    async_done(ab, 0);
+    return first;
+}
+
+dm_worker_t *dm_worker_create(uv_loop_t *loop, const char *const *uris, unsigned n,
+                              char *err, size_t errlen)
+{
+    if (n == 0 || n > DM_GADDR_MAX_NODES) {
+        snprintf(err, errlen, "need between 1 and %u memory nodes", DM_GADDR_MAX_NODES);
+        return NULL;
+    }
+    dm_worker_t *w = calloc(1, sizeof(*w));
+    if (!w) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    w->loop = loop;
+    w->op_timeout_us = DM_OP_TIMEOUT_US;
+    for (unsigned i = 0; i < n; i++) {
+        w->conns[i] = dm_conn_open(loop, uris[i], i, err, errlen);
+        if (!w->conns[i]) {
+            dm_worker_destroy(w);
+            return NULL;
+        }
+        w->n_nodes = i + 1;
+    }
+    w->alloc = dm_alloc_create(w);
+    if (!w->alloc) {
+        snprintf(err, errlen, "out of memory");
+        dm_worker_destroy(w);
+        return NULL;
+    }
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    int rc = dm_race_attach(&ctx, &w->race);
+    if (rc) {
+        snprintf(err, errlen, "cannot attach to the RACE table: %s", dm_strerror(rc));
+        dm_worker_destroy(w);
+        return NULL;
+    }
+    return w;
+}
+
+void dm_worker_destroy(dm_worker_t *w)
+{
+    if (!w)
+        return;
+    dm_race_detach(w->race);
+    dm_alloc_destroy(w->alloc);
+    for (unsigned i = 0; i < w->n_nodes; i++)
+        if (w->conns[i])
+            w->conns[i]->ops->close(w->conns[i]);
+    free(w);
+}

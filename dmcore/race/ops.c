@@ -1,0 +1,422 @@
+/* RACE search, upsert and delete (RACE §3.3, Algorithms 1-4), with the traps of
+ * papers/NOTES.md §1.9 handled: upsert instead of blind insert, one duplicate rule for
+ * readers and writers, batched candidate reads, quarantine against ABA (alloc.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dmkv/alloc.h"
+#include "dmkv/errors.h"
+#include "dmkv/superblock.h"
+#include "race_internal.h"
+
+#define MAX_ATTEMPTS 256
+#define MAX_CANDS 28 /* slots in two combined buckets */
+#define MAX_CORRUPT 8
+
+enum { CAND_NOMATCH = 0, CAND_MATCH = 1, CAND_CORRUPT = 2 };
+
+typedef struct cand {
+    race_slotref_t ref;
+    int state;
+    uint8_t *block; /* CAND_MATCH: whole block (malloc'd) */
+    uint64_t block_len;
+    dm_kv_view_t view;
+} cand_t;
+
+static void cands_free(cand_t *c, unsigned n)
+{
+    for (unsigned i = 0; i < n; i++) {
+        free(c[i].block);
+        c[i].block = NULL;
+    }
+}
+
+/* Read the KV blocks of candidate slots (one batch, plus one more for blocks over 16 KB
+ * whose key length matches) and classify each against key. */
+static int fetch_cands(dm_ctx_t *ctx, cand_t *c, unsigned n, const void *key, size_t klen)
+{
+    dm_batch_t b;
+    dm_batch_init(&b);
+    for (unsigned i = 0; i < n; i++) {
+        c[i].block_len = (uint64_t)race_slot_len(c[i].ref.word) * DM_UNIT;
+        c[i].block = malloc(c[i].block_len ? c[i].block_len : 64);
+        c[i].state = CAND_NOMATCH;
+        if (!c[i].block)
+            return DM_ENOMEM;
+        dm_batch_read(&b, race_slot_ptr(c[i].ref.word), c[i].block, (uint32_t)c[i].block_len);
+    }
+    int rc = dm_batch_exec(ctx, &b);
+    if (rc)
+        return rc;
+    dm_batch_init(&b);
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t full = dm_kvblock_size_from_hdr(c[i].block, c[i].block_len);
+        uint32_t kl;
+        memcpy(&kl, c[i].block, 4);
+        if (kl != klen)
+            continue;
+        if (full > c[i].block_len && race_slot_len(c[i].ref.word) == DM_KV_LEN_MAX_UNITS) {
+            uint8_t *nb = realloc(c[i].block, full);
+            if (!nb)
+                return DM_ENOMEM;
+            c[i].block = nb;
+            uint64_t have = c[i].block_len;
+            c[i].block_len = full;
+            /* Large values: the rest of the block, in pieces of at most 1 GiB. */
+            dm_batch_read(&b, race_slot_ptr(c[i].ref.word) + have, nb + have,
+                          (uint32_t)(full - have));
+        }
+    }
+    rc = dm_batch_exec(ctx, &b);
+    if (rc)
+        return rc;
+    for (unsigned i = 0; i < n; i++) {
+        if (!dm_kvblock_key_equals(c[i].block, c[i].block_len, key, klen))
+            continue;
+        c[i].state = dm_kvblock_parse(c[i].block, c[i].block_len, &c[i].view) == 0
+                         ? CAND_MATCH
+                         : CAND_CORRUPT;
+    }
+    return 0;
+}
+
+/* Read both combined buckets (plus extra verbs already in b) and the candidates' blocks.
+ * On return *first is the index of the canonical live copy or -1. */
+typedef struct lookup {
+    race_loc_t loc;
+    race_cbs_t cbs;
+    cand_t c[MAX_CANDS];
+    unsigned n;
+    int first;
+} lookup_t;
+
+static int lookup(dm_ctx_t *ctx, dm_batch_t *b, lookup_t *lk, const void *key, size_t klen)
+{
+    dm_race_t *r = ctx->w->race;
+    lk->n = 0;
+    lk->first = -1;
+    for (int refreshed = 0;; refreshed++) {
+        race_locate(r, key, klen, &lk->loc);
+        int rc = race_read_cbs(b, &lk->loc, &lk->cbs);
+        if (!rc)
+            rc = dm_batch_exec(ctx, b);
+        if (rc)
+            return rc;
+        dm_batch_init(b);
+        if (race_check_headers(&lk->loc, &lk->cbs) == 0)
+            break;
+        /* Stale directory cache (RACE §3.4.1 case 3): refresh and read again. */
+        if (refreshed >= 2)
+            return DM_EPROTO;
+        rc = race_refresh(ctx, r);
+        if (rc)
+            return rc;
+    }
+    race_slotref_t refs[MAX_CANDS];
+    lk->n = race_fp_slots(&lk->loc, &lk->cbs, lk->loc.fp, refs, MAX_CANDS);
+    for (unsigned i = 0; i < lk->n; i++) {
+        memset(&lk->c[i], 0, sizeof(lk->c[i]));
+        lk->c[i].ref = refs[i];
+    }
+    lk->first = -1;
+    if (lk->n == 0)
+        return 0;
+    int rc = fetch_cands(ctx, lk->c, lk->n, key, klen);
+    if (rc)
+        return rc;
+    for (unsigned i = 0; i < lk->n; i++) {
+        if (lk->c[i].state == CAND_CORRUPT)
+            return DM_ECORRUPT; /* slot changed under us or a torn block: caller retries */
+        if (lk->c[i].state == CAND_MATCH && lk->first < 0)
+            lk->first = (int)i;
+    }
+    return 0;
+}
+
+static void take_item(lookup_t *lk, dm_race_item_t *item)
+{
+    cand_t *c = &lk->c[lk->first];
+    item->slot_addr = c->ref.addr;
+    item->slot = c->ref.word;
+    item->block = c->block;
+    item->block_len = c->block_len;
+    item->view = c->view;
+    c->block = NULL;
+}
+
+/* Retry policy shared by all operations: corrupt reads and timeouts restart. */
+static int should_retry(dm_ctx_t *ctx, int rc, int *corrupt)
+{
+    if (rc == DM_ECORRUPT)
+        return ++*corrupt < MAX_CORRUPT;
+    if (rc == DM_ERETRY) {
+        ctx->start_us = dm_now_us();
+        return 1;
+    }
+    return 0;
+}
+
+int dm_race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *item)
+{
+    int corrupt = 0;
+    for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+        lookup_t lk;
+        dm_batch_t b;
+        dm_batch_init(&b);
+        ctx->start_us = dm_now_us();
+        int rc = lookup(ctx, &b, &lk, key, klen);
+        /* A block read after the grace period may have been reused: read again. */
+        if (!rc)
+            rc = dm_ctx_check(ctx);
+        if (!rc && lk.first >= 0)
+            take_item(&lk, item);
+        cands_free(lk.c, lk.n);
+        if (!rc)
+            return lk.first >= 0;
+        if (!should_retry(ctx, rc, &corrupt))
+            return rc;
+    }
+    return DM_ERETRY;
+}
+
+static void count_keys(dm_ctx_t *ctx, int64_t delta)
+{
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_faa(&b, dm_gaddr_make(0, DM_SB_OFF(key_count)), (uint64_t)delta);
+    dm_batch_post_async(ctx, &b);
+}
+
+static unsigned free_slots(const race_cbs_t *cbs, int i)
+{
+    unsigned n = 0;
+    for (int j = 0; j < 2; j++)
+        for (int s = 0; s < DM_RACE_SLOTS; s++)
+            n += race_slot_ptr(cbs->raw[i][j * 8 + 1 + s]) == 0;
+    return n;
+}
+
+/* Pick an empty slot: less-loaded combined bucket, its main bucket first (RACE §3.3). */
+static int pick_empty(const lookup_t *lk, dm_gaddr_t *addr)
+{
+    unsigned f0 = free_slots(&lk->cbs, 0), f1 = free_slots(&lk->cbs, 1);
+    if (f0 == 0 && f1 == 0)
+        return DM_EFULL;
+    int i = f0 >= f1 ? 0 : 1;
+    /* Main bucket is index 0 of the combined bucket for side A, index 1 for side B. */
+    int main_j = (lk->loc.first_bucket[i] % 3 == 0) ? 0 : 1;
+    int order[2] = {main_j, 1 - main_j};
+    for (int o = 0; o < 2; o++) {
+        int j = order[o];
+        for (int s = 0; s < DM_RACE_SLOTS; s++)
+            if (race_slot_ptr(lk->cbs.raw[i][j * 8 + 1 + s]) == 0) {
+                *addr = race_bucket_addr(&lk->loc, lk->loc.first_bucket[i] + (uint64_t)j) +
+                        8 + 8 * (uint64_t)s;
+                return 0;
+            }
+    }
+    return DM_EFULL;
+}
+
+/* After inserting our slot: re-read both combined buckets and keep exactly one copy of
+ * the key, the one with the smallest (bucket, slot) (RACE §3.3 "duplicate keys"). */
+static int dedupe_after_insert(dm_ctx_t *ctx, const void *key, size_t klen, dm_gaddr_t mine,
+                               uint64_t my_word)
+{
+    lookup_t lk;
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_faa(&b, dm_gaddr_make(0, DM_SB_OFF(key_count)), 1);
+    int rc = lookup(ctx, &b, &lk, key, klen);
+    if (rc == DM_ECORRUPT)
+        rc = 0; /* another copy is mid-change; its writer resolves it */
+    if (rc) {
+        cands_free(lk.c, lk.n);
+        return rc;
+    }
+    if (lk.first < 0 || lk.c[lk.first].ref.addr == mine) {
+        /* We are the canonical copy: remove the others (rare). */
+        dm_batch_init(&b);
+        unsigned removed = 0;
+        dm_verb_t *v[MAX_CANDS] = {0};
+        for (unsigned i = 0; i < lk.n; i++)
+            if (lk.c[i].state == CAND_MATCH && lk.c[i].ref.addr != mine)
+                v[i] = dm_batch_cas(&b, lk.c[i].ref.addr, lk.c[i].ref.word, 0);
+        if (b.n && dm_batch_exec(ctx, &b) == 0)
+            for (unsigned i = 0; i < lk.n; i++)
+                if (v[i] && v[i]->result == lk.c[i].ref.word) {
+                    removed++;
+                    dm_alloc_free(ctx->w->alloc, race_slot_ptr(lk.c[i].ref.word),
+                                  lk.c[i].block_len);
+                }
+        if (removed)
+            count_keys(ctx, -(int64_t)removed);
+    } else {
+        /* Another copy wins: ours is removed (our SET is ordered just before it). */
+        dm_batch_init(&b);
+        dm_verb_t *v = dm_batch_cas(&b, mine, my_word, 0);
+        if (dm_batch_exec(ctx, &b) == 0 && v->result == my_word)
+            count_keys(ctx, -1);
+    }
+    cands_free(lk.c, lk.n);
+    return 0;
+}
+
+/* Change a serialized block's expiry and rebuild its checksum. */
+static void set_expire(uint8_t *block, uint64_t expire_ms)
+{
+    uint32_t kl, vl;
+    memcpy(&kl, block, 4);
+    memcpy(&vl, block + 4, 4);
+    uint8_t *tmp = malloc(DM_KV_HDR + (uint64_t)kl + vl);
+    if (!tmp)
+        return;
+    memcpy(tmp, block, DM_KV_HDR + (uint64_t)kl + vl);
+    dm_kvblock_build(block, tmp + DM_KV_HDR, kl, tmp + DM_KV_HDR + kl, vl, expire_ms);
+    free(tmp);
+}
+
+int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block,
+                uint64_t block_len, dm_race_decide_fn decide, void *arg, int keep_ttl,
+                dm_race_item_t *old)
+{
+    dm_gaddr_t addr;
+    int rc = dm_alloc_block(ctx, block_len, &addr);
+    if (rc)
+        return rc;
+    uint64_t word = race_slot(0, dm_kvblock_len_units(block_len), addr);
+    int written = 0, corrupt = 0;
+    uint64_t block_expire;
+    memcpy(&block_expire, block + 8, 8);
+    for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+        lookup_t lk;
+        dm_batch_t b;
+        dm_batch_init(&b);
+        ctx->start_us = dm_now_us();
+        if (!written) /* 1st RTT: WRITE the block ‖ READ both combined buckets */
+            dm_batch_write(&b, addr, block, (uint32_t)block_len);
+        rc = lookup(ctx, &b, &lk, key, klen);
+        if (!rc)
+            written = 1;
+        if (!rc) {
+            word = race_slot(lk.loc.fp, dm_kvblock_len_units(block_len), addr);
+            const dm_kv_view_t *cur = lk.first >= 0 ? &lk.c[lk.first].view : NULL;
+            if (decide && !decide(arg, cur)) {
+                cands_free(lk.c, lk.n);
+                dm_alloc_free(ctx->w->alloc, addr, block_len);
+                return 0;
+            }
+            uint64_t want_expire = keep_ttl && cur ? cur->expire_ms : block_expire;
+            uint64_t have_expire;
+            memcpy(&have_expire, block + 8, 8);
+            if (want_expire != have_expire) { /* KEEPTTL: rewrite before publishing */
+                set_expire(block, want_expire);
+                dm_batch_init(&b);
+                dm_batch_write(&b, addr, block, (uint32_t)block_len);
+                rc = dm_batch_exec(ctx, &b);
+            }
+        }
+        if (!rc)
+            rc = dm_ctx_check(ctx);
+        if (!rc && lk.first >= 0) {
+            /* Update: CAS the canonical copy old -> new. */
+            cand_t *c = &lk.c[lk.first];
+            dm_batch_init(&b);
+            dm_verb_t *v = dm_batch_cas(&b, c->ref.addr, c->ref.word, word);
+            rc = dm_batch_exec(ctx, &b);
+            if (!rc && v->result == c->ref.word) {
+                dm_alloc_free(ctx->w->alloc, race_slot_ptr(c->ref.word), c->block_len);
+                if (old)
+                    take_item(&lk, old);
+                cands_free(lk.c, lk.n);
+                return 1;
+            }
+        } else if (!rc) {
+            /* Insert: CAS an empty slot 0 -> new, then the duplicate check. */
+            dm_gaddr_t slot;
+            rc = pick_empty(&lk, &slot);
+            if (rc == DM_EFULL) {
+                cands_free(lk.c, lk.n);
+                dm_alloc_free(ctx->w->alloc, addr, block_len);
+                return DM_EFULL;
+            }
+            dm_batch_init(&b);
+            dm_verb_t *v = dm_batch_cas(&b, slot, 0, word);
+            rc = dm_batch_exec(ctx, &b);
+            if (!rc && v->result == 0) {
+                cands_free(lk.c, lk.n);
+                if (old)
+                    memset(old, 0, sizeof(*old));
+                rc = dedupe_after_insert(ctx, key, klen, slot, word);
+                return rc ? rc : 1;
+            }
+        }
+        cands_free(lk.c, lk.n);
+        if (rc && !should_retry(ctx, rc, &corrupt)) {
+            if (!written || rc != DM_EIO)
+                dm_alloc_free(ctx->w->alloc, addr, block_len);
+            return rc;
+        }
+        /* Failed CAS: someone changed a slot; search again and redo (RACE §3.3). */
+    }
+    return DM_ERETRY;
+}
+
+int dm_race_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide_fn decide,
+                   void *arg)
+{
+    int corrupt = 0, deleted = 0;
+    for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+        lookup_t lk;
+        dm_batch_t b;
+        dm_batch_init(&b);
+        ctx->start_us = dm_now_us();
+        int rc = lookup(ctx, &b, &lk, key, klen);
+        if (!rc && lk.first < 0) {
+            cands_free(lk.c, lk.n);
+            return deleted;
+        }
+        if (!rc && !deleted && decide && !decide(arg, &lk.c[lk.first].view)) {
+            cands_free(lk.c, lk.n);
+            return 0;
+        }
+        if (!rc)
+            rc = dm_ctx_check(ctx);
+        if (!rc) {
+            /* Remove every copy (a delete that sees duplicates removes all of them). */
+            dm_batch_init(&b);
+            dm_verb_t *v[MAX_CANDS] = {0};
+            for (unsigned i = 0; i < lk.n; i++)
+                if (lk.c[i].state == CAND_MATCH)
+                    v[i] = dm_batch_cas(&b, lk.c[i].ref.addr, lk.c[i].ref.word, 0);
+            rc = dm_batch_exec(ctx, &b);
+            int64_t removed = 0;
+            int all = 1;
+            for (unsigned i = 0; !rc && i < lk.n; i++) {
+                if (!v[i])
+                    continue;
+                if (v[i]->result == lk.c[i].ref.word) {
+                    removed++;
+                    dm_alloc_free(ctx->w->alloc, race_slot_ptr(lk.c[i].ref.word),
+                                  lk.c[i].block_len);
+                } else {
+                    all = 0;
+                }
+            }
+            if (removed) {
+                count_keys(ctx, -removed);
+                deleted = 1;
+            }
+            cands_free(lk.c, lk.n);
+            if (!rc && all)
+                return 1;
+            if (!rc)
+                continue; /* a copy changed under us: look again until none is left */
+        } else {
+            cands_free(lk.c, lk.n);
+        }
+        if (!should_retry(ctx, rc, &corrupt))
+            return rc;
+    }
+    return DM_ERETRY;
+}

@@ -1,0 +1,203 @@
+/* The `local` backend: the memory node's region lives in this process; verbs are memcpy
+ * and __atomic ops (dm_region_exec). Used by unit tests, fault simulation and embedded
+ * mode. Fault injection delays execution (each batch runs from its own libuv timer, with
+ * jitter, so batches from different coroutines interleave and reorder), fails batches, or
+ * calls a hook before each verb. */
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+
+#include "dmkv/errors.h"
+#include "dmkv/region_exec.h"
+#include "dmkv/transport.h"
+
+typedef struct local_region {
+    char name[64];
+    uint8_t *base;
+    uint64_t size;
+    struct local_region *next;
+} local_region_t;
+
+static pthread_mutex_t regions_lock = PTHREAD_MUTEX_INITIALIZER;
+static local_region_t *regions;
+static uint64_t default_size = 256ull << 20;
+
+static struct {
+    uint32_t delay_us;
+    uint32_t fail_every;
+    dm_local_hook_fn hook;
+    void *hook_arg;
+    uint64_t batches;
+} inject;
+
+typedef struct local_conn {
+    dm_conn_t base;
+    uv_loop_t *loop;
+    local_region_t *region;
+    unsigned outstanding;
+    int closing;
+} local_conn_t;
+
+typedef struct delayed_batch {
+    uv_timer_t timer;
+    local_conn_t *c;
+    dm_verb_t *verbs;
+    size_t n;
+    dm_post_cb cb;
+    void *arg;
+} delayed_batch_t;
+
+void dm_local_set_size(uint64_t bytes)
+{
+    pthread_mutex_lock(&regions_lock);
+    default_size = bytes;
+    pthread_mutex_unlock(&regions_lock);
+}
+
+void dm_local_inject(uint32_t delay_us, uint32_t fail_every, dm_local_hook_fn hook, void *arg)
+{
+    pthread_mutex_lock(&regions_lock);
+    inject.delay_us = delay_us;
+    inject.fail_every = fail_every;
+    inject.hook = hook;
+    inject.hook_arg = arg;
+    pthread_mutex_unlock(&regions_lock);
+}
+
+static local_region_t *region_find(const char *name, int create)
+{
+    pthread_mutex_lock(&regions_lock);
+    local_region_t *r;
+    for (r = regions; r; r = r->next)
+        if (strcmp(r->name, name) == 0)
+            break;
+    if (!r && create) {
+        r = calloc(1, sizeof(*r));
+        if (r) {
+            snprintf(r->name, sizeof(r->name), "%s", name);
+            r->size = default_size;
+            r->base = mmap(NULL, r->size, PROT_READ | PROT_WRITE,
+                           MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+            if (r->base == MAP_FAILED) {
+                free(r);
+                r = NULL;
+            } else {
+                dm_region_format(r->base, r->size);
+                r->next = regions;
+                regions = r;
+            }
+        }
+    }
+    pthread_mutex_unlock(&regions_lock);
+    return r;
+}
+
+uint8_t *dm_local_region_base(const char *name, uint64_t *size)
+{
+    local_region_t *r = region_find(name, 0);
+    if (!r)
+        return NULL;
+    if (size)
+        *size = r->size;
+    return r->base;
+}
+
+/* Execute a batch now; returns the connection status (DM_EIO when injected). */
+static int run_batch(local_conn_t *c, dm_verb_t *verbs, size_t n)
+{
+    dm_local_hook_fn hook = __atomic_load_n(&inject.hook, __ATOMIC_ACQUIRE);
+    uint32_t fail_every = __atomic_load_n(&inject.fail_every, __ATOMIC_RELAXED);
+    uint64_t seq = __atomic_add_fetch(&inject.batches, 1, __ATOMIC_RELAXED);
+    if (fail_every && seq % fail_every == 0) {
+        for (size_t i = 0; i < n; i++)
+            verbs[i].status = DM_EIO;
+        return DM_EIO;
+    }
+    for (size_t i = 0; i < n; i++) {
+        if (hook)
+            hook(&verbs[i], inject.hook_arg);
+        verbs[i].status = dm_region_exec(c->region->base, c->region->size, &verbs[i]);
+    }
+    return 0;
+}
+
+static void delayed_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void delayed_fire(uv_timer_t *t)
+{
+    delayed_batch_t *d = t->data;
+    local_conn_t *c = d->c;
+    /* Posted verbs execute even when the connection is closing, as on an RNIC. */
+    int st = run_batch(c, d->verbs, d->n);
+    if (st)
+        for (size_t i = 0; i < d->n; i++)
+            d->verbs[i].status = st;
+    c->outstanding--;
+    d->cb(d->arg, st);
+    uv_close((uv_handle_t *)&d->timer, delayed_closed);
+    if (c->closing && c->outstanding == 0)
+        free(c);
+}
+
+static int local_post(dm_conn_t *base, dm_verb_t *verbs, size_t n, dm_post_cb cb, void *arg)
+{
+    local_conn_t *c = (local_conn_t *)base;
+    uint32_t delay = __atomic_load_n(&inject.delay_us, __ATOMIC_RELAXED);
+    if (c->closing)
+        return DM_EIO;
+    if (delay == 0) {
+        int st = run_batch(c, verbs, n);
+        cb(arg, st);
+        return 0;
+    }
+    delayed_batch_t *d = calloc(1, sizeof(*d));
+    if (!d)
+        return DM_ENOMEM;
+    d->c = c;
+    d->verbs = verbs;
+    d->n = n;
+    d->cb = cb;
+    d->arg = arg;
+    d->timer.data = d;
+    uv_timer_init(c->loop, &d->timer);
+    /* Jitter in [delay/2, 3*delay/2] microseconds; libuv timers have ms resolution. */
+    uint64_t us = delay / 2 + (uint64_t)rand() % (delay + 1);
+    c->outstanding++;
+    uv_timer_start(&d->timer, delayed_fire, us / 1000, 0);
+    return 0;
+}
+
+static void local_close(dm_conn_t *base)
+{
+    local_conn_t *c = (local_conn_t *)base;
+    c->closing = 1;
+    if (c->outstanding == 0)
+        free(c);
+}
+
+static const dm_conn_ops_t local_ops = {.post = local_post, .close = local_close};
+
+dm_conn_t *dm_local_open(uv_loop_t *loop, const char *name, char *err, size_t errlen)
+{
+    local_region_t *r = region_find(name ? name : "default", 1);
+    if (!r) {
+        snprintf(err, errlen, "cannot allocate local region '%s'", name ? name : "default");
+        return NULL;
+    }
+    local_conn_t *c = calloc(1, sizeof(*c));
+    if (!c) {
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    c->base.ops = &local_ops;
+    c->base.caps = DM_CAP_MASKED_CAS;
+    c->base.region_size = r->size;
+    c->loop = loop;
+    c->region = r;
+    return &c->base;
+}

@@ -1,0 +1,32 @@
+#!/bin/bash
+# Start one dmkv-memnode (tcp transport) and one dmkv-gateway in the foreground; Ctrl-C
+# (or SIGTERM) stops both. Usage: scripts/run.sh BUILD_DIR
+BUILD=${1:-build}
+PORT=${PORT:-6379}
+MEMNODE_PORT=${MEMNODE_PORT:-7000}
+MEMNODE_SIZE=${MEMNODE_SIZE:-1g}
+
+"$BUILD/memnode/dmkv-memnode" --port "$MEMNODE_PORT" --size "$MEMNODE_SIZE" &
+MEMNODE=$!
+stop() {
+    trap - INT TERM
+    [ -n "$GATEWAY" ] && kill "$GATEWAY" 2>/dev/null
+    kill "$MEMNODE" 2>/dev/null
+    wait 2>/dev/null
+    exit 0
+}
+trap stop INT TERM
+# Wait for the memory node to listen before the gateway connects.
+i=0
+while ! (exec 3<>"/dev/tcp/127.0.0.1/$MEMNODE_PORT") 2>/dev/null; do
+    i=$((i + 1))
+    if [ $i -gt 100 ] || ! kill -0 $MEMNODE 2>/dev/null; then
+        echo "dmkv-memnode did not start" >&2
+        stop
+    fi
+    sleep 0.05
+done
+"$BUILD/gateway/dmkv-gateway" --port "$PORT" --memnode "tcp://127.0.0.1:$MEMNODE_PORT" &
+GATEWAY=$!
+wait $GATEWAY
+stop

@@ -1,0 +1,433 @@
+/* RACE unit tests on the local transport: operations, binary keys, large values, the
+ * duplicate-key rule, checksum detection of torn blocks, a full table, and concurrent
+ * insert/update/delete of the same keys from several threads with interleaving injected. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dmkv/alloc.h"
+#include "dmkv/coro.h"
+#include "dmkv/errors.h"
+#include "dmkv/kv.h"
+#include "dmkv/race.h"
+#include "dmkv/superblock.h"
+#include "harness.h"
+#include "../dmcore/race/race_internal.h"
+
+static dm_worker_t *worker_on(uv_loop_t *loop, const char *uri)
+{
+    char err[256];
+    const char *uris[1] = {uri};
+    dm_worker_t *w = dm_worker_create(loop, uris, 1, err, sizeof(err));
+    CHECKF(w, "%s", err);
+    return w;
+}
+
+static void test_basic(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = worker_on(&loop, "local:basic");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    dm_value_t v;
+    CHECK(dm_kv_get(&ctx, "k", 1, &v) == 0);
+    CHECK(dm_kv_set(&ctx, "k", 1, "v1", 2, 0, 0, NULL) == 1);
+    CHECK(dm_kv_get(&ctx, "k", 1, &v) == 1 && v.len == 2 && memcmp(v.data, "v1", 2) == 0);
+    dm_value_free(&v);
+    CHECK(dm_kv_set(&ctx, "k", 1, "value-two", 9, 0, 0, NULL) == 1);
+    CHECK(dm_kv_get(&ctx, "k", 1, &v) == 1 && v.len == 9 && memcmp(v.data, "value-two", 9) == 0);
+    dm_value_free(&v);
+    CHECK(dm_kv_dbsize(&ctx) == 1);
+    /* NX / XX / GET */
+    CHECK(dm_kv_set(&ctx, "k", 1, "x", 1, 0, DM_SET_NX, NULL) == 0);
+    CHECK(dm_kv_set(&ctx, "n", 1, "x", 1, 0, DM_SET_XX, NULL) == 0);
+    dm_value_t old;
+    CHECK(dm_kv_set(&ctx, "k", 1, "3", 1, 0, DM_SET_GET, &old) == 1);
+    CHECK(old.data && old.len == 9 && memcmp(old.data, "value-two", 9) == 0);
+    dm_value_free(&old);
+    /* binary key and value, empty key and value */
+    const char bk[] = "a\0b\r\nc";
+    const char bv[] = "\0\r\n\0";
+    CHECK(dm_kv_set(&ctx, bk, sizeof(bk), bv, sizeof(bv), 0, 0, NULL) == 1);
+    CHECK(dm_kv_get(&ctx, bk, sizeof(bk), &v) == 1 && v.len == sizeof(bv) &&
+          memcmp(v.data, bv, sizeof(bv)) == 0);
+    dm_value_free(&v);
+    CHECK(dm_kv_get(&ctx, bk, sizeof(bk) - 1, &v) == 0);
+    CHECK(dm_kv_set(&ctx, "", 0, "", 0, 0, 0, NULL) == 1);
+    CHECK(dm_kv_get(&ctx, "", 0, &v) == 1 && v.len == 0);
+    dm_value_free(&v);
+    /* expiry: a key that expired is absent */
+    CHECK(dm_kv_set(&ctx, "e", 1, "x", 1, dm_wall_ms() - 1, 0, NULL) == 1);
+    CHECK(dm_kv_get(&ctx, "e", 1, &v) == 0);
+    CHECK(dm_kv_set(&ctx, "e", 1, "y", 1, 0, DM_SET_NX, NULL) == 1);
+    CHECK(dm_kv_get(&ctx, "e", 1, &v) == 1);
+    dm_value_free(&v);
+    /* KEEPTTL keeps the expiry */
+    uint64_t exp = dm_wall_ms() + 100000;
+    CHECK(dm_kv_set(&ctx, "t", 1, "a", 1, exp, 0, NULL) == 1);
+    CHECK(dm_kv_set(&ctx, "t", 1, "b", 1, 0, DM_SET_KEEPTTL, NULL) == 1);
+    CHECK(dm_kv_get(&ctx, "t", 1, &v) == 1 && v.expire_ms == exp && v.data[0] == 'b');
+    dm_value_free(&v);
+    CHECK(dm_kv_del(&ctx, "k", 1) == 1);
+    CHECK(dm_kv_del(&ctx, "k", 1) == 0);
+    CHECK(dm_kv_get(&ctx, "k", 1, &v) == 0);
+    CHECK(dm_kv_dbsize(&ctx) == 4); /* bk, "", e, t */
+    CHECK(dm_kv_flushall(&ctx) == 0);
+    CHECK(dm_kv_dbsize(&ctx) == 0);
+    CHECK(dm_kv_get(&ctx, "t", 1, &v) == 0);
+    dm_worker_destroy(w);
+    uv_loop_close(&loop);
+}
+
+static void test_large_values(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = worker_on(&loop, "local:large");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    size_t sizes[] = {16300, 16320, 16400, 100000, 1 << 20, 5 << 20};
+    for (size_t i = 0; i < sizeof(sizes) / sizeof(sizes[0]); i++) {
+        size_t n = sizes[i];
+        uint8_t *buf = malloc(n);
+        for (size_t j = 0; j < n; j++)
+            buf[j] = (uint8_t)(j * 31 + i);
+        char key[32];
+        int kl = snprintf(key, sizeof(key), "big:%zu", n);
+        CHECK(dm_kv_set(&ctx, key, (size_t)kl, buf, n, 0, 0, NULL) == 1);
+        dm_value_t v;
+        CHECK(dm_kv_get(&ctx, key, (size_t)kl, &v) == 1);
+        CHECKF(v.len == n && memcmp(v.data, buf, n) == 0, "size %zu", n);
+        dm_value_free(&v);
+        free(buf);
+    }
+    /* A long key (over 16 KB) too. */
+    size_t kl = 40000;
+    char *key = malloc(kl);
+    memset(key, 'K', kl);
+    CHECK(dm_kv_set(&ctx, key, kl, "v", 1, 0, 0, NULL) == 1);
+    dm_value_t v;
+    CHECK(dm_kv_get(&ctx, key, kl, &v) == 1 && v.len == 1);
+    dm_value_free(&v);
+    key[kl - 1] = 'L';
+    CHECK(dm_kv_get(&ctx, key, kl, &v) == 0);
+    free(key);
+    dm_worker_destroy(w);
+    uv_loop_close(&loop);
+}
+
+/* Find the slot(s) holding key: scans the whole table in the region. */
+static unsigned count_copies(dm_worker_t *w, const char *region, const char *key)
+{
+    uint64_t size;
+    uint8_t *base = dm_local_region_base(region, &size);
+    dm_race_t *r = w->race;
+    unsigned copies = 0;
+    for (unsigned st = 0; st < (1u << r->global_depth); st++) {
+        uint64_t *b = (uint64_t *)(base + dm_gaddr_off(race_dir_addr(r->dir[st])));
+        for (uint64_t i = 0; i < r->groups * 3 * 8; i++) {
+            if (i % 8 == 0 || !race_slot_ptr(b[i]))
+                continue;
+            uint8_t *blk = base + dm_gaddr_off(race_slot_ptr(b[i]));
+            if (dm_kvblock_key_equals(blk, 1 << 20, key, strlen(key)))
+                copies++;
+        }
+    }
+    return copies;
+}
+
+/* The duplicate-key race (RACE §3.3): a second copy of the key appears in the other
+ * combined bucket while our insert's CAS is in flight. The inserter's re-read must keep
+ * exactly the copy with the smallest (bucket, slot), and readers must agree on it. */
+typedef struct dup_hook {
+    uint8_t *base;
+    dm_race_t *race;
+    const char *key;
+    int armed;
+    int smaller; /* plant the duplicate at a smaller canonical position than ours */
+    dm_gaddr_t block;
+} dup_hook_t;
+
+static void plant_duplicate(const dm_verb_t *v, void *arg)
+{
+    dup_hook_t *h = arg;
+    if (!h->armed || v->op != DM_OP_CAS || v->compare != 0 || race_slot_ptr(v->swap) == 0)
+        return;
+    h->armed = 0;
+    race_loc_t loc;
+    race_locate(h->race, h->key, strlen(h->key), &loc);
+    /* Which combined bucket is the insert using? Plant into the other one's first free slot. */
+    uint64_t ours_bucket = (dm_gaddr_off(v->offset) - dm_gaddr_off(loc.subtable)) / 64;
+    int other = (ours_bucket == loc.first_bucket[0] || ours_bucket == loc.first_bucket[0] + 1)
+                    ? 1 : 0;
+    uint64_t b = loc.first_bucket[other] + (h->smaller ? 0 : 1);
+    uint64_t *bucket = (uint64_t *)(h->base + dm_gaddr_off(loc.subtable) + b * 64);
+    for (int s = 1; s < 8; s++)
+        if (!race_slot_ptr(bucket[s])) {
+            uint64_t len = dm_kvblock_size(strlen(h->key), 3);
+            dm_kvblock_build(h->base + dm_gaddr_off(h->block), h->key, strlen(h->key), "dup",
+                             3, 0);
+            bucket[s] = race_slot(loc.fp, dm_kvblock_len_units(len), h->block);
+            __atomic_fetch_add((uint64_t *)(h->base + DM_SB_OFF(key_count)), 1,
+                               __ATOMIC_RELAXED);
+            return;
+        }
+}
+
+static void test_duplicate_rule(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = worker_on(&loop, "local:dup");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    uint64_t size;
+    uint8_t *base = dm_local_region_base("dup", &size);
+    for (int smaller = 0; smaller < 2; smaller++) {
+        char key[32];
+        snprintf(key, sizeof(key), "dupkey-%d", smaller);
+        dup_hook_t h = {.base = base, .race = w->race, .key = key, .armed = 1,
+                        .smaller = smaller};
+        CHECK(dm_alloc_block(&ctx, 4096, &h.block) == 0);
+        dm_local_inject(0, 0, plant_duplicate, &h);
+        CHECK(dm_kv_set(&ctx, key, strlen(key), "mine", 4, 0, 0, NULL) == 1);
+        dm_local_inject(0, 0, NULL, NULL);
+        CHECK(h.armed == 0);
+        CHECKF(count_copies(w, "dup", key) == 1, "copies=%u", count_copies(w, "dup", key));
+        dm_value_t v;
+        CHECK(dm_kv_get(&ctx, key, strlen(key), &v) == 1);
+        dm_value_free(&v);
+        CHECK(dm_kv_del(&ctx, key, strlen(key)) == 1);
+        CHECK(count_copies(w, "dup", key) == 0);
+        CHECK(dm_kv_get(&ctx, key, strlen(key), &v) == 0);
+    }
+    CHECK(dm_kv_dbsize(&ctx) == 0);
+    dm_worker_destroy(w);
+    uv_loop_close(&loop);
+}
+
+/* A block rewritten under a reader (torn or reused) fails its checksum: the reader must
+ * retry, and report DM_ECORRUPT rather than garbage when it stays broken. */
+typedef struct tear_hook {
+    uint8_t *base;
+    uint64_t block_off;
+    int reads;
+    uint8_t saved;
+} tear_hook_t;
+
+static void tear_block(const dm_verb_t *v, void *arg)
+{
+    tear_hook_t *t = arg;
+    if (v->op != DM_OP_READ)
+        return;
+    if (dm_gaddr_off(v->offset) == t->block_off && t->reads++ == 0) {
+        t->saved = t->base[t->block_off + 20];
+        t->base[t->block_off + 20] ^= 0x5a; /* a torn value byte */
+    } else if (t->reads == 1 && dm_gaddr_off(v->offset) != t->block_off) {
+        t->base[t->block_off + 20] = t->saved; /* the writer finished */
+    }
+}
+
+static void test_checksum(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = worker_on(&loop, "local:sum");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_GET);
+    uint64_t size;
+    uint8_t *base = dm_local_region_base("sum", &size);
+    CHECK(dm_kv_set(&ctx, "key", 3, "0123456789", 10, 0, 0, NULL) == 1);
+    dm_race_item_t it;
+    CHECK(dm_race_search(&ctx, "key", 3, &it) == 1);
+    uint64_t off = dm_gaddr_off(race_slot_ptr(it.slot));
+    free(it.block);
+    /* Transient tear: the retry returns the right value. */
+    tear_hook_t t = {.base = base, .block_off = off};
+    dm_local_inject(0, 0, tear_block, &t);
+    dm_value_t v;
+    CHECK(dm_kv_get(&ctx, "key", 3, &v) == 1);
+    dm_local_inject(0, 0, NULL, NULL);
+    CHECK(t.reads >= 2);
+    CHECK(v.len == 10 && memcmp(v.data, "0123456789", 10) == 0);
+    dm_value_free(&v);
+    /* Permanent corruption (a freed block zeroed, or a bad byte): an error, never data. */
+    base[off + 21] ^= 1;
+    CHECK(dm_kv_get(&ctx, "key", 3, &v) == DM_ECORRUPT);
+    base[off + 21] ^= 1;
+    memset(base + off, 0, 64);
+    CHECK(dm_kv_get(&ctx, "key", 3, &v) == 0); /* zeroed: not this key */
+    dm_worker_destroy(w);
+    uv_loop_close(&loop);
+}
+
+static void test_full_table(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_race_set_create_groups(4); /* 64 subtables x 4 groups x 21 slots = 5376 slots */
+    dm_worker_t *w = worker_on(&loop, "local:full");
+    dm_race_set_create_groups(0);
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    int n = 0, rc;
+    char key[32];
+    for (;; n++) {
+        int kl = snprintf(key, sizeof(key), "fill:%d", n);
+        rc = dm_kv_set(&ctx, key, (size_t)kl, key, (size_t)kl, 0, 0, NULL);
+        if (rc != 1)
+            break;
+    }
+    CHECK(rc == DM_EFULL);
+    uint64_t used, total;
+    CHECK(dm_race_load(&ctx, &used, &total) == 0);
+    fprintf(stderr, "   full after %d keys: load factor %.3f (%llu/%llu)\n", n,
+            (double)used / (double)total, (unsigned long long)used, (unsigned long long)total);
+    CHECK(used == (uint64_t)n && total == 5376);
+    CHECK(dm_kv_dbsize(&ctx) == n);
+    /* Nothing was lost or changed by the failed insert; updates still work. */
+    for (int i = 0; i < n; i++) {
+        int kl = snprintf(key, sizeof(key), "fill:%d", i);
+        dm_value_t v;
+        CHECK(dm_kv_get(&ctx, key, (size_t)kl, &v) == 1);
+        CHECK(v.len == (size_t)kl && memcmp(v.data, key, (size_t)kl) == 0);
+        dm_value_free(&v);
+    }
+    CHECK(dm_kv_set(&ctx, "fill:0", 6, "new", 3, 0, 0, NULL) == 1);
+    dm_worker_destroy(w);
+    uv_loop_close(&loop);
+}
+
+/* Concurrency: T threads (each its own worker) x C coroutines, with delayed and jittered
+ * completions so operations interleave, all on the same few keys. Each value records who
+ * wrote it. At quiescence: every key has at most one copy, GET agrees with SCAN, DBSIZE
+ * is exact, and every value found was written by someone. */
+#define CT_THREADS 3
+#define CT_COROS 16
+#define CT_KEYS 24
+#define CT_OPS 150
+
+typedef struct ct_coro {
+    dm_worker_t *w;
+    int tid, cid;
+    int *done;
+} ct_coro_t;
+
+static void ct_run(void *arg)
+{
+    ct_coro_t *c = arg;
+    unsigned seed = (unsigned)(c->tid * 1000 + c->cid);
+    for (int i = 0; i < CT_OPS; i++) {
+        dm_ctx_t ctx;
+        dm_ctx_init(&ctx, c->w, DM_CLS_SET);
+        char key[16], val[64];
+        int kl = snprintf(key, sizeof(key), "ck%d", rand_r(&seed) % CT_KEYS);
+        int vl = snprintf(val, sizeof(val), "t%d-c%d-i%d", c->tid, c->cid, i);
+        int op = rand_r(&seed) % 10;
+        int rc;
+        if (op < 5) {
+            rc = dm_kv_set(&ctx, key, (size_t)kl, val, (size_t)vl, 0, 0, NULL);
+            CHECKF(rc == 1, "set rc=%d", rc);
+        } else if (op < 7) {
+            rc = dm_kv_del(&ctx, key, (size_t)kl);
+            CHECKF(rc == 0 || rc == 1, "del rc=%d", rc);
+        } else {
+            dm_value_t v;
+            rc = dm_kv_get(&ctx, key, (size_t)kl, &v);
+            CHECKF(rc == 0 || rc == 1, "get rc=%d", rc);
+            if (rc == 1) {
+                CHECK(v.len > 0 && v.data[0] == 't');
+                dm_value_free(&v);
+            }
+        }
+    }
+    (*c->done)++;
+}
+
+static void *ct_thread(void *arg)
+{
+    int tid = (int)(intptr_t)arg;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = worker_on(&loop, "local:conc");
+    int done = 0;
+    ct_coro_t cs[CT_COROS];
+    for (int i = 0; i < CT_COROS; i++) {
+        cs[i] = (ct_coro_t){.w = w, .tid = tid, .cid = i, .done = &done};
+        dm_coro_spawn(ct_run, &cs[i]);
+    }
+    while (done < CT_COROS)
+        uv_run(&loop, UV_RUN_ONCE);
+    dm_worker_destroy(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    return NULL;
+}
+
+typedef struct key_count {
+    int n;
+    char seen[CT_KEYS];
+} key_count_t;
+
+static void count_key(void *arg, const dm_kv_view_t *v)
+{
+    key_count_t *kc = arg;
+    int k = atoi((const char *)v->key + 2);
+    CHECK(k >= 0 && k < CT_KEYS);
+    CHECKF(!kc->seen[k], "key ck%d returned twice by the walk", k);
+    kc->seen[k] = 1;
+    kc->n++;
+}
+
+static void test_concurrent(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = worker_on(&loop, "local:conc");
+    dm_local_inject(2000, 0, NULL, NULL);
+    pthread_t th[CT_THREADS];
+    for (int i = 0; i < CT_THREADS; i++)
+        pthread_create(&th[i], NULL, ct_thread, (void *)(intptr_t)i);
+    for (int i = 0; i < CT_THREADS; i++)
+        pthread_join(th[i], NULL);
+    dm_local_inject(0, 0, NULL, NULL);
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SCAN);
+    key_count_t kc = {0};
+    uint64_t cur = 0;
+    do {
+        CHECK(dm_race_scan(&ctx, cur, 100, count_key, &kc, &cur) == 0);
+    } while (cur);
+    int found = 0;
+    for (int k = 0; k < CT_KEYS; k++) {
+        char key[16];
+        int kl = snprintf(key, sizeof(key), "ck%d", k);
+        dm_value_t v;
+        int rc = dm_kv_get(&ctx, key, (size_t)kl, &v);
+        CHECK(rc == kc.seen[k]);
+        CHECK(count_copies(w, "conc", key) == (unsigned)rc);
+        if (rc == 1)
+            dm_value_free(&v);
+        found += rc;
+    }
+    fprintf(stderr, "   %d keys present at quiescence\n", found);
+    CHECKF(dm_kv_dbsize(&ctx) == found, "dbsize %lld found %d", (long long)dm_kv_dbsize(&ctx),
+           found);
+    dm_worker_destroy(w);
+    uv_loop_close(&loop);
+}
+
+int main(void)
+{
+    dm_local_set_size(512ull << 20);
+    RUN(test_basic);
+    RUN(test_large_values);
+    RUN(test_duplicate_rule);
+    RUN(test_checksum);
+    RUN(test_full_table);
+    RUN(test_concurrent);
+    fprintf(stderr, "test_race: all passed\n");
+    return 0;
+}
