@@ -80,45 +80,71 @@ static int fetch_cands(dm_ctx_t *ctx, cand_t *c, unsigned n, const void *key, si
     return 0;
 }
 
-/* Read both combined buckets (plus extra verbs already in b) and the candidates' blocks.
- * On return *first is the index of the canonical live copy or -1. */
+/* A key's view of the table: its home subtable's two combined buckets and, while the
+ * home subtable is still receiving keys from the one it split from (MOVING-IN headers),
+ * the parent's combined buckets too, read BEFORE the home ones are read again so a key
+ * moved in between is seen in one or the other. Candidates from home come first. */
 typedef struct lookup {
     race_loc_t loc;
     race_cbs_t cbs;
-    cand_t c[MAX_CANDS];
-    unsigned n;
-    int first;
+    race_loc_t ploc;
+    race_cbs_t pcbs;
+    int moving;
+    cand_t c[2 * MAX_CANDS];
+    unsigned n, nhome;
+    int first;  /* canonical live copy, -1 when absent */
+    int frozen; /* a copy of the key carries the MOVING mark */
 } lookup_t;
 
 static int lookup(dm_ctx_t *ctx, dm_batch_t *b, lookup_t *lk, const void *key, size_t klen)
 {
     dm_race_t *r = ctx->w->race;
-    lk->n = 0;
+    lk->n = lk->nhome = 0;
     lk->first = -1;
+    lk->frozen = 0;
     for (int refreshed = 0;; refreshed++) {
         race_locate(r, key, klen, &lk->loc);
         int rc = race_read_cbs(b, &lk->loc, &lk->cbs);
         if (!rc)
             rc = dm_batch_exec(ctx, b);
+        dm_batch_init(b);
         if (rc)
             return rc;
-        dm_batch_init(b);
-        if (race_check_headers(&lk->loc, &lk->cbs) == 0)
+        if (race_check_headers(&lk->loc, &lk->cbs, &lk->moving) == 0)
             break;
         /* Stale directory cache (RACE §3.4.1 case 3): refresh and read again. */
-        if (refreshed >= 2)
-            return DM_EPROTO;
+        if (refreshed >= 8)
+            return DM_ERETRY;
         rc = race_refresh(ctx, r);
         if (rc)
             return rc;
     }
-    race_slotref_t refs[MAX_CANDS];
-    lk->n = race_fp_slots(&lk->loc, &lk->cbs, lk->loc.fp, refs, MAX_CANDS);
+    if (lk->moving) {
+        unsigned ld = race_hdr_ld(lk->cbs.raw[0][0]);
+        uint64_t pe = race_dir_get(r, lk->loc.hash & ((1ull << (ld - 1)) - 1));
+        lk->ploc = lk->loc;
+        race_locate_in(&lk->ploc, race_dir_addr(pe), race_dir_ld(pe));
+        int rc = race_read_cbs(b, &lk->ploc, &lk->pcbs);
+        if (!rc)
+            rc = dm_batch_exec(ctx, b);
+        dm_batch_init(b);
+        if (!rc)
+            rc = race_read_cbs(b, &lk->loc, &lk->cbs);
+        if (!rc)
+            rc = dm_batch_exec(ctx, b);
+        dm_batch_init(b);
+        if (rc)
+            return rc;
+    }
+    race_slotref_t refs[2 * MAX_CANDS];
+    lk->nhome = race_fp_slots(&lk->loc, &lk->cbs, lk->loc.fp, refs, MAX_CANDS);
+    lk->n = lk->nhome;
+    if (lk->moving)
+        lk->n += race_fp_slots(&lk->ploc, &lk->pcbs, lk->loc.fp, refs + lk->n, MAX_CANDS);
     for (unsigned i = 0; i < lk->n; i++) {
         memset(&lk->c[i], 0, sizeof(lk->c[i]));
         lk->c[i].ref = refs[i];
     }
-    lk->first = -1;
     if (lk->n == 0)
         return 0;
     int rc = fetch_cands(ctx, lk->c, lk->n, key, klen);
@@ -127,8 +153,12 @@ static int lookup(dm_ctx_t *ctx, dm_batch_t *b, lookup_t *lk, const void *key, s
     for (unsigned i = 0; i < lk->n; i++) {
         if (lk->c[i].state == CAND_CORRUPT)
             return DM_ECORRUPT; /* slot changed under us or a torn block: caller retries */
-        if (lk->c[i].state == CAND_MATCH && lk->first < 0)
+        if (lk->c[i].state != CAND_MATCH)
+            continue;
+        if (lk->first < 0)
             lk->first = (int)i;
+        if (race_slot_moving(lk->c[i].ref.word))
+            lk->frozen = 1;
     }
     return 0;
 }
@@ -137,20 +167,31 @@ static void take_item(lookup_t *lk, dm_race_item_t *item)
 {
     cand_t *c = &lk->c[lk->first];
     item->slot_addr = c->ref.addr;
-    item->slot = c->ref.word;
+    item->slot = c->ref.word & ~RACE_SLOT_MOVING;
     item->block = c->block;
     item->block_len = c->block_len;
     item->view = c->view;
     c->block = NULL;
 }
 
-/* Retry policy shared by all operations: corrupt reads and timeouts restart. */
-static int should_retry(dm_ctx_t *ctx, int rc, int *corrupt)
+/* Retry policy shared by all operations. Corrupt reads retry a few times; DM_ERETRY
+ * (timeout, stale directory, a split in the way) waits a little and restarts, for at most
+ * two leases (a dead splitter's lease expires and someone finishes its split). */
+typedef struct retry {
+    int corrupt;
+    uint64_t since_us;
+} retry_t;
+
+static int should_retry(dm_ctx_t *ctx, int rc, retry_t *rt)
 {
     if (rc == DM_ECORRUPT)
-        return ++*corrupt < MAX_CORRUPT;
+        return ++rt->corrupt < MAX_CORRUPT;
     if (rc == DM_ERETRY) {
-        ctx->start_us = dm_now_us();
+        if (!rt->since_us)
+            rt->since_us = dm_now_us();
+        if (dm_now_us() - rt->since_us > 2000ull * RACE_LEASE_MS)
+            return 0;
+        race_pause(ctx, 200);
         return 1;
     }
     return 0;
@@ -158,7 +199,7 @@ static int should_retry(dm_ctx_t *ctx, int rc, int *corrupt)
 
 int dm_race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *item)
 {
-    int corrupt = 0;
+    retry_t rt = {0};
     for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
         lookup_t lk;
         dm_batch_t b;
@@ -173,7 +214,7 @@ int dm_race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *
         cands_free(lk.c, lk.n);
         if (!rc)
             return lk.first >= 0;
-        if (!should_retry(ctx, rc, &corrupt))
+        if (!should_retry(ctx, rc, &rt))
             return rc;
     }
     return DM_ERETRY;
@@ -192,42 +233,67 @@ static unsigned free_slots(const race_cbs_t *cbs, int i)
     unsigned n = 0;
     for (int j = 0; j < 2; j++)
         for (int s = 0; s < DM_RACE_SLOTS; s++)
-            n += race_slot_ptr(cbs->raw[i][j * 8 + 1 + s]) == 0;
+            n += race_slot_ptr(cbs->raw[i][j * 8 + 1 + s]) == 0 &&
+                 !race_slot_moving(cbs->raw[i][j * 8 + 1 + s]);
     return n;
 }
 
-/* Pick an empty slot: less-loaded combined bucket, its main bucket first (RACE §3.3). */
-static int pick_empty(const lookup_t *lk, dm_gaddr_t *addr)
+dm_gaddr_t race_pick_empty(const race_loc_t *loc, const race_cbs_t *cbs,
+                           const dm_gaddr_t *avoid, unsigned navoid)
 {
-    unsigned f0 = free_slots(&lk->cbs, 0), f1 = free_slots(&lk->cbs, 1);
-    if (f0 == 0 && f1 == 0)
-        return DM_EFULL;
-    int i = f0 >= f1 ? 0 : 1;
-    /* Main bucket is index 0 of the combined bucket for side A, index 1 for side B. */
-    int main_j = (lk->loc.first_bucket[i] % 3 == 0) ? 0 : 1;
-    int order[2] = {main_j, 1 - main_j};
-    for (int o = 0; o < 2; o++) {
-        int j = order[o];
-        for (int s = 0; s < DM_RACE_SLOTS; s++)
-            if (race_slot_ptr(lk->cbs.raw[i][j * 8 + 1 + s]) == 0) {
-                *addr = race_bucket_addr(&lk->loc, lk->loc.first_bucket[i] + (uint64_t)j) +
-                        8 + 8 * (uint64_t)s;
-                return 0;
+    unsigned f[2] = {free_slots(cbs, 0), free_slots(cbs, 1)};
+    /* Less-loaded combined bucket first, its main bucket before its overflow bucket. */
+    int order_i[2] = {f[0] >= f[1] ? 0 : 1, f[0] >= f[1] ? 1 : 0};
+    for (int oi = 0; oi < 2; oi++) {
+        int i = order_i[oi];
+        int main_j = (loc->first_bucket[i] % 3 == 0) ? 0 : 1;
+        int order[2] = {main_j, 1 - main_j};
+        for (int o = 0; o < 2; o++) {
+            int j = order[o];
+            for (int s = 0; s < DM_RACE_SLOTS; s++) {
+                if (cbs->raw[i][j * 8 + 1 + s] != 0)
+                    continue;
+                dm_gaddr_t a = race_bucket_addr(loc, loc->first_bucket[i] + (uint64_t)j) + 8 +
+                               8 * (uint64_t)s;
+                int taken = 0;
+                for (unsigned k = 0; k < navoid; k++)
+                    taken |= avoid[k] == a;
+                if (!taken)
+                    return a;
             }
+        }
     }
-    return DM_EFULL;
+    return DM_GADDR_NULL;
 }
 
-/* After inserting our slot: re-read both combined buckets and keep exactly one copy of
- * the key, the one with the smallest (bucket, slot) (RACE §3.3 "duplicate keys"). */
+/* After inserting our slot: re-read both combined buckets (‖ the key counter FAA ‖ the
+ * header of the bucket we used) and keep exactly one copy of the key, the one with the
+ * smallest (bucket, slot) (RACE §3.3 "duplicate keys"). If a split moved past our bucket
+ * before our CAS landed (its header no longer covers the key), take our slot back and
+ * report DM_ERETRY so the insert is redone in the right subtable (RACE §3.4.2). */
 static int dedupe_after_insert(dm_ctx_t *ctx, const void *key, size_t klen, dm_gaddr_t mine,
-                               uint64_t my_word)
+                               uint64_t my_word, uint64_t hash)
 {
     lookup_t lk;
     dm_batch_t b;
+    uint64_t hdr = 0;
     dm_batch_init(&b);
     dm_batch_faa(&b, dm_gaddr_make(0, DM_SB_OFF(key_count)), 1);
+    dm_batch_read(&b, mine & ~63ull, &hdr, 8);
     int rc = lookup(ctx, &b, &lk, key, klen);
+    if (!rc) {
+        uint64_t mask = (1ull << race_hdr_ld(hdr)) - 1;
+        if ((hash & mask) != race_hdr_suffix(hdr)) {
+            cands_free(lk.c, lk.n);
+            dm_batch_init(&b);
+            dm_verb_t *v = dm_batch_cas(&b, mine, my_word, 0);
+            if (dm_batch_exec(ctx, &b) == 0 && v->result == my_word) {
+                count_keys(ctx, -1);
+                return DM_ERETRY; /* redo the insert; our block is still ours */
+            }
+            return 1; /* the splitter moved our slot: it is in the right place now */
+        }
+    }
     if (rc == DM_ECORRUPT)
         rc = 0; /* another copy is mid-change; its writer resolves it */
     if (rc) {
@@ -238,9 +304,10 @@ static int dedupe_after_insert(dm_ctx_t *ctx, const void *key, size_t klen, dm_g
         /* We are the canonical copy: remove the others (rare). */
         dm_batch_init(&b);
         unsigned removed = 0;
-        dm_verb_t *v[MAX_CANDS] = {0};
+        dm_verb_t *v[2 * MAX_CANDS] = {0};
         for (unsigned i = 0; i < lk.n; i++)
-            if (lk.c[i].state == CAND_MATCH && lk.c[i].ref.addr != mine)
+            if (lk.c[i].state == CAND_MATCH && lk.c[i].ref.addr != mine &&
+                !race_slot_moving(lk.c[i].ref.word))
                 v[i] = dm_batch_cas(&b, lk.c[i].ref.addr, lk.c[i].ref.word, 0);
         if (b.n && dm_batch_exec(ctx, &b) == 0)
             for (unsigned i = 0; i < lk.n; i++)
@@ -259,7 +326,7 @@ static int dedupe_after_insert(dm_ctx_t *ctx, const void *key, size_t klen, dm_g
             count_keys(ctx, -1);
     }
     cands_free(lk.c, lk.n);
-    return 0;
+    return 1;
 }
 
 /* Change a serialized block's expiry and rebuild its checksum. */
@@ -284,8 +351,9 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block,
     int rc = dm_alloc_block(ctx, block_len, &addr);
     if (rc)
         return rc;
-    uint64_t word = race_slot(0, dm_kvblock_len_units(block_len), addr);
-    int written = 0, corrupt = 0;
+    uint64_t word = 0;
+    int written = 0, posted_cas = 0;
+    retry_t rt = {0};
     uint64_t block_expire;
     memcpy(&block_expire, block + 8, 8);
     for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
@@ -298,6 +366,8 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block,
         rc = lookup(ctx, &b, &lk, key, klen);
         if (!rc)
             written = 1;
+        if (!rc && lk.frozen)
+            rc = DM_ERETRY; /* a splitter is moving this key: wait for it */
         if (!rc) {
             word = race_slot(lk.loc.fp, dm_kvblock_len_units(block_len), addr);
             const dm_kv_view_t *cur = lk.first >= 0 ? &lk.c[lk.first].view : NULL;
@@ -323,6 +393,7 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block,
             cand_t *c = &lk.c[lk.first];
             dm_batch_init(&b);
             dm_verb_t *v = dm_batch_cas(&b, c->ref.addr, c->ref.word, word);
+            posted_cas = 1;
             rc = dm_batch_exec(ctx, &b);
             if (!rc && v->result == c->ref.word) {
                 dm_alloc_free(ctx->w->alloc, race_slot_ptr(c->ref.word), c->block_len);
@@ -333,27 +404,37 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block,
             }
         } else if (!rc) {
             /* Insert: CAS an empty slot 0 -> new, then the duplicate check. */
-            dm_gaddr_t slot;
-            rc = pick_empty(&lk, &slot);
-            if (rc == DM_EFULL) {
+            dm_gaddr_t slot = race_pick_empty(&lk.loc, &lk.cbs, NULL, 0);
+            if (!slot) {
+                /* Both combined buckets full: split the subtable (RACE §3.4.2), retry. */
                 cands_free(lk.c, lk.n);
+                rc = race_split(ctx, &lk.loc, 0);
+                if (rc == 0)
+                    continue;
+                if (rc == DM_ERETRY && should_retry(ctx, rc, &rt))
+                    continue;
                 dm_alloc_free(ctx->w->alloc, addr, block_len);
-                return DM_EFULL;
+                return rc;
             }
             dm_batch_init(&b);
             dm_verb_t *v = dm_batch_cas(&b, slot, 0, word);
+            posted_cas = 1;
             rc = dm_batch_exec(ctx, &b);
             if (!rc && v->result == 0) {
                 cands_free(lk.c, lk.n);
                 if (old)
                     memset(old, 0, sizeof(*old));
-                rc = dedupe_after_insert(ctx, key, klen, slot, word);
-                return rc ? rc : 1;
+                rc = dedupe_after_insert(ctx, key, klen, slot, word, lk.loc.hash);
+                if (rc == DM_ERETRY)
+                    continue; /* inserted behind a split: redo where the key belongs */
+                return rc;
             }
         }
         cands_free(lk.c, lk.n);
-        if (rc && !should_retry(ctx, rc, &corrupt)) {
-            if (!written || rc != DM_EIO)
+        if (rc && !should_retry(ctx, rc, &rt)) {
+            /* After a CAS whose fate is unknown (connection lost) the block may be
+             * published: leak it rather than free it. */
+            if (!(posted_cas && (rc == DM_EIO || rc == DM_ETIMEDOUT)))
                 dm_alloc_free(ctx->w->alloc, addr, block_len);
             return rc;
         }
@@ -365,7 +446,8 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block,
 int dm_race_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide_fn decide,
                    void *arg)
 {
-    int corrupt = 0, deleted = 0;
+    int deleted = 0;
+    retry_t rt = {0};
     for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
         lookup_t lk;
         dm_batch_t b;
@@ -376,6 +458,8 @@ int dm_race_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide_f
             cands_free(lk.c, lk.n);
             return deleted;
         }
+        if (!rc && lk.frozen)
+            rc = DM_ERETRY; /* a splitter is moving this key: wait for it */
         if (!rc && !deleted && decide && !decide(arg, &lk.c[lk.first].view)) {
             cands_free(lk.c, lk.n);
             return 0;
@@ -385,7 +469,7 @@ int dm_race_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide_f
         if (!rc) {
             /* Remove every copy (a delete that sees duplicates removes all of them). */
             dm_batch_init(&b);
-            dm_verb_t *v[MAX_CANDS] = {0};
+            dm_verb_t *v[2 * MAX_CANDS] = {0};
             for (unsigned i = 0; i < lk.n; i++)
                 if (lk.c[i].state == CAND_MATCH)
                     v[i] = dm_batch_cas(&b, lk.c[i].ref.addr, lk.c[i].ref.word, 0);
@@ -415,7 +499,7 @@ int dm_race_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide_f
         } else {
             cands_free(lk.c, lk.n);
         }
-        if (!should_retry(ctx, rc, &corrupt))
+        if (!should_retry(ctx, rc, &rt))
             return rc;
     }
     return DM_ERETRY;

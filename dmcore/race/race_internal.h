@@ -1,4 +1,5 @@
-/* RACE internals shared by table.c, ops.c and scan.c: pool layout, hashing, bucket views. */
+/* RACE internals shared by table.c, ops.c, resize.c and scan.c: pool layout, hashing,
+ * bucket views, the directory cache. */
 #ifndef DMKV_RACE_INTERNAL_H
 #define DMKV_RACE_INTERNAL_H
 
@@ -6,19 +7,30 @@
 
 #include "dmkv/race.h"
 
-#define RACE_MAGIC 0x45434152ull /* "RACE" */
-#define RACE_DIR_OFF 64          /* directory entries start after the table header */
+#define RACE_MAGIC 0x32454341524dull /* "MRACE2" */
 
-/* Table header in the pool (at superblock.race_root), followed by the directory. */
+/* Table layout in the pool, at superblock.race_root:
+ *   [0]                 race_table_hdr_t (64 bytes)
+ *   [RACE_DIR_OFF]      directory: 2^DM_RACE_MAX_DEPTH entries of 8 bytes (reserved, RACE
+ *                       §3.4: the base never moves; only [0, 2^GD) is in use)
+ *   [RACE_LOCK_OFF]     split locks: one lease word per subtable suffix value */
+#define RACE_DIR_OFF 64ull
+#define RACE_LOCK_OFF (RACE_DIR_OFF + (8ull << DM_RACE_MAX_DEPTH))
+#define RACE_TABLE_BYTES (RACE_LOCK_OFF + (8ull << DM_RACE_MAX_DEPTH))
+
 typedef struct race_table_hdr {
     uint64_t magic;
-    uint64_t global_depth;
-    uint64_t groups; /* bucket groups per subtable */
+    uint64_t global_depth; /* GD; changed only by CAS under the directory lock */
+    uint64_t groups;       /* bucket groups per subtable */
     uint64_t max_depth;
-    uint64_t reserved[4];
+    uint64_t dir_lock; /* lease word serializing directory writes (doubling, entries) */
+    uint64_t reserved[3];
 } race_table_hdr_t;
 
-/* Directory entry: lock:8 | local depth:8 | subtable gaddr:48. */
+#define RACE_HDR_GD_OFF 8ull
+#define RACE_HDR_DIRLOCK_OFF 32ull
+
+/* Directory entry: local depth:8 (bits 48-55) | subtable gaddr:48. */
 static inline uint64_t race_dir_entry(dm_gaddr_t st, unsigned ld)
 {
     return ((uint64_t)ld << 48) | (st & 0xffffffffffffull);
@@ -32,7 +44,10 @@ static inline unsigned race_dir_ld(uint64_t e)
     return (unsigned)(e >> 48) & 0xff;
 }
 
-/* Slot: fp:8 | len:8 (64-byte units) | ptr:48. ptr 0 = empty. */
+/* Slot: fp:8 | len:8 (64-byte units) | ptr:48. ptr 0 = empty. KV blocks are 64-byte
+ * aligned, so bit 0 of ptr is free: it is the MOVING mark a splitter sets before copying
+ * a slot into the new subtable (NOTES §1.9 "resize windows"). */
+#define RACE_SLOT_MOVING 1ull
 static inline uint64_t race_slot(uint8_t fp, uint8_t len, dm_gaddr_t ptr)
 {
     return ((uint64_t)fp << 56) | ((uint64_t)len << 48) | (ptr & 0xffffffffffffull);
@@ -47,26 +62,41 @@ static inline uint8_t race_slot_len(uint64_t s)
 }
 static inline dm_gaddr_t race_slot_ptr(uint64_t s)
 {
-    return s & 0xffffffffffffull;
+    return s & 0xffffffffffffull & ~RACE_SLOT_MOVING;
+}
+static inline int race_slot_moving(uint64_t s)
+{
+    return (s & RACE_SLOT_MOVING) != 0;
 }
 
-/* Bucket header: local depth (low 32 bits) and suffix (high 32 bits). */
+/* Bucket header: local depth (bits 0-7), MOVING-IN flag (bit 8: this subtable is still
+ * receiving keys from the one it split from), suffix (bits 32-63). */
+#define RACE_HDR_MOVING (1ull << 8)
 static inline uint64_t race_bucket_hdr(uint32_t ld, uint32_t suffix)
 {
-    return ((uint64_t)suffix << 32) | ld;
+    return ((uint64_t)suffix << 32) | (ld & 0xff);
+}
+static inline unsigned race_hdr_ld(uint64_t h)
+{
+    return (unsigned)(h & 0xff);
+}
+static inline uint32_t race_hdr_suffix(uint64_t h)
+{
+    return (uint32_t)(h >> 32);
 }
 
 struct dm_race {
     dm_gaddr_t root; /* table header */
     unsigned global_depth;
     uint64_t groups;
-    uint64_t dir[1u << DM_RACE_INIT_DEPTH]; /* cached directory (fixed depth for now) */
+    uint16_t owner;  /* this worker's id in lease words */
+    uint64_t *dir;   /* cached directory, 2^DM_RACE_MAX_DEPTH entries, [0, 2^GD) valid */
 };
 
 /* Where a key lives: its subtable and its two combined buckets. */
 typedef struct race_loc {
     uint8_t fp;
-    unsigned dir_idx;
+    uint64_t hash; /* low 64 bits of the key hash: the suffix is its low bits */
     unsigned ld;
     dm_gaddr_t subtable;
     uint64_t first_bucket[2]; /* bucket index of each combined bucket's first bucket */
@@ -84,16 +114,53 @@ typedef struct race_slotref {
     uint64_t word;
 } race_slotref_t;
 
+uint64_t race_key_hash(const void *key, size_t klen, uint64_t *high);
 void race_locate(const dm_race_t *r, const void *key, size_t klen, race_loc_t *loc);
+/* Same key, buckets in another subtable (same bucket indices). */
+void race_locate_in(race_loc_t *loc, dm_gaddr_t subtable, unsigned ld);
 dm_gaddr_t race_bucket_addr(const race_loc_t *loc, uint64_t bucket);
 /* Append the two combined-bucket READs to b. */
 int race_read_cbs(dm_batch_t *b, const race_loc_t *loc, race_cbs_t *cbs);
-/* 0 when both bucket headers carry the expected local depth and suffix, else DM_ERETRY. */
-int race_check_headers(const race_loc_t *loc, const race_cbs_t *cbs);
+/* Check the four bucket headers (RACE §3.4.1, Algorithm 5). Returns 0 when the buckets
+ * are right for the key (cases 1 and 2), DM_ERETRY when the directory is stale (case 3).
+ * *moving is set when a bucket is still receiving keys from its parent subtable. */
+int race_check_headers(const race_loc_t *loc, const race_cbs_t *cbs, int *moving);
 /* Collect occupied slots whose fingerprint is fp, sorted canonically. Returns count. */
 unsigned race_fp_slots(const race_loc_t *loc, const race_cbs_t *cbs, uint8_t fp,
                        race_slotref_t *out, unsigned max);
 /* Refresh the cached directory from the pool (1 RTT). */
 int race_refresh(dm_ctx_t *ctx, dm_race_t *r);
+/* Directory entry the cache gives for suffix value s. */
+static inline uint64_t race_dir_get(const dm_race_t *r, uint64_t s)
+{
+    return r->dir[s & ((1ull << r->global_depth) - 1)];
+}
+
+/* Split the subtable holding loc's key (RACE §3.4.2), or with help_only just finish a
+ * split of its parent that a dead gateway left half done. Returns 0 when a split
+ * happened or someone else's finished, DM_ERETRY when another gateway holds the lease
+ * (wait and retry), DM_EFULL at the maximum depth, or DM_E*. resize.c */
+int race_split(dm_ctx_t *ctx, const race_loc_t *loc, int help_only);
+/* Allocate and format a subtable (local depth ld, suffix s, MOVING-IN flag). table.c */
+int race_new_subtable(dm_ctx_t *ctx, uint64_t groups, unsigned ld, uint32_t s, int moving,
+                      dm_gaddr_t *out);
+/* An empty slot in loc's combined buckets (less-loaded first, main before overflow),
+ * skipping the avoid list; 0 when both are full. ops.c */
+dm_gaddr_t race_pick_empty(const race_loc_t *loc, const race_cbs_t *cbs,
+                           const dm_gaddr_t *avoid, unsigned navoid);
+
+/* Sleep the current operation for us microseconds (yields on a coroutine). */
+void race_pause(dm_ctx_t *ctx, uint32_t us);
+
+/* Lease words: owner:16 | expiry (wall ms):48. */
+#define RACE_LEASE_MS 3000u
+static inline uint64_t race_lease(uint16_t owner, uint64_t expiry_ms)
+{
+    return ((uint64_t)owner << 48) | (expiry_ms & 0xffffffffffffull);
+}
+static inline uint64_t race_lease_expiry(uint64_t w)
+{
+    return w & 0xffffffffffffull;
+}
 
 #endif

@@ -93,109 +93,124 @@ out:
     return rc;
 }
 
-typedef struct counted_emit {
-    dm_race_emit_fn emit;
-    void *arg;
-    size_t n;
-} counted_emit_t;
-
-static void count_emit(void *arg, const dm_kv_view_t *v)
+/* Bit-reverse the low DM_RACE_MAX_DEPTH bits. */
+static uint64_t rev_bits(uint64_t x)
 {
-    counted_emit_t *ce = arg;
-    ce->n++;
-    ce->emit(ce->arg, v);
+    uint64_t r = 0;
+    for (int i = 0; i < DM_RACE_MAX_DEPTH; i++)
+        r |= ((x >> i) & 1) << (DM_RACE_MAX_DEPTH - 1 - i);
+    return r;
 }
 
-/* Emit the live items of buckets [first, first + want) of subtable st. */
-static int scan_buckets(dm_ctx_t *ctx, uint64_t st, uint64_t first, uint64_t want,
-                        uint64_t *raw, counted_emit_t *ce)
+/* Read a whole subtable (in READs of SCAN_MAX_BUCKETS buckets) and hand every bucket to fn.
+ * *max_ld receives the deepest local depth among its bucket headers. */
+typedef int (*bucket_fn)(dm_ctx_t *ctx, dm_gaddr_t bucket, const uint64_t *raw, void *arg);
+
+static int walk_subtable(dm_ctx_t *ctx, dm_gaddr_t st, bucket_fn fn, void *arg,
+                         unsigned *max_ld)
 {
     dm_race_t *r = ctx->w->race;
-    dm_gaddr_t base = race_dir_addr(r->dir[st]);
-    dm_batch_t b;
-    dm_batch_init(&b);
-    dm_batch_read(&b, base + first * DM_RACE_BUCKET, raw, (uint32_t)(want * DM_RACE_BUCKET));
-    int rc = dm_batch_exec(ctx, &b);
+    uint64_t per = buckets_per_subtable(r);
+    uint64_t *raw = malloc(SCAN_MAX_BUCKETS * DM_RACE_BUCKET);
+    if (!raw)
+        return DM_ENOMEM;
+    int rc = 0;
+    for (uint64_t first = 0; !rc && first < per; first += SCAN_MAX_BUCKETS) {
+        uint64_t want = per - first < SCAN_MAX_BUCKETS ? per - first : SCAN_MAX_BUCKETS;
+        dm_batch_t b;
+        dm_batch_init(&b);
+        dm_batch_read(&b, st + first * DM_RACE_BUCKET, raw, (uint32_t)(want * DM_RACE_BUCKET));
+        rc = dm_batch_exec(ctx, &b);
+        for (uint64_t bk = 0; !rc && bk < want; bk++) {
+            unsigned ld = race_hdr_ld(raw[bk * 8]);
+            if (max_ld && ld > *max_ld)
+                *max_ld = ld;
+            rc = fn(ctx, st + (first + bk) * DM_RACE_BUCKET, raw + bk * 8, arg);
+        }
+    }
+    free(raw);
+    return rc;
+}
+
+/* Subtables are visited in the bit-reversed order of their suffixes (Redis's SCAN trick):
+ * a subtable of local depth l covers the cursor range that starts at rev(suffix) and spans
+ * 2^(16-l) positions, and a split only narrows a range into two halves, the moved half
+ * later in the order. So a page reads one subtable and the next cursor skips the range of
+ * the deepest bucket header it saw: a key that moved out meanwhile is met again later. */
+typedef struct scan_page {
     dm_gaddr_t addrs[DM_BATCH_MAX];
     uint64_t words[DM_BATCH_MAX];
-    unsigned n = 0;
-    for (uint64_t bk = 0; !rc && bk < want; bk++)
-        for (int s = 0; !rc && s < DM_RACE_SLOTS; s++) {
-            uint64_t w = raw[bk * 8 + 1 + s];
-            if (!race_slot_ptr(w))
-                continue;
-            addrs[n] = base + (first + bk) * DM_RACE_BUCKET + 8 + 8 * (uint64_t)s;
-            words[n++] = w;
-            if (n == DM_BATCH_MAX) {
-                rc = emit_slots(ctx, addrs, words, n, count_emit, ce);
-                n = 0;
-            }
+    unsigned n;
+    dm_race_emit_fn emit;
+    void *arg;
+    uint64_t suffix; /* rev(cursor): the page must read the subtable that holds it */
+    int wrong;       /* a bucket header says it does not (stale directory cache) */
+} scan_page_t;
+
+static int page_bucket(dm_ctx_t *ctx, dm_gaddr_t bucket, const uint64_t *raw, void *arg)
+{
+    scan_page_t *p = arg;
+    if ((p->suffix & ((1ull << race_hdr_ld(raw[0])) - 1)) != race_hdr_suffix(raw[0]))
+        p->wrong = 1;
+    for (int s = 0; s < DM_RACE_SLOTS; s++) {
+        uint64_t w = raw[1 + s];
+        if (!race_slot_ptr(w))
+            continue;
+        p->addrs[p->n] = bucket + 8 + 8 * (uint64_t)s;
+        p->words[p->n++] = w & ~RACE_SLOT_MOVING;
+        if (p->n == DM_BATCH_MAX) {
+            int rc = emit_slots(ctx, p->addrs, p->words, p->n, p->emit, p->arg);
+            p->n = 0;
+            if (rc)
+                return rc;
         }
-    if (!rc && n)
-        rc = emit_slots(ctx, addrs, words, n, count_emit, ce);
-    return rc;
+    }
+    return 0;
 }
 
 int dm_race_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, dm_race_emit_fn emit, void *arg,
                  uint64_t *next)
 {
+    (void)count; /* a page is one subtable: COUNT is a hint in Redis too */
     dm_race_t *r = ctx->w->race;
-    uint64_t per = buckets_per_subtable(r);
-    uint64_t total = per << r->global_depth;
     *next = 0;
-    if (cursor >= total)
+    if (cursor >= (1ull << DM_RACE_MAX_DEPTH))
         return 0;
-    if (count == 0)
-        count = 1;
-    /* Read runs of buckets, doubling while they come back sparse, until about count keys
-     * or 16 reads: a page costs a bounded number of round trips on an empty table too. */
-    uint64_t want = count / 2 + 1;
-    want = want < 8 ? 8 : want > SCAN_MAX_BUCKETS ? SCAN_MAX_BUCKETS : want;
-    uint64_t *raw = malloc(SCAN_MAX_BUCKETS * DM_RACE_BUCKET);
-    if (!raw)
-        return DM_ENOMEM;
-    counted_emit_t ce = {.emit = emit, .arg = arg, .n = 0};
-    int rc = 0;
-    uint64_t pos = cursor;
-    for (int reads = 0; !rc && pos < total && ce.n < count && reads < 16; reads++) {
-        uint64_t st = pos / per, first = pos % per;
-        uint64_t n = first + want > per ? per - first : want;
-        rc = scan_buckets(ctx, st, first, n, raw, &ce);
-        pos += n;
-        want = want * 2 > SCAN_MAX_BUCKETS ? SCAN_MAX_BUCKETS : want * 2;
+    uint64_t e;
+    unsigned max_ld;
+    for (int tries = 0;; tries++) {
+        e = race_dir_get(r, rev_bits(cursor));
+        max_ld = race_dir_ld(e);
+        scan_page_t p = {.n = 0, .emit = emit, .arg = arg, .suffix = rev_bits(cursor)};
+        int rc = walk_subtable(ctx, race_dir_addr(e), page_bucket, &p, &max_ld);
+        if (!rc && p.n)
+            rc = emit_slots(ctx, p.addrs, p.words, p.n, emit, arg);
+        if (rc)
+            return rc;
+        if (max_ld > race_dir_ld(e) || p.wrong)
+            rc = race_refresh(ctx, r); /* it split: learn the new directory */
+        if (rc)
+            return rc;
+        if (!p.wrong)
+            break;
+        if (tries >= 8)
+            return DM_ERETRY;
     }
-    free(raw);
-    if (rc)
-        return rc;
-    *next = pos >= total ? 0 : pos;
+    uint64_t nx = cursor + (1ull << (DM_RACE_MAX_DEPTH - max_ld));
+    *next = nx >= (1ull << DM_RACE_MAX_DEPTH) ? 0 : nx;
     return 0;
 }
 
-/* Walk every bucket of every subtable, SCAN_MAX_BUCKETS at a time. fn sees each bucket. */
-typedef int (*bucket_fn)(dm_ctx_t *ctx, dm_gaddr_t bucket, const uint64_t *raw, void *arg);
-
+/* Every subtable once, in cursor order. */
 static int walk_buckets(dm_ctx_t *ctx, bucket_fn fn, void *arg)
 {
     dm_race_t *r = ctx->w->race;
-    uint64_t per = buckets_per_subtable(r);
-    uint64_t *raw = malloc(SCAN_MAX_BUCKETS * DM_RACE_BUCKET);
-    if (!raw)
-        return DM_ENOMEM;
-    int rc = 0;
-    for (uint64_t st = 0; !rc && st < (1ull << r->global_depth); st++) {
-        dm_gaddr_t base = race_dir_addr(r->dir[st]);
-        for (uint64_t first = 0; !rc && first < per; first += SCAN_MAX_BUCKETS) {
-            uint64_t want = per - first < SCAN_MAX_BUCKETS ? per - first : SCAN_MAX_BUCKETS;
-            dm_batch_t b;
-            dm_batch_init(&b);
-            dm_batch_read(&b, base + first * DM_RACE_BUCKET, raw,
-                          (uint32_t)(want * DM_RACE_BUCKET));
-            rc = dm_batch_exec(ctx, &b);
-            for (uint64_t bk = 0; !rc && bk < want; bk++)
-                rc = fn(ctx, base + (first + bk) * DM_RACE_BUCKET, raw + bk * 8, arg);
-        }
+    int rc = race_refresh(ctx, r);
+    for (uint64_t pos = 0; !rc && pos < (1ull << DM_RACE_MAX_DEPTH);) {
+        uint64_t e = race_dir_get(r, rev_bits(pos));
+        rc = walk_subtable(ctx, race_dir_addr(e), fn, arg, NULL);
+        pos += 1ull << (DM_RACE_MAX_DEPTH - race_dir_ld(e));
     }
-    free(raw);
     return rc;
 }
 
@@ -203,6 +218,7 @@ typedef struct flush_state {
     int64_t removed;
 } flush_state_t;
 
+/* Frozen slots belong to a running split: its mover clears them. */
 static int flush_bucket(dm_ctx_t *ctx, dm_gaddr_t bucket, const uint64_t *raw, void *arg)
 {
     flush_state_t *fs = arg;
@@ -210,7 +226,7 @@ static int flush_bucket(dm_ctx_t *ctx, dm_gaddr_t bucket, const uint64_t *raw, v
     dm_batch_init(&b);
     dm_verb_t *v[DM_RACE_SLOTS] = {0};
     for (int s = 0; s < DM_RACE_SLOTS; s++)
-        if (race_slot_ptr(raw[1 + s]))
+        if (race_slot_ptr(raw[1 + s]) && !race_slot_moving(raw[1 + s]))
             v[s] = dm_batch_cas(&b, bucket + 8 + 8 * (uint64_t)s, raw[1 + s], 0);
     if (b.n == 0)
         return 0;

@@ -17,24 +17,38 @@ void dm_race_set_create_groups(uint64_t groups)
     create_groups = groups < 2 ? DM_RACE_GROUPS : groups;
 }
 
-void race_locate(const dm_race_t *r, const void *key, size_t klen, race_loc_t *loc)
+uint64_t race_key_hash(const void *key, size_t klen, uint64_t *high)
 {
     XXH128_hash_t h = XXH3_128bits_withSeed(key, klen, HASH_SEED);
-    /* Disjoint bits: suffix = low GD bits of low64; bucket 1 from low64 >> 20; bucket 2
-     * and the fingerprint from high64 (RACE traps: fp must not correlate with buckets). */
+    if (high)
+        *high = h.high64;
+    return h.low64;
+}
+
+/* Disjoint bits: the suffix is the low DM_RACE_MAX_DEPTH bits of the low word, bucket 1
+ * comes from low >> 20, bucket 2 and the fingerprint from the high word (NOTES §1.9: the
+ * fingerprint must not correlate with the bucket). */
+void race_locate(const dm_race_t *r, const void *key, size_t klen, race_loc_t *loc)
+{
+    uint64_t high;
+    loc->hash = race_key_hash(key, klen, &high);
+    loc->fp = (uint8_t)(high & 0xff);
     uint64_t nmain = 2 * r->groups;
-    loc->dir_idx = (unsigned)(h.low64 & ((1ull << r->global_depth) - 1));
-    loc->fp = (uint8_t)(h.high64 & 0xff);
-    uint64_t m1 = (h.low64 >> 20) % nmain;
-    uint64_t m2 = (h.high64 >> 8) % nmain;
+    uint64_t m1 = (loc->hash >> 20) % nmain;
+    uint64_t m2 = (high >> 8) % nmain;
     if (m1 / 2 == m2 / 2) /* force different groups */
         m2 = ((m2 / 2 + 1) % r->groups) * 2 + (m2 & 1);
-    uint64_t e = r->dir[loc->dir_idx];
-    loc->subtable = race_dir_addr(e);
-    loc->ld = race_dir_ld(e);
     /* Main bucket A of group g is bucket 3g (combined [3g, 3g+1]); B is 3g+2 ([3g+1, 3g+2]). */
     loc->first_bucket[0] = (m1 / 2) * 3 + (m1 & 1);
     loc->first_bucket[1] = (m2 / 2) * 3 + (m2 & 1);
+    uint64_t e = race_dir_get(r, loc->hash);
+    race_locate_in(loc, race_dir_addr(e), race_dir_ld(e));
+}
+
+void race_locate_in(race_loc_t *loc, dm_gaddr_t subtable, unsigned ld)
+{
+    loc->subtable = subtable;
+    loc->ld = ld;
 }
 
 dm_gaddr_t race_bucket_addr(const race_loc_t *loc, uint64_t bucket)
@@ -51,13 +65,22 @@ int race_read_cbs(dm_batch_t *b, const race_loc_t *loc, race_cbs_t *cbs)
     return 0;
 }
 
-int race_check_headers(const race_loc_t *loc, const race_cbs_t *cbs)
+int race_check_headers(const race_loc_t *loc, const race_cbs_t *cbs, int *moving)
 {
+    *moving = 0;
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 2; j++) {
             uint64_t hdr = cbs->raw[i][j * 8];
-            if (hdr != race_bucket_hdr(loc->ld, loc->dir_idx))
+            unsigned ld = race_hdr_ld(hdr);
+            uint64_t mask = (1ull << ld) - 1;
+            /* Case 1 (same depth) and case 2 (split, but the key stayed) both reduce to:
+             * the key's low LD bits equal the bucket's suffix. Otherwise case 3. */
+            if (ld == 0 && hdr == 0 && loc->ld != 0)
+                return DM_ERETRY; /* not a bucket at all: stale address */
+            if ((loc->hash & mask) != race_hdr_suffix(hdr))
                 return DM_ERETRY;
+            if (hdr & RACE_HDR_MOVING)
+                *moving = 1;
         }
     return 0;
 }
@@ -94,15 +117,47 @@ int race_refresh(dm_ctx_t *ctx, dm_race_t *r)
     dm_batch_t b;
     dm_batch_init(&b);
     dm_batch_read(&b, r->root, &hdr, sizeof(hdr));
-    dm_batch_read(&b, r->root + RACE_DIR_OFF, r->dir, sizeof(r->dir));
     int rc = dm_batch_exec(ctx, &b);
     if (rc)
         return rc;
-    if (hdr.magic != RACE_MAGIC || hdr.global_depth != DM_RACE_INIT_DEPTH || hdr.groups == 0)
+    if (hdr.magic != RACE_MAGIC || hdr.groups < 2 || hdr.max_depth != DM_RACE_MAX_DEPTH ||
+        hdr.global_depth > DM_RACE_MAX_DEPTH)
         return DM_EPROTO;
+    /* Entries are read after GD: a doubling writes the new half before bumping GD. */
+    uint64_t n = 1ull << hdr.global_depth;
+    for (uint64_t off = 0; off < n; off += 8192) {
+        uint64_t cnt = n - off < 8192 ? n - off : 8192;
+        dm_batch_init(&b);
+        dm_batch_read(&b, r->root + RACE_DIR_OFF + off * 8, r->dir + off, (uint32_t)(cnt * 8));
+        rc = dm_batch_exec(ctx, &b);
+        if (rc)
+            return rc;
+    }
     r->global_depth = (unsigned)hdr.global_depth;
     r->groups = hdr.groups;
     return 0;
+}
+
+/* Allocate and format one subtable with local depth ld and suffix s. */
+int race_new_subtable(dm_ctx_t *ctx, uint64_t groups, unsigned ld, uint32_t s, int moving,
+                      dm_gaddr_t *out)
+{
+    uint64_t bytes = groups * 3 * DM_RACE_BUCKET;
+    uint64_t *buf = calloc(1, bytes);
+    if (!buf)
+        return DM_ENOMEM;
+    int rc = dm_alloc_block(ctx, bytes, out);
+    if (!rc) {
+        uint64_t h = race_bucket_hdr(ld, s) | (moving ? RACE_HDR_MOVING : 0);
+        for (uint64_t bk = 0; bk < groups * 3; bk++)
+            buf[bk * 8] = h;
+        dm_batch_t b;
+        dm_batch_init(&b);
+        dm_batch_write(&b, *out, buf, (uint32_t)bytes);
+        rc = dm_batch_exec(ctx, &b);
+    }
+    free(buf);
+    return rc;
 }
 
 /* Build a table one-sidedly and publish it with a CAS on race_root. */
@@ -110,33 +165,19 @@ static int race_create(dm_ctx_t *ctx, dm_gaddr_t *root)
 {
     unsigned nsub = 1u << DM_RACE_INIT_DEPTH;
     uint64_t groups = create_groups;
-    uint64_t st_bytes = groups * 3ull * DM_RACE_BUCKET;
-    uint64_t hdr_bytes = RACE_DIR_OFF + 8ull * (1u << DM_RACE_MAX_DEPTH);
-    uint64_t *dir = calloc(1u << DM_RACE_MAX_DEPTH, 8);
-    uint64_t *buf = malloc(st_bytes);
-    if (!dir || !buf) {
-        free(dir);
-        free(buf);
+    uint64_t *dir = calloc(nsub, 8);
+    if (!dir)
         return DM_ENOMEM;
-    }
     int rc = 0;
     dm_gaddr_t hdr_addr;
     for (unsigned i = 0; i < nsub && !rc; i++) {
         dm_gaddr_t st;
-        rc = dm_alloc_block(ctx, st_bytes, &st);
-        if (rc)
-            break;
-        memset(buf, 0, st_bytes);
-        for (uint64_t bk = 0; bk < groups * 3ull; bk++)
-            buf[bk * 8] = race_bucket_hdr(DM_RACE_INIT_DEPTH, i);
-        dm_batch_t b;
-        dm_batch_init(&b);
-        dm_batch_write(&b, st, buf, (uint32_t)st_bytes);
-        rc = dm_batch_exec(ctx, &b);
+        rc = race_new_subtable(ctx, groups, DM_RACE_INIT_DEPTH, i, 0, &st);
         dir[i] = race_dir_entry(st, DM_RACE_INIT_DEPTH);
     }
+    /* Fresh pool memory is zero: only the used part of the directory is written. */
     if (!rc)
-        rc = dm_alloc_block(ctx, hdr_bytes, &hdr_addr);
+        rc = dm_alloc_block(ctx, RACE_TABLE_BYTES, &hdr_addr);
     if (!rc) {
         race_table_hdr_t hdr = {.magic = RACE_MAGIC,
                                 .global_depth = DM_RACE_INIT_DEPTH,
@@ -144,13 +185,13 @@ static int race_create(dm_ctx_t *ctx, dm_gaddr_t *root)
                                 .max_depth = DM_RACE_MAX_DEPTH};
         dm_batch_t b;
         dm_batch_init(&b);
-        dm_batch_write(&b, hdr_addr + RACE_DIR_OFF, dir, 8u << DM_RACE_MAX_DEPTH);
+        dm_batch_write(&b, hdr_addr + RACE_DIR_OFF, dir, nsub * 8);
         dm_batch_write(&b, hdr_addr, &hdr, sizeof(hdr));
         rc = dm_batch_exec(ctx, &b);
     }
     if (!rc) {
-        /* The writes above completed before this CAS is posted: readers that find the
-         * root find a complete table. */
+        /* The writes above completed before this CAS is posted: whoever finds the root
+         * finds a complete table. */
         dm_batch_t b;
         dm_batch_init(&b);
         dm_verb_t *v = dm_batch_cas(&b, dm_gaddr_make(0, DM_SB_OFF(race_root)), 0, hdr_addr);
@@ -159,7 +200,6 @@ static int race_create(dm_ctx_t *ctx, dm_gaddr_t *root)
         *root = v->result == 0 ? hdr_addr : v->result;
     }
     free(dir);
-    free(buf);
     return rc;
 }
 
@@ -168,6 +208,12 @@ int dm_race_attach(dm_ctx_t *ctx, dm_race_t **out)
     dm_race_t *r = calloc(1, sizeof(*r));
     if (!r)
         return DM_ENOMEM;
+    r->dir = calloc(1ull << DM_RACE_MAX_DEPTH, 8);
+    if (!r->dir) {
+        free(r);
+        return DM_ENOMEM;
+    }
+    r->owner = (uint16_t)(1 + (dm_now_us() ^ (uint64_t)(uintptr_t)r) % 65535);
     dm_superblock_t sb;
     dm_batch_t b;
     dm_batch_init(&b);
@@ -183,7 +229,7 @@ int dm_race_attach(dm_ctx_t *ctx, dm_race_t **out)
     if (!rc)
         rc = race_refresh(ctx, r);
     if (rc) {
-        free(r);
+        dm_race_detach(r);
         return rc;
     }
     *out = r;
@@ -192,6 +238,9 @@ int dm_race_attach(dm_ctx_t *ctx, dm_race_t **out)
 
 void dm_race_detach(dm_race_t *r)
 {
+    if (!r)
+        return;
+    free(r->dir);
     free(r);
 }
 
@@ -205,4 +254,9 @@ int64_t dm_race_count(dm_ctx_t *ctx)
     if (rc)
         return rc;
     return (int64_t)n < 0 ? 0 : (int64_t)n;
+}
+
+unsigned dm_race_global_depth(const dm_race_t *r)
+{
+    return r->global_depth;
 }

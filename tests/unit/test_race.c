@@ -125,7 +125,13 @@ static unsigned count_copies(dm_worker_t *w, const char *region, const char *key
     uint8_t *base = dm_local_region_base(region, &size);
     dm_race_t *r = w->race;
     unsigned copies = 0;
+    (void)size;
     for (unsigned st = 0; st < (1u << r->global_depth); st++) {
+        int seen = 0;
+        for (unsigned j = 0; j < st; j++)
+            seen |= race_dir_addr(r->dir[j]) == race_dir_addr(r->dir[st]);
+        if (seen)
+            continue; /* several entries point at one subtable */
         uint64_t *b = (uint64_t *)(base + dm_gaddr_off(race_dir_addr(r->dir[st])));
         for (uint64_t i = 0; i < r->groups * 3 * 8; i++) {
             if (i % 8 == 0 || !race_slot_ptr(b[i]))
@@ -263,39 +269,117 @@ static void test_checksum(void)
     uv_loop_close(&loop);
 }
 
-static void test_full_table(void)
+/* Walk with SCAN and check every key comes back exactly once. */
+typedef struct seen_set {
+    int n;
+    uint8_t *seen;
+    int max;
+    int dups;
+} seen_set_t;
+
+static void mark_seen(void *arg, const dm_kv_view_t *v)
+{
+    seen_set_t *ss = arg;
+    char buf[32];
+    CHECK(v->key_len < sizeof(buf));
+    memcpy(buf, v->key, v->key_len);
+    buf[v->key_len] = 0;
+    int k = atoi(strchr(buf, ':') + 1);
+    CHECK(k >= 0 && k < ss->max);
+    if (ss->seen[k])
+        ss->dups++;
+    ss->seen[k] = 1;
+    ss->n++;
+}
+
+/* Many splits and several directory doublings on a table of tiny subtables. */
+static void test_resize(void)
 {
     uv_loop_t loop;
     uv_loop_init(&loop);
-    dm_race_set_create_groups(4); /* 64 subtables x 4 groups x 21 slots = 5376 slots */
-    dm_worker_t *w = worker_on(&loop, "local:full");
+    dm_race_set_create_groups(8); /* 168 slots per subtable */
+    dm_worker_t *w = worker_on(&loop, "local:resize");
     dm_race_set_create_groups(0);
     dm_ctx_t ctx;
     dm_ctx_init(&ctx, w, DM_CLS_SET);
-    int n = 0, rc;
-    char key[32];
-    for (;; n++) {
-        int kl = snprintf(key, sizeof(key), "fill:%d", n);
-        rc = dm_kv_set(&ctx, key, (size_t)kl, key, (size_t)kl, 0, 0, NULL);
-        if (rc != 1)
-            break;
+    unsigned gd0 = dm_race_global_depth(w->race);
+    enum { N = 20000 };
+    char key[32], val[32];
+    for (int i = 0; i < N; i++) {
+        int kl = snprintf(key, sizeof(key), "rs:%d", i);
+        CHECKF(dm_kv_set(&ctx, key, (size_t)kl, key, (size_t)kl, 0, 0, NULL) == 1, "key %d", i);
     }
-    CHECK(rc == DM_EFULL);
+    unsigned gd = dm_race_global_depth(w->race);
     uint64_t used, total;
     CHECK(dm_race_load(&ctx, &used, &total) == 0);
-    fprintf(stderr, "   full after %d keys: load factor %.3f (%llu/%llu)\n", n,
-            (double)used / (double)total, (unsigned long long)used, (unsigned long long)total);
-    CHECK(used == (uint64_t)n && total == 5376);
-    CHECK(dm_kv_dbsize(&ctx) == n);
-    /* Nothing was lost or changed by the failed insert; updates still work. */
-    for (int i = 0; i < n; i++) {
-        int kl = snprintf(key, sizeof(key), "fill:%d", i);
+    fprintf(stderr, "   %d keys: global depth %u -> %u, load factor %.3f\n", N, gd0, gd,
+            (double)used / (double)total);
+    CHECK(gd >= gd0 + 2);
+    CHECK(used == N);
+    CHECK(dm_kv_dbsize(&ctx) == N);
+    for (int i = 0; i < N; i++) {
+        int kl = snprintf(key, sizeof(key), "rs:%d", i);
         dm_value_t v;
-        CHECK(dm_kv_get(&ctx, key, (size_t)kl, &v) == 1);
+        CHECKF(dm_kv_get(&ctx, key, (size_t)kl, &v) == 1, "key %d", i);
         CHECK(v.len == (size_t)kl && memcmp(v.data, key, (size_t)kl) == 0);
         dm_value_free(&v);
     }
-    CHECK(dm_kv_set(&ctx, "fill:0", 6, "new", 3, 0, 0, NULL) == 1);
+    /* Updates and deletes after the splits. */
+    for (int i = 0; i < N; i += 2) {
+        int kl = snprintf(key, sizeof(key), "rs:%d", i);
+        int vl = snprintf(val, sizeof(val), "v%d", i);
+        if (i % 4 == 0)
+            CHECK(dm_kv_set(&ctx, key, (size_t)kl, val, (size_t)vl, 0, 0, NULL) == 1);
+        else
+            CHECK(dm_kv_del(&ctx, key, (size_t)kl) == 1);
+    }
+    CHECK(dm_kv_dbsize(&ctx) == N - N / 4);
+    seen_set_t ss = {.seen = calloc(N, 1), .max = N};
+    uint64_t cur = 0;
+    int pages = 0;
+    do {
+        CHECK(dm_race_scan(&ctx, cur, 10, mark_seen, &ss, &cur) == 0);
+        pages++;
+    } while (cur);
+    CHECKF(ss.n == N - N / 4 && ss.dups == 0, "scan saw %d (dups %d) in %d pages", ss.n,
+           ss.dups, pages);
+    for (int i = 0; i < N; i++)
+        CHECK(ss.seen[i] == !(i % 4 == 2));
+    free(ss.seen);
+    dm_worker_destroy(w);
+    uv_loop_close(&loop);
+}
+
+/* A full pool: writes answer DM_ENOMEM and nothing stored is harmed. */
+static void test_pool_full(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_local_set_size(64ull << 20);
+    dm_worker_t *w = worker_on(&loop, "local:small");
+    dm_local_set_size(512ull << 20);
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    static char big[100000];
+    char key[32];
+    int n = 0, rc;
+    for (;; n++) {
+        int kl = snprintf(key, sizeof(key), "f:%d", n);
+        memset(big, 'a' + n % 26, sizeof(big));
+        rc = dm_kv_set(&ctx, key, (size_t)kl, big, sizeof(big), 0, 0, NULL);
+        if (rc != 1)
+            break;
+    }
+    CHECKF(rc == DM_ENOMEM, "rc %d after %d keys", rc, n);
+    CHECK(n > 100);
+    CHECK(dm_kv_dbsize(&ctx) == n);
+    for (int i = 0; i < n; i++) {
+        int kl = snprintf(key, sizeof(key), "f:%d", i);
+        dm_value_t v;
+        CHECK(dm_kv_get(&ctx, key, (size_t)kl, &v) == 1);
+        CHECK(v.len == sizeof(big) && v.data[0] == 'a' + i % 26 && v.data[99999] == v.data[0]);
+        dm_value_free(&v);
+    }
     dm_worker_destroy(w);
     uv_loop_close(&loop);
 }
@@ -426,7 +510,8 @@ int main(void)
     RUN(test_large_values);
     RUN(test_duplicate_rule);
     RUN(test_checksum);
-    RUN(test_full_table);
+    RUN(test_resize);
+    RUN(test_pool_full);
     RUN(test_concurrent);
     fprintf(stderr, "test_race: all passed\n");
     return 0;

@@ -3,9 +3,10 @@
  * {fp:8, len:8, ptr:48}), grouped [main A][overflow][main B]; a combined bucket (main +
  * its overflow, 128 contiguous bytes) is read in one READ; every key has two combined
  * buckets in different groups. All mutations are 8-byte slot CASes; KV blocks are out of
- * place (kvblock.h). The directory of 2^GD subtables is cached per worker. This issue
- * keeps GD fixed at creation (resizing, RACE §3.4, is issue 5): an insert that finds both
- * combined buckets full answers DM_EFULL and changes nothing. */
+ * place (kvblock.h). The directory of 2^GD subtables is cached per worker and used with
+ * stale reads checked against bucket headers (RACE §3.4.1). An insert that finds both
+ * combined buckets full splits the subtable, doubling the directory when needed, while
+ * other operations go on (RACE §3.4.2, resize.c). */
 #ifndef DMKV_RACE_H
 #define DMKV_RACE_H
 
@@ -18,8 +19,8 @@
 #define DM_RACE_SLOTS 7          /* slots per bucket */
 #define DM_RACE_BUCKET 64        /* bytes per bucket */
 #define DM_RACE_MAX_DEPTH 16     /* directory area reserved for 2^16 entries */
-#define DM_RACE_INIT_DEPTH 6     /* global depth at creation: 64 subtables */
-#define DM_RACE_GROUPS 2048      /* bucket groups per subtable (3 buckets each) */
+#define DM_RACE_INIT_DEPTH 2     /* global depth at creation: 4 subtables */
+#define DM_RACE_GROUPS 256       /* bucket groups per subtable (768 buckets, 48 KiB) */
 
 /* Bucket groups per subtable used when this process creates a table (default
  * DM_RACE_GROUPS; tests use tiny tables to reach DM_EFULL). Attaching ignores it. */
@@ -52,8 +53,9 @@ int dm_race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *
  * decide() sees the current value (or NULL) and may veto (NX/XX). If keep_ttl, the
  * block's expiry is replaced by the current value's. If old is non-NULL and the key
  * existed, *old receives the replaced item (caller frees old->block).
- * RTTs: update 3, insert 4 (Algorithm 1 plus the duplicate check, RACE §3.3).
- * Returns 1 when written, 0 when vetoed, or DM_E* (DM_EFULL, DM_ENOMEM: nothing changed). */
+ * RTTs: update 3, insert 4 (Algorithm 1 plus the duplicate check, RACE §3.3), more
+ * while a split is in the way. Returns 1 when written, 0 when vetoed, or DM_E* (DM_EFULL
+ * at the maximum depth, DM_ENOMEM when the pool is full: nothing changed). */
 int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block,
                 uint64_t block_len, dm_race_decide_fn decide, void *arg, int keep_ttl,
                 dm_race_item_t *old);
@@ -75,6 +77,9 @@ int64_t dm_race_flush(dm_ctx_t *ctx);
 
 /* Number of keys (superblock counter, kept with FAA). */
 int64_t dm_race_count(dm_ctx_t *ctx);
+
+/* Current global depth of the cached directory (tests, INFO). */
+unsigned dm_race_global_depth(const dm_race_t *r);
 
 /* Load factor: used slots / all slots, from a full bucket walk (tests, benchmarks). */
 int dm_race_load(dm_ctx_t *ctx, uint64_t *used, uint64_t *total);

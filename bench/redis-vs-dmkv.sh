@@ -1,0 +1,70 @@
+#!/bin/bash
+# Side-by-side: redis-benchmark GET and SET (-c 50, -P 1 and -P 16) against Debian's
+# redis-server and against dmkv (one dmkv-memnode over tcp + one dmkv-gateway), in the
+# same invocation, plus dmkv's machine-independent counters (round trips, verbs and bytes
+# per command) read from INFO. Usage: bench/redis-vs-dmkv.sh [BUILD_DIR] [REQUESTS]
+set -euo pipefail
+BUILD=${1:-build}
+N=${2:-100000}
+REDIS_PORT=${REDIS_PORT:-16379}
+DMKV_PORT=${DMKV_PORT:-16380}
+MEMNODE_PORT=${MEMNODE_PORT:-17000}
+THREADS=${THREADS:-1}
+TMP=$(mktemp -d)
+pids=()
+cleanup() {
+    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+    wait 2>/dev/null || true
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+
+wait_port() {
+    for _ in $(seq 1 200); do
+        redis-cli -p "$1" PING >/dev/null 2>&1 && return 0
+        sleep 0.05
+    done
+    echo "nothing answers on port $1" >&2
+    exit 1
+}
+
+redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
+    --dir "$TMP" >"$TMP/redis.log" 2>&1 &
+pids+=($!)
+"$BUILD/memnode/dmkv-memnode" --port "$MEMNODE_PORT" --size 2g 2>"$TMP/memnode.log" &
+pids+=($!)
+sleep 0.3
+"$BUILD/gateway/dmkv-gateway" --port "$DMKV_PORT" --threads "$THREADS" \
+    --memnode "tcp://127.0.0.1:$MEMNODE_PORT" 2>"$TMP/gateway.log" &
+pids+=($!)
+wait_port "$REDIS_PORT"
+wait_port "$DMKV_PORT"
+
+# rps PORT TEST PIPELINE -> requests per second
+rps() {
+    redis-benchmark -p "$1" -t "$2" -n "$N" -c 50 -P "$3" -r 100000 -d 32 --csv -q 2>/dev/null |
+        awk -F'"' 'NR > 1 && $2 != "" { print $4; exit }'
+}
+info_field() {
+    redis-cli -p "$DMKV_PORT" INFO dmkv | tr -d '\r' | awk -F: -v k="$1" '$1 == k { print $2 }'
+}
+
+printf '\nredis-benchmark -n %s -c 50 -r 100000 -d 32, gateway threads %s, %s\n' \
+    "$N" "$THREADS" "$(date -u +%Y-%m-%dT%H:%MZ)"
+printf '%-6s %-4s %14s %14s %7s %9s %9s %11s\n' test -P "redis rps" "dmkv rps" ratio \
+    "RTT/op" "verbs/op" "bytes/op"
+for P in 1 16; do
+    for T in set get; do
+        redis-cli -p "$DMKV_PORT" CONFIG RESETSTAT >/dev/null 2>&1 || true
+        r=$(rps "$REDIS_PORT" "$T" "$P")
+        d=$(rps "$DMKV_PORT" "$T" "$P")
+        rtt=$(info_field "${T}_rtts_per_op")
+        verbs=$(info_field "${T}_verbs_per_op")
+        bytes=$(info_field "${T}_bytes_per_op")
+        ratio=$(awk -v a="$d" -v b="$r" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
+        printf '%-6s %-4s %14s %14s %7s %9s %9s %11s\n' "$T" "$P" "$r" "$d" "$ratio" \
+            "${rtt:--}" "${verbs:--}" "${bytes:--}"
+    done
+done
+printf '\nratio = dmkv / redis. RTT, verbs and bytes per op are dmkv counters (INFO dmkv)\n'
+printf 'and do not depend on the machine; requests/s do (shared, noisy hosts).\n'
