@@ -42,7 +42,6 @@ int dm_kv_get(dm_ctx_t *ctx, const void *key, size_t klen, dm_value_t *out)
             rc = 0;
         free(it.block);
     }
-    dm_stats_op(ctx->cls);
     return rc;
 }
 
@@ -93,7 +92,6 @@ int dm_kv_set(dm_ctx_t *ctx, const void *key, size_t klen, const void *val, size
     }
     free(prev.block);
     free(block);
-    dm_stats_op(ctx->cls);
     return rc;
 }
 
@@ -108,7 +106,6 @@ int dm_kv_del(dm_ctx_t *ctx, const void *key, size_t klen)
 {
     int was_live = 0;
     int rc = dm_race_delete(ctx, key, klen, decide_del, &was_live);
-    dm_stats_op(ctx->cls);
     if (rc == 1)
         return was_live;
     return rc;
@@ -117,14 +114,12 @@ int dm_kv_del(dm_ctx_t *ctx, const void *key, size_t klen)
 int64_t dm_kv_dbsize(dm_ctx_t *ctx)
 {
     int64_t n = dm_race_count(ctx);
-    dm_stats_op(ctx->cls);
     return n;
 }
 
 int dm_kv_flushall(dm_ctx_t *ctx)
 {
     int64_t n = dm_race_flush(ctx);
-    dm_stats_op(ctx->cls);
     return n < 0 ? (int)n : 0;
 }
 
@@ -174,6 +169,5 @@ int dm_kv_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, dm_keylist_t *out,
 {
     scan_out_t so = {.l = out, .err = 0};
     int rc = dm_race_scan(ctx, cursor, count, emit_key, &so, next);
-    dm_stats_op(ctx->cls);
     return rc ? rc : so.err;
 }

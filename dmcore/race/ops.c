@@ -266,24 +266,43 @@ dm_gaddr_t race_pick_empty(const race_loc_t *loc, const race_cbs_t *cbs,
     return DM_GADDR_NULL;
 }
 
+/* Local depth in the header (as read before our CAS) of the bucket holding slot. */
+static unsigned bucket_ld_of(const lookup_t *lk, dm_gaddr_t slot)
+{
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            if (race_bucket_addr(&lk->loc, lk->loc.first_bucket[i] + (uint64_t)j) ==
+                (slot & ~63ull))
+                return race_hdr_ld(lk->cbs.raw[i][j * 8]);
+    return lk->loc.ld;
+}
+
 /* After inserting our slot: re-read both combined buckets (‖ the key counter FAA ‖ the
  * header of the bucket we used) and keep exactly one copy of the key, the one with the
  * smallest (bucket, slot) (RACE §3.3 "duplicate keys"). If a split moved past our bucket
  * before our CAS landed (its header no longer covers the key), take our slot back and
  * report DM_ERETRY so the insert is redone in the right subtable (RACE §3.4.2). */
 static int dedupe_after_insert(dm_ctx_t *ctx, const void *key, size_t klen, dm_gaddr_t mine,
-                               uint64_t my_word, uint64_t hash)
+                               uint64_t my_word, uint64_t hash, unsigned ld, uint64_t *lease)
 {
     lookup_t lk;
     dm_batch_t b;
     uint64_t hdr = 0;
+    dm_race_t *r = ctx->w->race;
     dm_batch_init(&b);
     dm_batch_faa(&b, dm_gaddr_make(0, DM_SB_OFF(key_count)), 1);
     dm_batch_read(&b, mine & ~63ull, &hdr, 8);
+    /* The split lease of the subtable we inserted into: a splitter whose copy phase had
+     * already passed our bucket would leave our key behind. */
+    dm_batch_read(&b, r->root + RACE_LOCK_OFF + 8 * (hash & ((1ull << ld) - 1)), lease, 8);
     int rc = lookup(ctx, &b, &lk, key, klen);
-    if (!rc) {
-        uint64_t mask = (1ull << race_hdr_ld(hdr)) - 1;
-        if ((hash & mask) != race_hdr_suffix(hdr)) {
+    /* hdr and lease were read by the first batch even if the lookup failed later; if that
+     * batch failed too they are 0, which never looks stranded. */
+    uint64_t mask = (1ull << race_hdr_ld(hdr)) - 1;
+    int stranded = hdr && ((hash & mask) != race_hdr_suffix(hdr) ||
+                           (*lease && ld < DM_RACE_MAX_DEPTH && ((hash >> ld) & 1)));
+    {
+        if (stranded) {
             cands_free(lk.c, lk.n);
             dm_batch_init(&b);
             dm_verb_t *v = dm_batch_cas(&b, mine, my_word, 0);
@@ -294,11 +313,12 @@ static int dedupe_after_insert(dm_ctx_t *ctx, const void *key, size_t klen, dm_g
             return 1; /* the splitter moved our slot: it is in the right place now */
         }
     }
-    if (rc == DM_ECORRUPT)
-        rc = 0; /* another copy is mid-change; its writer resolves it */
     if (rc) {
+        /* Our key is in place; the duplicate check could not run (another copy is
+         * mid-change, or the directory kept moving): its writer or a later delete that
+         * sees several copies resolves them. Never report the insert as failed. */
         cands_free(lk.c, lk.n);
-        return rc;
+        return 1;
     }
     if (lk.first < 0 || lk.c[lk.first].ref.addr == mine) {
         /* We are the canonical copy: remove the others (rare). */
@@ -366,12 +386,17 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block,
         rc = lookup(ctx, &b, &lk, key, klen);
         if (!rc)
             written = 1;
-        if (!rc && lk.frozen)
+        if (!rc && lk.frozen) {
             rc = DM_ERETRY; /* a splitter is moving this key: wait for it */
+            if (rt.since_us && dm_now_us() - rt.since_us > 1000ull * RACE_LEASE_MS)
+                race_split(ctx, &lk.loc, 1); /* ... or finish it if its splitter died */
+        }
         if (!rc) {
             word = race_slot(lk.loc.fp, dm_kvblock_len_units(block_len), addr);
             const dm_kv_view_t *cur = lk.first >= 0 ? &lk.c[lk.first].view : NULL;
             if (decide && !decide(arg, cur)) {
+                if (old && lk.first >= 0)
+                    take_item(&lk, old); /* SET ... NX GET still reports the old value */
                 cands_free(lk.c, lk.n);
                 dm_alloc_free(ctx->w->alloc, addr, block_len);
                 return 0;
@@ -424,9 +449,18 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block,
                 cands_free(lk.c, lk.n);
                 if (old)
                     memset(old, 0, sizeof(*old));
-                rc = dedupe_after_insert(ctx, key, klen, slot, word, lk.loc.hash);
-                if (rc == DM_ERETRY)
-                    continue; /* inserted behind a split: redo where the key belongs */
+                uint64_t lease = 0;
+                rc = dedupe_after_insert(ctx, key, klen, slot, word, lk.loc.hash,
+                                         bucket_ld_of(&lk, slot), &lease);
+                if (rc == DM_ERETRY) {
+                    /* Inserted behind a split: wait for it (or finish it, if its splitter
+                     * died) and redo the insert where the key belongs. */
+                    if (race_lease_expiry(lease) < dm_wall_ms())
+                        race_split(ctx, &lk.loc, 1);
+                    if (should_retry(ctx, rc, &rt))
+                        continue;
+                    return rc;
+                }
                 return rc;
             }
         }
@@ -458,8 +492,11 @@ int dm_race_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide_f
             cands_free(lk.c, lk.n);
             return deleted;
         }
-        if (!rc && lk.frozen)
+        if (!rc && lk.frozen) {
             rc = DM_ERETRY; /* a splitter is moving this key: wait for it */
+            if (rt.since_us && dm_now_us() - rt.since_us > 1000ull * RACE_LEASE_MS)
+                race_split(ctx, &lk.loc, 1); /* ... or finish it if its splitter died */
+        }
         if (!rc && !deleted && decide && !decide(arg, &lk.c[lk.first].view)) {
             cands_free(lk.c, lk.n);
             return 0;

@@ -91,6 +91,7 @@ struct dm_race {
     uint64_t groups;
     uint16_t owner;  /* this worker's id in lease words */
     uint64_t *dir;   /* cached directory, 2^DM_RACE_MAX_DEPTH entries, [0, 2^GD) valid */
+    uint64_t installs; /* snapshots installed into dir (refresh, publish) */
 };
 
 /* Where a key lives: its subtable and its two combined buckets. */
@@ -128,7 +129,9 @@ int race_check_headers(const race_loc_t *loc, const race_cbs_t *cbs, int *moving
 /* Collect occupied slots whose fingerprint is fp, sorted canonically. Returns count. */
 unsigned race_fp_slots(const race_loc_t *loc, const race_cbs_t *cbs, uint8_t fp,
                        race_slotref_t *out, unsigned max);
-/* Refresh the cached directory from the pool (1 RTT). */
+/* Read GD and the used directory entries into dir (a private buffer of 2^16 entries). */
+int race_read_dir(dm_ctx_t *ctx, dm_race_t *r, uint64_t *dir, unsigned *gd, uint64_t *groups);
+/* Refresh the cached directory from the pool (1 RTT per 64 KiB of directory). */
 int race_refresh(dm_ctx_t *ctx, dm_race_t *r);
 /* Directory entry the cache gives for suffix value s. */
 static inline uint64_t race_dir_get(const dm_race_t *r, uint64_t s)

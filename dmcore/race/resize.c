@@ -1,9 +1,11 @@
 /* RACE extendible resizing (RACE §3.4.2) with the windows NOTES §1.9 points out closed:
  * a subtable split runs under a lease on the subtable's lock word (a dead splitter's lease
  * expires and the next gateway that needs the subtable finishes its work); directory
- * writes (entries, doubling) run under the directory lease; every moved slot is frozen
- * (MOVING mark) before it is copied and cleared after, and writers wait on frozen slots,
- * so no update can land on a copy that is about to disappear. */
+ * writes (entries, doubling) run under the directory lease. A split copies the moving
+ * slots into the new subtable before publishing it, freezing each (MOVING mark) first;
+ * writers wait on frozen slots, so no update lands on a copy that is about to disappear
+ * (NOTES §1.9 "resize windows"); after publishing, the old copies are cleared. An insert
+ * that raced the copy phase into the old subtable sees the lease and moves itself. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -13,7 +15,6 @@
 #include "race_internal.h"
 
 #define MOVE_CHUNK 64 /* buckets read per step */
-#define MOVE_GROUP 16 /* keys moved per batch (2 combined-bucket READs each) */
 
 /* A pause timer lives on the heap: libuv closes handles asynchronously. */
 typedef struct pause_wait {
@@ -115,135 +116,7 @@ static dm_gaddr_t lock_addr(const dm_race_t *r, uint64_t suffix)
     return r->root + RACE_LOCK_OFF + 8 * suffix;
 }
 
-/* One key being moved from parent P to new subtable N. */
-typedef struct mover {
-    dm_gaddr_t from; /* slot in P */
-    uint64_t word;   /* slot word, without the MOVING mark */
-    race_loc_t loc;  /* the key's buckets in N */
-    race_cbs_t cbs;
-    uint8_t *block; /* the key's block (for the existence check) */
-    uint64_t block_len;
-    int frozen, exists, copied;
-    dm_gaddr_t to;
-} mover_t;
-
-/* Is the mover's key already in N? (a stale-cache insert may have put it there) */
-static int check_exists(dm_ctx_t *ctx, mover_t *m, unsigned n)
-{
-    dm_batch_t b;
-    dm_batch_init(&b);
-    uint8_t *bufs[DM_BATCH_MAX] = {0};
-    unsigned owner[DM_BATCH_MAX];
-    unsigned k = 0;
-    int rc = 0;
-    for (unsigned i = 0; i < n && !rc; i++) {
-        if (!m[i].frozen)
-            continue;
-        race_slotref_t refs[28];
-        unsigned nr = race_fp_slots(&m[i].loc, &m[i].cbs, m[i].loc.fp, refs, 28);
-        for (unsigned j = 0; j < nr && k < DM_BATCH_MAX; j++) {
-            uint32_t len = (uint32_t)race_slot_len(refs[j].word) * DM_UNIT;
-            bufs[k] = malloc(len);
-            if (!bufs[k]) {
-                rc = DM_ENOMEM;
-                break;
-            }
-            dm_batch_read(&b, race_slot_ptr(refs[j].word), bufs[k], len);
-            owner[k++] = i;
-        }
-    }
-    if (!rc)
-        rc = dm_batch_exec(ctx, &b);
-    for (unsigned j = 0; j < k; j++) {
-        mover_t *mv = &m[owner[j]];
-        uint32_t kl;
-        memcpy(&kl, mv->block, 4);
-        if (!rc && dm_kvblock_key_equals(bufs[j], b.v[j].len, mv->block + DM_KV_HDR, kl))
-            mv->exists = 1;
-        free(bufs[j]);
-    }
-    return rc;
-}
-
-/* Freeze, copy and clear a group of slots (NOTES §1.9's safe order). Adds to *stuck the
- * keys that found no room in N (they stay in P, unfrozen; N keeps its MOVING-IN flag so
- * readers keep looking in P). Sets *again when a slot changed under us. */
-static int move_group(dm_ctx_t *ctx, mover_t *m, unsigned n, dm_gaddr_t N, unsigned d,
-                      int *stuck, int *again)
-{
-    dm_race_t *r = ctx->w->race;
-    dm_batch_t b;
-    dm_batch_init(&b);
-    dm_verb_t *v[MOVE_GROUP];
-    for (unsigned i = 0; i < n; i++) {
-        uint8_t *key = m[i].block + DM_KV_HDR;
-        uint32_t kl;
-        memcpy(&kl, m[i].block, 4);
-        race_locate(r, key, kl, &m[i].loc);
-        race_locate_in(&m[i].loc, N, d);
-        m[i].exists = m[i].copied = 0;
-        v[i] = m[i].frozen ? NULL
-                           : dm_batch_cas(&b, m[i].from, m[i].word, m[i].word | RACE_SLOT_MOVING);
-    }
-    int rc = dm_batch_exec(ctx, &b);
-    if (rc)
-        return rc;
-    for (unsigned i = 0; i < n; i++) {
-        if (v[i] && v[i]->result != m[i].word) {
-            *again = 1; /* a writer changed it first: take it on the next pass */
-            continue;
-        }
-        m[i].frozen = 1;
-    }
-    for (int tries = 0; tries < 8; tries++) {
-        dm_batch_init(&b);
-        int pending = 0;
-        for (unsigned i = 0; i < n; i++)
-            if (m[i].frozen && !m[i].copied && !m[i].exists) {
-                race_read_cbs(&b, &m[i].loc, &m[i].cbs);
-                pending = 1;
-            }
-        if (!pending)
-            break;
-        if ((rc = dm_batch_exec(ctx, &b)) != 0)
-            return rc;
-        if ((rc = check_exists(ctx, m, n)) != 0)
-            return rc;
-        dm_gaddr_t claimed[MOVE_GROUP];
-        unsigned nclaimed = 0;
-        dm_batch_init(&b);
-        for (unsigned i = 0; i < n; i++) {
-            v[i] = NULL;
-            if (!m[i].frozen || m[i].copied || m[i].exists)
-                continue;
-            m[i].to = race_pick_empty(&m[i].loc, &m[i].cbs, claimed, nclaimed);
-            if (!m[i].to)
-                continue;
-            claimed[nclaimed++] = m[i].to;
-            v[i] = dm_batch_cas(&b, m[i].to, 0, m[i].word);
-        }
-        if ((rc = dm_batch_exec(ctx, &b)) != 0)
-            return rc;
-        for (unsigned i = 0; i < n; i++)
-            if (v[i] && v[i]->result == 0)
-                m[i].copied = 1;
-    }
-    /* Clear the moved slots in P; unfreeze the ones that found no room. */
-    dm_batch_init(&b);
-    for (unsigned i = 0; i < n; i++) {
-        if (!m[i].frozen)
-            continue;
-        if (m[i].copied || m[i].exists) {
-            dm_batch_cas(&b, m[i].from, m[i].word | RACE_SLOT_MOVING, 0);
-        } else {
-            dm_batch_cas(&b, m[i].from, m[i].word | RACE_SLOT_MOVING, m[i].word);
-            (*stuck)++;
-        }
-    }
-    return dm_batch_exec(ctx, &b);
-}
-
-/* Read the blocks of up to 64 slots; returns per slot a malloc'd whole block or NULL. */
+/* Read the blocks of up to 64 slots; returns per slot a malloc'd whole block. */
 static int read_blocks(dm_ctx_t *ctx, const uint64_t *words, unsigned n, uint8_t **bufs,
                        uint64_t *lens)
 {
@@ -275,25 +148,102 @@ static int read_blocks(dm_ctx_t *ctx, const uint64_t *words, unsigned n, uint8_t
     return dm_batch_exec(ctx, &b);
 }
 
-/* Move every key of P whose suffix bit d-1 is set into N; P's bucket headers go to depth d
- * first (❶, one bucket at a time, so a stale reader of a moved key sees case 3). */
-static int move_keys(dm_ctx_t *ctx, dm_gaddr_t P, dm_gaddr_t N, unsigned d, uint32_t ps,
-                     dm_gaddr_t lock, uint64_t *mine, int *stuck)
+/* Copy phase of a split of X (depth l -> l+1), before N is published: every slot of X
+ * whose key has suffix bit l set is frozen (MOVING mark; writers wait on it) and its word
+ * is placed at the SAME bucket and slot of N's image. The two subtables share the bucket
+ * geometry, so a key always fits where it was: a split can never get stuck. Slots found
+ * frozen already (a dead splitter's work) are taken as they are. */
+static int copy_phase(dm_ctx_t *ctx, dm_gaddr_t X, unsigned l, uint32_t s, uint64_t *image,
+                      dm_gaddr_t lock, uint64_t *mine)
 {
     dm_race_t *r = ctx->w->race;
     uint64_t nb = r->groups * 3;
     uint64_t *raw = malloc(MOVE_CHUNK * DM_RACE_BUCKET);
-    mover_t *m = calloc(MOVE_GROUP, sizeof(*m));
-    if (!raw || !m) {
-        free(raw);
-        free(m);
+    if (!raw)
         return DM_ENOMEM;
-    }
     int rc = 0;
     for (uint64_t c = 0; c < nb && !rc; c += MOVE_CHUNK) {
         uint64_t n = nb - c < MOVE_CHUNK ? nb - c : MOVE_CHUNK;
-        dm_gaddr_t base = P + c * DM_RACE_BUCKET;
+        dm_gaddr_t base = X + c * DM_RACE_BUCKET;
         for (int pass = 0; pass < 64 && !rc; pass++) {
+            dm_batch_t b;
+            dm_batch_init(&b);
+            dm_batch_read(&b, base, raw, (uint32_t)(n * DM_RACE_BUCKET));
+            if ((rc = dm_batch_exec(ctx, &b)) != 0)
+                break;
+            uint64_t idx[MOVE_CHUNK * DM_RACE_SLOTS]; /* word index inside the chunk */
+            uint64_t words[MOVE_CHUNK * DM_RACE_SLOTS];
+            unsigned ns = 0;
+            for (uint64_t i = 0; i < n * 8; i++)
+                if (i % 8 != 0 && race_slot_ptr(raw[i]) && !image[c * 8 + i]) {
+                    idx[ns] = i;
+                    words[ns++] = raw[i];
+                }
+            int again = 0;
+            for (unsigned i0 = 0; i0 < ns && !rc; i0 += DM_BATCH_MAX) {
+                unsigned cnt = ns - i0 < DM_BATCH_MAX ? ns - i0 : DM_BATCH_MAX;
+                uint8_t *bufs[DM_BATCH_MAX] = {0};
+                uint64_t lens[DM_BATCH_MAX];
+                rc = read_blocks(ctx, words + i0, cnt, bufs, lens);
+                dm_batch_init(&b);
+                unsigned vi[DM_BATCH_MAX];
+                for (unsigned i = 0; i < cnt && !rc; i++) {
+                    dm_kv_view_t kv;
+                    if (dm_kvblock_parse(bufs[i], lens[i], &kv) != 0) {
+                        again = 1; /* the slot changed after we read it */
+                        continue;
+                    }
+                    uint64_t h = race_key_hash(kv.key, kv.key_len, NULL);
+                    if ((h & ((1ull << l) - 1)) != s)
+                        continue; /* a stray insert that its writer takes back */
+                    if (!((h >> l) & 1))
+                        continue; /* stays in X */
+                    uint64_t w = words[i0 + i];
+                    if (race_slot_moving(w)) {
+                        image[c * 8 + idx[i0 + i]] = w & ~RACE_SLOT_MOVING;
+                        continue;
+                    }
+                    vi[b.n] = i;
+                    dm_batch_cas(&b, base + idx[i0 + i] * 8, w, w | RACE_SLOT_MOVING);
+                }
+                for (unsigned i = 0; i < cnt; i++)
+                    free(bufs[i]);
+                if (!rc && b.n)
+                    rc = dm_batch_exec(ctx, &b);
+                for (unsigned k = 0; !rc && k < b.n; k++) {
+                    uint64_t w = words[i0 + vi[k]];
+                    if (b.v[k].result == w)
+                        image[c * 8 + idx[i0 + vi[k]]] = w;
+                    else
+                        again = 1; /* a writer changed it first: take it on the next pass */
+                }
+            }
+            if (!rc)
+                rc = lease_renew(ctx, lock, mine);
+            if (!again)
+                break;
+        }
+    }
+    free(raw);
+    return rc;
+}
+
+/* Clear phase, after N is published: each bucket of X goes to depth l+1 (❶, so a stale
+ * reader of a moved key sees case 3), then its frozen slots, whose copies are in N, are
+ * emptied. */
+static int clear_phase(dm_ctx_t *ctx, dm_gaddr_t X, unsigned d, uint32_t s, dm_gaddr_t lock,
+                       uint64_t *mine)
+{
+    dm_race_t *r = ctx->w->race;
+    uint64_t nb = r->groups * 3;
+    uint64_t *raw = malloc(MOVE_CHUNK * DM_RACE_BUCKET);
+    if (!raw)
+        return DM_ENOMEM;
+    int rc = 0;
+    for (uint64_t c = 0; c < nb && !rc; c += MOVE_CHUNK) {
+        uint64_t n = nb - c < MOVE_CHUNK ? nb - c : MOVE_CHUNK;
+        dm_gaddr_t base = X + c * DM_RACE_BUCKET;
+        for (int pass = 0; pass < 8 && !rc; pass++) {
             dm_batch_t b;
             dm_batch_init(&b);
             dm_batch_read(&b, base, raw, (uint32_t)(n * DM_RACE_BUCKET));
@@ -303,64 +253,29 @@ static int move_keys(dm_ctx_t *ctx, dm_gaddr_t P, dm_gaddr_t N, unsigned d, uint
             for (uint64_t bk = 0; bk < n; bk++)
                 if (race_hdr_ld(raw[bk * 8]) < d)
                     dm_batch_cas(&b, base + bk * DM_RACE_BUCKET, raw[bk * 8],
-                                 race_bucket_hdr(d, ps));
+                                 race_bucket_hdr(d, s));
             if (b.n) {
-                if ((rc = dm_batch_exec(ctx, &b)) != 0)
-                    break;
-                continue; /* read the buckets again, now that their headers say depth d */
+                rc = dm_batch_exec(ctx, &b);
+                continue; /* headers first, then read the slots again */
             }
-            /* Slots to look at: every occupied one (frozen ones are resumed). */
-            dm_gaddr_t addrs[MOVE_CHUNK * DM_RACE_SLOTS];
-            uint64_t words[MOVE_CHUNK * DM_RACE_SLOTS];
-            unsigned ns = 0;
-            for (uint64_t bk = 0; bk < n; bk++)
-                for (int s = 0; s < DM_RACE_SLOTS; s++) {
-                    uint64_t w = raw[bk * 8 + 1 + s];
-                    if (!race_slot_ptr(w))
-                        continue;
-                    addrs[ns] = base + bk * DM_RACE_BUCKET + 8 + 8 * (uint64_t)s;
-                    words[ns++] = w;
+            for (uint64_t i = 0; i < n * 8; i++) {
+                if (i % 8 == 0 || !race_slot_moving(raw[i]))
+                    continue;
+                if (b.n == DM_BATCH_MAX) {
+                    if ((rc = dm_batch_exec(ctx, &b)) != 0)
+                        break;
+                    dm_batch_init(&b);
                 }
-            int again = 0;
-            for (unsigned i0 = 0; i0 < ns && !rc; i0 += DM_BATCH_MAX) {
-                unsigned cnt = ns - i0 < DM_BATCH_MAX ? ns - i0 : DM_BATCH_MAX;
-                uint8_t *bufs[DM_BATCH_MAX] = {0};
-                uint64_t lens[DM_BATCH_MAX];
-                rc = read_blocks(ctx, words + i0, cnt, bufs, lens);
-                unsigned nm = 0;
-                for (unsigned i = 0; i < cnt && !rc; i++) {
-                    dm_kv_view_t kv;
-                    if (dm_kvblock_parse(bufs[i], lens[i], &kv) != 0) {
-                        again = 1; /* the slot changed after we read it */
-                        continue;
-                    }
-                    uint64_t h = race_key_hash(kv.key, kv.key_len, NULL);
-                    if (!((h >> (d - 1)) & 1))
-                        continue; /* stays in P */
-                    mover_t *mv = &m[nm++];
-                    mv->from = addrs[i0 + i];
-                    mv->word = words[i0 + i] & ~RACE_SLOT_MOVING;
-                    mv->frozen = race_slot_moving(words[i0 + i]);
-                    mv->block = bufs[i];
-                    mv->block_len = lens[i];
-                    if (nm == MOVE_GROUP) {
-                        rc = move_group(ctx, m, nm, N, d, stuck, &again);
-                        nm = 0;
-                    }
-                }
-                if (!rc && nm)
-                    rc = move_group(ctx, m, nm, N, d, stuck, &again);
-                for (unsigned i = 0; i < cnt; i++)
-                    free(bufs[i]);
+                dm_batch_cas(&b, base + i * 8, raw[i], 0);
             }
+            if (!rc && b.n)
+                rc = dm_batch_exec(ctx, &b);
             if (!rc)
                 rc = lease_renew(ctx, lock, mine);
-            if (!again)
-                break;
+            break;
         }
     }
     free(raw);
-    free(m);
     return rc;
 }
 
@@ -398,22 +313,25 @@ static int publish(dm_ctx_t *ctx, uint32_t s, unsigned l, dm_gaddr_t X, dm_gaddr
     }
     if (rc < 0)
         return rc;
-    rc = race_refresh(ctx, r);
-    unsigned gd = r->global_depth, ngd = gd;
+    uint64_t *dir = malloc(8ull << DM_RACE_MAX_DEPTH);
+    unsigned gd = 0, ngd;
+    uint64_t groups;
+    rc = dir ? race_read_dir(ctx, r, dir, &gd, &groups) : DM_ENOMEM;
+    ngd = gd;
     if (!rc && l == gd) {
         if (gd >= DM_RACE_MAX_DEPTH)
             rc = DM_EFULL;
         else {
-            memcpy(r->dir + (1ull << gd), r->dir, 8ull << gd);
+            memcpy(dir + (1ull << gd), dir, 8ull << gd);
             ngd = gd + 1;
         }
     }
     if (!rc) {
         for (uint64_t i = s; i < (1ull << ngd); i += 1ull << l)
-            r->dir[i] = ((i >> l) & 1) ? race_dir_entry(N, l + 1) : race_dir_entry(X, l + 1);
+            dir[i] = ((i >> l) & 1) ? race_dir_entry(N, l + 1) : race_dir_entry(X, l + 1);
         dm_batch_t b;
         dm_batch_init(&b);
-        dm_batch_write(&b, r->root + RACE_DIR_OFF, r->dir, (uint32_t)(8ull << ngd));
+        dm_batch_write(&b, r->root + RACE_DIR_OFF, dir, (uint32_t)(8ull << ngd));
         rc = dm_batch_exec(ctx, &b);
     }
     if (!rc && ngd != gd) {
@@ -424,23 +342,47 @@ static int publish(dm_ctx_t *ctx, uint32_t s, unsigned l, dm_gaddr_t X, dm_gaddr
         rc = dm_batch_exec(ctx, &b);
         if (!rc && v->result != gd)
             rc = DM_ERETRY; /* our lease was stolen */
-        if (!rc)
-            r->global_depth = ngd;
     }
+    if (!rc) { /* install without yielding: other coroutines share the cache */
+        memcpy(r->dir, dir, 8ull << ngd);
+        r->global_depth = ngd;
+        r->installs++;
+    }
+    free(dir);
     lease_release(ctx, dlock, mine);
     return rc;
 }
 
-/* Finish the split of parent suffix ps (now at depth d) into its sibling, if a dead
- * splitter left it half done. Called with the parent's lease held. */
-static int finish_pending(dm_ctx_t *ctx, uint32_t ps, unsigned d, dm_gaddr_t lock,
-                          uint64_t *mine)
+/* A private, consistent copy of the directory (the worker's cache is shared by all its
+ * coroutines and may mix snapshots): what splits decide on. */
+typedef struct dir_snap {
+    uint64_t *dir;
+    unsigned gd;
+} dir_snap_t;
+
+static int snap_read(dm_ctx_t *ctx, dir_snap_t *sn)
 {
-    dm_race_t *r = ctx->w->race;
+    uint64_t groups;
+    if (!sn->dir)
+        sn->dir = malloc(8ull << DM_RACE_MAX_DEPTH);
+    if (!sn->dir)
+        return DM_ENOMEM;
+    return race_read_dir(ctx, ctx->w->race, sn->dir, &sn->gd, &groups);
+}
+
+static uint64_t snap_get(const dir_snap_t *sn, uint64_t suffix)
+{
+    return sn->dir[suffix & ((1ull << sn->gd) - 1)];
+}
+
+/* Finish the split of parent suffix ps (now at depth d) into its sibling when a dead
+ * splitter left it published but not cleared. Called with the parent's lease held. */
+static int finish_pending(dm_ctx_t *ctx, const dir_snap_t *sn, uint32_t ps, unsigned d,
+                          dm_gaddr_t lock, uint64_t *mine)
+{
     uint32_t ns = ps | (1u << (d - 1));
-    dm_gaddr_t P = race_dir_addr(race_dir_get(r, ps));
-    uint64_t ne = race_dir_get(r, ns);
-    if (race_dir_ld(ne) != d || race_dir_ld(race_dir_get(r, ps)) != d)
+    uint64_t pe = snap_get(sn, ps), ne = snap_get(sn, ns);
+    if (race_dir_ld(ne) != d || race_dir_ld(pe) != d)
         return 0;
     uint64_t hdr = 0;
     dm_batch_t b;
@@ -449,25 +391,55 @@ static int finish_pending(dm_ctx_t *ctx, uint32_t ps, unsigned d, dm_gaddr_t loc
     int rc = dm_batch_exec(ctx, &b);
     if (rc || !(hdr & RACE_HDR_MOVING))
         return rc;
-    int stuck = 0;
-    rc = move_keys(ctx, P, race_dir_addr(ne), d, ps, lock, mine, &stuck);
-    if (!rc && stuck)
-        return DM_EFULL;
+    rc = clear_phase(ctx, race_dir_addr(pe), d, ps, lock, mine);
     if (!rc)
         rc = clear_moving(ctx, race_dir_addr(ne), d, ns);
     return rc;
 }
 
-int race_split(dm_ctx_t *ctx, const race_loc_t *loc, int help_only)
+/* Split X = the subtable of suffix s at depth l, with its lease held. */
+static int split_locked(dm_ctx_t *ctx, dm_gaddr_t X, unsigned l, uint32_t s, dm_gaddr_t lock,
+                        uint64_t *mine)
 {
     dm_race_t *r = ctx->w->race;
-    int rc = race_refresh(ctx, r);
+    uint64_t nb = r->groups * 3;
+    uint64_t *image = calloc(nb, DM_RACE_BUCKET);
+    if (!image)
+        return DM_ENOMEM;
+    uint32_t ns = s | (1u << l);
+    int rc = copy_phase(ctx, X, l, s, image, lock, mine);
+    dm_gaddr_t N = 0;
+    if (!rc) {
+        for (uint64_t bk = 0; bk < nb; bk++)
+            image[bk * 8] = race_bucket_hdr(l + 1, ns) | RACE_HDR_MOVING;
+        rc = dm_alloc_block(ctx, nb * DM_RACE_BUCKET, &N);
+    }
+    if (!rc) {
+        dm_batch_t b;
+        dm_batch_init(&b);
+        dm_batch_write(&b, N, image, (uint32_t)(nb * DM_RACE_BUCKET));
+        rc = dm_batch_exec(ctx, &b);
+    }
+    free(image);
+    if (!rc)
+        rc = publish(ctx, s, l, X, N);
+    if (!rc)
+        rc = clear_phase(ctx, X, l + 1, s, lock, mine);
+    if (!rc)
+        rc = clear_moving(ctx, N, l + 1, ns);
+    return rc;
+}
+
+static int split(dm_ctx_t *ctx, dir_snap_t *sn, uint64_t hash, int help_only)
+{
+    dm_race_t *r = ctx->w->race;
+    int rc = snap_read(ctx, sn);
     if (rc)
         return rc;
-    uint64_t e = race_dir_get(r, loc->hash);
+    uint64_t e = snap_get(sn, hash);
     dm_gaddr_t X = race_dir_addr(e);
     unsigned l = race_dir_ld(e);
-    uint32_t s = (uint32_t)(loc->hash & ((1ull << l) - 1));
+    uint32_t s = (uint32_t)(hash & ((1ull << l) - 1));
     uint64_t hdr = 0;
     dm_batch_t b;
     dm_batch_init(&b);
@@ -483,14 +455,12 @@ int race_split(dm_ctx_t *ctx, const race_loc_t *loc, int help_only)
         rc = lease_take(ctx, plock, &mine);
         if (rc < 0)
             return rc;
-        rc = race_refresh(ctx, r);
+        rc = snap_read(ctx, sn);
         if (!rc)
-            rc = finish_pending(ctx, ps, l, plock, &mine);
+            rc = finish_pending(ctx, sn, ps, l, plock, &mine);
         lease_release(ctx, plock, mine);
         return rc;
     }
-    if (help_only)
-        return 0;
     if (l >= DM_RACE_MAX_DEPTH)
         return DM_EFULL;
     dm_gaddr_t lock = lock_addr(r, s);
@@ -498,27 +468,43 @@ int race_split(dm_ctx_t *ctx, const race_loc_t *loc, int help_only)
     rc = lease_take(ctx, lock, &mine);
     if (rc < 0)
         return rc;
-    rc = race_refresh(ctx, r);
-    e = race_dir_get(r, s);
+    if (help_only && rc == 0) {
+        /* Nobody was splitting X: nothing to help with. */
+        lease_release(ctx, lock, mine);
+        return 0;
+    }
+    int stolen = rc == 1;
+    rc = snap_read(ctx, sn);
+    e = snap_get(sn, s);
     if (!rc && (race_dir_addr(e) != X || race_dir_ld(e) != l)) {
         lease_release(ctx, lock, mine);
         return 0; /* someone split it while we waited */
     }
-    /* A lease taken over from a dead splitter of X's previous split: finish it first. */
-    if (!rc && l > 0 && !((s >> (l - 1)) & 1))
-        rc = finish_pending(ctx, s, l, lock, &mine);
-    dm_gaddr_t N = 0;
+    /* A lease taken over from a dead splitter of X's previous split: finish that first. */
+    if (!rc && stolen && l > 0 && !((s >> (l - 1)) & 1))
+        rc = finish_pending(ctx, sn, s, l, lock, &mine);
+    if (!rc) {
+        /* X's own headers must agree with the directory before anything moves. */
+        dm_batch_init(&b);
+        dm_batch_read(&b, X, &hdr, 8);
+        rc = dm_batch_exec(ctx, &b);
+        if (!rc && (race_hdr_ld(hdr) != l || race_hdr_suffix(hdr) != s)) {
+            lease_release(ctx, lock, mine);
+            return 0;
+        }
+    }
     if (!rc)
-        rc = race_new_subtable(ctx, r->groups, l + 1, s | (1u << l), 1, &N);
-    if (!rc)
-        rc = publish(ctx, s, l, X, N);
-    int stuck = 0;
-    if (!rc)
-        rc = move_keys(ctx, X, N, l + 1, s, lock, &mine, &stuck);
-    if (!rc && !stuck)
-        rc = clear_moving(ctx, N, l + 1, s | (1u << l));
-    if (!rc && stuck)
-        rc = DM_EFULL;
+        rc = split_locked(ctx, X, l, s, lock, &mine);
     lease_release(ctx, lock, mine);
+    return rc;
+}
+
+int race_split(dm_ctx_t *ctx, const race_loc_t *loc, int help_only)
+{
+    dir_snap_t sn = {0};
+    int rc = split(ctx, &sn, loc->hash, help_only);
+    free(sn.dir);
+    if (!rc)
+        rc = race_refresh(ctx, ctx->w->race);
     return rc;
 }

@@ -111,7 +111,8 @@ unsigned race_fp_slots(const race_loc_t *loc, const race_cbs_t *cbs, uint8_t fp,
     return n;
 }
 
-int race_refresh(dm_ctx_t *ctx, dm_race_t *r)
+/* Read GD and the used directory into dir (2^DM_RACE_MAX_DEPTH entries). */
+int race_read_dir(dm_ctx_t *ctx, dm_race_t *r, uint64_t *dir, unsigned *gd, uint64_t *groups)
 {
     race_table_hdr_t hdr;
     dm_batch_t b;
@@ -128,14 +129,37 @@ int race_refresh(dm_ctx_t *ctx, dm_race_t *r)
     for (uint64_t off = 0; off < n; off += 8192) {
         uint64_t cnt = n - off < 8192 ? n - off : 8192;
         dm_batch_init(&b);
-        dm_batch_read(&b, r->root + RACE_DIR_OFF + off * 8, r->dir + off, (uint32_t)(cnt * 8));
+        dm_batch_read(&b, r->root + RACE_DIR_OFF + off * 8, dir + off, (uint32_t)(cnt * 8));
         rc = dm_batch_exec(ctx, &b);
         if (rc)
             return rc;
     }
-    r->global_depth = (unsigned)hdr.global_depth;
-    r->groups = hdr.groups;
+    *gd = (unsigned)hdr.global_depth;
+    *groups = hdr.groups;
     return 0;
+}
+
+int race_refresh(dm_ctx_t *ctx, dm_race_t *r)
+{
+    /* Other coroutines of this worker use r->dir while we wait: read into a private copy
+     * and install it without yielding in between. */
+    uint64_t *dir = malloc(8ull << DM_RACE_MAX_DEPTH);
+    if (!dir)
+        return DM_ENOMEM;
+    unsigned gd;
+    uint64_t groups;
+    uint64_t seq = r->installs;
+    int rc = race_read_dir(ctx, r, dir, &gd, &groups);
+    /* A refresh that finished while we waited installed a snapshot at least as new as
+     * the memory we started from; installing ours over it could go back in time. */
+    if (!rc && r->installs == seq) {
+        r->installs++;
+        memcpy(r->dir, dir, 8ull << gd);
+        r->global_depth = gd;
+        r->groups = groups;
+    }
+    free(dir);
+    return rc;
 }
 
 /* Allocate and format one subtable with local depth ld and suffix s. */

@@ -503,6 +503,154 @@ static void test_concurrent(void)
     uv_loop_close(&loop);
 }
 
+/* Debug aid: where does key live physically, and what does the directory say? */
+static void dump_key(const char *region, dm_race_t *r, const char *key)
+{
+    uint64_t size;
+    uint8_t *base = dm_local_region_base(region, &size);
+    race_table_hdr_t *th = (race_table_hdr_t *)(base + dm_gaddr_off(r->root));
+    uint64_t *dir = (uint64_t *)((uint8_t *)th + RACE_DIR_OFF);
+    uint64_t h = race_key_hash(key, strlen(key), NULL);
+    uint64_t gd = th->global_depth;
+    uint64_t e = dir[h & ((1ull << gd) - 1)];
+    fprintf(stderr, "key %s hash low bits %llx gd %llu entry -> %llx ld %u\n", key,
+            (unsigned long long)(h & 0xffff), (unsigned long long)gd,
+            (unsigned long long)race_dir_addr(e), race_dir_ld(e));
+    for (uint64_t i = 0; i < (1ull << gd); i++) {
+        uint64_t *b = (uint64_t *)(base + dm_gaddr_off(race_dir_addr(dir[i])));
+        for (uint64_t w = 0; w < r->groups * 3 * 8; w++) {
+            if (w % 8 == 0 || !race_slot_ptr(b[w]))
+                continue;
+            uint8_t *blk = base + dm_gaddr_off(race_slot_ptr(b[w]));
+            if (dm_kvblock_key_equals(blk, 1 << 20, key, strlen(key)))
+                fprintf(stderr, "  dir[%llu] st %llx bucket %llu hdr %llx slot %llx\n",
+                        (unsigned long long)i, (unsigned long long)race_dir_addr(dir[i]),
+                        (unsigned long long)(w / 8), (unsigned long long)b[w / 8 * 8],
+                        (unsigned long long)b[w]);
+        }
+    }
+}
+
+/* Inserts, updates and reads from several threads while subtables split under them
+ * (interleaving injected): every acknowledged write is read back, during and after. */
+#define CR_THREADS 3
+#define CR_COROS 8
+#define CR_KEYS 150
+
+typedef struct cr_coro {
+    dm_worker_t *w;
+    int id;
+    int *done;
+    uint32_t gen[CR_KEYS]; /* last acknowledged value generation per own key */
+} cr_coro_t;
+
+static int cr_value(char *buf, size_t cap, int id, int k, uint32_t gen)
+{
+    return snprintf(buf, cap, "val-%d-%d-%u", id, k, gen);
+}
+
+static void cr_run(void *arg)
+{
+    cr_coro_t *c = arg;
+    unsigned seed = (unsigned)c->id * 7919u;
+    char key[32], val[48], want[48];
+    for (int k = 0; k < CR_KEYS; k++) {
+        dm_ctx_t ctx;
+        dm_ctx_init(&ctx, c->w, DM_CLS_SET);
+        int kl = snprintf(key, sizeof(key), "cr:%d", c->id * CR_KEYS + k);
+        c->gen[k] = 1;
+        int vl = cr_value(val, sizeof(val), c->id, k, 1);
+        int rc = dm_kv_set(&ctx, key, (size_t)kl, val, (size_t)vl, 0, 0, NULL);
+        CHECKF(rc == 1, "insert %s rc %d", key, rc);
+        /* Update an older key, then read another one back. */
+        int u = rand_r(&seed) % (k + 1);
+        kl = snprintf(key, sizeof(key), "cr:%d", c->id * CR_KEYS + u);
+        vl = cr_value(val, sizeof(val), c->id, u, ++c->gen[u]);
+        rc = dm_kv_set(&ctx, key, (size_t)kl, val, (size_t)vl, 0, 0, NULL);
+        CHECKF(rc == 1, "update %s rc %d", key, rc);
+        int r = rand_r(&seed) % (k + 1);
+        kl = snprintf(key, sizeof(key), "cr:%d", c->id * CR_KEYS + r);
+        int wl = cr_value(want, sizeof(want), c->id, r, c->gen[r]);
+        dm_value_t v;
+        rc = dm_kv_get(&ctx, key, (size_t)kl, &v);
+        if (rc != 1)
+            dump_key("cres", c->w->race, key);
+        CHECKF(rc == 1, "lost key %s during resize (rc %d)", key, rc);
+        CHECKF(v.len == (size_t)wl && memcmp(v.data, want, (size_t)wl) == 0,
+               "stale value for %s: got %.*s want %s", key, (int)v.len, (char *)v.data, want);
+        dm_value_free(&v);
+    }
+    (*c->done)++;
+}
+
+static cr_coro_t cr_all[CR_THREADS][CR_COROS];
+
+static void *cr_thread(void *arg)
+{
+    int tid = (int)(intptr_t)arg;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = worker_on(&loop, "local:cres");
+    int done = 0;
+    for (int i = 0; i < CR_COROS; i++) {
+        cr_all[tid][i] = (cr_coro_t){.w = w, .id = tid * CR_COROS + i, .done = &done};
+        dm_coro_spawn(cr_run, &cr_all[tid][i]);
+    }
+    while (done < CR_COROS)
+        uv_run(&loop, UV_RUN_ONCE);
+    dm_worker_destroy(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    return NULL;
+}
+
+static void test_concurrent_resize(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_race_set_create_groups(8);
+    dm_worker_t *w = worker_on(&loop, "local:cres");
+    dm_race_set_create_groups(0);
+    unsigned gd0 = dm_race_global_depth(w->race);
+    dm_local_inject(1000, 0, NULL, NULL);
+    pthread_t th[CR_THREADS];
+    for (int i = 0; i < CR_THREADS; i++)
+        pthread_create(&th[i], NULL, cr_thread, (void *)(intptr_t)i);
+    for (int i = 0; i < CR_THREADS; i++)
+        pthread_join(th[i], NULL);
+    dm_local_inject(0, 0, NULL, NULL);
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_GET);
+    int total = CR_THREADS * CR_COROS * CR_KEYS;
+    for (int t = 0; t < CR_THREADS; t++)
+        for (int i = 0; i < CR_COROS; i++)
+            for (int k = 0; k < CR_KEYS; k++) {
+                cr_coro_t *c = &cr_all[t][i];
+                char key[32], want[48];
+                int kl = snprintf(key, sizeof(key), "cr:%d", c->id * CR_KEYS + k);
+                int wl = cr_value(want, sizeof(want), c->id, k, c->gen[k]);
+                dm_value_t v;
+                CHECKF(dm_kv_get(&ctx, key, (size_t)kl, &v) == 1, "lost %s", key);
+                CHECK(v.len == (size_t)wl && memcmp(v.data, want, (size_t)wl) == 0);
+                dm_value_free(&v);
+            }
+    CHECKF(dm_kv_dbsize(&ctx) == total, "dbsize %lld, want %d", (long long)dm_kv_dbsize(&ctx),
+           total);
+    seen_set_t ss = {.seen = calloc((size_t)total, 1), .max = total};
+    uint64_t cur = 0;
+    do {
+        CHECK(dm_race_scan(&ctx, cur, 10, mark_seen, &ss, &cur) == 0);
+    } while (cur);
+    CHECKF(ss.n == total && ss.dups == 0, "scan saw %d of %d (dups %d)", ss.n, total, ss.dups);
+    free(ss.seen);
+    CHECK(race_refresh(&ctx, w->race) == 0);
+    fprintf(stderr, "   %d keys from %d writers: global depth %u -> %u\n", total,
+            CR_THREADS * CR_COROS, gd0, dm_race_global_depth(w->race));
+    CHECK(dm_race_global_depth(w->race) >= gd0 + 2);
+    dm_worker_destroy(w);
+    uv_loop_close(&loop);
+}
+
 int main(void)
 {
     dm_local_set_size(512ull << 20);
@@ -513,6 +661,7 @@ int main(void)
     RUN(test_resize);
     RUN(test_pool_full);
     RUN(test_concurrent);
+    RUN(test_concurrent_resize);
     fprintf(stderr, "test_race: all passed\n");
     return 0;
 }

@@ -26,7 +26,7 @@ typedef struct dm_cls_stats {
 /* Name of a class as shown in INFO ("get", "set", ...). */
 const char *dm_cls_name(dm_cls_t c);
 
-/* Charge one finished operation to class c. */
+/* Charge one finished command to class c (the gateway calls it once per command). */
 void dm_stats_op(dm_cls_t c);
 
 /* Snapshot of the process-wide counters of class c. */
