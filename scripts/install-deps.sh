@@ -2,7 +2,8 @@
 # Install the Debian packages dmkv needs to build, test and benchmark (only missing ones).
 set -e
 PKGS="build-essential cmake pkg-config libuv1-dev libhiredis-dev libxxhash-dev \
-libboost-context-dev libibverbs-dev librdmacm-dev redis-server redis-tools"
+libboost-context-dev libibverbs-dev librdmacm-dev redis-server redis-tools \
+qemu-system-x86"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -7,6 +7,8 @@
 
 #include "dmkv/errors.h"
 #include "dmkv/race.h"
+#include "keyq.h"
+#include <xxhash.h>
 
 static int live(const dm_kv_view_t *v, uint64_t now_ms)
 {
@@ -79,12 +81,18 @@ int dm_kv_set(dm_ctx_t *ctx, const void *key, size_t klen, const void *val, size
     if (!block)
         return DM_ENOMEM;
     dm_kvblock_build(block, key, klen, val, vlen, expire_ms);
+    dm_keyq_entry_t q = {.hash = XXH3_64bits(key, klen), .blind = flags == 0};
+    if (!dm_keyq_enter(ctx->w, &q)) {
+        free(block);
+        return q.result; /* combined with a later SET of this key (keyq.h) */
+    }
     set_decide_t d = {.flags = flags, .now_ms = dm_wall_ms(), .existed = 0};
     dm_race_item_t prev;
     memset(&prev, 0, sizeof(prev));
     /* KEEPTTL keeps the expiry only of a live key (an expired one is absent). */
     int rc = dm_race_set(ctx, key, klen, block, size, decide_set, &d,
                          (flags & DM_SET_KEEPTTL) != 0, (flags & DM_SET_GET) ? &prev : NULL);
+    dm_keyq_leave(ctx->w, &q, rc);
     if ((flags & DM_SET_GET) && old) {
         /* The old value is reported when the key was live, written or not (SET ... GET). */
         if (rc >= 0 && prev.block && live(&prev.view, d.now_ms))
@@ -105,7 +113,10 @@ static int decide_del(void *arg, const dm_kv_view_t *v)
 int dm_kv_del(dm_ctx_t *ctx, const void *key, size_t klen)
 {
     int was_live = 0;
+    dm_keyq_entry_t q = {.hash = XXH3_64bits(key, klen), .blind = 0};
+    dm_keyq_enter(ctx->w, &q);
     int rc = dm_race_delete(ctx, key, klen, decide_del, &was_live);
+    dm_keyq_leave(ctx->w, &q, rc);
     if (rc == 1)
         return was_live;
     return rc;

@@ -10,6 +10,7 @@
 #include "dmkv/coro.h"
 #include "dmkv/errors.h"
 #include "dmkv/race.h"
+#include "../kv/keyq.h"
 
 uint64_t dm_now_us(void)
 {
@@ -267,6 +268,44 @@ int dm_batch_post_async(dm_ctx_t *ctx, dm_batch_t *b)
     return first;
 }
 
+static void on_waker(uv_idle_t *h)
+{
+    dm_worker_t *w = h->data;
+    dm_wake_t *list = w->ready;
+    w->ready = w->ready_tail = NULL;
+    uv_idle_stop(h);
+    while (list) {
+        dm_wake_t *wk = list;
+        list = wk->next;
+        wk->woken = 1;
+        if (wk->co)
+            dm_coro_resume(wk->co);
+    }
+}
+
+void dm_worker_park(dm_worker_t *w, dm_wake_t *wk)
+{
+    wk->co = dm_coro_self();
+    wk->woken = 0;
+    wk->next = NULL;
+    if (wk->co)
+        dm_coro_yield();
+    else
+        while (!wk->woken)
+            uv_run(w->loop, UV_RUN_ONCE);
+}
+
+void dm_worker_wake(dm_worker_t *w, dm_wake_t *wk)
+{
+    wk->next = NULL;
+    if (w->ready_tail)
+        w->ready_tail->next = wk;
+    else
+        w->ready = wk;
+    w->ready_tail = wk;
+    uv_idle_start(w->waker, on_waker);
+}
+
 dm_worker_t *dm_worker_create(uv_loop_t *loop, const char *const *uris, unsigned n,
                               char *err, size_t errlen)
 {
@@ -281,6 +320,12 @@ dm_worker_t *dm_worker_create(uv_loop_t *loop, const char *const *uris, unsigned
     }
     w->loop = loop;
     w->op_timeout_us = DM_OP_TIMEOUT_US;
+    w->waker = malloc(sizeof(*w->waker));
+    if (w->waker) {
+        uv_idle_init(loop, w->waker);
+        w->waker->data = w;
+    }
+    w->keyq = dm_keyq_create();
     for (unsigned i = 0; i < n; i++) {
         w->conns[i] = dm_conn_open(loop, uris[i], i, err, errlen);
         if (!w->conns[i]) {
@@ -290,7 +335,7 @@ dm_worker_t *dm_worker_create(uv_loop_t *loop, const char *const *uris, unsigned
         w->n_nodes = i + 1;
     }
     w->alloc = dm_alloc_create(w);
-    if (!w->alloc) {
+    if (!w->alloc || !w->keyq || !w->waker) {
         snprintf(err, errlen, "out of memory");
         dm_worker_destroy(w);
         return NULL;
@@ -312,6 +357,9 @@ void dm_worker_destroy(dm_worker_t *w)
         return;
     dm_race_detach(w->race);
     dm_alloc_destroy(w->alloc);
+    dm_keyq_destroy(w->keyq);
+    if (w->waker)
+        uv_close((uv_handle_t *)w->waker, (uv_close_cb)free);
     for (unsigned i = 0; i < w->n_nodes; i++)
         if (w->conns[i])
             w->conns[i]->ops->close(w->conns[i]);

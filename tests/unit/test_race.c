@@ -78,6 +78,7 @@ static void test_basic(void)
     CHECK(dm_kv_dbsize(&ctx) == 0);
     CHECK(dm_kv_get(&ctx, "t", 1, &v) == 0);
     dm_worker_destroy(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
 }
 
@@ -115,6 +116,7 @@ static void test_large_values(void)
     CHECK(dm_kv_get(&ctx, key, kl, &v) == 0);
     free(key);
     dm_worker_destroy(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
 }
 
@@ -211,6 +213,7 @@ static void test_duplicate_rule(void)
     }
     CHECK(dm_kv_dbsize(&ctx) == 0);
     dm_worker_destroy(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
 }
 
@@ -266,6 +269,7 @@ static void test_checksum(void)
     memset(base + off, 0, 64);
     CHECK(dm_kv_get(&ctx, "key", 3, &v) == 0); /* zeroed: not this key */
     dm_worker_destroy(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
 }
 
@@ -347,6 +351,7 @@ static void test_resize(void)
         CHECK(ss.seen[i] == !(i % 4 == 2));
     free(ss.seen);
     dm_worker_destroy(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
 }
 
@@ -381,6 +386,7 @@ static void test_pool_full(void)
         dm_value_free(&v);
     }
     dm_worker_destroy(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
 }
 
@@ -500,6 +506,7 @@ static void test_concurrent(void)
     CHECKF(dm_kv_dbsize(&ctx) == found, "dbsize %lld found %d", (long long)dm_kv_dbsize(&ctx),
            found);
     dm_worker_destroy(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
 }
 
@@ -648,6 +655,7 @@ static void test_concurrent_resize(void)
             CR_THREADS * CR_COROS, gd0, dm_race_global_depth(w->race));
     CHECK(dm_race_global_depth(w->race) >= gd0 + 2);
     dm_worker_destroy(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
 }
 

@@ -38,6 +38,7 @@ struct dm_conn {
 /* Open a connection to a memory node given by URI:
  *   "local"          in-process region (created on first use, size from dm_local_set_size)
  *   "tcp://host:port" dmkv-memnode's tcp transport
+ *   "rdma://host:port" dmkv-memnode's rdma listener (rdma_cm + one-sided verbs, dmkv/rdma.h)
  * Blocks until the HELLO handshake is done (connect timeout 5 s). loop is the caller's
  * libuv loop. On error returns NULL and writes a message into err (errlen bytes). */
 dm_conn_t *dm_conn_open(uv_loop_t *loop, const char *uri, unsigned node_id, char *err,
@@ -46,6 +47,10 @@ dm_conn_t *dm_conn_open(uv_loop_t *loop, const char *uri, unsigned node_id, char
 /* Backend constructors used by dm_conn_open. */
 dm_conn_t *dm_local_open(uv_loop_t *loop, const char *name, char *err, size_t errlen);
 dm_conn_t *dm_tcp_open(uv_loop_t *loop, const char *host, int port, char *err, size_t errlen);
+/* rdma://host:port: librdmacm connect (5 s timeout) to a memory node's rdma listener, one RC
+ * QP; region address/rkey/size from the accept private data (dmkv/rdma.h). Blocks while
+ * connecting. NULL with a message in err (errlen bytes) on failure. dmcore/transport/rdma.c */
+dm_conn_t *dm_rdma_open(uv_loop_t *loop, const char *host, int port, char *err, size_t errlen);
 
 /* Size in bytes of in-process regions created after this call (default 256 MiB). */
 void dm_local_set_size(uint64_t bytes);

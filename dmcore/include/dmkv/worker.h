@@ -23,6 +23,9 @@ typedef struct dm_worker {
     dm_conn_t *conns[DM_GADDR_MAX_NODES];
     dm_alloc_t *alloc; /* per-worker KV-block allocator (alloc.h) */
     dm_race_t *race;   /* per-worker RACE handle: directory cache (race.h) */
+    struct dm_keyq *keyq; /* writes in flight per key on this worker (kv/keyq.c) */
+    uv_idle_t *waker;     /* resumes coroutines queued by dm_worker_wake */
+    struct dm_wake *ready, *ready_tail;
     uint32_t op_timeout_us; /* an operation running longer restarts (DM_ERETRY) */
 } dm_worker_t;
 
@@ -38,7 +41,22 @@ typedef struct dm_ctx {
  * pool's RACE table. Blocks while connecting. Returns NULL with a message in err. */
 dm_worker_t *dm_worker_create(uv_loop_t *loop, const char *const *uris, unsigned n,
                               char *err, size_t errlen);
+/* Close the worker's connections and free it. Run its loop afterwards (uv_run) so libuv
+ * finishes closing its handles. */
 void dm_worker_destroy(dm_worker_t *w);
+
+/* A coroutine parked until another operation of the same worker wakes it. */
+typedef struct dm_wake {
+    struct dm_coro *co; /* NULL outside a coroutine: the waiter runs the loop */
+    int woken;
+    struct dm_wake *next;
+} dm_wake_t;
+
+/* Park the current operation on wk until dm_worker_wake(w, wk) (yields on a coroutine,
+ * runs the loop otherwise). */
+void dm_worker_park(dm_worker_t *w, dm_wake_t *wk);
+/* Make wk's operation runnable; it resumes from the loop, never inside the caller. */
+void dm_worker_wake(dm_worker_t *w, dm_wake_t *wk);
 
 /* Start an operation context charged to class cls. */
 void dm_ctx_init(dm_ctx_t *ctx, dm_worker_t *w, dm_cls_t cls);

@@ -1,0 +1,100 @@
+#include "keyq.h"
+
+#include <stdlib.h>
+
+#define KEYQ_BUCKETS 1024
+
+/* A key in flight: its current writer and the writes queued behind it. */
+typedef struct busy_key {
+    uint64_t hash;
+    dm_keyq_entry_t *head, *tail; /* waiting writes, in arrival order */
+    struct busy_key *next;
+} busy_key_t;
+
+struct dm_keyq {
+    busy_key_t *b[KEYQ_BUCKETS];
+};
+
+dm_keyq_t *dm_keyq_create(void)
+{
+    return calloc(1, sizeof(dm_keyq_t));
+}
+
+void dm_keyq_destroy(dm_keyq_t *q)
+{
+    if (!q)
+        return;
+    for (int i = 0; i < KEYQ_BUCKETS; i++)
+        while (q->b[i]) {
+            busy_key_t *k = q->b[i];
+            q->b[i] = k->next;
+            free(k);
+        }
+    free(q);
+}
+
+static busy_key_t **find(dm_keyq_t *q, uint64_t hash)
+{
+    busy_key_t **p = &q->b[hash % KEYQ_BUCKETS];
+    while (*p && (*p)->hash != hash)
+        p = &(*p)->next;
+    return p;
+}
+
+int dm_keyq_enter(dm_worker_t *w, dm_keyq_entry_t *e)
+{
+    e->next = e->riders = NULL;
+    e->absorbed = 0;
+    busy_key_t **p = find(w->keyq, e->hash);
+    if (!*p) {
+        busy_key_t *k = calloc(1, sizeof(*k));
+        if (!k)
+            return 1; /* no queue: just race at the CAS */
+        k->hash = e->hash;
+        *p = k;
+        return 1;
+    }
+    busy_key_t *k = *p;
+    if (k->tail)
+        k->tail->next = e;
+    else
+        k->head = e;
+    k->tail = e;
+    dm_worker_park(w, &e->wake);
+    return !e->absorbed;
+}
+
+void dm_keyq_leave(dm_worker_t *w, dm_keyq_entry_t *e, int rc)
+{
+    for (dm_keyq_entry_t *r = e->riders, *next; r; r = next) {
+        next = r->next;
+        r->absorbed = 1;
+        r->result = rc;
+        dm_worker_wake(w, &r->wake);
+    }
+    busy_key_t **p = find(w->keyq, e->hash);
+    busy_key_t *k = *p;
+    if (!k)
+        return;
+    if (!k->head) {
+        *p = k->next;
+        free(k);
+        return;
+    }
+    /* The next writer: the last of a leading run of plain SETs carries the others. */
+    dm_keyq_entry_t *owner = k->head, *run = NULL;
+    if (owner->blind) {
+        while (owner->next && owner->next->blind) {
+            dm_keyq_entry_t *r = owner;
+            owner = owner->next;
+            r->next = run;
+            run = r;
+        }
+    }
+    k->head = owner->next;
+    if (!k->head)
+        k->tail = NULL;
+    owner->next = NULL;
+    owner->riders = run;
+    dm_worker_wake(w, &owner->wake);
+}

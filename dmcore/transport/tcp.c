@@ -1,0 +1,417 @@
+/* The `tcp` backend, client side: one connection to dmkv-memnode, which executes our verbs
+ * against its region (a software RNIC). Each posted batch becomes ONE VERBS message (one
+ * uv_write); replies come back in order and are matched to a FIFO of outstanding batches,
+ * parsed incrementally (large READ payloads are received straight into verb->buf).
+ * Connection loss, a protocol violation, or no progress for the timeout (default 10 s,
+ * env DMKV_TCP_TIMEOUT_MS) fails every outstanding batch (DM_EIO / DM_ETIMEDOUT); later
+ * posts fail with DM_EIO at once. Never a hang. */
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "dmkv/errors.h"
+#include "dmkv/transport.h"
+#include "tcp_internal.h"
+
+#define RBUF_SIZE (64u << 10)     /* reply bytes read per call */
+#define DIRECT_MIN (16u << 10)    /* READ payload remainders this big are read in place */
+#define INLINE_WRITE (4u << 10)   /* WRITE payloads up to this are copied into the message */
+#define DEFAULT_TIMEOUT_MS 10000u /* no reply progress for this long fails the connection */
+
+typedef struct pending {
+    uint32_t seq;
+    dm_verb_t *verbs;
+    size_t n;
+    dm_post_cb cb;
+    void *arg;
+    struct pending *next;
+} pending_t;
+
+enum { RS_HDR, RS_RESULTS, RS_PAYLOAD };
+
+typedef struct tcp_conn {
+    dm_conn_t base;
+    uv_loop_t *loop;
+    uv_tcp_t sock;
+    uv_timer_t timer;
+    pending_t *head, *tail; /* FIFO of outstanding batches */
+    uint32_t next_seq;
+    int broken;       /* failed or closed: no more posts */
+    int user_closed;  /* ops->close called */
+    int handles_open; /* sock + timer until their close callbacks ran */
+    int busy;         /* > 0 while inside a read callback */
+    uint64_t timeout_ms, last_progress;
+    /* reply parser */
+    int rs;
+    uint8_t part[sizeof(dm_tcp_hdr_t)]; /* header or one result being assembled */
+    size_t part_len;
+    dm_tcp_hdr_t hdr;
+    size_t vi;       /* RESULTS: next result; PAYLOAD: verb receiving bytes */
+    uint64_t got;    /* PAYLOAD: bytes of verbs[vi] received */
+    uint64_t expect; /* body bytes still to come for the current reply */
+    uint8_t rbuf[RBUF_SIZE];
+} tcp_conn_t;
+
+typedef struct write_req {
+    uv_write_t req;
+    uint8_t data[]; /* header, descriptors, small WRITE payloads */
+} write_req_t;
+
+static void on_handle_closed(uv_handle_t *h)
+{
+    tcp_conn_t *c = h->data;
+    if (--c->handles_open == 0 && c->user_closed) free(c);
+}
+
+/* Mark c broken: close the socket first (libuv never touches a posted buffer after that),
+ * then complete every outstanding batch with st. */
+static void conn_fail(tcp_conn_t *c, int st)
+{
+    if (!c->broken) {
+        c->broken = 1;
+        uv_close((uv_handle_t *)&c->sock, on_handle_closed);
+        uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+    }
+    while (c->head) {
+        pending_t *p = c->head;
+        c->head = p->next;
+        if (!c->head) c->tail = NULL;
+        for (size_t i = 0; i < p->n; i++)
+            p->verbs[i].status = st;
+        p->cb(p->arg, st);
+        free(p);
+    }
+}
+
+static void on_write(uv_write_t *req, int status)
+{
+    tcp_conn_t *c = req->handle->data;
+    free(req);
+    if (status < 0 && !c->broken) conn_fail(c, DM_EIO);
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    tcp_conn_t *c = t->data;
+    if (!c->head) {
+        uv_timer_stop(t);
+        return;
+    }
+    if (uv_now(c->loop) - c->last_progress >= c->timeout_ms) {
+        fprintf(stderr, "dmkv: memory node %u: no answer for %llu ms, dropping connection\n",
+                c->base.node_id, (unsigned long long)c->timeout_ms);
+        conn_fail(c, DM_ETIMEDOUT);
+    }
+}
+
+/* Pop the head batch and run its callback. */
+static void complete_head(tcp_conn_t *c)
+{
+    pending_t *p = c->head;
+    c->head = p->next;
+    if (!c->head) {
+        c->tail = NULL;
+        uv_timer_stop(&c->timer);
+    }
+    c->rs = RS_HDR;
+    c->part_len = 0;
+    p->cb(p->arg, 0);
+    free(p);
+}
+
+/* Advance vi to the next READ with status 0 (it gets a payload), or complete the batch.
+ * Returns 0 or DM_EIO. */
+static int next_payload(tcp_conn_t *c, size_t from)
+{
+    pending_t *p = c->head;
+    for (c->vi = from; c->vi < p->n; c->vi++) {
+        dm_verb_t *v = &p->verbs[c->vi];
+        if (v->op == DM_OP_READ && v->status == 0 && v->len > 0) {
+            c->rs = RS_PAYLOAD;
+            c->got = 0;
+            return 0;
+        }
+    }
+    if (c->expect != 0) return DM_EIO;
+    complete_head(c);
+    return 0;
+}
+
+/* A whole reply header is in c->part. Returns 0 or DM_EIO on a protocol violation. */
+static int got_header(tcp_conn_t *c)
+{
+    memcpy(&c->hdr, c->part, sizeof(c->hdr));
+    c->part_len = 0;
+    pending_t *p = c->head;
+    const dm_tcp_hdr_t *h = &c->hdr;
+    if (h->magic != DM_TCP_MAGIC || h->type != (DM_TCP_VERBS | DM_TCP_REPLY) || h->status || !p ||
+        h->seq != p->seq || h->count != p->n || h->body_len < p->n * sizeof(dm_tcp_result_t) ||
+        h->body_len - p->n * sizeof(dm_tcp_result_t) > DM_TCP_MAX_BATCH_BYTES)
+        return DM_EIO;
+    c->expect = h->body_len - p->n * sizeof(dm_tcp_result_t);
+    c->vi = 0;
+    c->rs = RS_RESULTS;
+    if (p->n == 0) return next_payload(c, 0);
+    return 0;
+}
+
+/* A whole result for verbs[vi] is in c->part. */
+static int got_result(tcp_conn_t *c)
+{
+    dm_tcp_result_t r;
+    memcpy(&r, c->part, sizeof(r));
+    c->part_len = 0;
+    pending_t *p = c->head;
+    dm_verb_t *v = &p->verbs[c->vi];
+    if (r.status > 0 || r.status < -64) return DM_EIO;
+    v->status = r.status;
+    v->result = r.result;
+    if (v->op == DM_OP_READ && r.status == 0) {
+        if (v->len > c->expect) return DM_EIO;
+        c->expect -= v->len;
+    }
+    if (++c->vi < p->n) return 0;
+    return next_payload(c, 0);
+}
+
+/* Payload bytes for verbs[vi] were stored; advance. */
+static int payload_advance(tcp_conn_t *c, size_t k)
+{
+    c->got += k;
+    if (c->got < c->head->verbs[c->vi].len) return 0;
+    return next_payload(c, c->vi + 1);
+}
+
+/* Feed received bytes to the parser. Stops early when a callback closed the connection.
+ * Returns 0 or DM_EIO. */
+static int feed(tcp_conn_t *c, const uint8_t *d, size_t len)
+{
+    while (len && !c->broken) {
+        if (c->rs == RS_PAYLOAD) {
+            dm_verb_t *v = &c->head->verbs[c->vi];
+            size_t k = v->len - c->got < len ? (size_t)(v->len - c->got) : len;
+            memcpy((uint8_t *)v->buf + c->got, d, k);
+            d += k, len -= k;
+            if (payload_advance(c, k)) return DM_EIO;
+            continue;
+        }
+        size_t want = c->rs == RS_HDR ? sizeof(dm_tcp_hdr_t) : sizeof(dm_tcp_result_t);
+        size_t k = want - c->part_len < len ? want - c->part_len : len;
+        memcpy(c->part + c->part_len, d, k);
+        c->part_len += k;
+        d += k, len -= k;
+        if (c->part_len < want) continue;
+        if ((c->rs == RS_HDR ? got_header(c) : got_result(c)) != 0) return DM_EIO;
+    }
+    return 0;
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    tcp_conn_t *c = h->data;
+    (void)suggested;
+    if (c->rs == RS_PAYLOAD && c->head) {
+        dm_verb_t *v = &c->head->verbs[c->vi];
+        uint64_t left = v->len - c->got;
+        if (left >= DIRECT_MIN) {
+            *buf = uv_buf_init((char *)v->buf + c->got, (unsigned)left);
+            return;
+        }
+    }
+    *buf = uv_buf_init((char *)c->rbuf, RBUF_SIZE);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    tcp_conn_t *c = s->data;
+    if (c->broken) return;
+    if (nread < 0) {
+        conn_fail(c, DM_EIO);
+        return;
+    }
+    if (nread == 0) return;
+    c->last_progress = uv_now(c->loop);
+    c->busy++;
+    int rc;
+    if ((uint8_t *)buf->base == c->rbuf)
+        rc = feed(c, c->rbuf, (size_t)nread);
+    else
+        rc = payload_advance(c, (size_t)nread); /* landed in place (on_alloc) */
+    c->busy--;
+    if (rc && !c->broken) {
+        fprintf(stderr, "dmkv: memory node %u: malformed reply, dropping connection\n",
+                c->base.node_id);
+        conn_fail(c, DM_EIO);
+    }
+}
+
+/* Check a batch against the protocol limits. Returns 0, DM_EINVAL or DM_ETOOBIG. */
+static int check_batch(const dm_verb_t *verbs, size_t n, uint64_t *inline_bytes, size_t *big_writes)
+{
+    if (n > DM_TCP_MAX_VERBS) return DM_ETOOBIG;
+    uint64_t rd = 0, wr = 0;
+    *inline_bytes = 0;
+    *big_writes = 0;
+    for (size_t i = 0; i < n; i++) {
+        const dm_verb_t *v = &verbs[i];
+        if (v->op != DM_OP_READ && v->op != DM_OP_WRITE) continue;
+        if (v->len > DM_TCP_MAX_IO) return DM_ETOOBIG;
+        if (v->len && !v->buf) return DM_EINVAL;
+        if (v->op == DM_OP_READ) {
+            rd += v->len;
+        } else {
+            wr += v->len;
+            if (v->len <= INLINE_WRITE)
+                *inline_bytes += v->len;
+            else
+                (*big_writes)++;
+        }
+    }
+    return rd > DM_TCP_MAX_BATCH_BYTES || wr > DM_TCP_MAX_BATCH_BYTES ? DM_ETOOBIG : 0;
+}
+
+/* Serialize verbs into w->data and bufs (small payloads copied, big ones by reference, in
+ * verb order). Returns the number of bufs. */
+static unsigned serialize(write_req_t *w, const dm_verb_t *verbs, size_t n, uint32_t seq,
+                          uint64_t body_len, uv_buf_t *bufs)
+{
+    dm_tcp_hdr_t h = {.magic = DM_TCP_MAGIC,
+                      .type = DM_TCP_VERBS,
+                      .seq = seq,
+                      .count = (uint32_t)n,
+                      .body_len = body_len};
+    uint8_t *out = w->data, *seg = w->data;
+    memcpy(out, &h, sizeof(h));
+    out += sizeof(h);
+    for (size_t i = 0; i < n; i++) {
+        const dm_verb_t *v = &verbs[i];
+        dm_tcp_verb_t tv = {.op = v->op,
+                            .len = v->len,
+                            .offset = v->offset,
+                            .compare = v->compare,
+                            .swap = v->swap,
+                            .compare_mask = v->compare_mask,
+                            .swap_mask = v->swap_mask};
+        memcpy(out, &tv, sizeof(tv));
+        out += sizeof(tv);
+    }
+    unsigned nb = 0;
+    for (size_t i = 0; i < n; i++) {
+        const dm_verb_t *v = &verbs[i];
+        if (v->op != DM_OP_WRITE || v->len == 0) continue;
+        if (v->len <= INLINE_WRITE) {
+            memcpy(out, v->buf, v->len);
+            out += v->len;
+            continue;
+        }
+        if (out > seg) bufs[nb++] = uv_buf_init((char *)seg, (unsigned)(out - seg));
+        bufs[nb++] = uv_buf_init((char *)v->buf, v->len);
+        seg = out;
+    }
+    if (out > seg) bufs[nb++] = uv_buf_init((char *)seg, (unsigned)(out - seg));
+    return nb;
+}
+
+static int tcp_post(dm_conn_t *base, dm_verb_t *verbs, size_t n, dm_post_cb cb, void *arg)
+{
+    tcp_conn_t *c = (tcp_conn_t *)base;
+    if (c->broken) {
+        for (size_t i = 0; i < n; i++)
+            verbs[i].status = DM_EIO;
+        return DM_EIO;
+    }
+    uint64_t inline_bytes;
+    size_t big;
+    int rc = check_batch(verbs, n, &inline_bytes, &big);
+    if (rc) return rc;
+    uint64_t body_len = n * sizeof(dm_tcp_verb_t);
+    for (size_t i = 0; i < n; i++)
+        if (verbs[i].op == DM_OP_WRITE) body_len += verbs[i].len;
+    size_t block = sizeof(dm_tcp_hdr_t) + n * sizeof(dm_tcp_verb_t) + (size_t)inline_bytes;
+    pending_t *p = malloc(sizeof(*p));
+    write_req_t *w = malloc(sizeof(*w) + block);
+    uv_buf_t small_bufs[8], *bufs = small_bufs;
+    size_t max_bufs = 2 * big + 1;
+    if (max_bufs > 8) bufs = malloc(max_bufs * sizeof(*bufs));
+    if (!p || !w || !bufs) {
+        free(p);
+        free(w);
+        if (bufs != small_bufs) free(bufs);
+        return DM_ENOMEM;
+    }
+    uint32_t seq = c->next_seq++;
+    unsigned nb = serialize(w, verbs, n, seq, body_len, bufs);
+    rc = uv_write(&w->req, (uv_stream_t *)&c->sock, bufs, nb, on_write);
+    if (bufs != small_bufs) free(bufs);
+    if (rc) {
+        free(p);
+        free(w);
+        conn_fail(c, DM_EIO);
+        for (size_t i = 0; i < n; i++)
+            verbs[i].status = DM_EIO;
+        return DM_EIO;
+    }
+    *p = (pending_t){.seq = seq, .verbs = verbs, .n = n, .cb = cb, .arg = arg};
+    if (c->tail) {
+        c->tail->next = p;
+    } else {
+        c->head = p;
+        c->last_progress = uv_now(c->loop);
+        uv_timer_start(&c->timer, on_timer, 1000, 1000);
+    }
+    c->tail = p;
+    return 0;
+}
+
+static void tcp_close(dm_conn_t *base)
+{
+    tcp_conn_t *c = (tcp_conn_t *)base;
+    if (c->user_closed) return;
+    c->user_closed = 1;
+    conn_fail(c, DM_EIO);
+    if (c->handles_open == 0 && c->busy == 0) free(c);
+}
+
+static const dm_conn_ops_t tcp_ops = {.post = tcp_post, .close = tcp_close};
+
+dm_conn_t *dm_tcp_open(uv_loop_t *loop, const char *host, int port, char *err, size_t errlen)
+{
+    /* libuv writes with writev(): a peer that vanished must not kill us with SIGPIPE. */
+    struct sigaction sa;
+    if (sigaction(SIGPIPE, NULL, &sa) == 0 && sa.sa_handler == SIG_DFL) signal(SIGPIPE, SIG_IGN);
+    dm_tcp_hello_reply_t hr;
+    int fd = dm_tcp_connect_hello(host, port, &hr, err, errlen);
+    if (fd < 0) return NULL;
+    tcp_conn_t *c = calloc(1, sizeof(*c));
+    if (!c) {
+        close(fd);
+        snprintf(err, errlen, "out of memory");
+        return NULL;
+    }
+    c->base.ops = &tcp_ops;
+    c->base.caps = hr.caps & DM_CAP_MASKED_CAS;
+    c->base.region_size = hr.region_size;
+    c->loop = loop;
+    c->next_seq = 1;
+    c->timeout_ms = DEFAULT_TIMEOUT_MS;
+    const char *t = getenv("DMKV_TCP_TIMEOUT_MS");
+    if (t && atol(t) > 0) c->timeout_ms = (uint64_t)atol(t);
+    uv_tcp_init(loop, &c->sock);
+    uv_timer_init(loop, &c->timer);
+    c->sock.data = c;
+    c->timer.data = c;
+    c->handles_open = 2;
+    int rc = uv_tcp_open(&c->sock, fd);
+    if (rc == 0) rc = uv_read_start((uv_stream_t *)&c->sock, on_alloc, on_read);
+    if (rc) {
+        snprintf(err, errlen, "memory node %s:%d: cannot watch the socket: %s", host, port,
+                 uv_strerror(rc));
+        if (uv_fileno((uv_handle_t *)&c->sock, &(uv_os_fd_t){0}) != 0)
+            close(fd); /* not adopted by libuv */
+        tcp_close(&c->base);
+        return NULL;
+    }
+    return &c->base;
+}

@@ -1,0 +1,253 @@
+/* Connection commands: PING, ECHO, SELECT, QUIT, AUTH, HELLO, CLIENT. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "commands/commands.h"
+#include "resp/reply.h"
+#include "server/server.h"
+#include "util/strconv.h"
+#include "version.h"
+
+void cmd_ping(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    if (cmd->argc > 2)
+        gw_reply_arity(c, "ping");
+    else if (cmd->argc == 2)
+        reply_bulk(&c->out, cmd->argv[1], cmd->argvlen[1]);
+    else
+        reply_status(&c->out, "PONG");
+}
+
+void cmd_echo(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    reply_bulk(&c->out, cmd->argv[1], cmd->argvlen[1]);
+}
+
+void cmd_select(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    long long id;
+    if (!gw_arg_ll(c, cmd, 1, &id)) return;
+    if (id < -2147483648LL || id > 2147483647LL) {
+        reply_error(&c->out, "ERR value is not an integer or out of range");
+        return;
+    }
+    if (id != 0)
+        reply_error(&c->out, "ERR DB index is out of range");
+    else
+        reply_status(&c->out, "OK");
+}
+
+void cmd_quit(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    (void)cmd;
+    reply_status(&c->out, "OK");
+    c->close_after_reply = true;
+}
+
+/* The only user is "default" without a password (like a stock Redis). */
+static bool auth_ok(const char *user)
+{
+    return strcmp(user, "default") == 0;
+}
+
+void cmd_auth(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    if (cmd->argc > 3) {
+        reply_error(&c->out, "ERR syntax error");
+        return;
+    }
+    if (cmd->argc == 2) {
+        reply_error(&c->out, "ERR AUTH <password> called without any password configured for "
+                             "the default user. Are you sure your configuration is correct?");
+        return;
+    }
+    if (auth_ok(cmd->argv[1]))
+        reply_status(&c->out, "OK");
+    else
+        reply_error(&c->out, "WRONGPASS invalid username-password pair or user is disabled.");
+}
+
+/* Client names and library info: printable ASCII without spaces ('!'..'~'). */
+static bool valid_name(const char *s, size_t len)
+{
+    for (size_t i = 0; i < len; i++)
+        if (s[i] < '!' || s[i] > '~') return false;
+    return true;
+}
+
+static void set_str(gw_conn_t *c, char **field, const char *s, size_t len)
+{
+    char *v = len ? strndup(s, len) : NULL;
+    uv_mutex_lock(&c->th->lock);
+    free(*field);
+    *field = v;
+    uv_mutex_unlock(&c->th->lock);
+}
+
+void cmd_hello(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    int j = 1;
+    if (cmd->argc >= 2) {
+        long long ver;
+        if (!gw_str2ll(cmd->argv[1], cmd->argvlen[1], &ver)) {
+            reply_error(&c->out, "ERR Protocol version is not an integer or out of range");
+            return;
+        }
+        if (ver != 2) {
+            reply_error(&c->out, "NOPROTO unsupported protocol version");
+            return;
+        }
+        j = 2;
+    }
+    const char *setname = NULL;
+    size_t setname_len = 0;
+    for (; j < cmd->argc; j++) {
+        int more = cmd->argc - j - 1;
+        if (!strcasecmp(cmd->argv[j], "auth") && more >= 2) {
+            if (!auth_ok(cmd->argv[j + 1])) {
+                reply_error(&c->out,
+                            "WRONGPASS invalid username-password pair or user is disabled.");
+                return;
+            }
+            j += 2;
+        } else if (!strcasecmp(cmd->argv[j], "setname") && more >= 1) {
+            setname = cmd->argv[j + 1];
+            setname_len = cmd->argvlen[j + 1];
+            if (!valid_name(setname, setname_len)) {
+                reply_error(&c->out, "ERR Client names cannot contain spaces, newlines or "
+                                     "special characters.");
+                return;
+            }
+            j++;
+        } else {
+            reply_errorf(&c->out, "ERR Syntax error in HELLO option '%.128s'", cmd->argv[j]);
+            return;
+        }
+    }
+    if (setname) set_str(c, &c->name, setname, setname_len);
+    reply_array(&c->out, 14);
+    reply_bulk_cstr(&c->out, "server");
+    reply_bulk_cstr(&c->out, "redis");
+    reply_bulk_cstr(&c->out, "version");
+    reply_bulk_cstr(&c->out, GW_REDIS_VERSION);
+    reply_bulk_cstr(&c->out, "proto");
+    reply_int(&c->out, 2);
+    reply_bulk_cstr(&c->out, "id");
+    reply_int(&c->out, (long long)c->id);
+    reply_bulk_cstr(&c->out, "mode");
+    reply_bulk_cstr(&c->out, "standalone");
+    reply_bulk_cstr(&c->out, "role");
+    reply_bulk_cstr(&c->out, "master");
+    reply_bulk_cstr(&c->out, "modules");
+    reply_array(&c->out, 0);
+}
+
+static void client_list(gw_conn_t *c)
+{
+    gw_buf_t b;
+    gw_buf_init(&b);
+    for (int t = 0; t < gw_server.nthreads; t++) {
+        gw_thread_t *th = &gw_server.threads[t];
+        uv_mutex_lock(&th->lock);
+        for (gw_conn_t *x = th->conns; x; x = x->next)
+            gw_conn_describe(x, &b);
+        uv_mutex_unlock(&th->lock);
+    }
+    reply_bulk(&c->out, b.data, b.len);
+    gw_buf_free(&b);
+}
+
+static const char *client_help[] = {
+    "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "GETNAME",
+    "    Return the name of the current connection.",
+    "ID",
+    "    Return the ID of the current connection.",
+    "INFO",
+    "    Return information about the current client connection.",
+    "LIST",
+    "    Return information about client connections.",
+    "SETNAME <name>",
+    "    Assign the name <name> to the current connection.",
+    "SETINFO <LIB-NAME|LIB-VER> <value>",
+    "    Set client library name or version.",
+    "HELP",
+    "    Print this help.",
+};
+
+void cmd_client(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    const char *sub = cmd->argv[1];
+    int argc = cmd->argc;
+    if (!strcasecmp(sub, "id")) {
+        if (argc != 2) {
+            gw_reply_arity(c, "client|id");
+            return;
+        }
+        reply_int(&c->out, (long long)c->id);
+    } else if (!strcasecmp(sub, "getname")) {
+        if (argc != 2) {
+            gw_reply_arity(c, "client|getname");
+            return;
+        }
+        if (c->name)
+            reply_bulk_cstr(&c->out, c->name);
+        else
+            reply_null(&c->out);
+    } else if (!strcasecmp(sub, "setname")) {
+        if (argc != 3) {
+            gw_reply_arity(c, "client|setname");
+            return;
+        }
+        if (!valid_name(cmd->argv[2], cmd->argvlen[2])) {
+            reply_error(&c->out,
+                        "ERR Client names cannot contain spaces, newlines or special characters.");
+            return;
+        }
+        set_str(c, &c->name, cmd->argv[2], cmd->argvlen[2]);
+        reply_status(&c->out, "OK");
+    } else if (!strcasecmp(sub, "setinfo")) {
+        if (argc != 4) {
+            gw_reply_arity(c, "client|setinfo");
+            return;
+        }
+        char **field;
+        if (!strcasecmp(cmd->argv[2], "lib-name"))
+            field = &c->lib_name;
+        else if (!strcasecmp(cmd->argv[2], "lib-ver"))
+            field = &c->lib_ver;
+        else {
+            reply_errorf(&c->out, "ERR Unrecognized option '%.128s'", cmd->argv[2]);
+            return;
+        }
+        if (!valid_name(cmd->argv[3], cmd->argvlen[3])) {
+            reply_errorf(&c->out, "ERR %s cannot contain spaces, newlines or special characters.",
+                         field == &c->lib_name ? "lib-name" : "lib-ver");
+            return;
+        }
+        set_str(c, field, cmd->argv[3], cmd->argvlen[3]);
+        reply_status(&c->out, "OK");
+    } else if (!strcasecmp(sub, "list")) {
+        client_list(c);
+    } else if (!strcasecmp(sub, "info")) {
+        if (argc != 2) {
+            gw_reply_arity(c, "client|info");
+            return;
+        }
+        gw_buf_t b;
+        gw_buf_init(&b);
+        uv_mutex_lock(&c->th->lock);
+        gw_conn_describe(c, &b);
+        uv_mutex_unlock(&c->th->lock);
+        reply_bulk(&c->out, b.data, b.len);
+        gw_buf_free(&b);
+    } else if (!strcasecmp(sub, "help") && argc == 2) {
+        size_t n = sizeof(client_help) / sizeof(client_help[0]);
+        reply_array(&c->out, (long long)n);
+        for (size_t i = 0; i < n; i++)
+            reply_status(&c->out, client_help[i]);
+    } else {
+        gw_reply_unknown_subcommand(c, cmd);
+    }
+}

@@ -1,0 +1,311 @@
+/* Server commands: COMMAND, CONFIG, INFO, TIME. */
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "commands/commands.h"
+#include "dmkv/stats.h"
+#include "info.h"
+#include "resp/reply.h"
+#include "server/server.h"
+#include "server/stats.h"
+#include "util/glob.h"
+#include "dmkv/log.h"
+
+/* ---- COMMAND ---- */
+
+static size_t count_words(const char *s)
+{
+    size_t n = 0;
+    bool in = false;
+    for (; *s; s++) {
+        if (*s == ' ')
+            in = false;
+        else if (!in) {
+            in = true;
+            n++;
+        }
+    }
+    return n;
+}
+
+/* Array of status replies, one per space-separated word of s. */
+static void reply_words(gw_conn_t *c, const char *s)
+{
+    reply_array(&c->out, (long long)count_words(s));
+    while (*s) {
+        while (*s == ' ')
+            s++;
+        const char *e = s;
+        while (*e && *e != ' ')
+            e++;
+        if (e > s) {
+            char w[64];
+            size_t n = (size_t)(e - s) < sizeof(w) - 1 ? (size_t)(e - s) : sizeof(w) - 1;
+            memcpy(w, s, n);
+            w[n] = 0;
+            reply_status(&c->out, w);
+        }
+        s = e;
+    }
+}
+
+/* Redis 7's 10-field command entry: name, arity, flags, first, last, step, ACL categories,
+ * tips, key specs, subcommands. */
+static void reply_command_entry(gw_conn_t *c, const gw_command_t *gc)
+{
+    reply_array(&c->out, 10);
+    reply_bulk_cstr(&c->out, gc->name);
+    reply_int(&c->out, gc->arity);
+    reply_words(c, gc->flags);
+    reply_int(&c->out, gc->first);
+    reply_int(&c->out, gc->last);
+    reply_int(&c->out, gc->step);
+    reply_words(c, gc->acl);
+    reply_array(&c->out, 0);
+    reply_array(&c->out, 0);
+    reply_array(&c->out, 0);
+}
+
+static const char *command_help[] = {
+    "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "(no subcommand)",
+    "    Return details about all commands.",
+    "COUNT",
+    "    Return the total number of commands in this server.",
+    "LIST",
+    "    Return a list of all commands in this server.",
+    "INFO [<command-name> ...]",
+    "    Return details about multiple commands.",
+    "DOCS [<command-name> ...]",
+    "    Return documentation details about multiple commands (none in dmkv).",
+    "HELP",
+    "    Print this help.",
+};
+
+void cmd_command(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    size_t n;
+    const gw_command_t *t = gw_command_table(&n);
+    if (cmd->argc == 1) {
+        reply_array(&c->out, (long long)n);
+        for (size_t i = 0; i < n; i++)
+            reply_command_entry(c, &t[i]);
+        return;
+    }
+    const char *sub = cmd->argv[1];
+    if (!strcasecmp(sub, "count")) {
+        if (cmd->argc != 2) {
+            gw_reply_arity(c, "command|count");
+            return;
+        }
+        reply_int(&c->out, (long long)n);
+    } else if (!strcasecmp(sub, "docs")) {
+        reply_array(&c->out, 0);
+    } else if (!strcasecmp(sub, "info")) {
+        if (cmd->argc == 2) {
+            reply_array(&c->out, (long long)n);
+            for (size_t i = 0; i < n; i++)
+                reply_command_entry(c, &t[i]);
+            return;
+        }
+        reply_array(&c->out, cmd->argc - 2);
+        for (int i = 2; i < cmd->argc; i++) {
+            const gw_command_t *gc = gw_command_lookup(cmd->argv[i], cmd->argvlen[i]);
+            if (gc)
+                reply_command_entry(c, gc);
+            else
+                reply_null_array(&c->out);
+        }
+    } else if (!strcasecmp(sub, "list")) {
+        reply_array(&c->out, (long long)n);
+        for (size_t i = 0; i < n; i++)
+            reply_bulk_cstr(&c->out, t[i].name);
+    } else if (!strcasecmp(sub, "help") && cmd->argc == 2) {
+        size_t h = sizeof(command_help) / sizeof(command_help[0]);
+        reply_array(&c->out, (long long)h);
+        for (size_t i = 0; i < h; i++)
+            reply_status(&c->out, command_help[i]);
+    } else {
+        gw_reply_unknown_subcommand(c, cmd);
+    }
+}
+
+/* ---- CONFIG ---- */
+
+typedef void (*cfg_value_fn)(gw_buf_t *b);
+
+static void v_port(gw_buf_t *b)
+{
+    gw_buf_printf(b, "%d", gw_server.cfg->port);
+}
+static void v_bind(gw_buf_t *b)
+{
+    for (int i = 0; i < gw_server.cfg->nbind; i++)
+        gw_buf_printf(b, "%s%s", i ? " " : "", gw_server.cfg->bind[i]);
+}
+static void v_threads(gw_buf_t *b)
+{
+    gw_buf_printf(b, "%d", gw_server.cfg->threads);
+}
+static void v_maxclients(gw_buf_t *b)
+{
+    gw_buf_printf(b, "%d", gw_server.cfg->maxclients);
+}
+static void v_memnode(gw_buf_t *b)
+{
+    for (int i = 0; i < gw_server.cfg->nmemnodes; i++)
+        gw_buf_printf(b, "%s%s", i ? " " : "", gw_server.cfg->memnodes[i]);
+}
+static void v_loglevel(gw_buf_t *b)
+{
+    static const char *names[] = {"debug", "verbose", "notice", "warning"};
+    gw_buf_puts(b, names[gw_server.cfg->loglevel & 3]);
+}
+static void v_dir(gw_buf_t *b)
+{
+    char cwd[1024];
+    gw_buf_puts(b, getcwd(cwd, sizeof(cwd)) ? cwd : "");
+}
+
+static const struct {
+    const char *name;
+    const char *fixed; /* constant value, or NULL to call fn */
+    cfg_value_fn fn;
+} config_params[] = {
+    {"appendfsync", "everysec", NULL},
+    {"appendonly", "no", NULL},
+    {"bind", NULL, v_bind},
+    {"cluster-enabled", "no", NULL},
+    {"databases", "1", NULL},
+    {"dbfilename", "dump.rdb", NULL},
+    {"dir", NULL, v_dir},
+    {"io-threads", NULL, v_threads},
+    {"loglevel", NULL, v_loglevel},
+    {"maxclients", NULL, v_maxclients},
+    {"maxmemory", "0", NULL},
+    {"maxmemory-policy", "noeviction", NULL},
+    {"memnode", NULL, v_memnode},
+    {"port", NULL, v_port},
+    {"protected-mode", "yes", NULL},
+    {"proto-max-bulk-len", "536870912", NULL},
+    {"replica-read-only", "yes", NULL},
+    {"requirepass", "", NULL},
+    {"save", "", NULL},
+    {"tcp-keepalive", "300", NULL},
+    {"threads", NULL, v_threads},
+    {"timeout", "0", NULL},
+};
+
+#define NPARAMS (sizeof(config_params) / sizeof(config_params[0]))
+
+static void config_get(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    bool hit[NPARAMS] = {false};
+    size_t nhit = 0;
+    for (int i = 2; i < cmd->argc; i++)
+        for (size_t p = 0; p < NPARAMS; p++)
+            if (!hit[p] && gw_glob_match(cmd->argv[i], cmd->argvlen[i], config_params[p].name,
+                                         strlen(config_params[p].name), true)) {
+                hit[p] = true;
+                nhit++;
+            }
+    reply_array(&c->out, (long long)nhit * 2);
+    gw_buf_t v;
+    gw_buf_init(&v);
+    for (size_t p = 0; p < NPARAMS; p++) {
+        if (!hit[p]) continue;
+        reply_bulk_cstr(&c->out, config_params[p].name);
+        v.len = 0;
+        if (config_params[p].fixed)
+            gw_buf_puts(&v, config_params[p].fixed);
+        else
+            config_params[p].fn(&v);
+        reply_bulk(&c->out, v.data ? v.data : "", v.len);
+    }
+    gw_buf_free(&v);
+}
+
+static const char *config_help[] = {
+    "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
+    "GET <pattern>",
+    "    Return parameters matching the glob-like <pattern> and their values.",
+    "SET <directive> <value>",
+    "    Not supported by dmkv: parameters are fixed at start-up.",
+    "RESETSTAT",
+    "    Reset statistics reported by the INFO command.",
+    "HELP",
+    "    Print this help.",
+};
+
+void cmd_config(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    const char *sub = cmd->argv[1];
+    if (!strcasecmp(sub, "get")) {
+        if (cmd->argc < 3) {
+            gw_reply_arity(c, "config|get");
+            return;
+        }
+        config_get(c, cmd);
+    } else if (!strcasecmp(sub, "set")) {
+        if (cmd->argc < 4) {
+            gw_reply_arity(c, "config|set");
+            return;
+        }
+        bool known = false;
+        for (size_t p = 0; p < NPARAMS; p++)
+            if (!strcasecmp(cmd->argv[2], config_params[p].name)) known = true;
+        if (known)
+            reply_errorf(&c->out,
+                         "ERR CONFIG SET failed (possibly related to argument '%.128s') - "
+                         "dmkv does not support changing it at run time",
+                         cmd->argv[2]);
+        else
+            reply_errorf(&c->out,
+                         "ERR Unknown option or number of arguments for CONFIG SET - '%.128s'",
+                         cmd->argv[2]);
+    } else if (!strcasecmp(sub, "resetstat")) {
+        if (cmd->argc != 2) {
+            gw_reply_arity(c, "config|resetstat");
+            return;
+        }
+        gw_stats_reset();
+        dm_stats_reset();
+        reply_status(&c->out, "OK");
+    } else if (!strcasecmp(sub, "rewrite")) {
+        reply_error(&c->out, "ERR The server is running without a config file");
+    } else if (!strcasecmp(sub, "help") && cmd->argc == 2) {
+        size_t h = sizeof(config_help) / sizeof(config_help[0]);
+        reply_array(&c->out, (long long)h);
+        for (size_t i = 0; i < h; i++)
+            reply_status(&c->out, config_help[i]);
+    } else {
+        gw_reply_unknown_subcommand(c, cmd);
+    }
+}
+
+/* ---- INFO, TIME ---- */
+
+void cmd_info(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    gw_buf_t b;
+    gw_buf_init(&b);
+    gw_info_generate(c, cmd->argc - 1, cmd->argv + 1, &b);
+    reply_bulk(&c->out, b.data ? b.data : "", b.len);
+    gw_buf_free(&b);
+}
+
+void cmd_time(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    (void)cmd;
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    char s[32];
+    reply_array(&c->out, 2);
+    snprintf(s, sizeof(s), "%lld", (long long)tv.tv_sec);
+    reply_bulk_cstr(&c->out, s);
+    snprintf(s, sizeof(s), "%lld", (long long)tv.tv_usec);
+    reply_bulk_cstr(&c->out, s);
+}

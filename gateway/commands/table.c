@@ -1,0 +1,150 @@
+/* Command table, lookup and dispatch. */
+#include "commands/commands.h"
+
+#include <ctype.h>
+#include <string.h>
+#include <strings.h>
+
+#include "dmkv/errors.h"
+#include "resp/reply.h"
+#include "server/stats.h"
+#include "util/strconv.h"
+
+/* Sorted by name (lookup is a binary search). */
+static const gw_command_t table[] = {
+    {"auth", -2, "noscript loading stale fast no_auth allow_busy", 0, 0, 0, "@fast @connection",
+     cmd_auth},
+    {"client", -2, "", 0, 0, 0, "@slow", cmd_client},
+    {"command", -1, "loading stale", 0, 0, 0, "@slow @connection", cmd_command},
+    {"config", -2, "", 0, 0, 0, "@slow", cmd_config},
+    {"dbsize", 1, "readonly fast", 0, 0, 0, "@keyspace @read @fast", cmd_dbsize},
+    {"del", -2, "write", 1, -1, 1, "@keyspace @write @slow", cmd_del},
+    {"echo", 2, "fast", 0, 0, 0, "@fast @connection", cmd_echo},
+    {"exists", -2, "readonly fast", 1, -1, 1, "@keyspace @read @fast", cmd_exists},
+    {"flushall", -1, "write", 0, 0, 0, "@keyspace @write @slow @dangerous", cmd_flushall},
+    {"flushdb", -1, "write", 0, 0, 0, "@keyspace @write @slow @dangerous", cmd_flushall},
+    {"get", 2, "readonly fast", 1, 1, 1, "@read @string @fast", cmd_get},
+    {"getset", 3, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_getset},
+    {"hello", -1, "noscript loading stale fast no_auth allow_busy", 0, 0, 0, "@fast @connection",
+     cmd_hello},
+    {"info", -1, "loading stale", 0, 0, 0, "@slow @dangerous", cmd_info},
+    {"keys", 2, "readonly", 0, 0, 0, "@keyspace @read @slow @dangerous", cmd_keys},
+    {"mget", -2, "readonly fast", 1, -1, 1, "@read @string @fast", cmd_mget},
+    {"mset", -3, "write denyoom", 1, -1, 2, "@write @string @slow", cmd_mset},
+    {"ping", -1, "fast", 0, 0, 0, "@fast @connection", cmd_ping},
+    {"psetex", 4, "write denyoom", 1, 1, 1, "@write @string @slow", cmd_psetex},
+    {"pttl", 2, "readonly fast", 1, 1, 1, "@keyspace @read @fast", cmd_pttl},
+    {"quit", -1, "allow_busy noscript loading stale fast no_auth", 0, 0, 0, "@fast @connection",
+     cmd_quit},
+    {"scan", -2, "readonly", 0, 0, 0, "@keyspace @read @slow", cmd_scan},
+    {"select", 2, "loading stale fast", 0, 0, 0, "@keyspace @fast", cmd_select},
+    {"set", -3, "write denyoom", 1, 1, 1, "@write @string @slow", cmd_set},
+    {"setex", 4, "write denyoom", 1, 1, 1, "@write @string @slow", cmd_setex},
+    {"setnx", 3, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_setnx},
+    {"strlen", 2, "readonly fast", 1, 1, 1, "@read @string @fast", cmd_strlen},
+    {"time", 1, "loading stale fast", 0, 0, 0, "@fast", cmd_time},
+    {"ttl", 2, "readonly fast", 1, 1, 1, "@keyspace @read @fast", cmd_ttl},
+    {"type", 2, "readonly fast", 1, 1, 1, "@keyspace @read @fast", cmd_type},
+    {"unlink", -2, "write fast", 1, -1, 1, "@keyspace @write @fast", cmd_del},
+};
+
+#define NCMDS (sizeof(table) / sizeof(table[0]))
+
+const gw_command_t *gw_command_table(size_t *n)
+{
+    *n = NCMDS;
+    return table;
+}
+
+const gw_command_t *gw_command_lookup(const char *name, size_t len)
+{
+    char low[32];
+    if (len == 0 || len >= sizeof(low)) return NULL;
+    for (size_t i = 0; i < len; i++)
+        low[i] = (char)tolower((unsigned char)name[i]);
+    low[len] = 0;
+    if (strlen(low) != len) return NULL; /* embedded NUL */
+    size_t lo = 0, hi = NCMDS;
+    while (lo < hi) {
+        size_t mid = (lo + hi) / 2;
+        int r = strcmp(low, table[mid].name);
+        if (r == 0) return &table[mid];
+        if (r < 0)
+            hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return NULL;
+}
+
+void gw_reply_dm_error(gw_conn_t *c, int rc)
+{
+    if (rc == DM_ENOMEM || rc == DM_EFULL)
+        reply_error(&c->out, "OOM command not allowed when used memory > 'maxmemory'.");
+    else
+        reply_errorf(&c->out, "ERR dmkv: %s", dm_strerror(rc));
+}
+
+void gw_reply_arity(gw_conn_t *c, const char *name)
+{
+    reply_errorf(&c->out, "ERR wrong number of arguments for '%s' command", name);
+}
+
+void gw_reply_unknown_subcommand(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    char up[32];
+    size_t n = 0;
+    for (; cmd->argv[0][n] && n < sizeof(up) - 1; n++)
+        up[n] = (char)toupper((unsigned char)cmd->argv[0][n]);
+    up[n] = 0;
+    reply_errorf(&c->out, "ERR unknown subcommand '%.128s'. Try %s HELP.", cmd->argv[1], up);
+}
+
+bool gw_arg_ll(gw_conn_t *c, gw_cmd_t *cmd, int i, long long *out)
+{
+    if (!gw_str2ll(cmd->argv[i], cmd->argvlen[i], out)) {
+        reply_error(&c->out, "ERR value is not an integer or out of range");
+        return false;
+    }
+    return true;
+}
+
+static void reply_unknown(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    /* Redis: args quoted while the list is under 128 chars, each cut to what fits. */
+    gw_buf_t args;
+    gw_buf_init(&args);
+    for (int i = 1; i < cmd->argc && args.len < 128; i++)
+        gw_buf_printf(&args, "'%.*s' ", (int)(128 - args.len), cmd->argv[i]);
+    reply_errorf(&c->out, "ERR unknown command '%.128s', with args beginning with: %s",
+                 cmd->argv[0], args.data ? args.data : "");
+    gw_buf_free(&args);
+}
+
+void gw_command_exec(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    size_t before = c->out.len;
+    if (cmd->proto_err) {
+        reply_error(&c->out, cmd->proto_err);
+        c->close_after_reply = true;
+        GW_STAT_ADD(total_error_replies, 1);
+        return;
+    }
+    const gw_command_t *gc = gw_command_lookup(cmd->argv[0], cmd->argvlen[0]);
+    if (!gc) {
+        reply_unknown(c, cmd);
+        GW_STAT_ADD(total_error_replies, 1);
+        return;
+    }
+    if ((gc->arity > 0 && cmd->argc != gc->arity) || (cmd->argc < -gc->arity)) {
+        gw_reply_arity(c, gc->name);
+        GW_STAT_ADD(total_error_replies, 1);
+        return;
+    }
+    __atomic_store_n(&c->last_cmd, gc->name, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->last_ms, dm_wall_ms(), __ATOMIC_RELAXED);
+    gc->proc(c, cmd);
+    GW_STAT_ADD(total_commands_processed, 1);
+    if (!c->closing && c->out.len > before && c->out.data[before] == '-')
+        GW_STAT_ADD(total_error_replies, 1);
+}

@@ -1,0 +1,286 @@
+/* Configuration parsing (flags and redis.conf-style files). */
+#include "config/config.h"
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "util/buf.h"
+#include "dmkv/log.h"
+#include "util/splitargs.h"
+
+#include "version.h"
+#define GW_VERSION_STR GW_DMKV_VERSION
+
+void gw_config_usage(FILE *f, const char *prog)
+{
+    fprintf(f,
+            "Usage: %s [/path/to/gateway.conf] [options]\n"
+            "  --port <port>          TCP port to listen on (default 6379)\n"
+            "  --bind <addr> [...]    addresses to listen on (default 127.0.0.1)\n"
+            "  --threads <n>          worker threads, each with its own event loop (default 1)\n"
+            "  --memnode <uri>        memory node: local | tcp://host:port (repeat, in node "
+            "order; required)\n"
+            "  --loglevel <level>     debug | verbose | notice | warning (default notice)\n"
+            "  --maxclients <n>       maximum number of client connections (default 10000)\n"
+            "  --local-size <bytes>   size of the in-process pool for --memnode local (e.g. "
+            "1gb)\n"
+            "  --local-delay-us <us>  tests: delay each local-pool round trip (simulated RTT)\n"
+            "  -h, --help             show this help\n"
+            "  -v, --version          show the version\n"
+            "The config file takes the same keys without dashes, one per line: 'port 6379'.\n",
+            prog);
+}
+
+static void set_defaults(gw_config_t *cfg)
+{
+    memset(cfg, 0, sizeof(*cfg));
+    cfg->port = 6379;
+    cfg->threads = 1;
+    cfg->loglevel = DM_LOG_NOTICE;
+    cfg->maxclients = 10000;
+}
+
+void gw_config_free(gw_config_t *cfg)
+{
+    for (int i = 0; i < cfg->nbind; i++)
+        free(cfg->bind[i]);
+    for (int i = 0; i < cfg->nmemnodes; i++)
+        free(cfg->memnodes[i]);
+    free(cfg->config_file);
+    cfg->nbind = cfg->nmemnodes = 0;
+    cfg->config_file = NULL;
+}
+
+static bool parse_int(const char *s, long lo, long hi, int *out)
+{
+    char *end;
+    errno = 0;
+    long v = strtol(s, &end, 10);
+    if (!*s || *end || errno || v < lo || v > hi) return false;
+    *out = (int)v;
+    return true;
+}
+
+/* Redis's memtoll: "1gb", "512mb", "100k", plain bytes. */
+static bool parse_mem(const char *s, uint64_t *out)
+{
+    char *end;
+    errno = 0;
+    unsigned long long v = strtoull(s, &end, 10);
+    if (end == s || errno) return false;
+    uint64_t mul = 1;
+    if (!strcasecmp(end, "") || !strcasecmp(end, "b"))
+        mul = 1;
+    else if (!strcasecmp(end, "k"))
+        mul = 1000;
+    else if (!strcasecmp(end, "kb"))
+        mul = 1024;
+    else if (!strcasecmp(end, "m"))
+        mul = 1000 * 1000;
+    else if (!strcasecmp(end, "mb"))
+        mul = 1024 * 1024;
+    else if (!strcasecmp(end, "g"))
+        mul = 1000ull * 1000 * 1000;
+    else if (!strcasecmp(end, "gb"))
+        mul = 1024ull * 1024 * 1024;
+    else
+        return false;
+    *out = v * mul;
+    return true;
+}
+
+/* Apply one directive: name and its values (argc >= 1). Returns 0 or -1 with err set. */
+static int apply(gw_config_t *cfg, bool from_cli, const char *name, int argc, char **argv,
+                 char *err, size_t errlen)
+{
+    if (!strcasecmp(name, "port") && argc == 1) {
+        if (!parse_int(argv[0], 1, 65535, &cfg->port)) {
+            snprintf(err, errlen, "Invalid port '%s'", argv[0]);
+            return -1;
+        }
+    } else if (!strcasecmp(name, "bind") && argc >= 1) {
+        /* A config line replaces the list (as in Redis); the first --bind replaces too. */
+        for (int i = 0; i < cfg->nbind; i++)
+            free(cfg->bind[i]);
+        cfg->nbind = 0;
+        for (int i = 0; i < argc; i++) {
+            if (cfg->nbind == GW_MAX_BIND) {
+                snprintf(err, errlen, "Too many bind addresses specified (max %d)", GW_MAX_BIND);
+                return -1;
+            }
+            cfg->bind[cfg->nbind++] = strdup(argv[i]);
+        }
+    } else if ((!strcasecmp(name, "threads") || !strcasecmp(name, "io-threads")) && argc == 1) {
+        if (!parse_int(argv[0], 1, GW_MAX_THREADS, &cfg->threads)) {
+            snprintf(err, errlen, "Invalid number of threads '%s' (1..%d)", argv[0],
+                     GW_MAX_THREADS);
+            return -1;
+        }
+    } else if (!strcasecmp(name, "memnode") && argc >= 1) {
+        for (int i = 0; i < argc; i++) {
+            if (cfg->nmemnodes == GW_MAX_MEMNODES) {
+                snprintf(err, errlen, "Too many memory nodes (max %d)", GW_MAX_MEMNODES);
+                return -1;
+            }
+            cfg->memnodes[cfg->nmemnodes++] = strdup(argv[i]);
+        }
+    } else if (!strcasecmp(name, "loglevel") && argc == 1) {
+        int l = dm_log_level_from_name(argv[0]);
+        if (l < 0) {
+            snprintf(err, errlen, "Invalid loglevel '%s'", argv[0]);
+            return -1;
+        }
+        cfg->loglevel = l;
+    } else if (!strcasecmp(name, "maxclients") && argc == 1) {
+        if (!parse_int(argv[0], 1, 1000000, &cfg->maxclients)) {
+            snprintf(err, errlen, "Invalid maxclients '%s'", argv[0]);
+            return -1;
+        }
+    } else if (!strcasecmp(name, "local-size") && argc == 1) {
+        if (!parse_mem(argv[0], &cfg->local_size) || cfg->local_size == 0) {
+            snprintf(err, errlen, "Invalid local-size '%s'", argv[0]);
+            return -1;
+        }
+    } else if (!strcasecmp(name, "local-delay-us") && argc == 1) {
+        if (!parse_int(argv[0], 0, 10000000, &cfg->local_delay_us)) {
+            snprintf(err, errlen, "Invalid local-delay-us '%s'", argv[0]);
+            return -1;
+        }
+    } else {
+        snprintf(err, errlen, "%s '%s'",
+                 from_cli ? "Unknown option or wrong number of arguments for"
+                          : "Bad directive or wrong number of arguments:",
+                 name);
+        return -1;
+    }
+    return 0;
+}
+
+static int load_file(gw_config_t *cfg, const char *path, char *err, size_t errlen)
+{
+    FILE *f = fopen(path, "r");
+    if (!f) {
+        snprintf(err, errlen, "Fatal error, can't open config file '%s': %s", path,
+                 strerror(errno));
+        return -1;
+    }
+    char line[4096];
+    int lineno = 0, rc = 0;
+    while (fgets(line, sizeof(line), f)) {
+        lineno++;
+        size_t n = strlen(line);
+        while (n && (line[n - 1] == '\n' || line[n - 1] == '\r'))
+            line[--n] = 0;
+        const char *p = line;
+        while (*p == ' ' || *p == '\t')
+            p++;
+        if (*p == '#' || *p == 0) continue;
+        gw_args_t a;
+        if (gw_splitargs(p, strlen(p), &a) != 0) {
+            snprintf(err, errlen, "config file %s, line %d: unbalanced quotes in '%s'", path,
+                     lineno, line);
+            rc = -1;
+            break;
+        }
+        if (a.argc == 0) {
+            gw_args_free(&a);
+            continue;
+        }
+        char msg[256];
+        if (apply(cfg, false, a.argv[0], a.argc - 1, a.argv + 1, msg, sizeof(msg)) != 0) {
+            snprintf(err, errlen,
+                     "\n*** FATAL CONFIG FILE ERROR ***\nReading the configuration file, at "
+                     "line %d\n>>> '%s'\n%s",
+                     lineno, line, msg);
+            rc = -1;
+        }
+        gw_args_free(&a);
+        if (rc) break;
+    }
+    fclose(f);
+    return rc;
+}
+
+int gw_config_parse(gw_config_t *cfg, int argc, char **argv, char *err, size_t errlen)
+{
+    set_defaults(cfg);
+    int i = 1;
+    if (argc > 1) {
+        if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+            gw_config_usage(stdout, argv[0]);
+            return 1;
+        }
+        if (!strcmp(argv[1], "-v") || !strcmp(argv[1], "--version")) {
+            printf("dmkv-gateway v=%s redis_version=7.0.0\n", GW_VERSION_STR);
+            return 1;
+        }
+        if (argv[1][0] != '-') {
+            cfg->config_file = strdup(argv[1]);
+            if (load_file(cfg, argv[1], err, errlen) != 0) return -1;
+            i = 2;
+        }
+    }
+    bool cli_bind_seen = false;
+    while (i < argc) {
+        const char *opt = argv[i];
+        if (!strcmp(opt, "-h") || !strcmp(opt, "--help")) {
+            gw_config_usage(stdout, argv[0]);
+            return 1;
+        }
+        if (strncmp(opt, "--", 2) != 0 || !opt[2]) {
+            snprintf(err, errlen, "Invalid argument '%s'", opt);
+            return -1;
+        }
+        const char *name = opt + 2;
+        int j = i + 1;
+        while (j < argc && strncmp(argv[j], "--", 2) != 0)
+            j++;
+        int nvals = j - i - 1;
+        static const char *known[] = {"port",       "bind",       "threads",
+                                      "io-threads", "memnode",    "loglevel",
+                                      "maxclients", "local-size", "local-delay-us"};
+        bool is_known = false;
+        for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++)
+            if (!strcasecmp(name, known[k])) is_known = true;
+        if (!is_known) {
+            snprintf(err, errlen, "Unknown option '%s'", opt);
+            return -1;
+        }
+        if (nvals == 0) {
+            snprintf(err, errlen, "Option '%s' needs a value", opt);
+            return -1;
+        }
+        int rc;
+        if (!strcasecmp(name, "bind") && !cli_bind_seen) {
+            cli_bind_seen = true;
+            rc = apply(cfg, true, name, nvals, argv + i + 1, err, errlen);
+        } else if (!strcasecmp(name, "bind")) {
+            /* further --bind flags add to the list */
+            char **vals = argv + i + 1;
+            rc = 0;
+            for (int k = 0; k < nvals && rc == 0; k++) {
+                if (cfg->nbind == GW_MAX_BIND) {
+                    snprintf(err, errlen, "Too many bind addresses specified");
+                    rc = -1;
+                } else {
+                    cfg->bind[cfg->nbind++] = strdup(vals[k]);
+                }
+            }
+        } else {
+            rc = apply(cfg, true, name, nvals, argv + i + 1, err, errlen);
+        }
+        if (rc) return -1;
+        i = j;
+    }
+    if (cfg->nbind == 0) cfg->bind[cfg->nbind++] = strdup("127.0.0.1");
+    if (cfg->nmemnodes == 0) {
+        snprintf(err, errlen,
+                 "At least one --memnode URI is required (e.g. --memnode local "
+                 "or --memnode tcp://127.0.0.1:7000)");
+        return -1;
+    }
+    return 0;
+}

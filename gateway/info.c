@@ -1,0 +1,291 @@
+/* INFO sections. */
+#include "info.h"
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <sys/resource.h>
+#include <sys/utsname.h>
+#include <unistd.h>
+
+#include "dmkv/kv.h"
+#include "dmkv/stats.h"
+#include "server/server.h"
+#include "server/stats.h"
+#include "version.h"
+
+enum {
+    S_SERVER = 1 << 0,
+    S_CLIENTS = 1 << 1,
+    S_MEMORY = 1 << 2,
+    S_PERSISTENCE = 1 << 3,
+    S_STATS = 1 << 4,
+    S_REPLICATION = 1 << 5,
+    S_CPU = 1 << 6,
+    S_KEYSPACE = 1 << 7,
+    S_DMKV = 1 << 8,
+    S_ALL = (1 << 9) - 1,
+};
+
+static const struct {
+    const char *name;
+    unsigned bit;
+} section_names[] = {
+    {"server", S_SERVER}, {"clients", S_CLIENTS},
+    {"memory", S_MEMORY}, {"persistence", S_PERSISTENCE},
+    {"stats", S_STATS},   {"replication", S_REPLICATION},
+    {"cpu", S_CPU},       {"keyspace", S_KEYSPACE},
+    {"dmkv", S_DMKV},
+};
+
+static unsigned pick_sections(int nsec, char **sections)
+{
+    if (nsec == 0) return S_ALL;
+    unsigned m = 0;
+    for (int i = 0; i < nsec; i++) {
+        if (!strcasecmp(sections[i], "all") || !strcasecmp(sections[i], "everything") ||
+            !strcasecmp(sections[i], "default")) {
+            m |= S_ALL;
+            continue;
+        }
+        for (size_t k = 0; k < sizeof(section_names) / sizeof(section_names[0]); k++)
+            if (!strcasecmp(sections[i], section_names[k].name)) m |= section_names[k].bit;
+    }
+    return m;
+}
+
+static void header(gw_buf_t *b, const char *title)
+{
+    if (b->len) gw_buf_puts(b, "\r\n");
+    gw_buf_printf(b, "# %s\r\n", title);
+}
+
+static uint64_t rss_bytes(void)
+{
+    FILE *f = fopen("/proc/self/statm", "r");
+    unsigned long size = 0, rss = 0;
+    if (f) {
+        if (fscanf(f, "%lu %lu", &size, &rss) != 2) rss = 0;
+        fclose(f);
+    }
+    return (uint64_t)rss * (uint64_t)sysconf(_SC_PAGESIZE);
+}
+
+static void human_bytes(char *s, size_t n, uint64_t v)
+{
+    if (v < 1024)
+        snprintf(s, n, "%lluB", (unsigned long long)v);
+    else if (v < 1024ull * 1024)
+        snprintf(s, n, "%.2fK", v / 1024.0);
+    else if (v < 1024ull * 1024 * 1024)
+        snprintf(s, n, "%.2fM", v / (1024.0 * 1024));
+    else
+        snprintf(s, n, "%.2fG", v / (1024.0 * 1024 * 1024));
+}
+
+static void sec_server(gw_buf_t *b)
+{
+    struct utsname u;
+    uname(&u);
+    uint64_t up_s = (dm_now_us() - gw_server.start_us) / 1000000u;
+    header(b, "Server");
+    gw_buf_printf(b,
+                  "redis_version:%s\r\n"
+                  "dmkv_version:%s\r\n"
+                  "redis_git_sha1:00000000\r\n"
+                  "redis_git_dirty:0\r\n"
+                  "redis_build_id:0\r\n"
+                  "redis_mode:standalone\r\n"
+                  "os:%s %s %s\r\n"
+                  "arch_bits:%d\r\n"
+                  "monotonic_clock:POSIX clock_gettime\r\n"
+                  "multiplexing_api:epoll\r\n"
+                  "atomicvar_api:c11-builtin\r\n"
+                  "gcc_version:%d.%d.%d\r\n"
+                  "process_id:%d\r\n"
+                  "process_supervised:no\r\n"
+                  "run_id:%s\r\n"
+                  "tcp_port:%d\r\n"
+                  "server_time_usec:%llu\r\n"
+                  "uptime_in_seconds:%llu\r\n"
+                  "uptime_in_days:%llu\r\n"
+                  "hz:10\r\n"
+                  "configured_hz:10\r\n"
+                  "lru_clock:0\r\n"
+                  "executable:%s\r\n"
+                  "config_file:%s\r\n"
+                  "io_threads_active:%d\r\n"
+                  "dmkv_threads:%d\r\n"
+                  "dmkv_memnodes:%d\r\n",
+                  GW_REDIS_VERSION, GW_DMKV_VERSION, u.sysname, u.release, u.machine,
+                  (int)(sizeof(void *) * 8),
+#ifdef __GNUC__
+                  __GNUC__, __GNUC_MINOR__, __GNUC_PATCHLEVEL__,
+#else
+                  0, 0, 0,
+#endif
+                  (int)getpid(), gw_server.run_id, gw_server.cfg->port,
+                  (unsigned long long)dm_wall_ms() * 1000ull, (unsigned long long)up_s,
+                  (unsigned long long)(up_s / 86400), gw_server.executable,
+                  gw_server.cfg->config_file ? gw_server.cfg->config_file : "",
+                  gw_server.cfg->threads > 1, gw_server.cfg->threads, gw_server.cfg->nmemnodes);
+}
+
+static void sec_clients(gw_buf_t *b)
+{
+    header(b, "Clients");
+    gw_buf_printf(b,
+                  "connected_clients:%llu\r\n"
+                  "cluster_connections:0\r\n"
+                  "maxclients:%d\r\n"
+                  "client_recent_max_input_buffer:0\r\n"
+                  "client_recent_max_output_buffer:0\r\n"
+                  "blocked_clients:0\r\n"
+                  "tracking_clients:0\r\n"
+                  "clients_in_timeout_table:0\r\n",
+                  (unsigned long long)GW_STAT_GET(connected_clients), gw_server.cfg->maxclients);
+}
+
+static void sec_memory(gw_buf_t *b)
+{
+    uint64_t rss = rss_bytes();
+    char h[32];
+    human_bytes(h, sizeof(h), rss);
+    header(b, "Memory");
+    gw_buf_printf(b,
+                  "used_memory:%llu\r\n"
+                  "used_memory_human:%s\r\n"
+                  "used_memory_rss:%llu\r\n"
+                  "used_memory_rss_human:%s\r\n"
+                  "maxmemory:0\r\n"
+                  "maxmemory_human:0B\r\n"
+                  "maxmemory_policy:noeviction\r\n"
+                  "mem_allocator:libc\r\n",
+                  (unsigned long long)rss, h, (unsigned long long)rss, h);
+}
+
+static void sec_persistence(gw_buf_t *b)
+{
+    header(b, "Persistence");
+    gw_buf_printf(b,
+                  "loading:0\r\n"
+                  "async_loading:0\r\n"
+                  "rdb_changes_since_last_save:0\r\n"
+                  "rdb_bgsave_in_progress:0\r\n"
+                  "rdb_last_save_time:%llu\r\n"
+                  "rdb_last_bgsave_status:ok\r\n"
+                  "aof_enabled:0\r\n"
+                  "aof_rewrite_in_progress:0\r\n"
+                  "aof_last_bgrewrite_status:ok\r\n"
+                  "aof_last_write_status:ok\r\n",
+                  (unsigned long long)(gw_server.start_ms / 1000));
+}
+
+static void sec_stats(gw_buf_t *b)
+{
+    header(b, "Stats");
+    gw_buf_printf(b,
+                  "total_connections_received:%llu\r\n"
+                  "total_commands_processed:%llu\r\n"
+                  "instantaneous_ops_per_sec:%llu\r\n"
+                  "total_net_input_bytes:%llu\r\n"
+                  "total_net_output_bytes:%llu\r\n"
+                  "instantaneous_input_kbps:0.00\r\n"
+                  "instantaneous_output_kbps:0.00\r\n"
+                  "rejected_connections:%llu\r\n"
+                  "expired_keys:0\r\n"
+                  "evicted_keys:0\r\n"
+                  "keyspace_hits:%llu\r\n"
+                  "keyspace_misses:%llu\r\n"
+                  "pubsub_channels:0\r\n"
+                  "pubsub_patterns:0\r\n"
+                  "total_error_replies:%llu\r\n",
+                  (unsigned long long)GW_STAT_GET(total_connections_received),
+                  (unsigned long long)GW_STAT_GET(total_commands_processed),
+                  (unsigned long long)__atomic_load_n(&gw_server.ops_per_sec, __ATOMIC_RELAXED),
+                  (unsigned long long)GW_STAT_GET(total_net_input_bytes),
+                  (unsigned long long)GW_STAT_GET(total_net_output_bytes),
+                  (unsigned long long)GW_STAT_GET(rejected_connections),
+                  (unsigned long long)GW_STAT_GET(keyspace_hits),
+                  (unsigned long long)GW_STAT_GET(keyspace_misses),
+                  (unsigned long long)GW_STAT_GET(total_error_replies));
+}
+
+static void sec_replication(gw_buf_t *b)
+{
+    header(b, "Replication");
+    gw_buf_printf(b,
+                  "role:master\r\n"
+                  "connected_slaves:0\r\n"
+                  "master_failover_state:no-failover\r\n"
+                  "master_replid:%s\r\n"
+                  "master_replid2:0000000000000000000000000000000000000000\r\n"
+                  "master_repl_offset:0\r\n"
+                  "second_repl_offset:-1\r\n"
+                  "repl_backlog_active:0\r\n",
+                  gw_server.run_id);
+}
+
+static void sec_cpu(gw_buf_t *b)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    header(b, "CPU");
+    gw_buf_printf(b,
+                  "used_cpu_sys:%ld.%06ld\r\n"
+                  "used_cpu_user:%ld.%06ld\r\n",
+                  (long)ru.ru_stime.tv_sec, (long)ru.ru_stime.tv_usec, (long)ru.ru_utime.tv_sec,
+                  (long)ru.ru_utime.tv_usec);
+}
+
+static void sec_keyspace(gw_conn_t *c, gw_buf_t *b)
+{
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, c->th->w, DM_CLS_SCAN);
+    int64_t n = dm_kv_dbsize(&ctx);
+    dm_stats_op(DM_CLS_SCAN);
+    header(b, "Keyspace");
+    if (n > 0) gw_buf_printf(b, "db0:keys=%lld,expires=0,avg_ttl=0\r\n", (long long)n);
+}
+
+static void sec_dmkv(gw_buf_t *b)
+{
+    header(b, "dmkv");
+    for (int i = 0; i < gw_server.cfg->nmemnodes; i++)
+        gw_buf_printf(b, "memnode%d:%s\r\n", i, gw_server.cfg->memnodes[i]);
+    for (int k = 0; k < DM_CLS_COUNT; k++) {
+        dm_cls_stats_t s;
+        dm_stats_get((dm_cls_t)k, &s);
+        const char *n = dm_cls_name((dm_cls_t)k);
+        double ops = s.ops ? (double)s.ops : 1.0;
+        uint64_t bytes = s.bytes_read + s.bytes_written;
+        gw_buf_printf(b,
+                      "%s_ops:%llu\r\n"
+                      "%s_rtts_per_op:%.2f\r\n"
+                      "%s_verbs_per_op:%.2f\r\n"
+                      "%s_bytes_per_op:%.2f\r\n"
+                      "%s_rtts:%llu\r\n"
+                      "%s_verbs:%llu\r\n"
+                      "%s_bytes_read:%llu\r\n"
+                      "%s_bytes_written:%llu\r\n",
+                      n, (unsigned long long)s.ops, n, s.ops ? s.rtts / ops : 0.0, n,
+                      s.ops ? s.verbs / ops : 0.0, n, s.ops ? bytes / ops : 0.0, n,
+                      (unsigned long long)s.rtts, n, (unsigned long long)s.verbs, n,
+                      (unsigned long long)s.bytes_read, n, (unsigned long long)s.bytes_written);
+    }
+}
+
+void gw_info_generate(gw_conn_t *c, int nsec, char **sections, gw_buf_t *out)
+{
+    unsigned m = pick_sections(nsec, sections);
+    if (m & S_SERVER) sec_server(out);
+    if (m & S_CLIENTS) sec_clients(out);
+    if (m & S_MEMORY) sec_memory(out);
+    if (m & S_PERSISTENCE) sec_persistence(out);
+    if (m & S_STATS) sec_stats(out);
+    if (m & S_REPLICATION) sec_replication(out);
+    if (m & S_CPU) sec_cpu(out);
+    if (m & S_KEYSPACE) sec_keyspace(c, out);
+    if (m & S_DMKV) sec_dmkv(out);
+}

@@ -1,0 +1,363 @@
+/* Client connections: read -> parse -> queue -> one coroutine per connection runs the queue
+ * in order -> replies buffered and written. Lifetime: refs counts the libuv handle, the
+ * running coroutine and each write in flight; a coroutine suspended in a memory-node round
+ * trip when the peer goes away finds c->closing set when it resumes and stops. */
+#include "net/conn.h"
+
+#include <arpa/inet.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands/commands.h"
+#include "resp/reply.h"
+#include "server/stats.h"
+#include "dmkv/log.h"
+
+typedef struct wreq {
+    uv_write_t req;
+    gw_conn_t *c;
+    char *data;
+    size_t len;
+} wreq_t;
+
+static void conn_unref(gw_conn_t *c)
+{
+    if (--c->refs > 0) return;
+    resp_parser_free(&c->parser);
+    gw_buf_free(&c->out);
+    free(c->name);
+    free(c->lib_name);
+    free(c->lib_ver);
+    free(c);
+}
+
+static void on_close(uv_handle_t *h)
+{
+    conn_unref(h->data);
+}
+
+static void drop_queue(gw_conn_t *c)
+{
+    while (c->qhead) {
+        gw_cmd_t *cmd = c->qhead;
+        c->qhead = cmd->next;
+        gw_cmd_free(cmd);
+    }
+    c->qtail = NULL;
+    c->qbytes = 0;
+}
+
+void gw_conn_close(gw_conn_t *c)
+{
+    if (c->closing) return;
+    c->closing = true;
+    gw_thread_t *th = c->th;
+    uv_mutex_lock(&th->lock);
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        th->conns = c->next;
+    if (c->next) c->next->prev = c->prev;
+    c->prev = c->next = NULL;
+    th->nconns--;
+    uv_mutex_unlock(&th->lock);
+    GW_STAT_SUB(connected_clients, 1);
+    dm_log(DM_LOG_VERBOSE, "Client closed connection id=%llu addr=%s", (unsigned long long)c->id,
+           c->addr);
+    drop_queue(c);
+    gw_buf_free(&c->out);
+    if (c->reading) uv_read_stop((uv_stream_t *)&c->tcp);
+    c->reading = false;
+    uv_close((uv_handle_t *)&c->tcp, on_close);
+}
+
+static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
+{
+    (void)suggested;
+    gw_conn_t *c = h->data;
+    buf->base = c->th->rbuf;
+    buf->len = sizeof(c->th->rbuf);
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf);
+
+/* Read while there is room: not closing, no protocol error, queues below their marks. */
+static void update_reading(gw_conn_t *c)
+{
+    bool want = !c->closing && !c->close_after_reply && !c->proto_error && !c->th->stopping &&
+                c->qbytes < GW_IN_HIGH && c->out.len + c->out_inflight < GW_OUT_HIGH;
+    if (want && !c->reading) {
+        if (uv_read_start((uv_stream_t *)&c->tcp, on_alloc, on_read) == 0) c->reading = true;
+    } else if (!want && c->reading) {
+        uv_read_stop((uv_stream_t *)&c->tcp);
+        c->reading = false;
+    }
+}
+
+/* Close a QUIT / protocol-error connection once everything queued for it is written. */
+static void maybe_close_after_reply(gw_conn_t *c)
+{
+    if (!c->closing && c->close_after_reply && !c->coro_running && c->out_inflight == 0 &&
+        c->out.len == 0)
+        gw_conn_close(c);
+}
+
+static void on_write(uv_write_t *req, int status)
+{
+    wreq_t *wr = (wreq_t *)req;
+    gw_conn_t *c = wr->c;
+    c->out_inflight -= wr->len;
+    free(wr->data);
+    free(wr);
+    if (status < 0 && !c->closing) {
+        dm_log(DM_LOG_VERBOSE, "Error writing to client id=%llu: %s", (unsigned long long)c->id,
+               uv_strerror(status));
+        gw_conn_close(c);
+    }
+    if (c->write_waiter && (c->closing || c->out_inflight <= GW_OUT_HIGH / 2)) {
+        dm_coro_t *co = c->write_waiter;
+        c->write_waiter = NULL;
+        dm_coro_resume(co); /* our write ref keeps c alive through this */
+    }
+    if (!c->closing) {
+        maybe_close_after_reply(c);
+        if (!c->closing) update_reading(c);
+    }
+    conn_unref(c);
+}
+
+void gw_conn_flush(gw_conn_t *c)
+{
+    if (c->closing) {
+        c->out.len = 0;
+        return;
+    }
+    if (c->out.len == 0) return;
+    size_t len = c->out.len;
+    if (c->out_inflight == 0) {
+        /* Fast path: the kernel usually takes everything; the buffer is then reused. */
+        uv_buf_t b = uv_buf_init(c->out.data, (unsigned)(len < (1u << 30) ? len : (1u << 30)));
+        int n = uv_try_write((uv_stream_t *)&c->tcp, &b, 1);
+        if (n == UV_EAGAIN || n == UV_ENOSYS) {
+            n = 0;
+        } else if (n < 0) {
+            gw_conn_close(c);
+            return;
+        }
+        GW_STAT_ADD(total_net_output_bytes, (uint64_t)n);
+        if ((size_t)n == len) {
+            c->out.len = 0;
+            if (c->out.cap > (1u << 20))
+                gw_buf_free(&c->out); /* do not keep a big buffer per idle connection */
+            return;
+        }
+        gw_buf_consume(&c->out, (size_t)n);
+        len = c->out.len;
+    }
+    wreq_t *wr = malloc(sizeof(*wr));
+    if (!wr) abort();
+    wr->c = c;
+    wr->data = gw_buf_take(&c->out, &wr->len);
+    uv_buf_t b = uv_buf_init(wr->data, (unsigned)wr->len);
+    c->out_inflight += wr->len;
+    c->refs++;
+    GW_STAT_ADD(total_net_output_bytes, wr->len);
+    int rc = uv_write(&wr->req, (uv_stream_t *)&c->tcp, &b, 1, on_write);
+    if (rc != 0) {
+        c->out_inflight -= wr->len;
+        c->refs--;
+        free(wr->data);
+        free(wr);
+        gw_conn_close(c);
+    }
+}
+
+/* The connection's command loop: runs queued commands strictly in order on one coroutine. */
+static void conn_coro(void *arg)
+{
+    gw_conn_t *c = arg;
+    c->coro_started = true;
+    while (!c->closing && !c->close_after_reply && c->qhead) {
+        gw_cmd_t *cmd = c->qhead;
+        c->qhead = cmd->next;
+        if (!c->qhead) c->qtail = NULL;
+        c->qbytes -= cmd->bytes;
+        gw_command_exec(c, cmd);
+        gw_cmd_free(cmd);
+        if (c->closing) break;
+        if (c->out.len >= GW_FLUSH_AT) {
+            gw_conn_flush(c);
+            while (!c->closing && c->out_inflight > GW_OUT_HIGH) {
+                c->write_waiter = dm_coro_self();
+                dm_coro_yield();
+                c->write_waiter = NULL;
+            }
+        }
+        if (!c->closing && !c->reading) update_reading(c);
+    }
+    c->coro_running = false;
+    if (!c->closing) {
+        gw_conn_flush(c);
+        maybe_close_after_reply(c);
+        if (!c->closing) update_reading(c);
+    }
+    conn_unref(c);
+}
+
+/* Start the command loop when commands wait and none is running. */
+static void kick(gw_conn_t *c)
+{
+    if (c->coro_running || !c->qhead || c->closing) return;
+    c->coro_running = true;
+    c->coro_started = false;
+    c->refs++;
+    dm_coro_t *co = dm_coro_spawn(conn_coro, c);
+    if (!co && !c->coro_started) {
+        c->coro_running = false;
+        c->refs--;
+        dm_log(DM_LOG_WARNING, "Cannot start a coroutine for client id=%llu: closing it",
+               (unsigned long long)c->id);
+        gw_conn_close(c);
+    }
+}
+
+static void enqueue(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    cmd->next = NULL;
+    if (c->qtail)
+        c->qtail->next = cmd;
+    else
+        c->qhead = cmd;
+    c->qtail = cmd;
+    c->qbytes += cmd->bytes;
+}
+
+static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
+{
+    gw_conn_t *c = s->data;
+    if (nread < 0) {
+        gw_conn_close(c);
+        return;
+    }
+    if (nread == 0) return;
+    GW_STAT_ADD(total_net_input_bytes, (uint64_t)nread);
+    size_t pos = 0, n = (size_t)nread;
+    while (pos < n && !c->proto_error) {
+        gw_cmd_t *cmd;
+        size_t used;
+        int rc = resp_parse(&c->parser, buf->base + pos, n - pos, &used, &cmd);
+        pos += used;
+        if (rc == RESP_CMD) {
+            enqueue(c, cmd);
+        } else if (rc == RESP_ERROR) {
+            gw_cmd_t *e = calloc(1, sizeof(*e));
+            if (!e) abort();
+            e->proto_err = strdup(c->parser.err);
+            enqueue(c, e);
+            c->proto_error = true;
+            dm_log(DM_LOG_VERBOSE, "Protocol error (%s) from client: id=%llu addr=%s",
+                   c->parser.err, (unsigned long long)c->id, c->addr);
+        } else {
+            break;
+        }
+    }
+    kick(c);
+    if (!c->closing) update_reading(c);
+}
+
+static void format_addr(const struct sockaddr_storage *ss, char *out, size_t outlen)
+{
+    char ip[INET6_ADDRSTRLEN] = "?";
+    int port = 0;
+    if (ss->ss_family == AF_INET) {
+        const struct sockaddr_in *a = (const struct sockaddr_in *)ss;
+        inet_ntop(AF_INET, &a->sin_addr, ip, sizeof(ip));
+        port = ntohs(a->sin_port);
+    } else if (ss->ss_family == AF_INET6) {
+        const struct sockaddr_in6 *a = (const struct sockaddr_in6 *)ss;
+        inet_ntop(AF_INET6, &a->sin6_addr, ip, sizeof(ip));
+        port = ntohs(a->sin6_port);
+    }
+    snprintf(out, outlen, "%s:%d", ip, port);
+}
+
+static void free_on_close(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+void gw_conn_on_accept(uv_stream_t *server, int status)
+{
+    gw_thread_t *th = server->data;
+    if (status < 0) {
+        dm_log(DM_LOG_WARNING, "Accepting client connection: %s", uv_strerror(status));
+        return;
+    }
+    gw_conn_t *c = calloc(1, sizeof(*c));
+    if (!c) return;
+    c->th = th;
+    c->refs = 1;
+    uv_tcp_init(&th->loop, &c->tcp);
+    c->tcp.data = c;
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
+        uv_close((uv_handle_t *)&c->tcp, free_on_close);
+        return;
+    }
+    uv_tcp_nodelay(&c->tcp, 1);
+    struct sockaddr_storage ss;
+    int sl = sizeof(ss);
+    if (uv_tcp_getpeername(&c->tcp, (struct sockaddr *)&ss, &sl) == 0)
+        format_addr(&ss, c->addr, sizeof(c->addr));
+    sl = sizeof(ss);
+    if (uv_tcp_getsockname(&c->tcp, (struct sockaddr *)&ss, &sl) == 0)
+        format_addr(&ss, c->laddr, sizeof(c->laddr));
+    uv_os_fd_t fd = -1;
+    uv_fileno((uv_handle_t *)&c->tcp, &fd);
+    c->fd = (int)fd;
+    c->id = GW_STAT_ADD(next_client_id, 1) + 1;
+    c->ctime_ms = c->last_ms = dm_wall_ms();
+    c->last_cmd = "NULL";
+    resp_parser_init(&c->parser);
+    gw_buf_init(&c->out);
+
+    uv_mutex_lock(&th->lock);
+    c->next = th->conns;
+    if (th->conns) th->conns->prev = c;
+    th->conns = c;
+    th->nconns++;
+    uv_mutex_unlock(&th->lock);
+    uint64_t connected = GW_STAT_ADD(connected_clients, 1) + 1;
+    GW_STAT_ADD(total_connections_received, 1);
+    dm_log(DM_LOG_VERBOSE, "Accepted %s (id=%llu, thread %d)", c->addr, (unsigned long long)c->id,
+           th->index);
+
+    if (th->stopping) {
+        gw_conn_close(c);
+        return;
+    }
+    if (connected > (uint64_t)th->cfg->maxclients) {
+        GW_STAT_ADD(rejected_connections, 1);
+        reply_error(&c->out, "ERR max number of clients reached");
+        c->close_after_reply = true;
+        gw_conn_flush(c);
+        maybe_close_after_reply(c);
+        return;
+    }
+    update_reading(c);
+}
+
+void gw_conn_describe(gw_conn_t *c, gw_buf_t *b)
+{
+    uint64_t now = dm_wall_ms();
+    uint64_t last = __atomic_load_n(&c->last_ms, __ATOMIC_RELAXED);
+    const char *cmd = __atomic_load_n(&c->last_cmd, __ATOMIC_RELAXED);
+    gw_buf_printf(b,
+                  "id=%llu addr=%s laddr=%s fd=%d name=%s age=%llu idle=%llu flags=N db=0 "
+                  "sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 "
+                  "rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=%s user=default "
+                  "redir=-1 resp=2 lib-name=%s lib-ver=%s\n",
+                  (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
+                  (unsigned long long)((now - c->ctime_ms) / 1000),
+                  (unsigned long long)(now > last ? (now - last) / 1000 : 0), cmd ? cmd : "NULL",
+                  c->lib_name ? c->lib_name : "", c->lib_ver ? c->lib_ver : "");
+}

@@ -1,0 +1,66 @@
+/* A client connection: reads RESP, queues parsed commands, runs them one at a time on a
+ * coroutine (so a pipeline's commands see each other's effects, in order), and writes
+ * the replies. Many connections' coroutines overlap their memory-node round trips on
+ * one worker thread. */
+#ifndef GW_NET_CONN_H
+#define GW_NET_CONN_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <uv.h>
+
+#include "dmkv/coro.h"
+#include "resp/parser.h"
+#include "server/thread.h"
+#include "util/buf.h"
+
+#define GW_FLUSH_AT (64u * 1024)        /* flush the output buffer past this, bytes */
+#define GW_OUT_HIGH (64u * 1024 * 1024) /* pause the command loop and reading above, bytes */
+#define GW_IN_HIGH (64u * 1024 * 1024)  /* stop reading with this much queued input, bytes */
+
+struct gw_conn {
+    uv_tcp_t tcp;
+    gw_thread_t *th;
+    uint64_t id;            /* CLIENT ID */
+    int refs;               /* 1 handle + 1 running coroutine + 1 per write in flight */
+    bool closing;           /* uv_close was called: the coroutine must stop touching I/O */
+    bool close_after_reply; /* QUIT / protocol error: close once replies are written */
+    bool reading;
+    bool coro_running; /* a coroutine owns the command queue */
+    bool coro_started;
+    bool proto_error;        /* the parser failed: read no more */
+    dm_coro_t *write_waiter; /* coroutine paused until output drains below GW_OUT_HIGH */
+
+    resp_parser_t parser;
+    gw_cmd_t *qhead, *qtail; /* parsed commands not yet run */
+    size_t qbytes;           /* argument bytes queued */
+
+    gw_buf_t out;        /* replies not yet handed to uv_write */
+    size_t out_inflight; /* bytes in uv_write requests not yet completed */
+
+    gw_conn_t *prev, *next; /* th->conns list (under th->lock) */
+    char addr[64];          /* peer "ip:port" */
+    char laddr[64];         /* local "ip:port" */
+    int fd;
+    uint64_t ctime_ms;        /* connect time, wall ms */
+    uint64_t last_ms;         /* last command time, wall ms */
+    const char *last_cmd;     /* static name of the last command */
+    char *name;               /* CLIENT SETNAME (under th->lock), NULL when unset */
+    char *lib_name, *lib_ver; /* CLIENT SETINFO (under th->lock) */
+};
+
+/* uv_connection_cb for the thread's listeners (server->data is the gw_thread_t). */
+void gw_conn_on_accept(uv_stream_t *server, int status);
+
+/* Hand the pending output to the kernel (uv_write). No-op when closing or empty. */
+void gw_conn_flush(gw_conn_t *c);
+
+/* Close the connection now (idempotent): stop reading, drop queued commands, release the
+ * handle. Memory is freed once the running coroutine and pending writes let go. */
+void gw_conn_close(gw_conn_t *c);
+
+/* Append one line describing c to b, in CLIENT LIST format (caller holds c->th->lock). */
+void gw_conn_describe(gw_conn_t *c, gw_buf_t *b);
+
+#endif

@@ -1,0 +1,273 @@
+/* Incremental RESP2 request parser (see parser.h). Unlike Redis, it never re-scans input:
+ * header lines are accumulated in p->line and bulk payloads are copied once into their
+ * argument buffer, so a 512 MB argument arriving in 64 KiB reads costs O(size). */
+#include "resp/parser.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "util/splitargs.h"
+#include "util/strconv.h"
+
+enum { P_IDLE = 0, P_INLINE, P_MB_COUNT, P_BULK_HDR, P_BULK_DATA, P_BULK_END, P_ERROR };
+
+#define ARG_INITIAL_MAX (1u << 20) /* first allocation of a bulk argument, bytes */
+
+void gw_cmd_free(gw_cmd_t *cmd)
+{
+    if (!cmd) return;
+    for (int i = 0; i < cmd->argc; i++)
+        free(cmd->argv[i]);
+    free(cmd->argv);
+    free(cmd->argvlen);
+    free(cmd->proto_err);
+    free(cmd);
+}
+
+void resp_parser_init(resp_parser_t *p)
+{
+    memset(p, 0, sizeof(*p));
+    gw_buf_init(&p->line);
+}
+
+static void reset_cmd(resp_parser_t *p)
+{
+    gw_cmd_free(p->cmd);
+    p->cmd = NULL;
+    free(p->bulk);
+    p->bulk = NULL;
+    p->bulklen = p->bulkhave = p->bulkcap = 0;
+    p->argcap = 0;
+}
+
+void resp_parser_free(resp_parser_t *p)
+{
+    reset_cmd(p);
+    gw_buf_free(&p->line);
+}
+
+static void *xrealloc(void *ptr, size_t n)
+{
+    void *q = realloc(ptr, n);
+    if (!q && n) abort();
+    return q;
+}
+
+static gw_cmd_t *new_cmd(int cap)
+{
+    gw_cmd_t *c = calloc(1, sizeof(*c));
+    if (!c) abort();
+    c->argv = xrealloc(NULL, sizeof(char *) * (size_t)cap);
+    c->argvlen = xrealloc(NULL, sizeof(size_t) * (size_t)cap);
+    return c;
+}
+
+static void push_arg(resp_parser_t *p, char *arg, size_t len)
+{
+    gw_cmd_t *c = p->cmd;
+    if (c->argc == p->argcap) {
+        p->argcap = p->argcap ? p->argcap * 2 : 8;
+        c->argv = xrealloc(c->argv, sizeof(char *) * (size_t)p->argcap);
+        c->argvlen = xrealloc(c->argvlen, sizeof(size_t) * (size_t)p->argcap);
+    }
+    c->argv[c->argc] = arg;
+    c->argvlen[c->argc] = len;
+    c->argc++;
+    c->bytes += len;
+}
+
+static int fail(resp_parser_t *p, const char *msg)
+{
+    snprintf(p->err, sizeof(p->err), "ERR Protocol error: %s", msg);
+    p->state = P_ERROR;
+    reset_cmd(p);
+    gw_buf_free(&p->line);
+    return RESP_ERROR;
+}
+
+/* Accumulate a header line up to '\r' (Redis skips the byte after it unchecked).
+ * Returns 1 when p->line holds a complete line, 0 when more input is needed, -1 when the
+ * line is longer than Redis allows. */
+static int read_header(resp_parser_t *p, const char *data, size_t len, size_t *pos)
+{
+    const char *start = data + *pos;
+    size_t avail = len - *pos;
+    const char *cr = memchr(start, '\r', avail);
+    if (!cr) {
+        gw_buf_append(&p->line, start, avail);
+        *pos = len;
+        return p->line.len > RESP_INLINE_MAX ? -1 : 0;
+    }
+    gw_buf_append(&p->line, start, (size_t)(cr - start));
+    *pos += (size_t)(cr - start) + 1;
+    p->skip = 1; /* the '\n' */
+    return 1;
+}
+
+static int finish_cmd(resp_parser_t *p, gw_cmd_t **out)
+{
+    *out = p->cmd;
+    p->cmd = NULL;
+    p->state = P_IDLE;
+    return RESP_CMD;
+}
+
+int resp_parse(resp_parser_t *p, const char *data, size_t len, size_t *used, gw_cmd_t **out)
+{
+    size_t pos = 0;
+    int rc = RESP_NEED_MORE;
+    *out = NULL;
+    while (rc == RESP_NEED_MORE) {
+        if (p->state == P_ERROR) {
+            rc = RESP_ERROR;
+            break;
+        }
+        if (p->skip) {
+            size_t n = len - pos < (size_t)p->skip ? len - pos : (size_t)p->skip;
+            pos += n;
+            p->skip -= (int)n;
+            if (p->skip) break;
+            if (p->state == P_BULK_END) {
+                push_arg(p, p->bulk, p->bulklen);
+                p->bulk = NULL;
+                p->bulklen = p->bulkhave = p->bulkcap = 0;
+                if (--p->mb_left == 0) {
+                    rc = finish_cmd(p, out);
+                    break;
+                }
+                p->state = P_BULK_HDR;
+            }
+        }
+        /* Out of input; a complete (e.g. empty) bulk payload still needs one more step. */
+        if (pos >= len && !(p->state == P_BULK_DATA && p->bulkhave == p->bulklen)) break;
+        switch (p->state) {
+        case P_IDLE:
+            p->line.len = 0;
+            if (data[pos] == '*') {
+                pos++;
+                p->state = P_MB_COUNT;
+            } else {
+                p->state = P_INLINE;
+            }
+            break;
+
+        case P_INLINE: {
+            const char *start = data + pos;
+            const char *nl = memchr(start, '\n', len - pos);
+            if (!nl) {
+                gw_buf_append(&p->line, start, len - pos);
+                pos = len;
+                if (p->line.len > RESP_INLINE_MAX) rc = fail(p, "too big inline request");
+                break;
+            }
+            gw_buf_append(&p->line, start, (size_t)(nl - start));
+            pos += (size_t)(nl - start) + 1;
+            size_t ll = p->line.len;
+            if (ll && p->line.data[ll - 1] == '\r') ll--;
+            gw_args_t a;
+            if (gw_splitargs(p->line.data ? p->line.data : "", ll, &a) != 0) {
+                rc = fail(p, "unbalanced quotes in request");
+                break;
+            }
+            p->line.len = 0;
+            p->state = P_IDLE;
+            if (a.argc == 0) {
+                gw_args_free(&a);
+                break;
+            }
+            gw_cmd_t *c = calloc(1, sizeof(*c));
+            if (!c) abort();
+            c->argc = a.argc;
+            c->argv = a.argv;
+            c->argvlen = a.argvlen;
+            for (int i = 0; i < a.argc; i++)
+                c->bytes += a.argvlen[i];
+            *out = c;
+            rc = RESP_CMD;
+            break;
+        }
+
+        case P_MB_COUNT: {
+            int r = read_header(p, data, len, &pos);
+            if (r < 0) {
+                rc = fail(p, "too big mbulk count string");
+                break;
+            }
+            if (r == 0) break;
+            long long n;
+            if (!gw_str2ll(p->line.data, p->line.len, &n) || n > INT_MAX) {
+                rc = fail(p, "invalid multibulk length");
+                break;
+            }
+            p->line.len = 0;
+            if (n <= 0) {
+                p->state = P_IDLE; /* empty multibulk: nothing to run */
+                break;
+            }
+            p->mb_left = n;
+            p->argcap = n < 1024 ? (int)n : 1024;
+            p->cmd = new_cmd(p->argcap);
+            p->state = P_BULK_HDR;
+            break;
+        }
+
+        case P_BULK_HDR: {
+            int r = read_header(p, data, len, &pos);
+            if (r < 0) {
+                rc = fail(p, "too big bulk count string");
+                break;
+            }
+            if (r == 0) break;
+            if (p->line.len == 0 || p->line.data[0] != '$') {
+                char c = p->line.len ? p->line.data[0] : '\r';
+                char msg[64];
+                if (c == '\r' || c == '\n')
+                    c = ' '; /* Redis turns newlines in error texts into spaces */
+                snprintf(msg, sizeof(msg), "expected '$', got '%c'", c);
+                rc = fail(p, msg);
+                break;
+            }
+            long long n;
+            if (!gw_str2ll(p->line.data + 1, p->line.len - 1, &n) || n < 0 ||
+                (unsigned long long)n > RESP_BULK_MAX) {
+                rc = fail(p, "invalid bulk length");
+                break;
+            }
+            p->line.len = 0;
+            p->bulklen = (size_t)n;
+            p->bulkhave = 0;
+            p->bulkcap = p->bulklen < ARG_INITIAL_MAX ? p->bulklen : ARG_INITIAL_MAX;
+            p->bulk = xrealloc(NULL, p->bulkcap + 1);
+            p->state = P_BULK_DATA;
+            break;
+        }
+
+        case P_BULK_DATA: {
+            size_t want = p->bulklen - p->bulkhave;
+            size_t n = len - pos < want ? len - pos : want;
+            if (p->bulkhave + n > p->bulkcap) {
+                size_t cap = p->bulkcap * 2;
+                if (cap < p->bulkhave + n) cap = p->bulkhave + n;
+                if (cap > p->bulklen) cap = p->bulklen;
+                p->bulk = xrealloc(p->bulk, cap + 1);
+                p->bulkcap = cap;
+            }
+            if (n) memcpy(p->bulk + p->bulkhave, data + pos, n);
+            p->bulkhave += n;
+            pos += n;
+            if (p->bulkhave < p->bulklen) break; /* pos == len: the loop ends */
+            p->bulk[p->bulklen] = 0;
+            p->state = P_BULK_END;
+            p->skip = 2; /* CRLF, unchecked as in Redis */
+            break;
+        }
+        default:
+            rc = fail(p, "internal parser state");
+            break;
+        }
+    }
+    *used = pos;
+    return rc;
+}

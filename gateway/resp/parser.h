@@ -1,0 +1,54 @@
+/* Incremental RESP2 request parser: multibulk ("*N\r\n$len\r\n...") and inline commands,
+ * fed with whatever each read() returned; commands come out as owned argv copies.
+ * Limits and error texts are Redis's (networking.c). */
+#ifndef GW_RESP_PARSER_H
+#define GW_RESP_PARSER_H
+
+#include <stddef.h>
+
+#include "util/buf.h"
+
+#define RESP_INLINE_MAX (64u * 1024)         /* PROTO_INLINE_MAX_SIZE, bytes */
+#define RESP_BULK_MAX (512ull * 1024 * 1024) /* proto-max-bulk-len, bytes */
+
+/* One parsed command (or a protocol error to report), owned by whoever holds it. */
+typedef struct gw_cmd {
+    struct gw_cmd *next; /* queue link (the connection's command queue) */
+    int argc;
+    char **argv;     /* argc arguments, each malloc'd, NUL-terminated, binary-safe */
+    size_t *argvlen; /* length in bytes of each argument */
+    size_t bytes;    /* sum of argvlen (input backpressure accounting) */
+    char *proto_err; /* non-NULL: no command, reply "-<proto_err>" and close the connection */
+} gw_cmd_t;
+
+/* Free a command and its arguments (NULL is fine). */
+void gw_cmd_free(gw_cmd_t *cmd);
+
+enum { RESP_NEED_MORE = 0, RESP_CMD = 1, RESP_ERROR = -1 };
+
+typedef struct resp_parser {
+    int state;
+    int skip;          /* bytes to skip before the next token ("\n" after "\r", CRLF after bulk) */
+    gw_buf_t line;     /* partial header or inline line */
+    long long mb_left; /* bulk arguments still to read for the current multibulk */
+    gw_cmd_t *cmd;     /* command under construction */
+    int argcap;
+    char *bulk; /* current bulk argument buffer */
+    size_t bulklen, bulkhave, bulkcap;
+    char err[128]; /* protocol error text after RESP_ERROR ("ERR Protocol error: ...") */
+} resp_parser_t;
+
+/* Initialise an empty parser. */
+void resp_parser_init(resp_parser_t *p);
+/* Free partial state. */
+void resp_parser_free(resp_parser_t *p);
+
+/* Consume bytes from data[0..len). Stops after one complete command.
+ * Returns RESP_CMD with *out set to a new command (caller owns it), RESP_NEED_MORE when
+ * every byte was consumed without completing a command, or RESP_ERROR with p->err holding
+ * Redis's text (the parser then stays in error: the connection must be closed).
+ * *used is set to the number of bytes consumed in every case. Empty commands ("*0\r\n",
+ * blank inline lines) are skipped silently. */
+int resp_parse(resp_parser_t *p, const char *data, size_t len, size_t *used, gw_cmd_t **out);
+
+#endif

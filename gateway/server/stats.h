@@ -1,0 +1,33 @@
+/* Process-wide gateway counters (INFO clients/stats), updated with relaxed atomics from
+ * every worker thread. dmcore's per-class verb counters live in dmkv/stats.h. */
+#ifndef GW_SERVER_STATS_H
+#define GW_SERVER_STATS_H
+
+#include <stdint.h>
+
+typedef struct gw_stats {
+    uint64_t connected_clients;          /* open client connections */
+    uint64_t total_connections_received; /* accepted since start */
+    uint64_t rejected_connections;       /* refused over maxclients */
+    uint64_t total_commands_processed;   /* commands executed (incl. ones that replied errors) */
+    uint64_t total_error_replies;        /* error replies sent */
+    uint64_t total_net_input_bytes;      /* bytes read from clients */
+    uint64_t total_net_output_bytes;     /* bytes handed to the kernel for clients */
+    uint64_t keyspace_hits;              /* GET-like lookups that found the key */
+    uint64_t keyspace_misses;            /* ... that did not */
+    uint64_t expired_keys;               /* not tracked (expiry is lazy in the pool): 0 */
+    uint64_t next_client_id;             /* CLIENT ID source */
+} gw_stats_t;
+
+extern gw_stats_t gw_stats;
+
+#define GW_STAT_ADD(field, n) __atomic_fetch_add(&gw_stats.field, (n), __ATOMIC_RELAXED)
+#define GW_STAT_SUB(field, n) __atomic_fetch_sub(&gw_stats.field, (n), __ATOMIC_RELAXED)
+#define GW_STAT_GET(field) __atomic_load_n(&gw_stats.field, __ATOMIC_RELAXED)
+#define GW_STAT_SET(field, v) __atomic_store_n(&gw_stats.field, (v), __ATOMIC_RELAXED)
+
+/* Reset the resettable counters (CONFIG RESETSTAT): everything but connected_clients and
+ * next_client_id. */
+void gw_stats_reset(void);
+
+#endif

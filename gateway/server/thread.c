@@ -1,0 +1,148 @@
+/* Worker threads: loop + pool connection + listeners + connections, and their shutdown. */
+#include "server/thread.h"
+
+#include <stdio.h>
+#include <string.h>
+
+#include "dmkv/coro.h"
+#include "net/conn.h"
+#include "net/listener.h"
+#include "dmkv/log.h"
+
+#define DRAIN_POLL_MS 10
+#define DRAIN_WARN_MS 5000
+
+static void close_listeners(gw_thread_t *th)
+{
+    for (int i = 0; i < GW_MAX_BIND; i++)
+        if (th->listener_inited[i] && !uv_is_closing((uv_handle_t *)&th->listeners[i]))
+            uv_close((uv_handle_t *)&th->listeners[i], NULL);
+}
+
+static void close_leftover(uv_handle_t *h, void *arg)
+{
+    (void)arg;
+    if (!uv_is_closing(h)) uv_close(h, NULL);
+}
+
+static void on_drain(uv_timer_t *t)
+{
+    gw_thread_t *th = t->data;
+    size_t live = dm_coro_live();
+    if (live > 0) {
+        uint64_t waited = dm_now_us() / 1000 - th->stop_started_ms;
+        if (waited >= DRAIN_WARN_MS && waited < DRAIN_WARN_MS + DRAIN_POLL_MS)
+            dm_log(DM_LOG_WARNING, "Thread %d: still waiting for %zu command(s) to finish",
+                   th->index, live);
+        return;
+    }
+    uv_timer_stop(t);
+    uv_close((uv_handle_t *)t, NULL);
+    uv_close((uv_handle_t *)&th->stop_async, NULL);
+    dm_worker_destroy(th->w);
+    th->w = NULL;
+    /* Anything the pool layer left open goes too, so that uv_run returns. */
+    uv_walk(&th->loop, close_leftover, NULL);
+}
+
+static void on_stop(uv_async_t *a)
+{
+    gw_thread_t *th = a->data;
+    if (th->stopping) return;
+    th->stopping = true;
+    th->stop_started_ms = dm_now_us() / 1000;
+    close_listeners(th);
+    for (;;) {
+        uv_mutex_lock(&th->lock);
+        gw_conn_t *c = th->conns;
+        uv_mutex_unlock(&th->lock);
+        if (!c) break;
+        gw_conn_close(c); /* unlinks c */
+    }
+    uv_timer_init(&th->loop, &th->drain_timer);
+    th->drain_timer.data = th;
+    uv_timer_start(&th->drain_timer, on_drain, 0, DRAIN_POLL_MS);
+}
+
+static void thread_main(void *arg)
+{
+    gw_thread_t *th = arg;
+    const gw_config_t *cfg = th->cfg;
+    char err[512] = "";
+    th->w = dm_worker_create(&th->loop, (const char *const *)cfg->memnodes,
+                             (unsigned)cfg->nmemnodes, err, sizeof(err));
+    if (!th->w) {
+        snprintf(th->start_err, sizeof(th->start_err), "Cannot connect to the memory pool: %s",
+                 err);
+        goto fail;
+    }
+    for (int i = 0; i < cfg->nbind; i++) {
+        if (gw_listen_reuseport(&th->loop, &th->listeners[i], &th->listener_inited[i], cfg->bind[i],
+                                cfg->port, gw_conn_on_accept, err, sizeof(err)) != 0) {
+            snprintf(th->start_err, sizeof(th->start_err), "%s", err);
+            goto fail;
+        }
+        th->listeners[i].data = th;
+    }
+    uv_async_init(&th->loop, &th->stop_async, on_stop);
+    th->stop_async.data = th;
+    th->start_rc = 0;
+    uv_sem_post(&th->ready);
+
+    uv_run(&th->loop, UV_RUN_DEFAULT);
+    uv_run(&th->loop, UV_RUN_DEFAULT); /* close callbacks queued at the very end */
+    if (uv_loop_close(&th->loop) != 0)
+        dm_log(DM_LOG_WARNING, "Thread %d: event loop closed with handles still open", th->index);
+    return;
+
+fail:
+    th->start_rc = -1;
+    close_listeners(th);
+    if (th->w) {
+        dm_worker_destroy(th->w);
+        th->w = NULL;
+    }
+    uv_walk(&th->loop, close_leftover, NULL);
+    uv_run(&th->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&th->loop);
+    uv_sem_post(&th->ready);
+}
+
+int gw_thread_start(gw_thread_t *th)
+{
+    th->start_rc = -1;
+    th->start_err[0] = 0;
+    th->conns = NULL;
+    th->nconns = 0;
+    th->stopping = false;
+    th->created = false;
+    uv_mutex_init(&th->lock);
+    uv_sem_init(&th->ready, 0);
+    int rc = uv_loop_init(&th->loop);
+    if (rc != 0) {
+        snprintf(th->start_err, sizeof(th->start_err), "uv_loop_init: %s", uv_strerror(rc));
+        return -1;
+    }
+    rc = uv_thread_create(&th->tid, thread_main, th);
+    if (rc != 0) {
+        snprintf(th->start_err, sizeof(th->start_err), "cannot create thread: %s", uv_strerror(rc));
+        uv_loop_close(&th->loop);
+        return -1;
+    }
+    th->created = true;
+    uv_sem_wait(&th->ready);
+    return th->start_rc;
+}
+
+void gw_thread_stop(gw_thread_t *th)
+{
+    if (th->start_rc == 0) uv_async_send(&th->stop_async);
+}
+
+void gw_thread_join(gw_thread_t *th)
+{
+    if (th->created) uv_thread_join(&th->tid);
+    th->created = false;
+    uv_sem_destroy(&th->ready);
+    uv_mutex_destroy(&th->lock);
+}

@@ -1,0 +1,57 @@
+/* One worker thread: its own libuv loop, its own dmcore worker (connections to every memory
+ * node), its own SO_REUSEPORT listeners, and the client connections it accepted. */
+#ifndef GW_SERVER_THREAD_H
+#define GW_SERVER_THREAD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <uv.h>
+
+#include "config/config.h"
+#include "dmkv/worker.h"
+
+#define GW_READ_BUF (64u * 1024) /* bytes per read() */
+
+typedef struct gw_conn gw_conn_t;
+
+typedef struct gw_thread {
+    int index; /* 0..threads-1 */
+    const gw_config_t *cfg;
+    uv_loop_t loop;
+    uv_thread_t tid;
+    dm_worker_t *w; /* NULL until connected to the pool */
+    uv_tcp_t listeners[GW_MAX_BIND];
+    int listener_inited[GW_MAX_BIND];
+    uv_async_t stop_async;  /* wakes the loop for shutdown */
+    uv_timer_t drain_timer; /* polls for the end of in-flight commands at shutdown */
+    bool created;           /* the OS thread exists (join it) */
+    bool stopping;
+    uint64_t stop_started_ms;
+
+    /* Guarded by lock so that CLIENT LIST on another thread can walk it. */
+    uv_mutex_t lock;
+    gw_conn_t *conns; /* doubly linked through gw_conn_t.prev/next */
+    size_t nconns;
+
+    char rbuf[GW_READ_BUF]; /* read buffer shared by this thread's connections */
+    bool rbuf_busy;
+
+    /* Start-up handshake with the main thread. */
+    uv_sem_t ready;
+    int start_rc; /* 0 ok, -1 failed (message in start_err) */
+    char start_err[1024];
+} gw_thread_t;
+
+/* Start thread th (fields index and cfg set by the caller); blocks until it has connected
+ * to the pool and is listening, or failed. Returns 0 or -1 (th->start_err says why; the
+ * thread has then exited and must still be joined with gw_thread_join). */
+int gw_thread_start(gw_thread_t *th);
+
+/* Ask the thread to shut down: stop accepting, close every connection, wait for running
+ * commands to finish (at most a few seconds), disconnect from the pool. Thread-safe. */
+void gw_thread_stop(gw_thread_t *th);
+
+/* Wait for the thread to exit and release what it holds. */
+void gw_thread_join(gw_thread_t *th);
+
+#endif

@@ -1,0 +1,177 @@
+/* Malformed RESP over raw sockets: each protocol error gets Redis's exact text, earlier
+ * replies are flushed first, the connection is closed, and the server keeps serving other
+ * clients. Also: commands split at every byte, inline commands with quotes. */
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "integration/it_check.h"
+#include "integration/procs.h"
+
+static int port;
+static redisContext *observer;
+
+static int raw_connect(void)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+    int one = 1;
+    setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    return fd;
+}
+
+static void send_all(int fd, const char *p, size_t n)
+{
+    while (n) {
+        ssize_t w = write(fd, p, n);
+        if (w <= 0) return; /* the server may close early on a protocol error */
+        p += w;
+        n -= (size_t)w;
+    }
+}
+
+/* Read until EOF (true) or until want bytes arrived without EOF (false). */
+static bool read_reply(int fd, char *buf, size_t cap, size_t *len, size_t want)
+{
+    *len = 0;
+    for (;;) {
+        if (want && *len >= want) return false;
+        ssize_t r = read(fd, buf + *len, cap - *len);
+        if (r == 0) return true;
+        if (r < 0) {
+            fprintf(stderr, "read: timeout or error after %zu bytes\n", *len);
+            return false;
+        }
+        *len += (size_t)r;
+        CHECK(*len < cap);
+    }
+}
+
+static void expect_closed_with(const char *input, size_t inlen, const char *reply)
+{
+    int fd = raw_connect();
+    send_all(fd, input, inlen);
+    char buf[65536];
+    size_t n;
+    bool eof = read_reply(fd, buf, sizeof(buf), &n, 0);
+    CHECKF(eof, "connection not closed after '%.40s'", input);
+    CHECKF(n == strlen(reply) && memcmp(buf, reply, n) == 0, "for '%.40s' got '%.*s' want '%s'",
+           input, (int)n, buf, reply);
+    close(fd);
+    EXPECT_STATUS(it_cmd(observer, "PING"), "PONG"); /* others still served */
+}
+
+#define CLOSED(in, reply) expect_closed_with((in), sizeof(in) - 1, (reply))
+
+static void test_protocol_errors(void)
+{
+    CLOSED("*abc\r\n", "-ERR Protocol error: invalid multibulk length\r\n");
+    CLOSED("*3000000000\r\n", "-ERR Protocol error: invalid multibulk length\r\n");
+    CLOSED("*1\r\n$abc\r\n", "-ERR Protocol error: invalid bulk length\r\n");
+    CLOSED("*1\r\n$-1\r\n", "-ERR Protocol error: invalid bulk length\r\n");
+    CLOSED("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$536870913\r\n",
+           "-ERR Protocol error: invalid bulk length\r\n");
+    CLOSED("*1\r\nX\r\n", "-ERR Protocol error: expected '$', got 'X'\r\n");
+    CLOSED("*2\r\n$4\r\nECHO\r\n:1\r\n", "-ERR Protocol error: expected '$', got ':'\r\n");
+    CLOSED("SET \"a b\r\n", "-ERR Protocol error: unbalanced quotes in request\r\n");
+    CLOSED("SET 'a b\r\n", "-ERR Protocol error: unbalanced quotes in request\r\n");
+    CLOSED("SET \"a\"b c\r\n", "-ERR Protocol error: unbalanced quotes in request\r\n");
+    /* replies to earlier commands are written first */
+    CLOSED("PING\r\n*1\r\n$4\r\nPING\r\n*1\r\nX\r\n",
+           "+PONG\r\n+PONG\r\n-ERR Protocol error: expected '$', got 'X'\r\n");
+    CLOSED("SET pk 1\r\nGET pk\r\n*x\r\n",
+           "+OK\r\n$1\r\n1\r\n-ERR Protocol error: invalid multibulk length\r\n");
+
+    size_t big = 70000;
+    char *s = malloc(big);
+    memset(s, 'x', big);
+    expect_closed_with(s, big, "-ERR Protocol error: too big inline request\r\n");
+    s[0] = '*';
+    memset(s + 1, '9', big - 1);
+    expect_closed_with(s, big, "-ERR Protocol error: too big mbulk count string\r\n");
+    memcpy(s, "*1\r\n$", 5);
+    expect_closed_with(s, big, "-ERR Protocol error: too big bulk count string\r\n");
+    free(s);
+    CLOSED("QUIT\r\nPING\r\n", "+OK\r\n");
+}
+
+static void expect_open_reply(int fd, const char *reply, size_t len)
+{
+    char buf[4096];
+    size_t n;
+    bool eof = read_reply(fd, buf, sizeof(buf), &n, len);
+    CHECKF(!eof && n == len && memcmp(buf, reply, n) == 0, "got '%.*s' want '%.*s'", (int)n, buf,
+           (int)len, reply);
+}
+
+static void test_split_everywhere(void)
+{
+    const char cmd[] = "*3\r\n$3\r\nSET\r\n$2\r\nsk\r\n$8\r\nv\r\n\0x\r\ny\r\n"
+                       "*2\r\n$3\r\nGET\r\n$2\r\nsk\r\n";
+    size_t n = sizeof(cmd) - 1;
+    const char want[] = "+OK\r\n$8\r\nv\r\n\0x\r\ny\r\n";
+    /* byte by byte on one connection */
+    int fd = raw_connect();
+    for (size_t i = 0; i < n; i++) {
+        send_all(fd, cmd + i, 1);
+        struct timespec ts = {0, 200000};
+        nanosleep(&ts, NULL);
+    }
+    char buf[256];
+    size_t got;
+    CHECK(!read_reply(fd, buf, sizeof(buf), &got, sizeof(want) - 1));
+    CHECK(got == sizeof(want) - 1 && memcmp(buf, want, got) == 0);
+    close(fd);
+    /* two writes split at every point */
+    for (size_t cut = 1; cut < n; cut++) {
+        fd = raw_connect();
+        send_all(fd, cmd, cut);
+        struct timespec ts = {0, 300000};
+        nanosleep(&ts, NULL);
+        send_all(fd, cmd + cut, n - cut);
+        CHECK(!read_reply(fd, buf, sizeof(buf), &got, sizeof(want) - 1));
+        CHECKF(got == sizeof(want) - 1 && memcmp(buf, want, got) == 0, "cut %zu", cut);
+        close(fd);
+    }
+}
+
+static void test_inline(void)
+{
+    int fd = raw_connect();
+    const char in[] = "set ik \"a b\\r\\n\\x00\" \r\nget ik\r\n\r\n  \r\nEXISTS 'ik' ik\n"
+                      "*0\r\n*-1\r\nping\r\n";
+    send_all(fd, in, sizeof(in) - 1);
+    const char want[] = "+OK\r\n$6\r\na b\r\n\0\r\n:2\r\n+PONG\r\n";
+    expect_open_reply(fd, want, sizeof(want) - 1);
+    close(fd);
+}
+
+int main(void)
+{
+    it_begin("protocol", 300);
+    it_pool_t pool;
+    it_pool_start(&pool);
+    const char *uris[] = {pool.uri};
+    it_proc_t gw;
+    it_gateway_start(&gw, uris, 1, 2, NULL);
+    port = gw.port;
+    observer = it_connect(port);
+    RUN(test_protocol_errors);
+    RUN(test_split_everywhere);
+    RUN(test_inline);
+    EXPECT_STATUS(it_cmd(observer, "PING"), "PONG");
+    redisFree(observer);
+    int st = it_proc_stop(&gw);
+    if (st != 0) it_proc_dump_log(&gw);
+    CHECKF(st == 0, "gateway exit status %d", st);
+    if (pool.shared) it_proc_stop(&pool.memnode);
+    fprintf(stderr, "it_protocol: OK\n");
+    return 0;
+}

@@ -1,0 +1,295 @@
+/* Integration-test process control (see procs.h). */
+#include "procs.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#define MAX_CHILDREN 32
+
+static pid_t children[MAX_CHILDREN];
+static const char *test_name = "it";
+static int log_seq;
+
+static void kill_children(void)
+{
+    for (int i = 0; i < MAX_CHILDREN; i++) {
+        if (children[i] > 0) {
+            kill(children[i], SIGKILL);
+            waitpid(children[i], NULL, 0);
+            children[i] = 0;
+        }
+    }
+}
+
+static void on_fatal(int sig)
+{
+    kill_children();
+    if (sig == SIGALRM) {
+        const char msg[] = "integration test timed out\n";
+        (void)!write(2, msg, sizeof(msg) - 1);
+        _exit(1);
+    }
+    signal(sig, SIG_DFL);
+    raise(sig);
+}
+
+void it_begin(const char *name, unsigned timeout_s)
+{
+    test_name = name;
+    atexit(kill_children);
+    signal(SIGABRT, on_fatal);
+    signal(SIGSEGV, on_fatal);
+    signal(SIGBUS, on_fatal);
+    signal(SIGINT, on_fatal);
+    signal(SIGTERM, on_fatal);
+    signal(SIGALRM, on_fatal);
+    signal(SIGPIPE, SIG_IGN);
+    alarm(timeout_s);
+    setvbuf(stdout, NULL, _IONBF, 0);
+}
+
+int it_free_port(void)
+{
+    for (int attempt = 0; attempt < 50; attempt++) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = 0};
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        socklen_t sl = sizeof(a);
+        if (bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
+            getsockname(fd, (struct sockaddr *)&a, &sl) == 0) {
+            int port = ntohs(a.sin_port);
+            close(fd);
+            if (port > 1024 && port < 61000) return port;
+            continue;
+        }
+        close(fd);
+    }
+    fprintf(stderr, "no free port\n");
+    abort();
+}
+
+bool it_wait_port(int port, int timeout_ms)
+{
+    for (int waited = 0; waited < timeout_ms; waited += 20) {
+        int fd = socket(AF_INET, SOCK_STREAM, 0);
+        struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        int ok = connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+        close(fd);
+        if (ok) return true;
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return false;
+}
+
+static pid_t spawn(it_proc_t *p, char *const argv[])
+{
+    snprintf(p->log, sizeof(p->log), "/tmp/dmkv-%s-%d-%d.log", test_name, (int)getpid(), log_seq++);
+    pid_t pid = fork();
+    if (pid < 0) {
+        perror("fork");
+        abort();
+    }
+    if (pid == 0) {
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        int fd = open(p->log, O_WRONLY | O_CREAT | O_TRUNC, 0644);
+        if (fd >= 0) {
+            dup2(fd, 1);
+            dup2(fd, 2);
+            close(fd);
+        }
+        execv(argv[0], argv);
+        fprintf(stderr, "exec %s: %s\n", argv[0], strerror(errno));
+        _exit(127);
+    }
+    for (int i = 0; i < MAX_CHILDREN; i++) {
+        if (children[i] == 0) {
+            children[i] = pid;
+            break;
+        }
+    }
+    p->pid = pid;
+    return pid;
+}
+
+static void forget_child(pid_t pid)
+{
+    for (int i = 0; i < MAX_CHILDREN; i++)
+        if (children[i] == pid) children[i] = 0;
+}
+
+void it_proc_dump_log(const it_proc_t *p)
+{
+    FILE *f = fopen(p->log, "r");
+    if (!f) return;
+    fprintf(stderr, "---- %s ----\n", p->log);
+    char line[1024];
+    static char ring[40][1024];
+    int n = 0;
+    while (fgets(line, sizeof(line), f))
+        snprintf(ring[n++ % 40], sizeof(ring[0]), "%s", line);
+    int start = n > 40 ? n - 40 : 0;
+    for (int i = start; i < n; i++)
+        fputs(ring[i % 40], stderr);
+    fclose(f);
+}
+
+static bool executable(const char *path)
+{
+    struct stat st;
+    return path && *path && stat(path, &st) == 0 && (st.st_mode & S_IXUSR);
+}
+
+/* Start argv (with the port already in it) and wait until port accepts. */
+static bool start_and_wait(it_proc_t *p, char *const argv[], int port)
+{
+    p->port = port;
+    spawn(p, argv);
+    for (int waited = 0; waited < 15000; waited += 50) {
+        int st;
+        if (waitpid(p->pid, &st, WNOHANG) == p->pid) {
+            forget_child(p->pid);
+            p->pid = 0;
+            return false; /* exited: maybe the port was taken; the caller retries */
+        }
+        if (it_wait_port(port, 50)) return true;
+    }
+    return false;
+}
+
+void it_pool_start(it_pool_t *pool)
+{
+    memset(pool, 0, sizeof(*pool));
+    const char *bin = getenv("DMKV_MEMNODE");
+    const char *force_local = getenv("DMKV_IT_LOCAL");
+    if ((force_local && *force_local == '1') || !executable(bin)) {
+        fprintf(stderr,
+                "[procs] no dmkv-memnode binary (DMKV_MEMNODE=%s): using --memnode "
+                "local\n",
+                bin ? bin : "(unset)");
+        snprintf(pool->uri, sizeof(pool->uri), "local");
+        pool->shared = false;
+        return;
+    }
+    const char *size = getenv("DMKV_IT_MEMNODE_SIZE");
+    if (!size) size = "512m";
+    for (int attempt = 0; attempt < 5; attempt++) {
+        int port = it_free_port();
+        char ps[16];
+        snprintf(ps, sizeof(ps), "%d", port);
+        char *argv[] = {(char *)bin, "--port", ps, "--size", (char *)size, NULL};
+        if (start_and_wait(&pool->memnode, argv, port)) {
+            snprintf(pool->uri, sizeof(pool->uri), "tcp://127.0.0.1:%d", port);
+            pool->shared = true;
+            fprintf(stderr, "[procs] memnode pid %d on %d (log %s)\n", (int)pool->memnode.pid, port,
+                    pool->memnode.log);
+            return;
+        }
+        it_proc_dump_log(&pool->memnode);
+        if (pool->memnode.pid) it_proc_stop(&pool->memnode);
+    }
+    fprintf(stderr, "[procs] cannot start dmkv-memnode\n");
+    abort();
+}
+
+void it_gateway_start(it_proc_t *gw, const char *const *uris, int nuris, int threads,
+                      const char *const *extra)
+{
+    const char *bin = getenv("DMKV_GATEWAY");
+    if (!executable(bin)) {
+        fprintf(stderr, "[procs] DMKV_GATEWAY is not set to the dmkv-gateway binary\n");
+        abort();
+    }
+    memset(gw, 0, sizeof(*gw));
+    for (int attempt = 0; attempt < 5; attempt++) {
+        int port = it_free_port();
+        char ps[16], ts[16];
+        snprintf(ps, sizeof(ps), "%d", port);
+        snprintf(ts, sizeof(ts), "%d", threads);
+        char *argv[64];
+        int n = 0;
+        argv[n++] = (char *)bin;
+        argv[n++] = "--port";
+        argv[n++] = ps;
+        argv[n++] = "--bind";
+        argv[n++] = "127.0.0.1";
+        argv[n++] = "--threads";
+        argv[n++] = ts;
+        for (int i = 0; i < nuris && n < 50; i++) {
+            argv[n++] = "--memnode";
+            argv[n++] = (char *)uris[i];
+        }
+        for (int i = 0; extra && extra[i] && n < 62; i++)
+            argv[n++] = (char *)extra[i];
+        argv[n] = NULL;
+        if (start_and_wait(gw, argv, port)) {
+            fprintf(stderr, "[procs] gateway pid %d on %d (log %s)\n", (int)gw->pid, port, gw->log);
+            return;
+        }
+        it_proc_dump_log(gw);
+        if (gw->pid) it_proc_stop(gw);
+    }
+    fprintf(stderr, "[procs] cannot start dmkv-gateway\n");
+    abort();
+}
+
+int it_proc_stop(it_proc_t *p)
+{
+    if (p->pid <= 0) return -1;
+    kill(p->pid, SIGTERM);
+    int st = 0;
+    for (int waited = 0; waited < 10000; waited += 20) {
+        pid_t r = waitpid(p->pid, &st, WNOHANG);
+        if (r == p->pid) {
+            forget_child(p->pid);
+            p->pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        }
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    kill(p->pid, SIGKILL);
+    waitpid(p->pid, &st, 0);
+    forget_child(p->pid);
+    p->pid = 0;
+    return -1;
+}
+
+redisContext *it_connect(int port)
+{
+    struct timeval tv = {30, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (!c || c->err) {
+        fprintf(stderr, "connect to %d: %s\n", port, c ? c->errstr : "alloc");
+        abort();
+    }
+    redisSetTimeout(c, tv);
+    return c;
+}
+
+redisReply *it_cmd(redisContext *c, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(c, fmt, ap);
+    va_end(ap);
+    if (!r) {
+        fprintf(stderr, "command '%s' failed: %s\n", fmt, c->errstr);
+        abort();
+    }
+    return r;
+}

@@ -1,0 +1,60 @@
+/* Integration-test process control: start real dmkv-memnode / dmkv-gateway processes on
+ * free 127.0.0.1 ports, wait until they accept connections, and make sure they die with
+ * the test (normal exit, CHECK abort, time-out alarm, or a crash of the test itself). */
+#ifndef DMKV_IT_PROCS_H
+#define DMKV_IT_PROCS_H
+
+#include <hiredis/hiredis.h>
+#include <stdbool.h>
+#include <sys/types.h>
+
+typedef struct it_proc {
+    pid_t pid;     /* 0 when not running */
+    int port;      /* TCP port it listens on */
+    char log[256]; /* file receiving its stdout/stderr */
+} it_proc_t;
+
+/* A pool for the test: a memory node (or the in-process "local" pool when no dmkv-memnode
+ * binary is available or DMKV_IT_LOCAL=1 is set). */
+typedef struct it_pool {
+    it_proc_t memnode;
+    char uri[64]; /* "tcp://127.0.0.1:<port>" or "local" */
+    bool shared;  /* true when several gateways can share it (a real memory node) */
+} it_pool_t;
+
+/* Start the test: installs handlers so that child processes are killed on exit/abort, and
+ * an alarm that fails the test after timeout_s seconds. name labels log files. */
+void it_begin(const char *name, unsigned timeout_s);
+
+/* A currently free TCP port on 127.0.0.1. */
+int it_free_port(void);
+
+/* Poll until 127.0.0.1:port accepts a TCP connection; false after timeout_ms. */
+bool it_wait_port(int port, int timeout_ms);
+
+/* Start a pool (memory node when possible). Aborts the test on failure. */
+void it_pool_start(it_pool_t *pool);
+
+/* Start dmkv-gateway on a free port with the given memory-node URIs and threads, plus
+ * extra arguments (NULL-terminated list, may be NULL). Aborts the test on failure. */
+void it_gateway_start(it_proc_t *gw, const char *const *uris, int nuris, int threads,
+                      const char *const *extra);
+
+/* SIGTERM, wait up to 10 s (then SIGKILL). Returns the exit status as from waitpid's
+ * WEXITSTATUS, or -1 when it had to be killed or died of a signal. */
+int it_proc_stop(it_proc_t *p);
+
+/* Print the last lines of p's log to stderr (on failures). */
+void it_proc_dump_log(const it_proc_t *p);
+
+/* hiredis connection to 127.0.0.1:port with a 30 s timeout; aborts on failure. */
+redisContext *it_connect(int port);
+
+/* Run one command (redisCommandArgv-style with lengths) and return the reply (caller
+ * frees); aborts when the connection failed. */
+redisReply *it_cmd(redisContext *c, const char *fmt, ...);
+
+/* Exit status to use when a test is skipped (ctest treats 0 as pass; we print SKIP). */
+#define IT_SKIP 0
+
+#endif
