@@ -51,16 +51,32 @@ int dm_ctx_check(const dm_ctx_t *ctx)
     return dm_now_us() - ctx->start_us > DM_OP_TIMEOUT_US ? DM_ERETRY : 0;
 }
 
-/* Take bytes (multiple of 64) straight from some node's alloc_ptr by FAA. */
+/* Take bytes (multiple of 64) straight from some node's alloc_ptr by FAA, round robin
+ * over the pool's nodes (so chunks, hence KV blocks and subtables, spread evenly), within
+ * the pool-wide maxmemory budget. */
 static int take_from_pool(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t bytes, dm_gaddr_t *out)
 {
     dm_worker_t *w = a->w;
+    /* The pool-wide budget first (maxmemory): FAA the usage ‖ read the limit. */
+    dm_batch_t b;
+    uint64_t limit = 0;
+    dm_batch_init(&b);
+    dm_verb_t *u = dm_batch_faa(&b, dm_gaddr_make(0, DM_SB_OFF(pool_used)), bytes);
+    dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(maxmemory)), &limit, 8);
+    int rc = dm_batch_exec(ctx, &b);
+    if (rc)
+        return rc;
+    if (limit && u->result + bytes > limit) {
+        dm_batch_init(&b);
+        dm_batch_faa(&b, dm_gaddr_make(0, DM_SB_OFF(pool_used)), (uint64_t)-(int64_t)bytes);
+        dm_batch_exec(ctx, &b);
+        return DM_ENOMEM;
+    }
     for (unsigned tries = 0; tries < w->n_nodes; tries++) {
         unsigned node = a->next_node++ % w->n_nodes;
-        dm_batch_t b;
         dm_batch_init(&b);
         dm_verb_t *v = dm_batch_faa(&b, dm_gaddr_make(node, DM_SB_OFF(alloc_ptr)), bytes);
-        int rc = dm_batch_exec(ctx, &b);
+        rc = dm_batch_exec(ctx, &b);
         if (rc)
             return rc;
         uint64_t old = v->result;
@@ -71,6 +87,9 @@ static int take_from_pool(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t bytes, dm_gaddr
         }
         /* This node is full: the overshoot stays (every later FAA fails the same way). */
     }
+    dm_batch_init(&b);
+    dm_batch_faa(&b, dm_gaddr_make(0, DM_SB_OFF(pool_used)), (uint64_t)-(int64_t)bytes);
+    dm_batch_exec(ctx, &b);
     return DM_ENOMEM;
 }
 
@@ -148,4 +167,21 @@ void dm_alloc_free(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes)
 uint64_t dm_alloc_chunk_bytes(const dm_alloc_t *a)
 {
     return a->chunk_bytes;
+}
+
+int dm_pool_set_maxmemory(dm_ctx_t *ctx, uint64_t bytes)
+{
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_write(&b, dm_gaddr_make(0, DM_SB_OFF(maxmemory)), &bytes, 8);
+    return dm_batch_exec(ctx, &b);
+}
+
+int dm_pool_usage(dm_ctx_t *ctx, uint64_t *maxmemory, uint64_t *used)
+{
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(maxmemory)), maxmemory, 8);
+    dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(pool_used)), used, 8);
+    return dm_batch_exec(ctx, &b);
 }

@@ -12,7 +12,30 @@
 #include "dmkv/alloc.h"
 #include "dmkv/coro.h"
 #include "dmkv/errors.h"
+#include "dmkv/log.h"
 #include "race_internal.h"
+
+static uint64_t splits_done, splits_running, dir_doublings;
+
+void dm_race_split_stats(uint64_t *done, uint64_t *running, uint64_t *doublings)
+{
+    *done = __atomic_load_n(&splits_done, __ATOMIC_RELAXED);
+    *running = __atomic_load_n(&splits_running, __ATOMIC_RELAXED);
+    *doublings = __atomic_load_n(&dir_doublings, __ATOMIC_RELAXED);
+}
+
+/* Test hook: DMKV_SPLIT_PAUSE_MS holds every split for that long after its copy phase
+ * and after publishing, so a test can kill a gateway in the middle of one. */
+static void split_test_pause(dm_ctx_t *ctx)
+{
+    static int ms = -1;
+    if (ms < 0) {
+        const char *env = getenv("DMKV_SPLIT_PAUSE_MS");
+        ms = env ? atoi(env) : 0;
+    }
+    if (ms > 0)
+        race_pause(ctx, (uint32_t)ms * 1000u);
+}
 
 #define MOVE_CHUNK 64 /* buckets read per step */
 
@@ -342,6 +365,10 @@ static int publish(dm_ctx_t *ctx, uint32_t s, unsigned l, dm_gaddr_t X, dm_gaddr
         rc = dm_batch_exec(ctx, &b);
         if (!rc && v->result != gd)
             rc = DM_ERETRY; /* our lease was stolen */
+        if (!rc) {
+            __atomic_fetch_add(&dir_doublings, 1, __ATOMIC_RELAXED);
+            dm_log(DM_LOG_VERBOSE, "RACE directory doubled to global depth %u", ngd);
+        }
     }
     if (!rc) { /* install without yielding: other coroutines share the cache */
         memcpy(r->dir, dir, 8ull << ngd);
@@ -407,6 +434,8 @@ static int split_locked(dm_ctx_t *ctx, dm_gaddr_t X, unsigned l, uint32_t s, dm_
     if (!image)
         return DM_ENOMEM;
     uint32_t ns = s | (1u << l);
+    dm_log(DM_LOG_VERBOSE, "RACE split of subtable %u/%u started", s, l);
+    __atomic_fetch_add(&splits_running, 1, __ATOMIC_RELAXED);
     int rc = copy_phase(ctx, X, l, s, image, lock, mine);
     dm_gaddr_t N = 0;
     if (!rc) {
@@ -422,11 +451,20 @@ static int split_locked(dm_ctx_t *ctx, dm_gaddr_t X, unsigned l, uint32_t s, dm_
     }
     free(image);
     if (!rc)
+        split_test_pause(ctx);
+    if (!rc)
         rc = publish(ctx, s, l, X, N);
+    if (!rc)
+        split_test_pause(ctx);
     if (!rc)
         rc = clear_phase(ctx, X, l + 1, s, lock, mine);
     if (!rc)
         rc = clear_moving(ctx, N, l + 1, ns);
+    __atomic_fetch_sub(&splits_running, 1, __ATOMIC_RELAXED);
+    if (!rc)
+        __atomic_fetch_add(&splits_done, 1, __ATOMIC_RELAXED);
+    dm_log(DM_LOG_VERBOSE, "RACE split of subtable %u/%u %s", s, l,
+           rc ? dm_strerror(rc) : "done");
     return rc;
 }
 

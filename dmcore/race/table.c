@@ -10,11 +10,22 @@
 
 #define HASH_SEED 0x646d6b76ull /* "dmkv" */
 
-static uint64_t create_groups = DM_RACE_GROUPS;
+static uint64_t create_groups;
 
 void dm_race_set_create_groups(uint64_t groups)
 {
-    create_groups = groups < 2 ? DM_RACE_GROUPS : groups;
+    create_groups = groups < 2 ? 0 : groups;
+}
+
+/* Groups for a new table: set by the process, else DMKV_RACE_GROUPS (tests use small
+ * subtables to split often), else the default. */
+static uint64_t groups_for_create(void)
+{
+    if (create_groups)
+        return create_groups;
+    const char *env = getenv("DMKV_RACE_GROUPS");
+    uint64_t g = env ? strtoull(env, NULL, 10) : 0;
+    return g >= 2 && g <= (1u << 20) ? g : DM_RACE_GROUPS;
 }
 
 uint64_t race_key_hash(const void *key, size_t klen, uint64_t *high)
@@ -188,7 +199,7 @@ int race_new_subtable(dm_ctx_t *ctx, uint64_t groups, unsigned ld, uint32_t s, i
 static int race_create(dm_ctx_t *ctx, dm_gaddr_t *root)
 {
     unsigned nsub = 1u << DM_RACE_INIT_DEPTH;
-    uint64_t groups = create_groups;
+    uint64_t groups = groups_for_create();
     uint64_t *dir = calloc(nsub, 8);
     if (!dir)
         return DM_ENOMEM;

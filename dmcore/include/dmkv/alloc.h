@@ -25,6 +25,12 @@ int dm_alloc_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out);
 /* Return a block; it is reused only after DM_GRACE_US. bytes as passed to dm_alloc_block. */
 void dm_alloc_free(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes);
 
+/* Pool-wide limit on the chunk bytes gateways may take (Redis's maxmemory; 0 = none),
+ * stored in the superblock so every gateway obeys it. Returns 0 or DM_E*. */
+int dm_pool_set_maxmemory(dm_ctx_t *ctx, uint64_t bytes);
+/* Reads the limit and the chunk bytes taken so far from the superblock. */
+int dm_pool_usage(dm_ctx_t *ctx, uint64_t *maxmemory, uint64_t *used);
+
 /* Bytes this worker has taken from the pool in chunks, and bytes in quarantine/free. */
 uint64_t dm_alloc_chunk_bytes(const dm_alloc_t *a);
 

@@ -78,6 +78,10 @@ int64_t dm_race_flush(dm_ctx_t *ctx);
 /* Number of keys (superblock counter, kept with FAA). */
 int64_t dm_race_count(dm_ctx_t *ctx);
 
+/* Process-wide split counters: finished splits, splits in progress, directory doublings
+ * done by this process (INFO). */
+void dm_race_split_stats(uint64_t *done, uint64_t *running, uint64_t *doublings);
+
 /* Current global depth of the cached directory (tests, INFO). */
 unsigned dm_race_global_depth(const dm_race_t *r);
 

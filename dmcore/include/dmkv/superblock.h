@@ -21,7 +21,9 @@ typedef struct dm_superblock {
     uint64_t race_root;   /* node 0: gaddr of the RACE table header, 0 = not created */
     uint64_t chime_root;  /* node 0: CHIME root word (issue 3) */
     uint64_t key_count;   /* node 0: number of keys (DBSIZE), kept with FAA */
-    uint64_t reserved[56];
+    uint64_t maxmemory;   /* node 0: pool-wide limit on chunk bytes taken, 0 = none */
+    uint64_t pool_used;   /* node 0: chunk bytes taken from all nodes, kept with FAA */
+    uint64_t reserved[54];
 } dm_superblock_t;
 
 #define DM_SB_OFF(field) offsetof(dm_superblock_t, field)
