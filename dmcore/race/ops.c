@@ -179,6 +179,7 @@ static void take_item(lookup_t *lk, dm_race_item_t *item)
  * two leases (a dead splitter's lease expires and someone finishes its split). */
 typedef struct retry {
     int corrupt;
+    int waits; /* DM_ERETRY waits: bounded by time, not by the attempt count */
     uint64_t since_us;
 } retry_t;
 
@@ -191,7 +192,8 @@ static int should_retry(dm_ctx_t *ctx, int rc, retry_t *rt)
             rt->since_us = dm_now_us();
         if (dm_now_us() - rt->since_us > 2000ull * RACE_LEASE_MS)
             return 0;
-        race_pause(ctx, 200);
+        race_pause(ctx, rt->waits < 8 ? 200 : 2000);
+        rt->waits++;
         return 1;
     }
     return 0;
@@ -200,7 +202,7 @@ static int should_retry(dm_ctx_t *ctx, int rc, retry_t *rt)
 int dm_race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *item)
 {
     retry_t rt = {0};
-    for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+    for (int attempt = 0; attempt - rt.waits < MAX_ATTEMPTS; attempt++) {
         lookup_t lk;
         dm_batch_t b;
         dm_batch_init(&b);
@@ -376,7 +378,7 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block,
     retry_t rt = {0};
     uint64_t block_expire;
     memcpy(&block_expire, block + 8, 8);
-    for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+    for (int attempt = 0; attempt - rt.waits < MAX_ATTEMPTS; attempt++) {
         lookup_t lk;
         dm_batch_t b;
         dm_batch_init(&b);
@@ -482,7 +484,7 @@ int dm_race_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide_f
 {
     int deleted = 0;
     retry_t rt = {0};
-    for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+    for (int attempt = 0; attempt - rt.waits < MAX_ATTEMPTS; attempt++) {
         lookup_t lk;
         dm_batch_t b;
         dm_batch_init(&b);

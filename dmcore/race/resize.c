@@ -493,6 +493,9 @@ static int split(dm_ctx_t *ctx, dir_snap_t *sn, uint64_t hash, int help_only)
         rc = lease_take(ctx, plock, &mine);
         if (rc < 0)
             return rc;
+        if (rc == 1)
+            dm_log(DM_LOG_NOTICE, "RACE: lease of subtable %u/%u expired (its gateway died?): "
+                   "finishing its split", ps, l - 1);
         rc = snap_read(ctx, sn);
         if (!rc)
             rc = finish_pending(ctx, sn, ps, l, plock, &mine);
@@ -512,6 +515,9 @@ static int split(dm_ctx_t *ctx, dir_snap_t *sn, uint64_t hash, int help_only)
         return 0;
     }
     int stolen = rc == 1;
+    if (stolen)
+        dm_log(DM_LOG_NOTICE, "RACE: lease of subtable %u/%u expired (its gateway died?): "
+               "taking over its split", s, l);
     rc = snap_read(ctx, sn);
     e = snap_get(sn, s);
     if (!rc && (race_dir_addr(e) != X || race_dir_ld(e) != l)) {
