@@ -146,13 +146,15 @@ void dm_keylist_free(dm_keylist_t *l)
 typedef struct scan_out {
     dm_keylist_t *l;
     int err;
+    int want_expired; /* 0: live keys only (SCAN); 1: expired keys only (active expiry) */
+    uint64_t now_ms;
 } scan_out_t;
 
 static void emit_key(void *arg, const dm_kv_view_t *v)
 {
     scan_out_t *so = arg;
     dm_keylist_t *l = so->l;
-    if (so->err)
+    if (so->err || live(v, so->now_ms) == so->want_expired)
         return;
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 16;
@@ -178,7 +180,15 @@ static void emit_key(void *arg, const dm_kv_view_t *v)
 int dm_kv_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, dm_keylist_t *out,
                uint64_t *next)
 {
-    scan_out_t so = {.l = out, .err = 0};
+    scan_out_t so = {.l = out, .err = 0, .want_expired = 0, .now_ms = dm_wall_ms()};
+    int rc = dm_race_scan(ctx, cursor, count, emit_key, &so, next);
+    return rc ? rc : so.err;
+}
+
+int dm_kv_scan_expired(dm_ctx_t *ctx, uint64_t cursor, size_t count, dm_keylist_t *out,
+                       uint64_t *next)
+{
+    scan_out_t so = {.l = out, .err = 0, .want_expired = 1, .now_ms = dm_wall_ms()};
     int rc = dm_race_scan(ctx, cursor, count, emit_key, &so, next);
     return rc ? rc : so.err;
 }

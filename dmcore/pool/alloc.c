@@ -3,6 +3,7 @@
 #include "dmkv/alloc.h"
 
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "dmkv/errors.h"
 #include "dmkv/superblock.h"
@@ -114,6 +115,41 @@ static freed_t *take_freed(dm_alloc_t *a, uint64_t units)
     return NULL;
 }
 
+uint64_t dm_alloc_owner_id(void)
+{
+    static uint64_t id;
+    uint64_t v = __atomic_load_n(&id, __ATOMIC_RELAXED);
+    if (!v) {
+        v = (dm_now_us() * 0x9E3779B97F4A7C15ull) ^ ((uint64_t)getpid() << 32) ^ dm_wall_ms();
+        v |= 1;
+        uint64_t zero = 0;
+        if (!__atomic_compare_exchange_n(&id, &zero, v, 0, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+            v = zero;
+    }
+    return v;
+}
+
+/* Take payload bytes behind a chunk header; the header is written without waiting (it is
+ * read only by pool walks, never on the data path). */
+static int take_range(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t payload, dm_gaddr_t *out)
+{
+    uint64_t total = payload + sizeof(dm_chunk_hdr_t);
+    dm_gaddr_t start;
+    int rc = take_from_pool(ctx, a, total, &start);
+    if (rc)
+        return rc;
+    dm_chunk_hdr_t h = {.magic = DM_CHUNK_MAGIC,
+                        .bytes = total,
+                        .owner = dm_alloc_owner_id(),
+                        .created_ms = dm_wall_ms()};
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_write(&b, start, &h, sizeof(h));
+    dm_batch_post_async(ctx, &b);
+    *out = start + sizeof(dm_chunk_hdr_t);
+    return 0;
+}
+
 int dm_alloc_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out)
 {
     dm_alloc_t *a = ctx->w->alloc;
@@ -128,15 +164,16 @@ int dm_alloc_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out)
         return 0;
     }
     if (need > DM_CHUNK_SIZE / 4) /* big values get their own extent */
-        return take_from_pool(ctx, a, need, out);
+        return take_range(ctx, a, need, out);
     if (a->cur_left < need) {
         dm_gaddr_t chunk;
-        int rc = take_from_pool(ctx, a, DM_CHUNK_SIZE, &chunk);
+        uint64_t payload = DM_CHUNK_SIZE - sizeof(dm_chunk_hdr_t);
+        int rc = take_range(ctx, a, payload, &chunk);
         if (rc)
             return rc;
         /* The rest of the old chunk is abandoned (small: < a quarter chunk). */
         a->cur = chunk;
-        a->cur_left = DM_CHUNK_SIZE;
+        a->cur_left = payload;
     }
     *out = a->cur;
     a->cur += need;

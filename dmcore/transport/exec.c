@@ -92,6 +92,6 @@ void dm_region_format(uint8_t *base, uint64_t size)
     memset(sb, 0, sizeof(*sb));
     sb->version = DM_SB_VERSION;
     sb->region_size = size;
-    sb->alloc_ptr = 65536;
+    sb->alloc_ptr = DM_SB_FIRST_CHUNK;
     __atomic_store_n(&sb->magic, DM_SB_MAGIC, __ATOMIC_RELEASE);
 }

@@ -31,6 +31,10 @@ int dm_pool_set_maxmemory(dm_ctx_t *ctx, uint64_t bytes);
 /* Reads the limit and the chunk bytes taken so far from the superblock. */
 int dm_pool_usage(dm_ctx_t *ctx, uint64_t *maxmemory, uint64_t *used);
 
+/* This process's owner id, stamped in the header of every chunk it takes (random, nonzero;
+ * gateways log it at start). */
+uint64_t dm_alloc_owner_id(void);
+
 /* Bytes this worker has taken from the pool in chunks, and bytes in quarantine/free. */
 uint64_t dm_alloc_chunk_bytes(const dm_alloc_t *a);
 

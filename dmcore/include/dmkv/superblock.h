@@ -28,4 +28,18 @@ typedef struct dm_superblock {
 
 #define DM_SB_OFF(field) offsetof(dm_superblock_t, field)
 
+/* Every range a gateway takes from a node's alloc_ptr (a chunk, or an extent for a large
+ * value or a subtable) starts with this header, so a node's memory can be walked from
+ * DM_SB_FIRST_CHUNK to alloc_ptr, and the chunks of a gateway that died can be found by
+ * their owner (see bench/pool_info.c). */
+#define DM_CHUNK_MAGIC 0x4b4e484355484b44ull /* "DKHUCHNK" */
+#define DM_SB_FIRST_CHUNK 65536u
+typedef struct dm_chunk_hdr {
+    uint64_t magic;
+    uint64_t bytes;      /* of the whole range, header included */
+    uint64_t owner;      /* dm_alloc_owner_id() of the process that took it */
+    uint64_t created_ms; /* wall clock */
+    uint64_t reserved[4];
+} dm_chunk_hdr_t;
+
 #endif
