@@ -12,23 +12,7 @@ REDIS_PORT=${REDIS_PORT:-16389}
 DMKV_PORT=${DMKV_PORT:-16390}
 MN1=${MN1:-17010}
 MN2=${MN2:-17011}
-TMP=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-wait_port() {
-    for _ in $(seq 1 200); do
-        redis-cli -p "$1" PING >/dev/null 2>&1 && return 0
-        sleep 0.05
-    done
-    echo "nothing answers on port $1" >&2
-    exit 1
-}
-field() { tr -d '\r' | awk -F: -v k="$1" '$1 == k { print $2 }'; }
+. "$(dirname "$0")/lib.sh"
 
 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$TMP" \
     >"$TMP/redis.log" 2>&1 &

@@ -10,23 +10,7 @@ REDIS_PORT=${REDIS_PORT:-16379}
 DMKV_PORT=${DMKV_PORT:-16380}
 MEMNODE_PORT=${MEMNODE_PORT:-17000}
 THREADS=${THREADS:-1}
-TMP=$(mktemp -d)
-pids=()
-cleanup() {
-    for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-    wait 2>/dev/null || true
-    rm -rf "$TMP"
-}
-trap cleanup EXIT
-
-wait_port() {
-    for _ in $(seq 1 200); do
-        redis-cli -p "$1" PING >/dev/null 2>&1 && return 0
-        sleep 0.05
-    done
-    echo "nothing answers on port $1" >&2
-    exit 1
-}
+. "$(dirname "$0")/lib.sh"
 
 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
     --dir "$TMP" >"$TMP/redis.log" 2>&1 &
@@ -45,9 +29,6 @@ rps() {
     redis-benchmark -p "$1" -t "$2" -n "$N" -c 50 -P "$3" -r 100000 -d 32 --csv -q 2>/dev/null |
         awk -F'"' 'NR > 1 && $2 != "" { print $4; exit }'
 }
-info_field() {
-    redis-cli -p "$DMKV_PORT" INFO dmkv | tr -d '\r' | awk -F: -v k="$1" '$1 == k { print $2 }'
-}
 
 printf '\nredis-benchmark -n %s -c 50 -r 100000 -d 32, gateway threads %s, %s\n' \
     "$N" "$THREADS" "$(date -u +%Y-%m-%dT%H:%MZ)"
@@ -58,9 +39,9 @@ for P in 1 16; do
         redis-cli -p "$DMKV_PORT" CONFIG RESETSTAT >/dev/null 2>&1 || true
         r=$(rps "$REDIS_PORT" "$T" "$P")
         d=$(rps "$DMKV_PORT" "$T" "$P")
-        rtt=$(info_field "${T}_rtts_per_op")
-        verbs=$(info_field "${T}_verbs_per_op")
-        bytes=$(info_field "${T}_bytes_per_op")
+        rtt=$(redis-cli -p "$DMKV_PORT" INFO dmkv | field "${T}_rtts_per_op")
+        verbs=$(redis-cli -p "$DMKV_PORT" INFO dmkv | field "${T}_verbs_per_op")
+        bytes=$(redis-cli -p "$DMKV_PORT" INFO dmkv | field "${T}_bytes_per_op")
         ratio=$(awk -v a="$d" -v b="$r" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
         printf '%-6s %-4s %14s %14s %7s %9s %9s %11s\n' "$T" "$P" "$r" "$d" "$ratio" \
             "${rtt:--}" "${verbs:--}" "${bytes:--}"

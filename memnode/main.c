@@ -13,7 +13,7 @@
 #include <uv.h>
 
 #include "dmkv/superblock.h"
-#include "mn_log.h"
+#include "dmkv/log.h"
 #include "mn_region.h"
 #include "rdma_server.h"
 #include "tcp_server.h"
@@ -70,12 +70,12 @@ static int parse_args(int argc, char **argv, options_t *o)
         } else if (strcmp(a, "--auth") == 0) {
             o->auth = v;
         } else if (strcmp(a, "--loglevel") == 0) {
-            int l = mn_log_level(v);
+            int l = dm_log_level_from_name(v);
             if (l < 0) {
                 fprintf(stderr, "dmkv-memnode: bad loglevel '%s'\n", v);
                 return -1;
             }
-            mn_log_set_level(l);
+            dm_log_set_level(l);
         } else {
             fprintf(stderr, "dmkv-memnode: unknown option %s\n", a);
             return -1;
@@ -87,7 +87,7 @@ static int parse_args(int argc, char **argv, options_t *o)
 static void on_signal(uv_signal_t *h, int signum)
 {
     (void)h;
-    mn_log(MN_WARNING, "Received %s scheduling shutdown...",
+    dm_log(DM_LOG_WARNING, "Received %s scheduling shutdown...",
            signum == SIGINT ? "SIGINT" : "SIGTERM");
     mn_tcp_stop(&server);
     if (rdma_started) memnode_rdma_stop();
@@ -105,22 +105,22 @@ int main(int argc, char **argv)
         return pr > 0 ? 0 : 1;
     }
     signal(SIGPIPE, SIG_IGN);
-    mn_log(MN_NOTICE, "dmkv-memnode starting, pid=%d", (int)getpid());
+    dm_log(DM_LOG_NOTICE, "dmkv-memnode starting, pid=%d", (int)getpid());
 
     mn_region_t region;
     if (mn_region_create(&region, o.size)) {
-        mn_log(MN_WARNING, "Cannot allocate a %llu-byte region: %s", (unsigned long long)o.size,
+        dm_log(DM_LOG_WARNING, "Cannot allocate a %llu-byte region: %s", (unsigned long long)o.size,
                strerror(errno));
         return 1;
     }
-    mn_log(MN_NOTICE, "Region of %llu MiB allocated (%s), node header formatted (alloc_ptr %llu)",
+    dm_log(DM_LOG_NOTICE, "Region of %llu MiB allocated (%s), node header formatted (alloc_ptr %llu)",
            (unsigned long long)(o.size >> 20), region.huge ? "huge pages" : "normal pages",
            (unsigned long long)((dm_superblock_t *)region.base)->alloc_ptr);
 
     uv_loop_t *loop = uv_default_loop();
     char err[256];
     if (mn_tcp_start(&server, loop, &region, o.bind, o.port, o.auth, err, sizeof(err))) {
-        mn_log(MN_WARNING, "%s", err);
+        dm_log(DM_LOG_WARNING, "%s", err);
         uv_run(loop, UV_RUN_DEFAULT);
         mn_region_destroy(&region);
         return 1;
@@ -128,27 +128,27 @@ int main(int argc, char **argv)
     if (o.rdma_port >= 0) {
         if (memnode_rdma_start(loop, region.base, region.size, o.rdma_bind, o.rdma_port, err,
                                sizeof(err))) {
-            mn_log(MN_WARNING, "rdma listener: %s", err);
+            dm_log(DM_LOG_WARNING, "rdma listener: %s", err);
             mn_tcp_stop(&server);
             uv_run(loop, UV_RUN_DEFAULT);
             mn_region_destroy(&region);
             return 1;
         }
         rdma_started = 1;
-        mn_log(MN_NOTICE, "rdma listener on %s:%d", o.rdma_bind ? o.rdma_bind : "*", o.rdma_port);
+        dm_log(DM_LOG_NOTICE, "rdma listener on %s:%d", o.rdma_bind ? o.rdma_bind : "*", o.rdma_port);
     }
     uv_signal_init(loop, &sig_int);
     uv_signal_init(loop, &sig_term);
     uv_signal_start(&sig_int, on_signal, SIGINT);
     uv_signal_start(&sig_term, on_signal, SIGTERM);
 
-    mn_log(MN_NOTICE, "Server initialized: tcp transport on %s:%d%s", o.bind, mn_tcp_port(&server),
+    dm_log(DM_LOG_NOTICE, "Server initialized: tcp transport on %s:%d%s", o.bind, mn_tcp_port(&server),
            server.auth[0] ? " (auth required)" : "");
-    mn_log(MN_NOTICE, "Ready to accept connections tcp");
+    dm_log(DM_LOG_NOTICE, "Ready to accept connections tcp");
     uv_run(loop, UV_RUN_DEFAULT);
 
     uv_loop_close(loop);
     mn_region_destroy(&region);
-    mn_log(MN_NOTICE, "dmkv-memnode is now ready to exit, bye bye...");
+    dm_log(DM_LOG_NOTICE, "dmkv-memnode is now ready to exit, bye bye...");
     return 0;
 }

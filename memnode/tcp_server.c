@@ -16,7 +16,7 @@
 #include "dmkv/region_exec.h"
 #include "dmkv/superblock.h"
 #include "dmkv/verbs.h"
-#include "mn_log.h"
+#include "dmkv/log.h"
 
 #define RBUF_SIZE (64u << 10)
 #define BODY_KEEP (1u << 20) /* body buffers up to this are kept for the next request */
@@ -115,7 +115,7 @@ static void on_write(uv_write_t *req, int status)
     c->wq_reqs--;
     if (c->closing) return;
     if (status < 0) {
-        mn_log(MN_VERBOSE, "Client %s: write failed: %s", c->peer, uv_strerror(status));
+        dm_log(DM_LOG_VERBOSE, "Client %s: write failed: %s", c->peer, uv_strerror(status));
         client_close(c);
         return;
     }
@@ -140,7 +140,7 @@ static void reply_send(mn_client_t *c, reply_t *r)
         c->wq_bytes -= r->len;
         c->wq_reqs--;
         free(r);
-        mn_log(MN_VERBOSE, "Client %s: write failed: %s", c->peer, uv_strerror(rc));
+        dm_log(DM_LOG_VERBOSE, "Client %s: write failed: %s", c->peer, uv_strerror(rc));
         client_close(c);
     }
 }
@@ -155,7 +155,7 @@ static void fail_client(mn_client_t *c, uint8_t type, int status, const char *fm
     va_start(ap, fmt);
     vsnprintf(text, sizeof(text), fmt, ap);
     va_end(ap);
-    mn_log(MN_NOTICE, "Client %s: %s; closing the connection", c->peer, text);
+    dm_log(DM_LOG_NOTICE, "Client %s: %s; closing the connection", c->peer, text);
     if (c->closing || c->draining) return;
     c->draining = 1;
     reading(c, 0);
@@ -253,7 +253,7 @@ static void do_hello(mn_client_t *c)
         .version = DM_TCP_PROTO_VERSION, .caps = DM_CAP_MASKED_CAS, .region_size = s->region->size};
     memcpy(r->data + sizeof(dm_tcp_hdr_t), &hr, sizeof(hr));
     c->hello_done = 1;
-    mn_log(MN_VERBOSE, "Client %s: HELLO accepted", c->peer);
+    dm_log(DM_LOG_VERBOSE, "Client %s: HELLO accepted", c->peer);
     reply_send(c, r);
 }
 
@@ -429,7 +429,7 @@ static void parse(mn_client_t *c)
         }
         if (!c->closing && !c->draining && c->wq_bytes > MN_TCP_HIGH_WATER) {
             c->paused = 1;
-            mn_log(MN_DEBUG, "Client %s: %llu reply bytes queued, pausing reads", c->peer,
+            dm_log(DM_LOG_DEBUG, "Client %s: %llu reply bytes queued, pausing reads", c->peer,
                    (unsigned long long)c->wq_bytes);
         }
     }
@@ -466,9 +466,9 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     if (c->closing) return;
     if (nread < 0) {
         if (nread == UV_EOF)
-            mn_log(MN_VERBOSE, "Client %s closed the connection", c->peer);
+            dm_log(DM_LOG_VERBOSE, "Client %s closed the connection", c->peer);
         else
-            mn_log(MN_VERBOSE, "Client %s: read error: %s", c->peer, uv_strerror((int)nread));
+            dm_log(DM_LOG_VERBOSE, "Client %s: read error: %s", c->peer, uv_strerror((int)nread));
         client_close(c);
         return;
     }
@@ -490,12 +490,12 @@ static void on_connection(uv_stream_t *ls, int status)
 {
     mn_tcp_server_t *s = ls->data;
     if (status < 0) {
-        mn_log(MN_WARNING, "Accept error: %s", uv_strerror(status));
+        dm_log(DM_LOG_WARNING, "Accept error: %s", uv_strerror(status));
         return;
     }
     mn_client_t *c = calloc(1, sizeof(*c));
     if (!c) {
-        mn_log(MN_WARNING, "Out of memory accepting a client");
+        dm_log(DM_LOG_WARNING, "Out of memory accepting a client");
         return;
     }
     c->s = s;
@@ -524,7 +524,7 @@ static void on_connection(uv_stream_t *ls, int status)
         }
     }
     snprintf(c->peer, sizeof(c->peer), "%s:%d", ip, port);
-    mn_log(MN_VERBOSE, "Accepted %s", c->peer);
+    dm_log(DM_LOG_VERBOSE, "Accepted %s", c->peer);
     reading(c, 1);
 }
 

@@ -139,38 +139,6 @@ static dm_gaddr_t lock_addr(const dm_race_t *r, uint64_t suffix)
     return r->root + RACE_LOCK_OFF + 8 * suffix;
 }
 
-/* Read the blocks of up to 64 slots; returns per slot a malloc'd whole block. */
-static int read_blocks(dm_ctx_t *ctx, const uint64_t *words, unsigned n, uint8_t **bufs,
-                       uint64_t *lens)
-{
-    dm_batch_t b;
-    dm_batch_init(&b);
-    for (unsigned i = 0; i < n; i++) {
-        lens[i] = (uint64_t)race_slot_len(words[i]) * DM_UNIT;
-        bufs[i] = malloc(lens[i]);
-        if (!bufs[i])
-            return DM_ENOMEM;
-        dm_batch_read(&b, race_slot_ptr(words[i]), bufs[i], (uint32_t)lens[i]);
-    }
-    int rc = dm_batch_exec(ctx, &b);
-    if (rc)
-        return rc;
-    dm_batch_init(&b);
-    for (unsigned i = 0; i < n; i++) {
-        uint64_t full = dm_kvblock_size_from_hdr(bufs[i], lens[i]);
-        if (full > lens[i] && race_slot_len(words[i]) == DM_KV_LEN_MAX_UNITS) {
-            uint8_t *nb = realloc(bufs[i], full);
-            if (!nb)
-                return DM_ENOMEM;
-            bufs[i] = nb;
-            dm_batch_read(&b, race_slot_ptr(words[i]) + lens[i], nb + lens[i],
-                          (uint32_t)(full - lens[i]));
-            lens[i] = full;
-        }
-    }
-    return dm_batch_exec(ctx, &b);
-}
-
 /* Copy phase of a split of X (depth l -> l+1), before N is published: every slot of X
  * whose key has suffix bit l set is frozen (MOVING mark; writers wait on it) and its word
  * is placed at the SAME bucket and slot of N's image. The two subtables share the bucket
@@ -207,7 +175,7 @@ static int copy_phase(dm_ctx_t *ctx, dm_gaddr_t X, unsigned l, uint32_t s, uint6
                 unsigned cnt = ns - i0 < DM_BATCH_MAX ? ns - i0 : DM_BATCH_MAX;
                 uint8_t *bufs[DM_BATCH_MAX] = {0};
                 uint64_t lens[DM_BATCH_MAX];
-                rc = read_blocks(ctx, words + i0, cnt, bufs, lens);
+                rc = race_read_blocks(ctx, words + i0, cnt, bufs, lens);
                 dm_batch_init(&b);
                 unsigned vi[DM_BATCH_MAX];
                 for (unsigned i = 0; i < cnt && !rc; i++) {

@@ -29,43 +29,11 @@ static int emit_slots(dm_ctx_t *ctx, const dm_gaddr_t *addrs, const uint64_t *wo
         cur[i] = words[i];
     for (int round = 0; round < 4; round++) {
         dm_batch_t b;
-        dm_batch_init(&b);
         for (unsigned i = 0; i < n; i++) {
-            if (!race_slot_ptr(cur[i]))
-                continue;
-            lens[i] = (uint64_t)race_slot_len(cur[i]) * DM_UNIT;
             free(bufs[i]);
-            bufs[i] = malloc(lens[i]);
-            if (!bufs[i]) {
-                rc = DM_ENOMEM;
-                goto out;
-            }
-            dm_batch_read(&b, race_slot_ptr(cur[i]), bufs[i], (uint32_t)lens[i]);
+            bufs[i] = NULL;
         }
-        if (b.n == 0)
-            break;
-        rc = dm_batch_exec(ctx, &b);
-        if (rc)
-            goto out;
-        /* Keys of blocks over 16 KB may extend past the first read. */
-        dm_batch_init(&b);
-        for (unsigned i = 0; i < n; i++) {
-            if (!race_slot_ptr(cur[i]))
-                continue;
-            uint64_t full = dm_kvblock_size_from_hdr(bufs[i], lens[i]);
-            if (full > lens[i] && race_slot_len(cur[i]) == DM_KV_LEN_MAX_UNITS) {
-                uint8_t *nb = realloc(bufs[i], full);
-                if (!nb) {
-                    rc = DM_ENOMEM;
-                    goto out;
-                }
-                bufs[i] = nb;
-                dm_batch_read(&b, race_slot_ptr(cur[i]) + lens[i], nb + lens[i],
-                              (uint32_t)(full - lens[i]));
-                lens[i] = full;
-            }
-        }
-        rc = dm_batch_exec(ctx, &b);
+        rc = race_read_blocks(ctx, cur, n, bufs, lens);
         if (rc)
             goto out;
         dm_batch_init(&b);
