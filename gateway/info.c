@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "dmkv/kv.h"
+#include "dmkv/race.h"
 #include "dmkv/stats.h"
 #include "server/server.h"
 #include "server/stats.h"
@@ -194,7 +195,7 @@ static void sec_stats(gw_buf_t *b)
                   "instantaneous_input_kbps:0.00\r\n"
                   "instantaneous_output_kbps:0.00\r\n"
                   "rejected_connections:%llu\r\n"
-                  "expired_keys:0\r\n"
+                  "expired_keys:%llu\r\n"
                   "evicted_keys:0\r\n"
                   "keyspace_hits:%llu\r\n"
                   "keyspace_misses:%llu\r\n"
@@ -207,6 +208,7 @@ static void sec_stats(gw_buf_t *b)
                   (unsigned long long)GW_STAT_GET(total_net_input_bytes),
                   (unsigned long long)GW_STAT_GET(total_net_output_bytes),
                   (unsigned long long)GW_STAT_GET(rejected_connections),
+                  (unsigned long long)GW_STAT_GET(expired_keys),
                   (unsigned long long)GW_STAT_GET(keyspace_hits),
                   (unsigned long long)GW_STAT_GET(keyspace_misses),
                   (unsigned long long)GW_STAT_GET(total_error_replies));
@@ -254,6 +256,12 @@ static void sec_dmkv(gw_buf_t *b)
     header(b, "dmkv");
     for (int i = 0; i < gw_server.cfg->nmemnodes; i++)
         gw_buf_printf(b, "memnode%d:%s\r\n", i, gw_server.cfg->memnodes[i]);
+    uint64_t splits, splitting, doublings;
+    dm_race_split_stats(&splits, &splitting, &doublings);
+    gw_buf_printf(b, "race_splits:%llu\r\nrace_splits_in_progress:%llu\r\n"
+                  "race_directory_doublings:%llu\r\n",
+                  (unsigned long long)splits, (unsigned long long)splitting,
+                  (unsigned long long)doublings);
     for (int k = 0; k < DM_CLS_COUNT; k++) {
         dm_cls_stats_t s;
         dm_stats_get((dm_cls_t)k, &s);

@@ -2,7 +2,7 @@
 # Install the Debian packages dmkv needs to build, test and benchmark (only missing ones).
 set -e
 PKGS="build-essential cmake pkg-config libuv1-dev libhiredis-dev libxxhash-dev \
-libboost-context-dev libibverbs-dev librdmacm-dev redis-server redis-tools bc \
+libboost-context-dev libibverbs-dev librdmacm-dev redis-server redis-tools bc python3-redis \
 qemu-system-x86"
 missing=""
 for p in $PKGS; do

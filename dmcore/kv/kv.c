@@ -146,7 +146,7 @@ void dm_keylist_free(dm_keylist_t *l)
 typedef struct scan_out {
     dm_keylist_t *l;
     int err;
-    int want_expired; /* 0: live keys only (SCAN); 1: expired keys only (active expiry) */
+    int want_expired; /* 0: live keys only (SCAN) */
     uint64_t now_ms;
 } scan_out_t;
 
@@ -181,14 +181,6 @@ int dm_kv_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, dm_keylist_t *out,
                uint64_t *next)
 {
     scan_out_t so = {.l = out, .err = 0, .want_expired = 0, .now_ms = dm_wall_ms()};
-    int rc = dm_race_scan(ctx, cursor, count, emit_key, &so, next);
-    return rc ? rc : so.err;
-}
-
-int dm_kv_scan_expired(dm_ctx_t *ctx, uint64_t cursor, size_t count, dm_keylist_t *out,
-                       uint64_t *next)
-{
-    scan_out_t so = {.l = out, .err = 0, .want_expired = 1, .now_ms = dm_wall_ms()};
     int rc = dm_race_scan(ctx, cursor, count, emit_key, &so, next);
     return rc ? rc : so.err;
 }

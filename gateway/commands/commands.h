@@ -3,6 +3,7 @@
 #ifndef GW_COMMANDS_COMMANDS_H
 #define GW_COMMANDS_COMMANDS_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 #include "net/conn.h"
@@ -29,8 +30,26 @@ const gw_command_t *gw_command_table(size_t *n);
 
 /* Run one queued command for c: protocol-error pseudo commands reply and mark the
  * connection close-after-reply; unknown commands and wrong arity get Redis's errors;
- * otherwise the procedure runs (possibly yielding) and the counters are charged. */
-void gw_command_exec(gw_conn_t *c, gw_cmd_t *cmd);
+ * NOAUTH while requirepass is set and c has not authenticated; inside MULTI the command
+ * is queued (+QUEUED) and c takes it over; otherwise the procedure runs (possibly
+ * yielding) and the counters are charged. Returns true when c kept cmd (queued for
+ * EXEC): the caller must then not free it. */
+bool gw_command_exec(gw_conn_t *c, gw_cmd_t *cmd);
+
+/* Run an already validated command's procedure (EXEC runs its queue with this). */
+void gw_command_run(gw_conn_t *c, const gw_command_t *gc, gw_cmd_t *cmd);
+
+/* ---- Protocol-aware replies (RESP2 or RESP3 by c->resp; commands/proto_reply.c) ---- */
+/* Null bulk: "$-1" (RESP2) or "_" (RESP3). */
+void gw_reply_null(gw_conn_t *c);
+/* Null array: "*-1" (RESP2) or "_" (RESP3). */
+void gw_reply_null_array(gw_conn_t *c);
+/* Map of n pairs: "*<2n>" (RESP2) or "%<n>" (RESP3); caller appends 2n elements. */
+void gw_reply_map(gw_conn_t *c, long long n);
+/* Set of n elements: "*<n>" (RESP2) or "~<n>" (RESP3). */
+void gw_reply_set(gw_conn_t *c, long long n);
+/* Text like INFO: bulk (RESP2) or verbatim "txt" (RESP3). */
+void gw_reply_verbatim(gw_conn_t *c, const void *p, size_t len);
 
 /* Reply for a negative DM_E* from dmcore: DM_ENOMEM/DM_EFULL -> "-OOM command not allowed
  * when used memory > 'maxmemory'.", anything else -> "-ERR dmkv: <dm_strerror>". */
@@ -66,6 +85,39 @@ void cmd_keys(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_type(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_ttl(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_pttl(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_expiretime(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_pexpiretime(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_expire(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_pexpire(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_expireat(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_pexpireat(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_persist(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_touch(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_rename(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_renamenx(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_copy(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_randomkey(gw_conn_t *c, gw_cmd_t *cmd);
+
+/* strings_rmw.c: read-modify-write through dm_kv_rmw. */
+void cmd_incr(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_decr(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_incrby(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_decrby(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_incrbyfloat(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_append(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_setrange(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_getdel(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_getex(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_getrange(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_msetnx(gw_conn_t *c, gw_cmd_t *cmd);
+
+/* multi.c: transactions. */
+void cmd_multi(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_exec(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_discard(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_watch(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_unwatch(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_reset(gw_conn_t *c, gw_cmd_t *cmd);
 
 void cmd_ping(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_echo(gw_conn_t *c, gw_cmd_t *cmd);
@@ -74,6 +126,8 @@ void cmd_quit(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_auth(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_hello(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_client(gw_conn_t *c, gw_cmd_t *cmd);
+/* CLIENT KILL (both forms), client_kill.c. */
+void gw_client_kill(gw_conn_t *c, gw_cmd_t *cmd);
 
 void cmd_command(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_config(gw_conn_t *c, gw_cmd_t *cmd);

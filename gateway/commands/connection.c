@@ -45,11 +45,15 @@ void cmd_quit(gw_conn_t *c, gw_cmd_t *cmd)
     c->close_after_reply = true;
 }
 
-/* The only user is "default" without a password (like a stock Redis). */
-static bool auth_ok(const char *user)
+/* The only user is "default": without requirepass it takes any password (nopass, like a
+ * stock Redis); with requirepass it needs that password. */
+static bool auth_ok(const char *user, const char *pass, size_t passlen)
 {
-    return strcmp(user, "default") == 0;
+    if (strcmp(user, "default") != 0) return false;
+    return !gw_server_requirepass_set() || gw_server_check_pass(pass, passlen);
 }
+
+static const char wrongpass[] = "WRONGPASS invalid username-password pair or user is disabled.";
 
 void cmd_auth(gw_conn_t *c, gw_cmd_t *cmd)
 {
@@ -58,14 +62,24 @@ void cmd_auth(gw_conn_t *c, gw_cmd_t *cmd)
         return;
     }
     if (cmd->argc == 2) {
-        reply_error(&c->out, "ERR AUTH <password> called without any password configured for "
-                             "the default user. Are you sure your configuration is correct?");
+        if (!gw_server_requirepass_set()) {
+            reply_error(&c->out, "ERR AUTH <password> called without any password configured "
+                                 "for the default user. Are you sure your configuration is "
+                                 "correct?");
+        } else if (gw_server_check_pass(cmd->argv[1], cmd->argvlen[1])) {
+            c->authed = true;
+            reply_status(&c->out, "OK");
+        } else {
+            reply_error(&c->out, wrongpass);
+        }
         return;
     }
-    if (auth_ok(cmd->argv[1]))
+    if (auth_ok(cmd->argv[1], cmd->argv[2], cmd->argvlen[2])) {
+        c->authed = true;
         reply_status(&c->out, "OK");
-    else
-        reply_error(&c->out, "WRONGPASS invalid username-password pair or user is disabled.");
+    } else {
+        reply_error(&c->out, wrongpass);
+    }
 }
 
 /* Client names and library info: printable ASCII without spaces ('!'..'~'). */
@@ -88,51 +102,66 @@ static void set_str(gw_conn_t *c, char **field, const char *s, size_t len)
 void cmd_hello(gw_conn_t *c, gw_cmd_t *cmd)
 {
     int j = 1;
+    long long ver = 0;
     if (cmd->argc >= 2) {
-        long long ver;
         if (!gw_str2ll(cmd->argv[1], cmd->argvlen[1], &ver)) {
             reply_error(&c->out, "ERR Protocol version is not an integer or out of range");
             return;
         }
-        if (ver != 2) {
+        if (ver != 2 && ver != 3) {
             reply_error(&c->out, "NOPROTO unsupported protocol version");
             return;
         }
         j = 2;
     }
-    const char *setname = NULL;
-    size_t setname_len = 0;
+    const char *setname = NULL, *user = NULL, *pass = NULL;
+    size_t setname_len = 0, pass_len = 0;
     for (; j < cmd->argc; j++) {
         int more = cmd->argc - j - 1;
         if (!strcasecmp(cmd->argv[j], "auth") && more >= 2) {
-            if (!auth_ok(cmd->argv[j + 1])) {
-                reply_error(&c->out,
-                            "WRONGPASS invalid username-password pair or user is disabled.");
-                return;
-            }
+            user = cmd->argv[j + 1];
+            pass = cmd->argv[j + 2];
+            pass_len = cmd->argvlen[j + 2];
             j += 2;
         } else if (!strcasecmp(cmd->argv[j], "setname") && more >= 1) {
             setname = cmd->argv[j + 1];
             setname_len = cmd->argvlen[j + 1];
-            if (!valid_name(setname, setname_len)) {
-                reply_error(&c->out, "ERR Client names cannot contain spaces, newlines or "
-                                     "special characters.");
-                return;
-            }
             j++;
         } else {
             reply_errorf(&c->out, "ERR Syntax error in HELLO option '%.128s'", cmd->argv[j]);
             return;
         }
     }
-    if (setname) set_str(c, &c->name, setname, setname_len);
-    reply_array(&c->out, 14);
+    if (user) {
+        if (!auth_ok(user, pass, pass_len)) {
+            reply_error(&c->out, wrongpass);
+            return;
+        }
+        c->authed = true;
+    }
+    if (!c->authed) {
+        reply_error(&c->out, "NOAUTH HELLO must be called with the client already "
+                             "authenticated, otherwise the HELLO AUTH <user> <pass> option can "
+                             "be used to authenticate the client and select the RESP protocol "
+                             "version at the same time");
+        return;
+    }
+    if (setname) {
+        if (!valid_name(setname, setname_len)) {
+            reply_error(&c->out, "ERR Client names cannot contain spaces, newlines or special "
+                                 "characters.");
+            return;
+        }
+        set_str(c, &c->name, setname, setname_len);
+    }
+    if (ver) c->resp = (int)ver;
+    gw_reply_map(c, 7);
     reply_bulk_cstr(&c->out, "server");
     reply_bulk_cstr(&c->out, "redis");
     reply_bulk_cstr(&c->out, "version");
     reply_bulk_cstr(&c->out, GW_REDIS_VERSION);
     reply_bulk_cstr(&c->out, "proto");
-    reply_int(&c->out, 2);
+    reply_int(&c->out, c->resp);
     reply_bulk_cstr(&c->out, "id");
     reply_int(&c->out, (long long)c->id);
     reply_bulk_cstr(&c->out, "mode");
@@ -154,7 +183,7 @@ static void client_list(gw_conn_t *c)
             gw_conn_describe(x, &b);
         uv_mutex_unlock(&th->lock);
     }
-    reply_bulk(&c->out, b.data, b.len);
+    gw_reply_verbatim(c, b.data, b.len);
     gw_buf_free(&b);
 }
 
@@ -166,8 +195,15 @@ static const char *client_help[] = {
     "    Return the ID of the current connection.",
     "INFO",
     "    Return information about the current client connection.",
+    "KILL <ip:port>",
+    "    Kill connection made from <ip:port>.",
+    "KILL <option> <value> [<option> <value> [...]]",
+    "    Kill connections. Options are: ID <client-id>, ADDR <ip:port>, LADDR <ip:port>,",
+    "    USER <username>, SKIPME (YES|NO).",
     "LIST",
     "    Return information about client connections.",
+    "NO-EVICT (ON|OFF)",
+    "    Protect current client connection from eviction.",
     "SETNAME <name>",
     "    Assign the name <name> to the current connection.",
     "SETINFO <LIB-NAME|LIB-VER> <value>",
@@ -194,7 +230,7 @@ void cmd_client(gw_conn_t *c, gw_cmd_t *cmd)
         if (c->name)
             reply_bulk_cstr(&c->out, c->name);
         else
-            reply_null(&c->out);
+            gw_reply_null(c);
     } else if (!strcasecmp(sub, "setname")) {
         if (argc != 3) {
             gw_reply_arity(c, "client|setname");
@@ -240,8 +276,19 @@ void cmd_client(gw_conn_t *c, gw_cmd_t *cmd)
         uv_mutex_lock(&c->th->lock);
         gw_conn_describe(c, &b);
         uv_mutex_unlock(&c->th->lock);
-        reply_bulk(&c->out, b.data, b.len);
+        gw_reply_verbatim(c, b.data, b.len);
         gw_buf_free(&b);
+    } else if (!strcasecmp(sub, "kill")) {
+        gw_client_kill(c, cmd);
+    } else if (!strcasecmp(sub, "no-evict")) {
+        if (argc != 3) {
+            gw_reply_arity(c, "client|no-evict");
+        } else if (!strcasecmp(cmd->argv[2], "on") || !strcasecmp(cmd->argv[2], "off")) {
+            c->no_evict = !strcasecmp(cmd->argv[2], "on");
+            reply_status(&c->out, "OK");
+        } else {
+            reply_error(&c->out, "ERR syntax error");
+        }
     } else if (!strcasecmp(sub, "help") && argc == 2) {
         size_t n = sizeof(client_help) / sizeof(client_help[0]);
         reply_array(&c->out, (long long)n);

@@ -31,10 +31,10 @@ static size_t count_words(const char *s)
     return n;
 }
 
-/* Array of status replies, one per space-separated word of s. */
+/* Set (RESP3) or array of status replies, one per space-separated word of s. */
 static void reply_words(gw_conn_t *c, const char *s)
 {
-    reply_array(&c->out, (long long)count_words(s));
+    gw_reply_set(c, (long long)count_words(s));
     while (*s) {
         while (*s == ' ')
             s++;
@@ -64,9 +64,9 @@ static void reply_command_entry(gw_conn_t *c, const gw_command_t *gc)
     reply_int(&c->out, gc->last);
     reply_int(&c->out, gc->step);
     reply_words(c, gc->acl);
-    reply_array(&c->out, 0);
-    reply_array(&c->out, 0);
-    reply_array(&c->out, 0);
+    gw_reply_set(c, 0); /* tips */
+    gw_reply_set(c, 0); /* key specs */
+    gw_reply_set(c, 0); /* subcommands */
 }
 
 static const char *command_help[] = {
@@ -117,7 +117,7 @@ void cmd_command(gw_conn_t *c, gw_cmd_t *cmd)
             if (gc)
                 reply_command_entry(c, gc);
             else
-                reply_null_array(&c->out);
+                gw_reply_null_array(c);
         }
     } else if (!strcasecmp(sub, "list")) {
         reply_array(&c->out, (long long)n);
@@ -170,6 +170,11 @@ static void v_dir(gw_buf_t *b)
     gw_buf_puts(b, getcwd(cwd, sizeof(cwd)) ? cwd : "");
 }
 
+static void v_requirepass(gw_buf_t *b)
+{
+    gw_server_get_requirepass(b);
+}
+
 static const struct {
     const char *name;
     const char *fixed; /* constant value, or NULL to call fn */
@@ -192,7 +197,7 @@ static const struct {
     {"protected-mode", "yes", NULL},
     {"proto-max-bulk-len", "536870912", NULL},
     {"replica-read-only", "yes", NULL},
-    {"requirepass", "", NULL},
+    {"requirepass", NULL, v_requirepass},
     {"save", "", NULL},
     {"tcp-keepalive", "300", NULL},
     {"threads", NULL, v_threads},
@@ -212,7 +217,7 @@ static void config_get(gw_conn_t *c, gw_cmd_t *cmd)
                 hit[p] = true;
                 nhit++;
             }
-    reply_array(&c->out, (long long)nhit * 2);
+    gw_reply_map(c, (long long)nhit);
     gw_buf_t v;
     gw_buf_init(&v);
     for (size_t p = 0; p < NPARAMS; p++) {
@@ -228,12 +233,44 @@ static void config_get(gw_conn_t *c, gw_cmd_t *cmd)
     gw_buf_free(&v);
 }
 
+/* CONFIG SET name value [name value ...]: only requirepass can change at run time (per
+ * gateway process); other known parameters answer Redis's failure text. All or nothing. */
+static void config_set(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    int pass_arg = 0;
+    for (int i = 2; i < cmd->argc; i += 2) {
+        bool known = false;
+        for (size_t p = 0; p < NPARAMS; p++)
+            if (!strcasecmp(cmd->argv[i], config_params[p].name)) known = true;
+        if (!known) {
+            reply_errorf(&c->out,
+                         "ERR Unknown option or number of arguments for CONFIG SET - '%.128s'",
+                         cmd->argv[i]);
+            return;
+        }
+        if (strcasecmp(cmd->argv[i], "requirepass")) {
+            reply_errorf(&c->out,
+                         "ERR CONFIG SET failed (possibly related to argument '%.128s') - "
+                         "dmkv does not support changing it at run time",
+                         cmd->argv[i]);
+            return;
+        }
+        pass_arg = i + 1;
+    }
+    if (pass_arg) {
+        gw_server_set_requirepass(cmd->argv[pass_arg], cmd->argvlen[pass_arg]);
+        /* Like Redis, the connection that sets the password stays authenticated. */
+        c->authed = true;
+    }
+    reply_status(&c->out, "OK");
+}
+
 static const char *config_help[] = {
     "CONFIG <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "GET <pattern>",
     "    Return parameters matching the glob-like <pattern> and their values.",
     "SET <directive> <value>",
-    "    Not supported by dmkv: parameters are fixed at start-up.",
+    "    Set the configuration <directive> to <value> (dmkv: requirepass only).",
     "RESETSTAT",
     "    Reset statistics reported by the INFO command.",
     "HELP",
@@ -250,22 +287,11 @@ void cmd_config(gw_conn_t *c, gw_cmd_t *cmd)
         }
         config_get(c, cmd);
     } else if (!strcasecmp(sub, "set")) {
-        if (cmd->argc < 4) {
+        if (cmd->argc < 4 || cmd->argc % 2 != 0) {
             gw_reply_arity(c, "config|set");
             return;
         }
-        bool known = false;
-        for (size_t p = 0; p < NPARAMS; p++)
-            if (!strcasecmp(cmd->argv[2], config_params[p].name)) known = true;
-        if (known)
-            reply_errorf(&c->out,
-                         "ERR CONFIG SET failed (possibly related to argument '%.128s') - "
-                         "dmkv does not support changing it at run time",
-                         cmd->argv[2]);
-        else
-            reply_errorf(&c->out,
-                         "ERR Unknown option or number of arguments for CONFIG SET - '%.128s'",
-                         cmd->argv[2]);
+        config_set(c, cmd);
     } else if (!strcasecmp(sub, "resetstat")) {
         if (cmd->argc != 2) {
             gw_reply_arity(c, "config|resetstat");
@@ -293,7 +319,7 @@ void cmd_info(gw_conn_t *c, gw_cmd_t *cmd)
     gw_buf_t b;
     gw_buf_init(&b);
     gw_info_generate(c, cmd->argc - 1, cmd->argv + 1, &b);
-    reply_bulk(&c->out, b.data ? b.data : "", b.len);
+    gw_reply_verbatim(c, b.data ? b.data : "", b.len);
     gw_buf_free(&b);
 }
 

@@ -7,6 +7,7 @@
 #include "commands/commands.h"
 #include "dmkv/kv.h"
 #include "resp/reply.h"
+#include "server/expiry_track.h"
 #include "server/stats.h"
 
 static void count_lookup(int found)
@@ -28,7 +29,7 @@ void cmd_get(gw_conn_t *c, gw_cmd_t *cmd)
     if (rc < 0) {
         gw_reply_dm_error(c, rc);
     } else if (rc == 0) {
-        reply_null(&c->out);
+        gw_reply_null(c);
     } else {
         reply_bulk(&c->out, v.data, v.len);
         dm_value_free(&v);
@@ -88,16 +89,17 @@ static void do_set(gw_conn_t *c, gw_cmd_t *cmd, uint64_t expire_ms, unsigned fla
         dm_value_free(&old);
         return;
     }
+    if (rc == 1) gw_expiry_track(c->th, cmd->argv[1], cmd->argvlen[1], expire_ms);
     if (flags & DM_SET_GET) {
         if (old.data)
             reply_bulk(&c->out, old.data, old.len);
         else
-            reply_null(&c->out);
+            gw_reply_null(c);
         dm_value_free(&old);
     } else if (rc == 1) {
         reply_status(&c->out, "OK");
     } else {
-        reply_null(&c->out);
+        gw_reply_null(c);
     }
 }
 
@@ -210,7 +212,7 @@ void cmd_mget(gw_conn_t *c, gw_cmd_t *cmd)
             if (found[i])
                 reply_bulk(&c->out, vals[i].data, vals[i].len);
             else
-                reply_null(&c->out);
+                gw_reply_null(c);
         }
     }
     for (int i = 0; i < n; i++)

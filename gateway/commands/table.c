@@ -7,45 +7,81 @@
 
 #include "dmkv/errors.h"
 #include "resp/reply.h"
+#include "server/server.h"
 #include "server/stats.h"
 #include "util/strconv.h"
 
 /* Sorted by name (lookup is a binary search). */
 static const gw_command_t table[] = {
+    {"append", 3, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_append},
     {"auth", -2, "noscript loading stale fast no_auth allow_busy", 0, 0, 0, "@fast @connection",
      cmd_auth},
     {"client", -2, "", 0, 0, 0, "@slow", cmd_client},
     {"command", -1, "loading stale", 0, 0, 0, "@slow @connection", cmd_command},
     {"config", -2, "", 0, 0, 0, "@slow", cmd_config},
+    {"copy", -3, "write denyoom", 1, 2, 1, "@keyspace @write @slow", cmd_copy},
     {"dbsize", 1, "readonly fast", 0, 0, 0, "@keyspace @read @fast", cmd_dbsize},
+    {"decr", 2, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_decr},
+    {"decrby", 3, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_decrby},
     {"del", -2, "write", 1, -1, 1, "@keyspace @write @slow", cmd_del},
+    {"discard", 1, "noscript loading stale fast allow_busy", 0, 0, 0, "@fast @transaction",
+     cmd_discard},
     {"echo", 2, "fast", 0, 0, 0, "@fast @connection", cmd_echo},
+    {"exec", 1, "noscript loading stale skip_slowlog", 0, 0, 0, "@slow @transaction", cmd_exec},
     {"exists", -2, "readonly fast", 1, -1, 1, "@keyspace @read @fast", cmd_exists},
+    {"expire", -3, "write fast", 1, 1, 1, "@keyspace @write @fast", cmd_expire},
+    {"expireat", -3, "write fast", 1, 1, 1, "@keyspace @write @fast", cmd_expireat},
+    {"expiretime", 2, "readonly fast", 1, 1, 1, "@keyspace @read @fast", cmd_expiretime},
     {"flushall", -1, "write", 0, 0, 0, "@keyspace @write @slow @dangerous", cmd_flushall},
     {"flushdb", -1, "write", 0, 0, 0, "@keyspace @write @slow @dangerous", cmd_flushall},
     {"get", 2, "readonly fast", 1, 1, 1, "@read @string @fast", cmd_get},
+    {"getdel", 2, "write fast", 1, 1, 1, "@write @string @fast", cmd_getdel},
+    {"getex", -2, "write fast", 1, 1, 1, "@write @string @fast", cmd_getex},
+    {"getrange", 4, "readonly", 1, 1, 1, "@read @string @slow", cmd_getrange},
     {"getset", 3, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_getset},
     {"hello", -1, "noscript loading stale fast no_auth allow_busy", 0, 0, 0, "@fast @connection",
      cmd_hello},
+    {"incr", 2, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_incr},
+    {"incrby", 3, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_incrby},
+    {"incrbyfloat", 3, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_incrbyfloat},
     {"info", -1, "loading stale", 0, 0, 0, "@slow @dangerous", cmd_info},
     {"keys", 2, "readonly", 0, 0, 0, "@keyspace @read @slow @dangerous", cmd_keys},
     {"mget", -2, "readonly fast", 1, -1, 1, "@read @string @fast", cmd_mget},
     {"mset", -3, "write denyoom", 1, -1, 2, "@write @string @slow", cmd_mset},
+    {"msetnx", -3, "write denyoom", 1, -1, 2, "@write @string @slow", cmd_msetnx},
+    {"multi", 1, "noscript loading stale fast allow_busy", 0, 0, 0, "@fast @transaction",
+     cmd_multi},
+    {"persist", 2, "write fast", 1, 1, 1, "@keyspace @write @fast", cmd_persist},
+    {"pexpire", -3, "write fast", 1, 1, 1, "@keyspace @write @fast", cmd_pexpire},
+    {"pexpireat", -3, "write fast", 1, 1, 1, "@keyspace @write @fast", cmd_pexpireat},
+    {"pexpiretime", 2, "readonly fast", 1, 1, 1, "@keyspace @read @fast", cmd_pexpiretime},
     {"ping", -1, "fast", 0, 0, 0, "@fast @connection", cmd_ping},
     {"psetex", 4, "write denyoom", 1, 1, 1, "@write @string @slow", cmd_psetex},
     {"pttl", 2, "readonly fast", 1, 1, 1, "@keyspace @read @fast", cmd_pttl},
     {"quit", -1, "allow_busy noscript loading stale fast no_auth", 0, 0, 0, "@fast @connection",
      cmd_quit},
+    {"randomkey", 1, "readonly", 0, 0, 0, "@keyspace @read @slow", cmd_randomkey},
+    {"rename", 3, "write", 1, 2, 1, "@keyspace @write @slow", cmd_rename},
+    {"renamenx", 3, "write fast", 1, 2, 1, "@keyspace @write @fast", cmd_renamenx},
+    {"reset", 1, "noscript loading stale fast no_auth allow_busy", 0, 0, 0, "@fast @connection",
+     cmd_reset},
     {"scan", -2, "readonly", 0, 0, 0, "@keyspace @read @slow", cmd_scan},
     {"select", 2, "loading stale fast", 0, 0, 0, "@keyspace @fast", cmd_select},
     {"set", -3, "write denyoom", 1, 1, 1, "@write @string @slow", cmd_set},
     {"setex", 4, "write denyoom", 1, 1, 1, "@write @string @slow", cmd_setex},
     {"setnx", 3, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_setnx},
+    {"setrange", 4, "write denyoom", 1, 1, 1, "@write @string @slow", cmd_setrange},
     {"strlen", 2, "readonly fast", 1, 1, 1, "@read @string @fast", cmd_strlen},
+    {"substr", 4, "readonly", 1, 1, 1, "@read @string @slow", cmd_getrange},
     {"time", 1, "loading stale fast", 0, 0, 0, "@fast", cmd_time},
+    {"touch", -2, "readonly fast", 1, -1, 1, "@keyspace @read @fast", cmd_touch},
     {"ttl", 2, "readonly fast", 1, 1, 1, "@keyspace @read @fast", cmd_ttl},
     {"type", 2, "readonly fast", 1, 1, 1, "@keyspace @read @fast", cmd_type},
     {"unlink", -2, "write fast", 1, -1, 1, "@keyspace @write @fast", cmd_del},
+    {"unwatch", 1, "noscript loading stale fast allow_busy", 0, 0, 0, "@fast @transaction",
+     cmd_unwatch},
+    {"watch", -2, "noscript loading stale fast allow_busy", 1, -1, 1, "@fast @transaction",
+     cmd_watch},
 };
 
 #define NCMDS (sizeof(table) / sizeof(table[0]))
@@ -121,30 +157,70 @@ static void reply_unknown(gw_conn_t *c, gw_cmd_t *cmd)
     gw_buf_free(&args);
 }
 
-void gw_command_exec(gw_conn_t *c, gw_cmd_t *cmd)
+/* Commands that run at once inside MULTI instead of being queued. */
+static bool runs_in_multi(const gw_command_t *gc)
+{
+    return gc->proc == cmd_exec || gc->proc == cmd_discard || gc->proc == cmd_multi ||
+           gc->proc == cmd_watch || gc->proc == cmd_quit || gc->proc == cmd_reset;
+}
+
+/* A command rejected before running: inside MULTI it also dooms the transaction. */
+static void rejected(gw_conn_t *c)
+{
+    if (c->in_multi) c->multi_dirty = true;
+    GW_STAT_ADD(total_error_replies, 1);
+}
+
+void gw_command_run(gw_conn_t *c, const gw_command_t *gc, gw_cmd_t *cmd)
 {
     size_t before = c->out.len;
-    if (cmd->proto_err) {
-        reply_error(&c->out, cmd->proto_err);
-        c->close_after_reply = true;
-        GW_STAT_ADD(total_error_replies, 1);
-        return;
-    }
-    const gw_command_t *gc = gw_command_lookup(cmd->argv[0], cmd->argvlen[0]);
-    if (!gc) {
-        reply_unknown(c, cmd);
-        GW_STAT_ADD(total_error_replies, 1);
-        return;
-    }
-    if ((gc->arity > 0 && cmd->argc != gc->arity) || (cmd->argc < -gc->arity)) {
-        gw_reply_arity(c, gc->name);
-        GW_STAT_ADD(total_error_replies, 1);
-        return;
-    }
     __atomic_store_n(&c->last_cmd, gc->name, __ATOMIC_RELAXED);
     __atomic_store_n(&c->last_ms, dm_wall_ms(), __ATOMIC_RELAXED);
     gc->proc(c, cmd);
     GW_STAT_ADD(total_commands_processed, 1);
     if (!c->closing && c->out.len > before && c->out.data[before] == '-')
         GW_STAT_ADD(total_error_replies, 1);
+}
+
+bool gw_command_exec(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    if (cmd->proto_err) {
+        reply_error(&c->out, cmd->proto_err);
+        c->close_after_reply = true;
+        GW_STAT_ADD(total_error_replies, 1);
+        return false;
+    }
+    const gw_command_t *gc = gw_command_lookup(cmd->argv[0], cmd->argvlen[0]);
+    if (!gc) {
+        reply_unknown(c, cmd);
+        rejected(c);
+        return false;
+    }
+    if ((gc->arity > 0 && cmd->argc != gc->arity) || (cmd->argc < -gc->arity)) {
+        gw_reply_arity(c, gc->name);
+        rejected(c);
+        return false;
+    }
+    if (!c->authed && !strstr(gc->flags, "no_auth")) {
+        if (!gw_server_requirepass_set()) {
+            c->authed = true; /* the password was cleared meanwhile */
+        } else {
+            reply_error(&c->out, "NOAUTH Authentication required.");
+            rejected(c);
+            return false;
+        }
+    }
+    if (c->in_multi && !runs_in_multi(gc)) {
+        cmd->next = NULL;
+        if (c->mq_tail)
+            c->mq_tail->next = cmd;
+        else
+            c->mq_head = cmd;
+        c->mq_tail = cmd;
+        c->mq_n++;
+        reply_status(&c->out, "QUEUED");
+        return true;
+    }
+    gw_command_run(c, gc, cmd);
+    return false;
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "commands/commands.h"
+#include "server/server.h"
 #include "resp/reply.h"
 #include "server/stats.h"
 #include "dmkv/log.h"
@@ -23,6 +24,7 @@ typedef struct wreq {
 static void conn_unref(gw_conn_t *c)
 {
     if (--c->refs > 0) return;
+    gw_conn_reset_multi(c);
     resp_parser_free(&c->parser);
     gw_buf_free(&c->out);
     free(c->name);
@@ -182,8 +184,7 @@ static void conn_coro(void *arg)
         c->qhead = cmd->next;
         if (!c->qhead) c->qtail = NULL;
         c->qbytes -= cmd->bytes;
-        gw_command_exec(c, cmd);
-        gw_cmd_free(cmd);
+        if (!gw_command_exec(c, cmd)) gw_cmd_free(cmd);
         if (c->closing) break;
         if (c->out.len >= GW_FLUSH_AT) {
             gw_conn_flush(c);
@@ -317,6 +318,8 @@ void gw_conn_on_accept(uv_stream_t *server, int status)
     c->id = GW_STAT_ADD(next_client_id, 1) + 1;
     c->ctime_ms = c->last_ms = dm_wall_ms();
     c->last_cmd = "NULL";
+    c->resp = 2;
+    c->authed = !gw_server_requirepass_set();
     resp_parser_init(&c->parser);
     gw_buf_init(&c->out);
 
@@ -353,11 +356,12 @@ void gw_conn_describe(gw_conn_t *c, gw_buf_t *b)
     const char *cmd = __atomic_load_n(&c->last_cmd, __ATOMIC_RELAXED);
     gw_buf_printf(b,
                   "id=%llu addr=%s laddr=%s fd=%d name=%s age=%llu idle=%llu flags=N db=0 "
-                  "sub=0 psub=0 ssub=0 multi=-1 qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 "
+                  "sub=0 psub=0 ssub=0 multi=%d qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 "
                   "rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=%s user=default "
-                  "redir=-1 resp=2 lib-name=%s lib-ver=%s\n",
+                  "redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
                   (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
                   (unsigned long long)((now - c->ctime_ms) / 1000),
-                  (unsigned long long)(now > last ? (now - last) / 1000 : 0), cmd ? cmd : "NULL",
+                  (unsigned long long)(now > last ? (now - last) / 1000 : 0),
+                  c->in_multi ? c->mq_n : -1, cmd ? cmd : "NULL", c->resp,
                   c->lib_name ? c->lib_name : "", c->lib_ver ? c->lib_ver : "");
 }

@@ -48,6 +48,19 @@ struct gw_conn {
     const char *last_cmd;     /* static name of the last command */
     char *name;               /* CLIENT SETNAME (under th->lock), NULL when unset */
     char *lib_name, *lib_ver; /* CLIENT SETINFO (under th->lock) */
+
+    int resp;       /* reply protocol: 2 (default) or 3 (HELLO 3) */
+    bool authed;    /* AUTH passed (or no requirepass when the connection started) */
+    bool no_evict;  /* CLIENT NO-EVICT (accepted, no effect: dmkv never evicts clients) */
+    bool kill;      /* CLIENT KILL from another thread: closed by this thread's timer */
+
+    /* MULTI/EXEC state (commands/multi.c). */
+    bool in_multi;                 /* between MULTI and EXEC/DISCARD */
+    bool multi_dirty;              /* a command was rejected while queueing: EXECABORT */
+    gw_cmd_t *mq_head, *mq_tail;   /* queued commands */
+    int mq_n;
+    struct gw_watch *watches;      /* WATCHed keys with their slot words */
+    size_t nwatches, capwatches;
 };
 
 /* uv_connection_cb for the thread's listeners (server->data is the gw_thread_t). */
@@ -59,6 +72,9 @@ void gw_conn_flush(gw_conn_t *c);
 /* Close the connection now (idempotent): stop reading, drop queued commands, release the
  * handle. Memory is freed once the running coroutine and pending writes let go. */
 void gw_conn_close(gw_conn_t *c);
+
+/* Free the MULTI queue and the WATCH list (connection teardown, RESET). */
+void gw_conn_reset_multi(gw_conn_t *c);
 
 /* Append one line describing c to b, in CLIENT LIST format (caller holds c->th->lock). */
 void gw_conn_describe(gw_conn_t *c, gw_buf_t *b);

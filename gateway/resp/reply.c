@@ -1,4 +1,4 @@
-/* RESP2 reply encoders. */
+/* RESP2 and RESP3 reply encoders. */
 #include "resp/reply.h"
 
 #include <stdarg.h>
@@ -96,4 +96,29 @@ void reply_null(gw_buf_t *b)
 void reply_null_array(gw_buf_t *b)
 {
     gw_buf_append(b, "*-1\r\n", 5);
+}
+
+void reply_map(gw_buf_t *b, long long n)
+{
+    prefixed_num(b, '%', n);
+}
+
+void reply_set(gw_buf_t *b, long long n)
+{
+    prefixed_num(b, '~', n);
+}
+
+void reply_null3(gw_buf_t *b)
+{
+    gw_buf_append(b, "_\r\n", 3);
+}
+
+void reply_verbatim(gw_buf_t *b, const void *p, size_t len)
+{
+    char tmp[32];
+    int n = snprintf(tmp, sizeof(tmp), "=%zu\r\ntxt:", len + 4);
+    gw_buf_reserve(b, (size_t)n + len + 2);
+    gw_buf_append(b, tmp, (size_t)n);
+    if (len) gw_buf_append(b, p, len);
+    gw_buf_append(b, "\r\n", 2);
 }

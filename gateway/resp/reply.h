@@ -1,4 +1,5 @@
-/* RESP2 reply encoders appending to an output buffer. */
+/* RESP2 and RESP3 reply encoders appending to an output buffer. Protocol-aware helpers
+ * that pick the encoding from the connection live in commands/commands.h (gw_reply_*). */
 #ifndef GW_RESP_REPLY_H
 #define GW_RESP_REPLY_H
 
@@ -28,5 +29,16 @@ void reply_null(gw_buf_t *b);
 void reply_null_array(gw_buf_t *b);
 /* Array header "*<n>\r\n"; the caller appends n elements. */
 void reply_array(gw_buf_t *b, long long n);
+
+
+/* RESP3 only (callers choose by the connection's protocol). */
+/* Map header "%<n>\r\n"; the caller appends n key/value pairs (2n elements). */
+void reply_map(gw_buf_t *b, long long n);
+/* Set header "~<n>\r\n"; the caller appends n elements. */
+void reply_set(gw_buf_t *b, long long n);
+/* RESP3 null "_\r\n". */
+void reply_null3(gw_buf_t *b);
+/* Verbatim string "=<len+4>\r\ntxt:<bytes>\r\n" (format "txt"). */
+void reply_verbatim(gw_buf_t *b, const void *p, size_t len);
 
 #endif

@@ -10,6 +10,7 @@
 
 #include "dmkv/transport.h"
 #include "server/stats.h"
+#include "dmkv/alloc.h"
 #include "dmkv/log.h"
 #include "version.h"
 
@@ -123,6 +124,7 @@ int gw_server_run(const gw_config_t *cfg)
     for (int i = 0; i < cfg->nmemnodes; i++)
         dm_log(DM_LOG_NOTICE, "  node %d: %s", i, cfg->memnodes[i]);
     dm_log(DM_LOG_NOTICE, "Running mode=standalone, port=%d, threads=%d.", cfg->port, cfg->threads);
+    dm_log(DM_LOG_NOTICE, "Pool chunk owner id %016llx", (unsigned long long)dm_alloc_owner_id());
     dm_log(DM_LOG_NOTICE, "Server initialized");
     dm_log(DM_LOG_NOTICE, "Ready to accept connections tcp");
 

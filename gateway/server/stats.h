@@ -15,7 +15,7 @@ typedef struct gw_stats {
     uint64_t total_net_output_bytes;     /* bytes handed to the kernel for clients */
     uint64_t keyspace_hits;              /* GET-like lookups that found the key */
     uint64_t keyspace_misses;            /* ... that did not */
-    uint64_t expired_keys;               /* not tracked (expiry is lazy in the pool): 0 */
+    uint64_t expired_keys;               /* expired keys removed by this gateway's active expiry */
     uint64_t next_client_id;             /* CLIENT ID source */
 } gw_stats_t;
 

@@ -7,6 +7,7 @@
 #include "dmkv/coro.h"
 #include "net/conn.h"
 #include "net/listener.h"
+#include "server/cron.h"
 #include "dmkv/log.h"
 
 #define DRAIN_POLL_MS 10
@@ -51,6 +52,7 @@ static void on_stop(uv_async_t *a)
     if (th->stopping) return;
     th->stopping = true;
     th->stop_started_ms = dm_now_us() / 1000;
+    gw_cron_stop(th);
     close_listeners(th);
     for (;;) {
         uv_mutex_lock(&th->lock);
@@ -86,11 +88,13 @@ static void thread_main(void *arg)
     }
     uv_async_init(&th->loop, &th->stop_async, on_stop);
     th->stop_async.data = th;
+    gw_cron_start(th);
     th->start_rc = 0;
     uv_sem_post(&th->ready);
 
     uv_run(&th->loop, UV_RUN_DEFAULT);
     uv_run(&th->loop, UV_RUN_DEFAULT); /* close callbacks queued at the very end */
+    gw_cron_free(th);
     if (uv_loop_close(&th->loop) != 0)
         dm_log(DM_LOG_WARNING, "Thread %d: event loop closed with handles still open", th->index);
     return;

@@ -13,6 +13,7 @@
 #define GW_READ_BUF (64u * 1024) /* bytes per read() */
 
 typedef struct gw_conn gw_conn_t;
+typedef struct gw_expiry_entry gw_expiry_entry_t;
 
 typedef struct gw_thread {
     int index; /* 0..threads-1 */
@@ -24,6 +25,11 @@ typedef struct gw_thread {
     int listener_inited[GW_MAX_BIND];
     uv_async_t stop_async;  /* wakes the loop for shutdown */
     uv_timer_t drain_timer; /* polls for the end of in-flight commands at shutdown */
+    uv_timer_t cron_timer;  /* server/cron.c: active expiry, CLIENT KILL sweeps */
+    bool cron_inited;
+    bool expire_running;    /* an active-expiry step is on a coroutine */
+    struct gw_expiry_entry *exp_heap; /* server/expiry_track.h */
+    size_t exp_n, exp_cap;
     bool created;           /* the OS thread exists (join it) */
     bool stopping;
     uint64_t stop_started_ms;

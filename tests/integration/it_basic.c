@@ -151,7 +151,7 @@ static void test_errors(void)
     EXPECT_ERR(it_cmd(c, "SCAN 0 COUNT 0"), "ERR syntax error");
     EXPECT_ERR(it_cmd(c, "SCAN 0 MATCH"), "ERR syntax error");
     EXPECT_ERR(it_cmd(c, "FLUSHALL foo"), "ERR syntax error");
-    EXPECT_ERR(it_cmd(c, "HELLO 3"), "NOPROTO unsupported protocol version");
+    EXPECT_ERR(it_cmd(c, "HELLO 4"), "NOPROTO unsupported protocol version");
     EXPECT_ERR(it_cmd(c, "HELLO x"), "ERR Protocol version is not an integer or out of range");
 }
 

@@ -171,6 +171,30 @@ static bool start_and_wait(it_proc_t *p, char *const argv[], int port)
     return false;
 }
 
+/* Poll p's log until it contains text (the memory node logs its rdma listener after the tcp
+ * port already accepts); false when p exits or after timeout_ms. */
+static bool wait_log(it_proc_t *p, const char *text, int timeout_ms)
+{
+    for (int waited = 0; waited < timeout_ms; waited += 50) {
+        FILE *f = fopen(p->log, "r");
+        char line[1024];
+        bool found = false;
+        while (f && !found && fgets(line, sizeof(line), f))
+            found = strstr(line, text) != NULL;
+        if (f) fclose(f);
+        if (found) return true;
+        int st;
+        if (waitpid(p->pid, &st, WNOHANG) == p->pid) {
+            forget_child(p->pid);
+            p->pid = 0;
+            return false;
+        }
+        struct timespec ts = {0, 50 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return false;
+}
+
 void it_pool_start(it_pool_t *pool)
 {
     memset(pool, 0, sizeof(*pool));
@@ -187,16 +211,41 @@ void it_pool_start(it_pool_t *pool)
     }
     const char *size = getenv("DMKV_IT_MEMNODE_SIZE");
     if (!size) size = "512m";
+    /* DMKV_IT_MEMNODE_RDMA=ADDR: the memory node also serves rdma on ADDR (a free port) and
+     * the pool's URI is rdma://ADDR:port, so every gateway a test starts uses the rdma
+     * transport (tests/rdma/it-in-vm.sh, inside the Soft-RoCE VM). DMKV_IT_MEMNODE_ARGS:
+     * extra memory-node flags, split at spaces. */
+    const char *rdma = getenv("DMKV_IT_MEMNODE_RDMA");
+    if (rdma && !*rdma) rdma = NULL;
+    const char *more = getenv("DMKV_IT_MEMNODE_ARGS");
     for (int attempt = 0; attempt < 5; attempt++) {
-        int port = it_free_port();
-        char ps[16];
+        char extra[512];
+        snprintf(extra, sizeof(extra), "%s", more ? more : "");
+        int port = it_free_port(), rport = rdma ? it_free_port() : 0;
+        char ps[16], rps[16];
         snprintf(ps, sizeof(ps), "%d", port);
-        char *argv[] = {(char *)bin, "--port", ps, "--size", (char *)size, NULL};
-        if (start_and_wait(&pool->memnode, argv, port)) {
-            snprintf(pool->uri, sizeof(pool->uri), "tcp://127.0.0.1:%d", port);
+        snprintf(rps, sizeof(rps), "%d", rport);
+        char *argv[40] = {(char *)bin, "--port", ps, "--size", (char *)size, NULL};
+        int n = 5;
+        if (rdma) {
+            argv[n++] = "--rdma-port";
+            argv[n++] = rps;
+            argv[n++] = "--rdma-bind";
+            argv[n++] = (char *)rdma;
+        }
+        char *save = NULL;
+        for (char *w = strtok_r(extra, " ", &save); w && n < 39; w = strtok_r(NULL, " ", &save))
+            argv[n++] = w;
+        argv[n] = NULL;
+        if (start_and_wait(&pool->memnode, argv, port) &&
+            (!rdma || wait_log(&pool->memnode, "rdma listener on", 15000))) {
+            if (rdma)
+                snprintf(pool->uri, sizeof(pool->uri), "rdma://%s:%d", rdma, rport);
+            else
+                snprintf(pool->uri, sizeof(pool->uri), "tcp://127.0.0.1:%d", port);
             pool->shared = true;
-            fprintf(stderr, "[procs] memnode pid %d on %d (log %s)\n", (int)pool->memnode.pid, port,
-                    pool->memnode.log);
+            fprintf(stderr, "[procs] memnode pid %d on %d, %s (log %s)\n", (int)pool->memnode.pid,
+                    port, pool->uri, pool->memnode.log);
             return;
         }
         it_proc_dump_log(&pool->memnode);

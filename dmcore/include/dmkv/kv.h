@@ -105,9 +105,4 @@ int dm_kv_slot(dm_ctx_t *ctx, const void *key, size_t klen, uint64_t *slot);
  * removed, 0 when the key is absent or live (left untouched), or DM_E*. */
 int dm_kv_del_expired(dm_ctx_t *ctx, const void *key, size_t klen);
 
-/* Like dm_kv_scan but returns only keys whose expiry has passed (still stored), for the
- * active-expiry sweep. dm_kv_scan itself skips expired keys. Same cursor and errors. */
-int dm_kv_scan_expired(dm_ctx_t *ctx, uint64_t cursor, size_t count, dm_keylist_t *out,
-                       uint64_t *next);
-
 #endif

@@ -1,0 +1,182 @@
+/* Transactions: MULTI, EXEC, DISCARD, WATCH, UNWATCH, and RESET.
+ * EXEC runs the queued commands one after another on this connection's coroutine: no
+ * other command of this connection interleaves, but commands from other connections and
+ * other gateways may run between them (README "Transactions"). WATCH records each key's
+ * RACE slot word (dm_kv_slot: 0 when absent); EXEC re-reads them all and aborts (null
+ * reply) if any changed, whichever gateway changed it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "commands/commands.h"
+#include "dmkv/kv.h"
+#include "resp/reply.h"
+#include "server/server.h"
+
+/* One watched key. */
+typedef struct gw_watch {
+    char *key;
+    size_t klen;
+    uint64_t slot; /* slot word at WATCH time, 0 = absent */
+} gw_watch_t;
+
+static void unwatch_all(gw_conn_t *c)
+{
+    for (size_t i = 0; i < c->nwatches; i++)
+        free(c->watches[i].key);
+    free(c->watches);
+    c->watches = NULL;
+    c->nwatches = c->capwatches = 0;
+}
+
+static void discard_queue(gw_conn_t *c)
+{
+    while (c->mq_head) {
+        gw_cmd_t *cmd = c->mq_head;
+        c->mq_head = cmd->next;
+        gw_cmd_free(cmd);
+    }
+    c->mq_tail = NULL;
+    c->mq_n = 0;
+    c->in_multi = false;
+    c->multi_dirty = false;
+}
+
+void gw_conn_reset_multi(gw_conn_t *c)
+{
+    discard_queue(c);
+    unwatch_all(c);
+}
+
+void cmd_multi(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    (void)cmd;
+    if (c->in_multi) {
+        reply_error(&c->out, "ERR MULTI calls can not be nested");
+        return;
+    }
+    c->in_multi = true;
+    c->multi_dirty = false;
+    reply_status(&c->out, "OK");
+}
+
+void cmd_discard(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    (void)cmd;
+    if (!c->in_multi) {
+        reply_error(&c->out, "ERR DISCARD without MULTI");
+        return;
+    }
+    gw_conn_reset_multi(c);
+    reply_status(&c->out, "OK");
+}
+
+/* 1 when every watched key still has its recorded slot word, 0 if one changed, DM_E*. */
+static int watches_hold(gw_conn_t *c)
+{
+    for (size_t i = 0; i < c->nwatches; i++) {
+        dm_ctx_t ctx;
+        uint64_t slot;
+        dm_ctx_init(&ctx, c->th->w, DM_CLS_GET);
+        int rc = dm_kv_slot(&ctx, c->watches[i].key, c->watches[i].klen, &slot);
+        dm_stats_op(DM_CLS_GET);
+        if (rc < 0) return rc;
+        if (slot != c->watches[i].slot) return 0;
+    }
+    return 1;
+}
+
+void cmd_exec(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    (void)cmd;
+    if (!c->in_multi) {
+        reply_error(&c->out, "ERR EXEC without MULTI");
+        return;
+    }
+    if (c->multi_dirty) {
+        gw_conn_reset_multi(c);
+        reply_error(&c->out, "EXECABORT Transaction discarded because of previous errors.");
+        return;
+    }
+    int ok = c->nwatches ? watches_hold(c) : 1;
+    if (ok <= 0) {
+        gw_conn_reset_multi(c);
+        if (ok < 0)
+            gw_reply_dm_error(c, ok);
+        else
+            gw_reply_null_array(c);
+        return;
+    }
+    unwatch_all(c);
+    gw_cmd_t *q = c->mq_head;
+    int n = c->mq_n;
+    c->mq_head = c->mq_tail = NULL;
+    c->mq_n = 0;
+    c->in_multi = false;
+    reply_array(&c->out, n);
+    while (q) {
+        gw_cmd_t *next = q->next;
+        if (!c->closing) {
+            const gw_command_t *gc = gw_command_lookup(q->argv[0], q->argvlen[0]);
+            gw_command_run(c, gc, q);
+        }
+        gw_cmd_free(q);
+        q = next;
+    }
+}
+
+void cmd_watch(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    if (c->in_multi) {
+        reply_error(&c->out, "ERR WATCH inside MULTI is not allowed");
+        return;
+    }
+    for (int i = 1; i < cmd->argc; i++) {
+        dm_ctx_t ctx;
+        uint64_t slot;
+        dm_ctx_init(&ctx, c->th->w, DM_CLS_GET);
+        int rc = dm_kv_slot(&ctx, cmd->argv[i], cmd->argvlen[i], &slot);
+        dm_stats_op(DM_CLS_GET);
+        if (rc < 0) {
+            gw_reply_dm_error(c, rc);
+            return;
+        }
+        bool seen = false; /* a key watched twice keeps its first word, as in Redis */
+        for (size_t k = 0; k < c->nwatches && !seen; k++)
+            seen = c->watches[k].klen == cmd->argvlen[i] &&
+                   memcmp(c->watches[k].key, cmd->argv[i], cmd->argvlen[i]) == 0;
+        if (seen) continue;
+        if (c->nwatches == c->capwatches) {
+            c->capwatches = c->capwatches ? 2 * c->capwatches : 4;
+            c->watches = realloc(c->watches, c->capwatches * sizeof(*c->watches));
+            if (!c->watches) abort();
+        }
+        gw_watch_t *w = &c->watches[c->nwatches++];
+        w->key = malloc(cmd->argvlen[i] + 1);
+        if (!w->key) abort();
+        memcpy(w->key, cmd->argv[i], cmd->argvlen[i] + 1);
+        w->klen = cmd->argvlen[i];
+        w->slot = slot;
+    }
+    reply_status(&c->out, "OK");
+}
+
+void cmd_unwatch(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    (void)cmd;
+    unwatch_all(c);
+    reply_status(&c->out, "OK");
+}
+
+void cmd_reset(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    (void)cmd;
+    gw_conn_reset_multi(c);
+    c->resp = 2;
+    c->no_evict = false;
+    c->authed = !gw_server_requirepass_set();
+    uv_mutex_lock(&c->th->lock);
+    free(c->name);
+    c->name = NULL;
+    uv_mutex_unlock(&c->th->lock);
+    reply_status(&c->out, "RESET");
+}

@@ -1,0 +1,79 @@
+/* Per-thread cron: every tick, close clients flagged by CLIENT KILL and, unless one is still
+ * running, start an active-expiry step on a coroutine: at most GW_EXPIRE_KEYS_PER_TICK due
+ * keys from this thread's expiry queue (expiry_track.h) are removed with dm_kv_del_expired
+ * (which leaves a key alone if it was rewritten meanwhile). Every thread of every gateway
+ * expires the keys it gave an expiry, so the work is spread; each tick's work is bounded.
+ * (A SCAN-driven sweep cannot find expired keys: RACE's scan skips them.) */
+#include "server/cron.h"
+
+#include <stdlib.h>
+
+#include "dmkv/coro.h"
+#include "dmkv/kv.h"
+#include "net/conn.h"
+#include "server/expiry_track.h"
+#include "server/stats.h"
+
+static void expire_step(void *arg)
+{
+    gw_thread_t *th = arg;
+    uint64_t now = dm_wall_ms();
+    char *key;
+    size_t klen;
+    for (int i = 0; i < GW_EXPIRE_KEYS_PER_TICK && !th->stopping &&
+                    gw_expiry_pop_due(th, now, &key, &klen);
+         i++) {
+        dm_ctx_t ctx;
+        dm_ctx_init(&ctx, th->w, DM_CLS_ADMIN);
+        if (dm_kv_del_expired(&ctx, key, klen) == 1) GW_STAT_ADD(expired_keys, 1);
+        dm_stats_op(DM_CLS_ADMIN);
+        free(key);
+    }
+    th->expire_running = false;
+}
+
+static void close_killed(gw_thread_t *th)
+{
+    for (;;) {
+        gw_conn_t *victim = NULL;
+        uv_mutex_lock(&th->lock);
+        for (gw_conn_t *x = th->conns; x && !victim; x = x->next)
+            if (__atomic_load_n(&x->kill, __ATOMIC_RELAXED)) victim = x;
+        uv_mutex_unlock(&th->lock);
+        if (!victim) break;
+        gw_conn_close(victim);
+    }
+}
+
+static void on_tick(uv_timer_t *t)
+{
+    gw_thread_t *th = t->data;
+    if (th->stopping) return;
+    close_killed(th);
+    if (!th->expire_running && th->w) {
+        th->expire_running = true;
+        if (!dm_coro_spawn(expire_step, th) && th->expire_running) th->expire_running = false;
+    }
+}
+
+void gw_cron_start(gw_thread_t *th)
+{
+    uv_timer_init(&th->loop, &th->cron_timer);
+    th->cron_timer.data = th;
+    th->cron_inited = true;
+    uv_timer_start(&th->cron_timer, on_tick, 1000 / GW_CRON_HZ, 1000 / GW_CRON_HZ);
+}
+
+void gw_cron_stop(gw_thread_t *th)
+{
+    if (!th->cron_inited) return;
+    uv_timer_stop(&th->cron_timer);
+    if (!uv_is_closing((uv_handle_t *)&th->cron_timer))
+        uv_close((uv_handle_t *)&th->cron_timer, NULL);
+    th->cron_inited = false;
+}
+
+void gw_cron_free(gw_thread_t *th)
+{
+    gw_expiry_free(th);
+}
