@@ -6,6 +6,8 @@
 #include <unistd.h>
 
 #include "commands/commands.h"
+#include "dmkv/alloc.h"
+#include "dmkv/errors.h"
 #include "dmkv/stats.h"
 #include "info.h"
 #include "resp/reply.h"
@@ -175,6 +177,34 @@ static void v_requirepass(gw_buf_t *b)
     gw_server_get_requirepass(b);
 }
 
+/* maxmemory is the pool's, kept in the superblock so every gateway obeys the same budget. */
+static void v_maxmemory(gw_conn_t *c, gw_buf_t *b)
+{
+    dm_ctx_t ctx;
+    uint64_t limit = 0, used = 0;
+    dm_ctx_init(&ctx, c->th->w, DM_CLS_ADMIN);
+    dm_pool_usage(&ctx, &limit, &used);
+    gw_buf_printf(b, "%llu", (unsigned long long)limit);
+}
+
+/* Redis memory units: 100, 1k, 1kb, 2m, 2mb, 3g, 3gb (k = 1000, kb = 1024). -1 if bad. */
+static long long parse_memory(const char *s)
+{
+    char *end;
+    long long v = strtoll(s, &end, 10);
+    if (end == s || v < 0)
+        return -1;
+    static const struct {
+        const char *unit;
+        long long mul;
+    } units[] = {{"", 1},          {"k", 1000},       {"kb", 1024},      {"m", 1000000},
+                 {"mb", 1 << 20},  {"g", 1000000000}, {"gb", 1ll << 30}};
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (!strcasecmp(end, units[i].unit))
+            return v * units[i].mul;
+    return -1;
+}
+
 static const struct {
     const char *name;
     const char *fixed; /* constant value, or NULL to call fn */
@@ -190,7 +220,7 @@ static const struct {
     {"io-threads", NULL, v_threads},
     {"loglevel", NULL, v_loglevel},
     {"maxclients", NULL, v_maxclients},
-    {"maxmemory", "0", NULL},
+    {"maxmemory", NULL, NULL}, /* pool-wide, read from the superblock (config_get) */
     {"maxmemory-policy", "noeviction", NULL},
     {"memnode", NULL, v_memnode},
     {"port", NULL, v_port},
@@ -226,18 +256,20 @@ static void config_get(gw_conn_t *c, gw_cmd_t *cmd)
         v.len = 0;
         if (config_params[p].fixed)
             gw_buf_puts(&v, config_params[p].fixed);
-        else
+        else if (config_params[p].fn)
             config_params[p].fn(&v);
+        else
+            v_maxmemory(c, &v);
         reply_bulk(&c->out, v.data ? v.data : "", v.len);
     }
     gw_buf_free(&v);
 }
 
-/* CONFIG SET name value [name value ...]: only requirepass can change at run time (per
- * gateway process); other known parameters answer Redis's failure text. All or nothing. */
+/* CONFIG SET name value [name value ...]: requirepass (per gateway process) and maxmemory
+ * (pool-wide) change at run time; other known parameters answer Redis's failure text. */
 static void config_set(gw_conn_t *c, gw_cmd_t *cmd)
 {
-    int pass_arg = 0;
+    int pass_arg = 0, mem_arg = 0;
     for (int i = 2; i < cmd->argc; i += 2) {
         bool known = false;
         for (size_t p = 0; p < NPARAMS; p++)
@@ -248,6 +280,16 @@ static void config_set(gw_conn_t *c, gw_cmd_t *cmd)
                          cmd->argv[i]);
             return;
         }
+        if (!strcasecmp(cmd->argv[i], "maxmemory")) {
+            if (parse_memory(cmd->argv[i + 1]) < 0) {
+                reply_errorf(&c->out,
+                             "ERR CONFIG SET failed (possibly related to argument 'maxmemory') "
+                             "- argument must be a memory value");
+                return;
+            }
+            mem_arg = i + 1;
+            continue;
+        }
         if (strcasecmp(cmd->argv[i], "requirepass")) {
             reply_errorf(&c->out,
                          "ERR CONFIG SET failed (possibly related to argument '%.128s') - "
@@ -256,6 +298,15 @@ static void config_set(gw_conn_t *c, gw_cmd_t *cmd)
             return;
         }
         pass_arg = i + 1;
+    }
+    if (mem_arg) {
+        dm_ctx_t ctx;
+        dm_ctx_init(&ctx, c->th->w, DM_CLS_ADMIN);
+        int rc = dm_pool_set_maxmemory(&ctx, (uint64_t)parse_memory(cmd->argv[mem_arg]));
+        if (rc) {
+            reply_errorf(&c->out, "ERR dmkv: %s", dm_strerror(rc));
+            return;
+        }
     }
     if (pass_arg) {
         gw_server_set_requirepass(cmd->argv[pass_arg], cmd->argvlen[pass_arg]);
@@ -270,7 +321,7 @@ static const char *config_help[] = {
     "GET <pattern>",
     "    Return parameters matching the glob-like <pattern> and their values.",
     "SET <directive> <value>",
-    "    Set the configuration <directive> to <value> (dmkv: requirepass only).",
+    "    Set the configuration <directive> to <value> (dmkv: requirepass, maxmemory).",
     "RESETSTAT",
     "    Reset statistics reported by the INFO command.",
     "HELP",
