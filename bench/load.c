@@ -23,7 +23,8 @@ static void *loader(void *arg)
     unsigned long long to = nkeys * (unsigned long long)(t + 1) / (unsigned long long)threads;
     char val[33];
     for (unsigned long long i = from; i < to; i += (unsigned long long)pipeline) {
-        unsigned long long end = i + (unsigned long long)pipeline < to ? i + (unsigned long long)pipeline : to;
+        unsigned long long end =
+            i + (unsigned long long)pipeline < to ? i + (unsigned long long)pipeline : to;
         for (unsigned long long k = i; k < end; k++) {
             snprintf(val, sizeof(val), "value-%026llu", k);
             redisAppendCommand(c, "SET key:%012llu %s", k, val);
@@ -34,7 +35,8 @@ static void *loader(void *arg)
                 fprintf(stderr, "connection lost: %s\n", c->errstr);
                 exit(1);
             }
-            if (r->type == REDIS_REPLY_ERROR && __atomic_fetch_add(&errors, 1, __ATOMIC_RELAXED) < 5)
+            if (r->type == REDIS_REPLY_ERROR &&
+                __atomic_fetch_add(&errors, 1, __ATOMIC_RELAXED) < 5)
                 fprintf(stderr, "error: %s\n", r->str);
             freeReplyObject(r);
         }
@@ -51,10 +53,8 @@ int main(int argc, char **argv)
     }
     port = atoi(argv[1]);
     nkeys = strtoull(argv[2], NULL, 10);
-    if (argc > 3)
-        threads = atoi(argv[3]);
-    if (argc > 4)
-        pipeline = atoi(argv[4]);
+    if (argc > 3) threads = atoi(argv[3]);
+    if (argc > 4) pipeline = atoi(argv[4]);
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     pthread_t th[64];

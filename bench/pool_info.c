@@ -21,8 +21,8 @@ int main(int argc, char **argv)
     uv_loop_t loop;
     uv_loop_init(&loop);
     char err[256];
-    dm_worker_t *w = dm_worker_create(&loop, (const char *const *)argv + 1, (unsigned)argc - 1,
-                                      err, sizeof(err));
+    dm_worker_t *w = dm_worker_create(&loop, (const char *const *)argv + 1, (unsigned)argc - 1, err,
+                                      sizeof(err));
     if (!w) {
         fprintf(stderr, "%s\n", err);
         return 1;
@@ -49,8 +49,7 @@ int main(int argc, char **argv)
         dm_batch_init(&b);
         dm_batch_read(&b, dm_gaddr_make((unsigned)i, DM_SB_OFF(alloc_ptr)), &end, 8);
         dm_batch_exec(&ctx, &b);
-        if (end > w->conns[i]->region_size)
-            end = w->conns[i]->region_size;
+        if (end > w->conns[i]->region_size) end = w->conns[i]->region_size;
         while (off + sizeof(dm_chunk_hdr_t) <= end) {
             dm_chunk_hdr_t h;
             dm_batch_init(&b);

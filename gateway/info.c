@@ -258,7 +258,8 @@ static void sec_dmkv(gw_buf_t *b)
         gw_buf_printf(b, "memnode%d:%s\r\n", i, gw_server.cfg->memnodes[i]);
     uint64_t splits, splitting, doublings;
     dm_race_split_stats(&splits, &splitting, &doublings);
-    gw_buf_printf(b, "race_splits:%llu\r\nrace_splits_in_progress:%llu\r\n"
+    gw_buf_printf(b,
+                  "race_splits:%llu\r\nrace_splits_in_progress:%llu\r\n"
                   "race_directory_doublings:%llu\r\n",
                   (unsigned long long)splits, (unsigned long long)splitting,
                   (unsigned long long)doublings);

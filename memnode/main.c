@@ -113,7 +113,8 @@ int main(int argc, char **argv)
                strerror(errno));
         return 1;
     }
-    dm_log(DM_LOG_NOTICE, "Region of %llu MiB allocated (%s), node header formatted (alloc_ptr %llu)",
+    dm_log(DM_LOG_NOTICE,
+           "Region of %llu MiB allocated (%s), node header formatted (alloc_ptr %llu)",
            (unsigned long long)(o.size >> 20), region.huge ? "huge pages" : "normal pages",
            (unsigned long long)((dm_superblock_t *)region.base)->alloc_ptr);
 
@@ -135,15 +136,16 @@ int main(int argc, char **argv)
             return 1;
         }
         rdma_started = 1;
-        dm_log(DM_LOG_NOTICE, "rdma listener on %s:%d", o.rdma_bind ? o.rdma_bind : "*", o.rdma_port);
+        dm_log(DM_LOG_NOTICE, "rdma listener on %s:%d", o.rdma_bind ? o.rdma_bind : "*",
+               o.rdma_port);
     }
     uv_signal_init(loop, &sig_int);
     uv_signal_init(loop, &sig_term);
     uv_signal_start(&sig_int, on_signal, SIGINT);
     uv_signal_start(&sig_term, on_signal, SIGTERM);
 
-    dm_log(DM_LOG_NOTICE, "Server initialized: tcp transport on %s:%d%s", o.bind, mn_tcp_port(&server),
-           server.auth[0] ? " (auth required)" : "");
+    dm_log(DM_LOG_NOTICE, "Server initialized: tcp transport on %s:%d%s", o.bind,
+           mn_tcp_port(&server), server.auth[0] ? " (auth required)" : "");
     dm_log(DM_LOG_NOTICE, "Ready to accept connections tcp");
     uv_run(loop, UV_RUN_DEFAULT);
 

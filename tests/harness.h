@@ -5,28 +5,28 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#define CHECK(cond)                                                                        \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);       \
-            abort();                                                                       \
-        }                                                                                  \
+#define CHECK(cond)                                                                                \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
-#define CHECKF(cond, ...)                                                                  \
-    do {                                                                                   \
-        if (!(cond)) {                                                                     \
-            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);       \
-            fprintf(stderr, __VA_ARGS__);                                                  \
-            fputc('\n', stderr);                                                           \
-            abort();                                                                       \
-        }                                                                                  \
+#define CHECKF(cond, ...)                                                                          \
+    do {                                                                                           \
+        if (!(cond)) {                                                                             \
+            fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);               \
+            fprintf(stderr, __VA_ARGS__);                                                          \
+            fputc('\n', stderr);                                                                   \
+            abort();                                                                               \
+        }                                                                                          \
     } while (0)
 
-#define RUN(test)                                                                          \
-    do {                                                                                   \
-        fprintf(stderr, "== %s\n", #test);                                                 \
-        test();                                                                            \
+#define RUN(test)                                                                                  \
+    do {                                                                                           \
+        fprintf(stderr, "== %s\n", #test);                                                         \
+        test();                                                                                    \
     } while (0)
 
 #endif

@@ -118,10 +118,8 @@ static dm_coro_t *coro_alloc(void)
         return co;
     }
     co = calloc(1, sizeof(*co));
-    if (!co)
-        return NULL;
-    co->stack = mmap(NULL, CORO_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                     -1, 0);
+    if (!co) return NULL;
+    co->stack = mmap(NULL, CORO_STACK, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (co->stack == MAP_FAILED) {
         free(co);
         return NULL;
@@ -178,8 +176,7 @@ dm_coro_t *dm_coro_spawn(dm_coro_fn fn, void *arg)
 void dm_coro_yield(void)
 {
     dm_coro_t *co = current;
-    if (!co)
-        abort();
+    if (!co) abort();
     start_switch(co, 0);
     transfer_t t = jump_fcontext(co->caller, co);
     co->caller = t.fctx;
@@ -188,8 +185,7 @@ void dm_coro_yield(void)
 
 void dm_coro_resume(dm_coro_t *co)
 {
-    if (current || co->done)
-        abort();
+    if (current || co->done) abort();
     switch_into(co);
 }
 

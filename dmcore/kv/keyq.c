@@ -22,8 +22,7 @@ dm_keyq_t *dm_keyq_create(void)
 
 void dm_keyq_destroy(dm_keyq_t *q)
 {
-    if (!q)
-        return;
+    if (!q) return;
     for (int i = 0; i < KEYQ_BUCKETS; i++)
         while (q->b[i]) {
             busy_key_t *k = q->b[i];
@@ -48,8 +47,7 @@ int dm_keyq_enter(dm_worker_t *w, dm_keyq_entry_t *e)
     busy_key_t **p = find(w->keyq, e->hash);
     if (!*p) {
         busy_key_t *k = calloc(1, sizeof(*k));
-        if (!k)
-            return 1; /* no queue: just race at the CAS */
+        if (!k) return 1; /* no queue: just race at the CAS */
         k->hash = e->hash;
         *p = k;
         return 1;
@@ -74,8 +72,7 @@ void dm_keyq_leave(dm_worker_t *w, dm_keyq_entry_t *e, int rc)
     }
     busy_key_t **p = find(w->keyq, e->hash);
     busy_key_t *k = *p;
-    if (!k)
-        return;
+    if (!k) return;
     if (!k->head) {
         *p = k->next;
         free(k);
@@ -92,8 +89,7 @@ void dm_keyq_leave(dm_worker_t *w, dm_keyq_entry_t *e, int rc)
         }
     }
     k->head = owner->next;
-    if (!k->head)
-        k->tail = NULL;
+    if (!k->head) k->tail = NULL;
     owner->next = NULL;
     owner->riders = run;
     dm_worker_wake(w, &owner->wake);

@@ -18,9 +18,9 @@ typedef struct dm_keyq dm_keyq_t;
 typedef struct dm_keyq_entry {
     dm_wake_t wake;
     uint64_t hash;
-    int blind;    /* a plain SET: may be combined with later plain SETs */
-    int absorbed; /* completed by a later SET of the run */
-    int result;   /* the result to report when absorbed */
+    int blind;                    /* a plain SET: may be combined with later plain SETs */
+    int absorbed;                 /* completed by a later SET of the run */
+    int result;                   /* the result to report when absorbed */
     struct dm_keyq_entry *next;   /* queue order */
     struct dm_keyq_entry *riders; /* SETs this one completes */
 } dm_keyq_entry_t;

@@ -25,8 +25,7 @@ void dm_value_free(dm_value_t *v)
 static int copy_value(const dm_kv_view_t *v, dm_value_t *out)
 {
     out->data = malloc(v->val_len ? v->val_len : 1);
-    if (!out->data)
-        return DM_ENOMEM;
+    if (!out->data) return DM_ENOMEM;
     memcpy(out->data, v->val, v->val_len);
     out->len = v->val_len;
     out->expire_ms = v->expire_ms;
@@ -62,24 +61,19 @@ static int decide_set(void *arg, const dm_kv_view_t *v)
 {
     set_decide_t *d = arg;
     d->existed = live(v, d->now_ms);
-    if ((d->flags & DM_SET_NX) && d->existed)
-        return 0;
-    if ((d->flags & DM_SET_XX) && !d->existed)
-        return 0;
+    if ((d->flags & DM_SET_NX) && d->existed) return 0;
+    if ((d->flags & DM_SET_XX) && !d->existed) return 0;
     return 1;
 }
 
 int dm_kv_set(dm_ctx_t *ctx, const void *key, size_t klen, const void *val, size_t vlen,
               uint64_t expire_ms, unsigned flags, dm_value_t *old)
 {
-    if (old)
-        memset(old, 0, sizeof(*old));
-    if (klen > DM_KV_MAX_KEY || vlen > DM_KV_MAX_VALUE)
-        return DM_ETOOBIG;
+    if (old) memset(old, 0, sizeof(*old));
+    if (klen > DM_KV_MAX_KEY || vlen > DM_KV_MAX_VALUE) return DM_ETOOBIG;
     uint64_t size = dm_kvblock_size(klen, vlen);
     uint8_t *block = malloc(size);
-    if (!block)
-        return DM_ENOMEM;
+    if (!block) return DM_ENOMEM;
     dm_kvblock_build(block, key, klen, val, vlen, expire_ms);
     dm_keyq_entry_t q = {.hash = XXH3_64bits(key, klen), .blind = flags == 0};
     if (!dm_keyq_enter(ctx->w, &q)) {
@@ -90,13 +84,12 @@ int dm_kv_set(dm_ctx_t *ctx, const void *key, size_t klen, const void *val, size
     dm_race_item_t prev;
     memset(&prev, 0, sizeof(prev));
     /* KEEPTTL keeps the expiry only of a live key (an expired one is absent). */
-    int rc = dm_race_set(ctx, key, klen, block, size, decide_set, &d,
-                         (flags & DM_SET_KEEPTTL) != 0, (flags & DM_SET_GET) ? &prev : NULL);
+    int rc = dm_race_set(ctx, key, klen, block, size, decide_set, &d, (flags & DM_SET_KEEPTTL) != 0,
+                         (flags & DM_SET_GET) ? &prev : NULL);
     dm_keyq_leave(ctx->w, &q, rc);
     if ((flags & DM_SET_GET) && old) {
         /* The old value is reported when the key was live, written or not (SET ... GET). */
-        if (rc >= 0 && prev.block && live(&prev.view, d.now_ms))
-            copy_value(&prev.view, old);
+        if (rc >= 0 && prev.block && live(&prev.view, d.now_ms)) copy_value(&prev.view, old);
     }
     free(prev.block);
     free(block);
@@ -117,8 +110,7 @@ int dm_kv_del(dm_ctx_t *ctx, const void *key, size_t klen)
     dm_keyq_enter(ctx->w, &q);
     int rc = dm_race_delete(ctx, key, klen, decide_del, &was_live);
     dm_keyq_leave(ctx->w, &q, rc);
-    if (rc == 1)
-        return was_live;
+    if (rc == 1) return was_live;
     return rc;
 }
 
@@ -154,8 +146,7 @@ static void emit_key(void *arg, const dm_kv_view_t *v)
 {
     scan_out_t *so = arg;
     dm_keylist_t *l = so->l;
-    if (so->err || live(v, so->now_ms) == so->want_expired)
-        return;
+    if (so->err || live(v, so->now_ms) == so->want_expired) return;
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 16;
         dm_key_t *k = realloc(l->keys, cap * sizeof(*k));
@@ -177,8 +168,7 @@ static void emit_key(void *arg, const dm_kv_view_t *v)
     l->n++;
 }
 
-int dm_kv_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, dm_keylist_t *out,
-               uint64_t *next)
+int dm_kv_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, dm_keylist_t *out, uint64_t *next)
 {
     scan_out_t so = {.l = out, .err = 0, .want_expired = 0, .now_ms = dm_wall_ms()};
     int rc = dm_race_scan(ctx, cursor, count, emit_key, &so, next);

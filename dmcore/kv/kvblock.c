@@ -37,10 +37,8 @@ void dm_kvblock_build(uint8_t *buf, const void *key, size_t klen, const void *va
     memcpy(buf, &k, 4);
     memcpy(buf + 4, &vl, 4);
     memcpy(buf + 8, &expire_ms, 8);
-    if (klen)
-        memcpy(buf + DM_KV_HDR, key, klen);
-    if (vlen)
-        memcpy(buf + DM_KV_HDR + klen, val, vlen);
+    if (klen) memcpy(buf + DM_KV_HDR, key, klen);
+    if (vlen) memcpy(buf + DM_KV_HDR + klen, val, vlen);
     uint64_t so = sum_off(klen, vlen);
     memset(buf + DM_KV_HDR + klen + vlen, 0, size - (DM_KV_HDR + klen + vlen));
     uint64_t sum = XXH3_64bits(buf, DM_KV_HDR + klen + vlen);
@@ -55,23 +53,19 @@ uint8_t dm_kvblock_len_units(uint64_t block_bytes)
 
 uint64_t dm_kvblock_size_from_hdr(const uint8_t *buf, size_t have)
 {
-    if (have < DM_KV_HDR)
-        return 0;
+    if (have < DM_KV_HDR) return 0;
     uint32_t k = ld32(buf), vl = ld32(buf + 4);
-    if (k > DM_KV_MAX_KEY || vl > DM_KV_MAX_VALUE)
-        return 0;
+    if (k > DM_KV_MAX_KEY || vl > DM_KV_MAX_VALUE) return 0;
     return dm_kvblock_size(k, vl);
 }
 
 int dm_kvblock_parse(const uint8_t *buf, size_t have, dm_kv_view_t *v)
 {
     uint64_t size = dm_kvblock_size_from_hdr(buf, have);
-    if (size == 0 || size > have)
-        return DM_ECORRUPT;
+    if (size == 0 || size > have) return DM_ECORRUPT;
     uint32_t k = ld32(buf), vl = ld32(buf + 4);
     uint64_t sum = ld64(buf + sum_off(k, vl));
-    if (sum != XXH3_64bits(buf, DM_KV_HDR + (uint64_t)k + vl))
-        return DM_ECORRUPT;
+    if (sum != XXH3_64bits(buf, DM_KV_HDR + (uint64_t)k + vl)) return DM_ECORRUPT;
     v->key = buf + DM_KV_HDR;
     v->key_len = k;
     v->val = buf + DM_KV_HDR + k;
@@ -82,7 +76,6 @@ int dm_kvblock_parse(const uint8_t *buf, size_t have, dm_kv_view_t *v)
 
 int dm_kvblock_key_equals(const uint8_t *buf, size_t have, const void *key, size_t klen)
 {
-    if (have < DM_KV_HDR + klen || ld32(buf) != klen)
-        return 0;
+    if (have < DM_KV_HDR + klen || ld32(buf) != klen) return 0;
     return klen == 0 || memcmp(buf + DM_KV_HDR, key, klen) == 0;
 }

@@ -29,15 +29,13 @@ struct dm_alloc {
 dm_alloc_t *dm_alloc_create(dm_worker_t *w)
 {
     dm_alloc_t *a = calloc(1, sizeof(*a));
-    if (a)
-        a->w = w;
+    if (a) a->w = w;
     return a;
 }
 
 void dm_alloc_destroy(dm_alloc_t *a)
 {
-    if (!a)
-        return;
+    if (!a) return;
     for (int c = 0; c <= MAX_CLASS; c++)
         while (a->head[c]) {
             freed_t *f = a->head[c];
@@ -65,11 +63,10 @@ static int take_from_pool(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t bytes, dm_gaddr
     dm_verb_t *u = dm_batch_faa(&b, dm_gaddr_make(0, DM_SB_OFF(pool_used)), bytes);
     dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(maxmemory)), &limit, 8);
     int rc = dm_batch_exec(ctx, &b);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     if (limit && u->result + bytes > limit) {
         dm_batch_init(&b);
-        dm_batch_faa(&b, dm_gaddr_make(0, DM_SB_OFF(pool_used)), (uint64_t)-(int64_t)bytes);
+        dm_batch_faa(&b, dm_gaddr_make(0, DM_SB_OFF(pool_used)), (uint64_t) - (int64_t)bytes);
         dm_batch_exec(ctx, &b);
         return DM_ENOMEM;
     }
@@ -78,8 +75,7 @@ static int take_from_pool(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t bytes, dm_gaddr
         dm_batch_init(&b);
         dm_verb_t *v = dm_batch_faa(&b, dm_gaddr_make(node, DM_SB_OFF(alloc_ptr)), bytes);
         rc = dm_batch_exec(ctx, &b);
-        if (rc)
-            return rc;
+        if (rc) return rc;
         uint64_t old = v->result;
         if (old + bytes <= w->conns[node]->region_size && old + bytes > old) {
             *out = dm_gaddr_make(node, old);
@@ -89,7 +85,7 @@ static int take_from_pool(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t bytes, dm_gaddr
         /* This node is full: the overshoot stays (every later FAA fails the same way). */
     }
     dm_batch_init(&b);
-    dm_batch_faa(&b, dm_gaddr_make(0, DM_SB_OFF(pool_used)), (uint64_t)-(int64_t)bytes);
+    dm_batch_faa(&b, dm_gaddr_make(0, DM_SB_OFF(pool_used)), (uint64_t) - (int64_t)bytes);
     dm_batch_exec(ctx, &b);
     return DM_ENOMEM;
 }
@@ -100,16 +96,13 @@ static freed_t *take_freed(dm_alloc_t *a, uint64_t units)
     freed_t *f = a->head[c], *prev = NULL;
     uint64_t now = dm_now_us();
     for (int scanned = 0; f && scanned < 8; prev = f, f = f->next, scanned++) {
-        if (now - f->freed_us < DM_GRACE_US)
-            return NULL; /* FIFO: the rest are younger */
-        if (f->units != units)
-            continue;
+        if (now - f->freed_us < DM_GRACE_US) return NULL; /* FIFO: the rest are younger */
+        if (f->units != units) continue;
         if (prev)
             prev->next = f->next;
         else
             a->head[c] = f->next;
-        if (a->tail[c] == f)
-            a->tail[c] = prev;
+        if (a->tail[c] == f) a->tail[c] = prev;
         return f;
     }
     return NULL;
@@ -136,8 +129,7 @@ static int take_range(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t payload, dm_gaddr_t
     uint64_t total = payload + sizeof(dm_chunk_hdr_t);
     dm_gaddr_t start;
     int rc = take_from_pool(ctx, a, total, &start);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     dm_chunk_hdr_t h = {.magic = DM_CHUNK_MAGIC,
                         .bytes = total,
                         .owner = dm_alloc_owner_id(),
@@ -154,8 +146,7 @@ int dm_alloc_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out)
 {
     dm_alloc_t *a = ctx->w->alloc;
     uint64_t units = (bytes + DM_UNIT - 1) / DM_UNIT;
-    if (units == 0)
-        units = 1;
+    if (units == 0) units = 1;
     uint64_t need = units * DM_UNIT;
     freed_t *f = take_freed(a, units);
     if (f) {
@@ -169,8 +160,7 @@ int dm_alloc_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out)
         dm_gaddr_t chunk;
         uint64_t payload = DM_CHUNK_SIZE - sizeof(dm_chunk_hdr_t);
         int rc = take_range(ctx, a, payload, &chunk);
-        if (rc)
-            return rc;
+        if (rc) return rc;
         /* The rest of the old chunk is abandoned (small: < a quarter chunk). */
         a->cur = chunk;
         a->cur_left = payload;
@@ -184,11 +174,9 @@ int dm_alloc_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out)
 void dm_alloc_free(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes)
 {
     uint64_t units = (bytes + DM_UNIT - 1) / DM_UNIT;
-    if (units == 0)
-        units = 1;
+    if (units == 0) units = 1;
     freed_t *f = malloc(sizeof(*f));
-    if (!f)
-        return; /* leak rather than fail a free */
+    if (!f) return; /* leak rather than fail a free */
     f->addr = addr;
     f->units = units;
     f->freed_us = dm_now_us();

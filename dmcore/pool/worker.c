@@ -35,8 +35,7 @@ void dm_ctx_init(dm_ctx_t *ctx, dm_worker_t *w, dm_cls_t cls)
 
 static dm_verb_t *batch_add(dm_batch_t *b, dm_gaddr_t a, uint8_t op)
 {
-    if (b->n >= DM_BATCH_MAX)
-        return NULL;
+    if (b->n >= DM_BATCH_MAX) return NULL;
     dm_verb_t *v = &b->v[b->n];
     memset(v, 0, sizeof(*v));
     v->op = op;
@@ -115,10 +114,8 @@ typedef struct batch_wait {
 static void batch_done(void *arg, int conn_status)
 {
     batch_wait_t *bw = arg;
-    if (conn_status && !bw->status)
-        bw->status = conn_status;
-    if (--bw->pending == 0 && bw->yielded)
-        dm_coro_resume(bw->co);
+    if (conn_status && !bw->status) bw->status = conn_status;
+    if (--bw->pending == 0 && bw->yielded) dm_coro_resume(bw->co);
 }
 
 /* Group b's verbs per node into tmp (keeping order) and account them. */
@@ -143,8 +140,7 @@ static unsigned group_by_node(dm_worker_t *w, dm_batch_t *b, dm_verb_t *tmp, uns
     for (unsigned j = 0; j < nodes; j++) {
         start[j] = k;
         for (unsigned i = 0; i < b->n; i++) {
-            if (b->node[i] != order[j])
-                continue;
+            if (b->node[i] != order[j]) continue;
             tmp[k] = b->v[i];
             dm_verb_t *t = &tmp[k];
             if (t->op == DM_OP_MASKED_CAS && order[j] < w->n_nodes && w->conns[order[j]] &&
@@ -168,8 +164,7 @@ static unsigned group_by_node(dm_worker_t *w, dm_batch_t *b, dm_verb_t *tmp, uns
 int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b)
 {
     dm_worker_t *w = ctx->w;
-    if (b->n == 0)
-        return 0;
+    if (b->n == 0) return 0;
     dm_verb_t tmp[DM_BATCH_MAX];
     unsigned map[DM_BATCH_MAX], start[DM_BATCH_MAX], count[DM_BATCH_MAX];
     uint64_t rd = 0, wr = 0;
@@ -185,8 +180,7 @@ int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b)
         if (rc) {
             for (unsigned i = s; i < s + count[j]; i++)
                 tmp[i].status = rc;
-            if (!bw.status)
-                bw.status = rc;
+            if (!bw.status) bw.status = rc;
             bw.pending--;
         }
     }
@@ -204,8 +198,7 @@ int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b)
         dm_verb_t *dst = &b->v[map[k]];
         dst->status = tmp[k].status;
         dst->result = tmp[k].result;
-        if (dst->status && !first)
-            first = dst->status;
+        if (dst->status && !first) first = dst->status;
     }
     return first;
 }
@@ -220,23 +213,20 @@ static void async_done(void *arg, int conn_status)
 {
     (void)conn_status;
     async_batch_t *ab = arg;
-    if (--ab->pending == 0)
-        free(ab);
+    if (--ab->pending == 0) free(ab);
 }
 
 int dm_batch_post_async(dm_ctx_t *ctx, dm_batch_t *b)
 {
     dm_worker_t *w = ctx->w;
-    if (b->n == 0)
-        return 0;
+    if (b->n == 0) return 0;
     dm_verb_t tmp[DM_BATCH_MAX];
     unsigned map[DM_BATCH_MAX], start[DM_BATCH_MAX], count[DM_BATCH_MAX];
     uint64_t rd = 0, wr = 0;
     unsigned nodes = group_by_node(w, b, tmp, map, start, count, &rd, &wr);
     dm_stats_batch(ctx->cls, b->n, rd, wr);
     async_batch_t *ab = malloc(sizeof(*ab) + b->n * sizeof(dm_verb_t) + wr);
-    if (!ab)
-        return DM_ENOMEM;
+    if (!ab) return DM_ENOMEM;
     memcpy(ab->verbs, tmp, b->n * sizeof(dm_verb_t));
     uint8_t *data = (uint8_t *)&ab->verbs[b->n];
     for (unsigned k = 0; k < b->n; k++) {
@@ -256,12 +246,10 @@ int dm_batch_post_async(dm_ctx_t *ctx, dm_batch_t *b)
         unsigned node = start[j] >> 16, s = start[j] & 0xffff;
         int rc = DM_EINVAL;
         if (node < w->n_nodes && w->conns[node])
-            rc = w->conns[node]->ops->post(w->conns[node], &ab->verbs[s], count[j],
-                                           async_done, ab);
+            rc = w->conns[node]->ops->post(w->conns[node], &ab->verbs[s], count[j], async_done, ab);
         if (rc) {
             ab->pending--;
-            if (!first)
-                first = rc;
+            if (!first) first = rc;
         }
     }
     async_done(ab, 0);
@@ -278,8 +266,7 @@ static void on_waker(uv_idle_t *h)
         dm_wake_t *wk = list;
         list = wk->next;
         wk->woken = 1;
-        if (wk->co)
-            dm_coro_resume(wk->co);
+        if (wk->co) dm_coro_resume(wk->co);
     }
 }
 
@@ -306,8 +293,8 @@ void dm_worker_wake(dm_worker_t *w, dm_wake_t *wk)
     uv_idle_start(w->waker, on_waker);
 }
 
-dm_worker_t *dm_worker_create(uv_loop_t *loop, const char *const *uris, unsigned n,
-                              char *err, size_t errlen)
+dm_worker_t *dm_worker_create(uv_loop_t *loop, const char *const *uris, unsigned n, char *err,
+                              size_t errlen)
 {
     if (n == 0 || n > DM_GADDR_MAX_NODES) {
         snprintf(err, errlen, "need between 1 and %u memory nodes", DM_GADDR_MAX_NODES);
@@ -353,15 +340,12 @@ dm_worker_t *dm_worker_create(uv_loop_t *loop, const char *const *uris, unsigned
 
 void dm_worker_destroy(dm_worker_t *w)
 {
-    if (!w)
-        return;
+    if (!w) return;
     dm_race_detach(w->race);
     dm_alloc_destroy(w->alloc);
     dm_keyq_destroy(w->keyq);
-    if (w->waker)
-        uv_close((uv_handle_t *)w->waker, (uv_close_cb)free);
+    if (w->waker) uv_close((uv_handle_t *)w->waker, (uv_close_cb)free);
     for (unsigned i = 0; i < w->n_nodes; i++)
-        if (w->conns[i])
-            w->conns[i]->ops->close(w->conns[i]);
+        if (w->conns[i]) w->conns[i]->ops->close(w->conns[i]);
     free(w);
 }

@@ -41,24 +41,20 @@ static int fetch_cands(dm_ctx_t *ctx, cand_t *c, unsigned n, const void *key, si
         c[i].block_len = (uint64_t)race_slot_len(c[i].ref.word) * DM_UNIT;
         c[i].block = malloc(c[i].block_len ? c[i].block_len : 64);
         c[i].state = CAND_NOMATCH;
-        if (!c[i].block)
-            return DM_ENOMEM;
+        if (!c[i].block) return DM_ENOMEM;
         dm_batch_read(&b, race_slot_ptr(c[i].ref.word), c[i].block, (uint32_t)c[i].block_len);
     }
     int rc = dm_batch_exec(ctx, &b);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     dm_batch_init(&b);
     for (unsigned i = 0; i < n; i++) {
         uint64_t full = dm_kvblock_size_from_hdr(c[i].block, c[i].block_len);
         uint32_t kl;
         memcpy(&kl, c[i].block, 4);
-        if (kl != klen)
-            continue;
+        if (kl != klen) continue;
         if (full > c[i].block_len && race_slot_len(c[i].ref.word) == DM_KV_LEN_MAX_UNITS) {
             uint8_t *nb = realloc(c[i].block, full);
-            if (!nb)
-                return DM_ENOMEM;
+            if (!nb) return DM_ENOMEM;
             c[i].block = nb;
             uint64_t have = c[i].block_len;
             c[i].block_len = full;
@@ -68,14 +64,11 @@ static int fetch_cands(dm_ctx_t *ctx, cand_t *c, unsigned n, const void *key, si
         }
     }
     rc = dm_batch_exec(ctx, &b);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     for (unsigned i = 0; i < n; i++) {
-        if (!dm_kvblock_key_equals(c[i].block, c[i].block_len, key, klen))
-            continue;
-        c[i].state = dm_kvblock_parse(c[i].block, c[i].block_len, &c[i].view) == 0
-                         ? CAND_MATCH
-                         : CAND_CORRUPT;
+        if (!dm_kvblock_key_equals(c[i].block, c[i].block_len, key, klen)) continue;
+        c[i].state = dm_kvblock_parse(c[i].block, c[i].block_len, &c[i].view) == 0 ? CAND_MATCH
+                                                                                   : CAND_CORRUPT;
     }
     return 0;
 }
@@ -105,19 +98,14 @@ static int lookup(dm_ctx_t *ctx, dm_batch_t *b, lookup_t *lk, const void *key, s
     for (int refreshed = 0;; refreshed++) {
         race_locate(r, key, klen, &lk->loc);
         int rc = race_read_cbs(b, &lk->loc, &lk->cbs);
-        if (!rc)
-            rc = dm_batch_exec(ctx, b);
+        if (!rc) rc = dm_batch_exec(ctx, b);
         dm_batch_init(b);
-        if (rc)
-            return rc;
-        if (race_check_headers(&lk->loc, &lk->cbs, &lk->moving) == 0)
-            break;
+        if (rc) return rc;
+        if (race_check_headers(&lk->loc, &lk->cbs, &lk->moving) == 0) break;
         /* Stale directory cache (RACE §3.4.1 case 3): refresh and read again. */
-        if (refreshed >= 8)
-            return DM_ERETRY;
+        if (refreshed >= 8) return DM_ERETRY;
         rc = race_refresh(ctx, r);
-        if (rc)
-            return rc;
+        if (rc) return rc;
     }
     if (lk->moving) {
         unsigned ld = race_hdr_ld(lk->cbs.raw[0][0]);
@@ -125,16 +113,12 @@ static int lookup(dm_ctx_t *ctx, dm_batch_t *b, lookup_t *lk, const void *key, s
         lk->ploc = lk->loc;
         race_locate_in(&lk->ploc, race_dir_addr(pe), race_dir_ld(pe));
         int rc = race_read_cbs(b, &lk->ploc, &lk->pcbs);
-        if (!rc)
-            rc = dm_batch_exec(ctx, b);
+        if (!rc) rc = dm_batch_exec(ctx, b);
         dm_batch_init(b);
-        if (!rc)
-            rc = race_read_cbs(b, &lk->loc, &lk->cbs);
-        if (!rc)
-            rc = dm_batch_exec(ctx, b);
+        if (!rc) rc = race_read_cbs(b, &lk->loc, &lk->cbs);
+        if (!rc) rc = dm_batch_exec(ctx, b);
         dm_batch_init(b);
-        if (rc)
-            return rc;
+        if (rc) return rc;
     }
     race_slotref_t refs[2 * MAX_CANDS];
     lk->nhome = race_fp_slots(&lk->loc, &lk->cbs, lk->loc.fp, refs, MAX_CANDS);
@@ -145,20 +129,15 @@ static int lookup(dm_ctx_t *ctx, dm_batch_t *b, lookup_t *lk, const void *key, s
         memset(&lk->c[i], 0, sizeof(lk->c[i]));
         lk->c[i].ref = refs[i];
     }
-    if (lk->n == 0)
-        return 0;
+    if (lk->n == 0) return 0;
     int rc = fetch_cands(ctx, lk->c, lk->n, key, klen);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     for (unsigned i = 0; i < lk->n; i++) {
         if (lk->c[i].state == CAND_CORRUPT)
             return DM_ECORRUPT; /* slot changed under us or a torn block: caller retries */
-        if (lk->c[i].state != CAND_MATCH)
-            continue;
-        if (lk->first < 0)
-            lk->first = (int)i;
-        if (race_slot_moving(lk->c[i].ref.word))
-            lk->frozen = 1;
+        if (lk->c[i].state != CAND_MATCH) continue;
+        if (lk->first < 0) lk->first = (int)i;
+        if (race_slot_moving(lk->c[i].ref.word)) lk->frozen = 1;
     }
     return 0;
 }
@@ -185,13 +164,10 @@ typedef struct retry {
 
 static int should_retry(dm_ctx_t *ctx, int rc, retry_t *rt)
 {
-    if (rc == DM_ECORRUPT)
-        return ++rt->corrupt < MAX_CORRUPT;
+    if (rc == DM_ECORRUPT) return ++rt->corrupt < MAX_CORRUPT;
     if (rc == DM_ERETRY) {
-        if (!rt->since_us)
-            rt->since_us = dm_now_us();
-        if (dm_now_us() - rt->since_us > 2000ull * RACE_LEASE_MS)
-            return 0;
+        if (!rt->since_us) rt->since_us = dm_now_us();
+        if (dm_now_us() - rt->since_us > 2000ull * RACE_LEASE_MS) return 0;
         race_pause(ctx, rt->waits < 8 ? 200 : 2000);
         rt->waits++;
         return 1;
@@ -209,15 +185,11 @@ int dm_race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *
         ctx->start_us = dm_now_us();
         int rc = lookup(ctx, &b, &lk, key, klen);
         /* A block read after the grace period may have been reused: read again. */
-        if (!rc)
-            rc = dm_ctx_check(ctx);
-        if (!rc && lk.first >= 0)
-            take_item(&lk, item);
+        if (!rc) rc = dm_ctx_check(ctx);
+        if (!rc && lk.first >= 0) take_item(&lk, item);
         cands_free(lk.c, lk.n);
-        if (!rc)
-            return lk.first >= 0;
-        if (!should_retry(ctx, rc, &rt))
-            return rc;
+        if (!rc) return lk.first >= 0;
+        if (!should_retry(ctx, rc, &rt)) return rc;
     }
     return DM_ERETRY;
 }
@@ -240,8 +212,8 @@ static unsigned free_slots(const race_cbs_t *cbs, int i)
     return n;
 }
 
-dm_gaddr_t race_pick_empty(const race_loc_t *loc, const race_cbs_t *cbs,
-                           const dm_gaddr_t *avoid, unsigned navoid)
+dm_gaddr_t race_pick_empty(const race_loc_t *loc, const race_cbs_t *cbs, const dm_gaddr_t *avoid,
+                           unsigned navoid)
 {
     unsigned f[2] = {free_slots(cbs, 0), free_slots(cbs, 1)};
     /* Less-loaded combined bucket first, its main bucket before its overflow bucket. */
@@ -253,15 +225,13 @@ dm_gaddr_t race_pick_empty(const race_loc_t *loc, const race_cbs_t *cbs,
         for (int o = 0; o < 2; o++) {
             int j = order[o];
             for (int s = 0; s < DM_RACE_SLOTS; s++) {
-                if (cbs->raw[i][j * 8 + 1 + s] != 0)
-                    continue;
-                dm_gaddr_t a = race_bucket_addr(loc, loc->first_bucket[i] + (uint64_t)j) + 8 +
-                               8 * (uint64_t)s;
+                if (cbs->raw[i][j * 8 + 1 + s] != 0) continue;
+                dm_gaddr_t a =
+                    race_bucket_addr(loc, loc->first_bucket[i] + (uint64_t)j) + 8 + 8 * (uint64_t)s;
                 int taken = 0;
                 for (unsigned k = 0; k < navoid; k++)
                     taken |= avoid[k] == a;
-                if (!taken)
-                    return a;
+                if (!taken) return a;
             }
         }
     }
@@ -338,14 +308,12 @@ static int dedupe_after_insert(dm_ctx_t *ctx, const void *key, size_t klen, dm_g
                     dm_alloc_free(ctx->w->alloc, race_slot_ptr(lk.c[i].ref.word),
                                   lk.c[i].block_len);
                 }
-        if (removed)
-            count_keys(ctx, -(int64_t)removed);
+        if (removed) count_keys(ctx, -(int64_t)removed);
     } else {
         /* Another copy wins: ours is removed (our SET is ordered just before it). */
         dm_batch_init(&b);
         dm_verb_t *v = dm_batch_cas(&b, mine, my_word, 0);
-        if (dm_batch_exec(ctx, &b) == 0 && v->result == my_word)
-            count_keys(ctx, -1);
+        if (dm_batch_exec(ctx, &b) == 0 && v->result == my_word) count_keys(ctx, -1);
     }
     cands_free(lk.c, lk.n);
     return 1;
@@ -358,21 +326,18 @@ static void set_expire(uint8_t *block, uint64_t expire_ms)
     memcpy(&kl, block, 4);
     memcpy(&vl, block + 4, 4);
     uint8_t *tmp = malloc(DM_KV_HDR + (uint64_t)kl + vl);
-    if (!tmp)
-        return;
+    if (!tmp) return;
     memcpy(tmp, block, DM_KV_HDR + (uint64_t)kl + vl);
     dm_kvblock_build(block, tmp + DM_KV_HDR, kl, tmp + DM_KV_HDR + kl, vl, expire_ms);
     free(tmp);
 }
 
-int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block,
-                uint64_t block_len, dm_race_decide_fn decide, void *arg, int keep_ttl,
-                dm_race_item_t *old)
+int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uint64_t block_len,
+                dm_race_decide_fn decide, void *arg, int keep_ttl, dm_race_item_t *old)
 {
     dm_gaddr_t addr;
     int rc = dm_alloc_block(ctx, block_len, &addr);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     uint64_t word = 0;
     int written = 0, posted_cas = 0;
     retry_t rt = {0};
@@ -386,8 +351,7 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block,
         if (!written) /* 1st RTT: WRITE the block ‖ READ both combined buckets */
             dm_batch_write(&b, addr, block, (uint32_t)block_len);
         rc = lookup(ctx, &b, &lk, key, klen);
-        if (!rc)
-            written = 1;
+        if (!rc) written = 1;
         if (!rc && lk.frozen) {
             rc = DM_ERETRY; /* a splitter is moving this key: wait for it */
             if (rt.since_us && dm_now_us() - rt.since_us > 1000ull * RACE_LEASE_MS)
@@ -413,8 +377,7 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block,
                 rc = dm_batch_exec(ctx, &b);
             }
         }
-        if (!rc)
-            rc = dm_ctx_check(ctx);
+        if (!rc) rc = dm_ctx_check(ctx);
         if (!rc && lk.first >= 0) {
             /* Update: CAS the canonical copy old -> new. */
             cand_t *c = &lk.c[lk.first];
@@ -424,8 +387,7 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block,
             rc = dm_batch_exec(ctx, &b);
             if (!rc && v->result == c->ref.word) {
                 dm_alloc_free(ctx->w->alloc, race_slot_ptr(c->ref.word), c->block_len);
-                if (old)
-                    take_item(&lk, old);
+                if (old) take_item(&lk, old);
                 cands_free(lk.c, lk.n);
                 return 1;
             }
@@ -436,10 +398,8 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block,
                 /* Both combined buckets full: split the subtable (RACE §3.4.2), retry. */
                 cands_free(lk.c, lk.n);
                 rc = race_split(ctx, &lk.loc, 0);
-                if (rc == 0)
-                    continue;
-                if (rc == DM_ERETRY && should_retry(ctx, rc, &rt))
-                    continue;
+                if (rc == 0) continue;
+                if (rc == DM_ERETRY && should_retry(ctx, rc, &rt)) continue;
                 dm_alloc_free(ctx->w->alloc, addr, block_len);
                 return rc;
             }
@@ -449,18 +409,15 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block,
             rc = dm_batch_exec(ctx, &b);
             if (!rc && v->result == 0) {
                 cands_free(lk.c, lk.n);
-                if (old)
-                    memset(old, 0, sizeof(*old));
+                if (old) memset(old, 0, sizeof(*old));
                 uint64_t lease = 0;
                 rc = dedupe_after_insert(ctx, key, klen, slot, word, lk.loc.hash,
                                          bucket_ld_of(&lk, slot), &lease);
                 if (rc == DM_ERETRY) {
                     /* Inserted behind a split: wait for it (or finish it, if its splitter
                      * died) and redo the insert where the key belongs. */
-                    if (race_lease_expiry(lease) < dm_wall_ms())
-                        race_split(ctx, &lk.loc, 1);
-                    if (should_retry(ctx, rc, &rt))
-                        continue;
+                    if (race_lease_expiry(lease) < dm_wall_ms()) race_split(ctx, &lk.loc, 1);
+                    if (should_retry(ctx, rc, &rt)) continue;
                     return rc;
                 }
                 return rc;
@@ -479,8 +436,7 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block,
     return DM_ERETRY;
 }
 
-int dm_race_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide_fn decide,
-                   void *arg)
+int dm_race_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide_fn decide, void *arg)
 {
     int deleted = 0;
     retry_t rt = {0};
@@ -503,8 +459,7 @@ int dm_race_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide_f
             cands_free(lk.c, lk.n);
             return 0;
         }
-        if (!rc)
-            rc = dm_ctx_check(ctx);
+        if (!rc) rc = dm_ctx_check(ctx);
         if (!rc) {
             /* Remove every copy (a delete that sees duplicates removes all of them). */
             dm_batch_init(&b);
@@ -516,8 +471,7 @@ int dm_race_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide_f
             int64_t removed = 0;
             int all = 1;
             for (unsigned i = 0; !rc && i < lk.n; i++) {
-                if (!v[i])
-                    continue;
+                if (!v[i]) continue;
                 if (v[i]->result == lk.c[i].ref.word) {
                     removed++;
                     dm_alloc_free(ctx->w->alloc, race_slot_ptr(lk.c[i].ref.word),
@@ -531,15 +485,12 @@ int dm_race_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide_f
                 deleted = 1;
             }
             cands_free(lk.c, lk.n);
-            if (!rc && all)
-                return 1;
-            if (!rc)
-                continue; /* a copy changed under us: look again until none is left */
+            if (!rc && all) return 1;
+            if (!rc) continue; /* a copy changed under us: look again until none is left */
         } else {
             cands_free(lk.c, lk.n);
         }
-        if (!should_retry(ctx, rc, &rt))
-            return rc;
+        if (!should_retry(ctx, rc, &rt)) return rc;
     }
     return DM_ERETRY;
 }

@@ -89,8 +89,8 @@ struct dm_race {
     dm_gaddr_t root; /* table header */
     unsigned global_depth;
     uint64_t groups;
-    uint16_t owner;  /* this worker's id in lease words */
-    uint64_t *dir;   /* cached directory, 2^DM_RACE_MAX_DEPTH entries, [0, 2^GD) valid */
+    uint16_t owner;    /* this worker's id in lease words */
+    uint64_t *dir;     /* cached directory, 2^DM_RACE_MAX_DEPTH entries, [0, 2^GD) valid */
     uint64_t installs; /* snapshots installed into dir (refresh, publish) */
 };
 
@@ -154,8 +154,8 @@ int race_new_subtable(dm_ctx_t *ctx, uint64_t groups, unsigned ld, uint32_t s, i
                       dm_gaddr_t *out);
 /* An empty slot in loc's combined buckets (less-loaded first, main before overflow),
  * skipping the avoid list; 0 when both are full. ops.c */
-dm_gaddr_t race_pick_empty(const race_loc_t *loc, const race_cbs_t *cbs,
-                           const dm_gaddr_t *avoid, unsigned navoid);
+dm_gaddr_t race_pick_empty(const race_loc_t *loc, const race_cbs_t *cbs, const dm_gaddr_t *avoid,
+                           unsigned navoid);
 
 /* Sleep the current operation for us microseconds (yields on a coroutine). */
 void race_pause(dm_ctx_t *ctx, uint32_t us);

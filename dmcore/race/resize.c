@@ -33,8 +33,7 @@ static void split_test_pause(dm_ctx_t *ctx)
         const char *env = getenv("DMKV_SPLIT_PAUSE_MS");
         ms = env ? atoi(env) : 0;
     }
-    if (ms > 0)
-        race_pause(ctx, (uint32_t)ms * 1000u);
+    if (ms > 0) race_pause(ctx, (uint32_t)ms * 1000u);
 }
 
 #define MOVE_CHUNK 64 /* buckets read per step */
@@ -57,16 +56,14 @@ static void pause_fire(uv_timer_t *t)
     *p->fired = 1;
     dm_coro_t *co = p->co;
     uv_close((uv_handle_t *)t, pause_closed);
-    if (co)
-        dm_coro_resume(co);
+    if (co) dm_coro_resume(co);
 }
 
 void race_pause(dm_ctx_t *ctx, uint32_t us)
 {
     int fired = 0;
     pause_wait_t *p = malloc(sizeof(*p));
-    if (!p)
-        return;
+    if (!p) return;
     p->co = dm_coro_self();
     p->fired = &fired;
     uv_timer_init(ctx->w->loop, &p->timer);
@@ -90,22 +87,18 @@ static int lease_take(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t *mine)
     dm_batch_init(&b);
     dm_verb_t *v = dm_batch_cas(&b, addr, 0, want);
     int rc = dm_batch_exec(ctx, &b);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     if (v->result == 0) {
         *mine = want;
         return 0;
     }
     uint64_t cur = v->result;
-    if (race_lease_expiry(cur) >= now)
-        return DM_ERETRY;
+    if (race_lease_expiry(cur) >= now) return DM_ERETRY;
     dm_batch_init(&b);
     v = dm_batch_cas(&b, addr, cur, want);
     rc = dm_batch_exec(ctx, &b);
-    if (rc)
-        return rc;
-    if (v->result != cur)
-        return DM_ERETRY;
+    if (rc) return rc;
+    if (v->result != cur) return DM_ERETRY;
     *mine = want;
     return 1;
 }
@@ -118,10 +111,8 @@ static int lease_renew(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t *mine)
     dm_batch_init(&b);
     dm_verb_t *v = dm_batch_cas(&b, addr, *mine, want);
     int rc = dm_batch_exec(ctx, &b);
-    if (rc)
-        return rc;
-    if (v->result != *mine)
-        return DM_ERETRY;
+    if (rc) return rc;
+    if (v->result != *mine) return DM_ERETRY;
     *mine = want;
     return 0;
 }
@@ -150,8 +141,7 @@ static int copy_phase(dm_ctx_t *ctx, dm_gaddr_t X, unsigned l, uint32_t s, uint6
     dm_race_t *r = ctx->w->race;
     uint64_t nb = r->groups * 3;
     uint64_t *raw = malloc(MOVE_CHUNK * DM_RACE_BUCKET);
-    if (!raw)
-        return DM_ENOMEM;
+    if (!raw) return DM_ENOMEM;
     int rc = 0;
     for (uint64_t c = 0; c < nb && !rc; c += MOVE_CHUNK) {
         uint64_t n = nb - c < MOVE_CHUNK ? nb - c : MOVE_CHUNK;
@@ -160,8 +150,7 @@ static int copy_phase(dm_ctx_t *ctx, dm_gaddr_t X, unsigned l, uint32_t s, uint6
             dm_batch_t b;
             dm_batch_init(&b);
             dm_batch_read(&b, base, raw, (uint32_t)(n * DM_RACE_BUCKET));
-            if ((rc = dm_batch_exec(ctx, &b)) != 0)
-                break;
+            if ((rc = dm_batch_exec(ctx, &b)) != 0) break;
             uint64_t idx[MOVE_CHUNK * DM_RACE_SLOTS]; /* word index inside the chunk */
             uint64_t words[MOVE_CHUNK * DM_RACE_SLOTS];
             unsigned ns = 0;
@@ -186,9 +175,8 @@ static int copy_phase(dm_ctx_t *ctx, dm_gaddr_t X, unsigned l, uint32_t s, uint6
                     }
                     uint64_t h = race_key_hash(kv.key, kv.key_len, NULL);
                     if ((h & ((1ull << l) - 1)) != s)
-                        continue; /* a stray insert that its writer takes back */
-                    if (!((h >> l) & 1))
-                        continue; /* stays in X */
+                        continue;                  /* a stray insert that its writer takes back */
+                    if (!((h >> l) & 1)) continue; /* stays in X */
                     uint64_t w = words[i0 + i];
                     if (race_slot_moving(w)) {
                         image[c * 8 + idx[i0 + i]] = w & ~RACE_SLOT_MOVING;
@@ -199,8 +187,7 @@ static int copy_phase(dm_ctx_t *ctx, dm_gaddr_t X, unsigned l, uint32_t s, uint6
                 }
                 for (unsigned i = 0; i < cnt; i++)
                     free(bufs[i]);
-                if (!rc && b.n)
-                    rc = dm_batch_exec(ctx, &b);
+                if (!rc && b.n) rc = dm_batch_exec(ctx, &b);
                 for (unsigned k = 0; !rc && k < b.n; k++) {
                     uint64_t w = words[i0 + vi[k]];
                     if (b.v[k].result == w)
@@ -209,10 +196,8 @@ static int copy_phase(dm_ctx_t *ctx, dm_gaddr_t X, unsigned l, uint32_t s, uint6
                         again = 1; /* a writer changed it first: take it on the next pass */
                 }
             }
-            if (!rc)
-                rc = lease_renew(ctx, lock, mine);
-            if (!again)
-                break;
+            if (!rc) rc = lease_renew(ctx, lock, mine);
+            if (!again) break;
         }
     }
     free(raw);
@@ -228,8 +213,7 @@ static int clear_phase(dm_ctx_t *ctx, dm_gaddr_t X, unsigned d, uint32_t s, dm_g
     dm_race_t *r = ctx->w->race;
     uint64_t nb = r->groups * 3;
     uint64_t *raw = malloc(MOVE_CHUNK * DM_RACE_BUCKET);
-    if (!raw)
-        return DM_ENOMEM;
+    if (!raw) return DM_ENOMEM;
     int rc = 0;
     for (uint64_t c = 0; c < nb && !rc; c += MOVE_CHUNK) {
         uint64_t n = nb - c < MOVE_CHUNK ? nb - c : MOVE_CHUNK;
@@ -238,8 +222,7 @@ static int clear_phase(dm_ctx_t *ctx, dm_gaddr_t X, unsigned d, uint32_t s, dm_g
             dm_batch_t b;
             dm_batch_init(&b);
             dm_batch_read(&b, base, raw, (uint32_t)(n * DM_RACE_BUCKET));
-            if ((rc = dm_batch_exec(ctx, &b)) != 0)
-                break;
+            if ((rc = dm_batch_exec(ctx, &b)) != 0) break;
             dm_batch_init(&b);
             for (uint64_t bk = 0; bk < n; bk++)
                 if (race_hdr_ld(raw[bk * 8]) < d)
@@ -250,19 +233,15 @@ static int clear_phase(dm_ctx_t *ctx, dm_gaddr_t X, unsigned d, uint32_t s, dm_g
                 continue; /* headers first, then read the slots again */
             }
             for (uint64_t i = 0; i < n * 8; i++) {
-                if (i % 8 == 0 || !race_slot_moving(raw[i]))
-                    continue;
+                if (i % 8 == 0 || !race_slot_moving(raw[i])) continue;
                 if (b.n == DM_BATCH_MAX) {
-                    if ((rc = dm_batch_exec(ctx, &b)) != 0)
-                        break;
+                    if ((rc = dm_batch_exec(ctx, &b)) != 0) break;
                     dm_batch_init(&b);
                 }
                 dm_batch_cas(&b, base + i * 8, raw[i], 0);
             }
-            if (!rc && b.n)
-                rc = dm_batch_exec(ctx, &b);
-            if (!rc)
-                rc = lease_renew(ctx, lock, mine);
+            if (!rc && b.n) rc = dm_batch_exec(ctx, &b);
+            if (!rc) rc = lease_renew(ctx, lock, mine);
             break;
         }
     }
@@ -298,12 +277,10 @@ static int publish(dm_ctx_t *ctx, uint32_t s, unsigned l, dm_gaddr_t X, dm_gaddr
     int rc;
     uint64_t since = dm_now_us();
     while ((rc = lease_take(ctx, dlock, &mine)) == DM_ERETRY) {
-        if (dm_now_us() - since > 2000ull * RACE_LEASE_MS)
-            return DM_ERETRY;
+        if (dm_now_us() - since > 2000ull * RACE_LEASE_MS) return DM_ERETRY;
         race_pause(ctx, 200);
     }
-    if (rc < 0)
-        return rc;
+    if (rc < 0) return rc;
     uint64_t *dir = malloc(8ull << DM_RACE_MAX_DEPTH);
     unsigned gd = 0, ngd;
     uint64_t groups;
@@ -331,8 +308,7 @@ static int publish(dm_ctx_t *ctx, uint32_t s, unsigned l, dm_gaddr_t X, dm_gaddr
         dm_batch_init(&b);
         dm_verb_t *v = dm_batch_cas(&b, r->root + RACE_HDR_GD_OFF, gd, ngd);
         rc = dm_batch_exec(ctx, &b);
-        if (!rc && v->result != gd)
-            rc = DM_ERETRY; /* our lease was stolen */
+        if (!rc && v->result != gd) rc = DM_ERETRY; /* our lease was stolen */
         if (!rc) {
             __atomic_fetch_add(&dir_doublings, 1, __ATOMIC_RELAXED);
             dm_log(DM_LOG_VERBOSE, "RACE directory doubled to global depth %u", ngd);
@@ -358,10 +334,8 @@ typedef struct dir_snap {
 static int snap_read(dm_ctx_t *ctx, dir_snap_t *sn)
 {
     uint64_t groups;
-    if (!sn->dir)
-        sn->dir = malloc(8ull << DM_RACE_MAX_DEPTH);
-    if (!sn->dir)
-        return DM_ENOMEM;
+    if (!sn->dir) sn->dir = malloc(8ull << DM_RACE_MAX_DEPTH);
+    if (!sn->dir) return DM_ENOMEM;
     return race_read_dir(ctx, ctx->w->race, sn->dir, &sn->gd, &groups);
 }
 
@@ -377,18 +351,15 @@ static int finish_pending(dm_ctx_t *ctx, const dir_snap_t *sn, uint32_t ps, unsi
 {
     uint32_t ns = ps | (1u << (d - 1));
     uint64_t pe = snap_get(sn, ps), ne = snap_get(sn, ns);
-    if (race_dir_ld(ne) != d || race_dir_ld(pe) != d)
-        return 0;
+    if (race_dir_ld(ne) != d || race_dir_ld(pe) != d) return 0;
     uint64_t hdr = 0;
     dm_batch_t b;
     dm_batch_init(&b);
     dm_batch_read(&b, race_dir_addr(ne), &hdr, 8);
     int rc = dm_batch_exec(ctx, &b);
-    if (rc || !(hdr & RACE_HDR_MOVING))
-        return rc;
+    if (rc || !(hdr & RACE_HDR_MOVING)) return rc;
     rc = clear_phase(ctx, race_dir_addr(pe), d, ps, lock, mine);
-    if (!rc)
-        rc = clear_moving(ctx, race_dir_addr(ne), d, ns);
+    if (!rc) rc = clear_moving(ctx, race_dir_addr(ne), d, ns);
     return rc;
 }
 
@@ -399,8 +370,7 @@ static int split_locked(dm_ctx_t *ctx, dm_gaddr_t X, unsigned l, uint32_t s, dm_
     dm_race_t *r = ctx->w->race;
     uint64_t nb = r->groups * 3;
     uint64_t *image = calloc(nb, DM_RACE_BUCKET);
-    if (!image)
-        return DM_ENOMEM;
+    if (!image) return DM_ENOMEM;
     uint32_t ns = s | (1u << l);
     dm_log(DM_LOG_VERBOSE, "RACE split of subtable %u/%u started", s, l);
     __atomic_fetch_add(&splits_running, 1, __ATOMIC_RELAXED);
@@ -418,21 +388,14 @@ static int split_locked(dm_ctx_t *ctx, dm_gaddr_t X, unsigned l, uint32_t s, dm_
         rc = dm_batch_exec(ctx, &b);
     }
     free(image);
-    if (!rc)
-        split_test_pause(ctx);
-    if (!rc)
-        rc = publish(ctx, s, l, X, N);
-    if (!rc)
-        split_test_pause(ctx);
-    if (!rc)
-        rc = clear_phase(ctx, X, l + 1, s, lock, mine);
-    if (!rc)
-        rc = clear_moving(ctx, N, l + 1, ns);
+    if (!rc) split_test_pause(ctx);
+    if (!rc) rc = publish(ctx, s, l, X, N);
+    if (!rc) split_test_pause(ctx);
+    if (!rc) rc = clear_phase(ctx, X, l + 1, s, lock, mine);
+    if (!rc) rc = clear_moving(ctx, N, l + 1, ns);
     __atomic_fetch_sub(&splits_running, 1, __ATOMIC_RELAXED);
-    if (!rc)
-        __atomic_fetch_add(&splits_done, 1, __ATOMIC_RELAXED);
-    dm_log(DM_LOG_VERBOSE, "RACE split of subtable %u/%u %s", s, l,
-           rc ? dm_strerror(rc) : "done");
+    if (!rc) __atomic_fetch_add(&splits_done, 1, __ATOMIC_RELAXED);
+    dm_log(DM_LOG_VERBOSE, "RACE split of subtable %u/%u %s", s, l, rc ? dm_strerror(rc) : "done");
     return rc;
 }
 
@@ -440,8 +403,7 @@ static int split(dm_ctx_t *ctx, dir_snap_t *sn, uint64_t hash, int help_only)
 {
     dm_race_t *r = ctx->w->race;
     int rc = snap_read(ctx, sn);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     uint64_t e = snap_get(sn, hash);
     dm_gaddr_t X = race_dir_addr(e);
     unsigned l = race_dir_ld(e);
@@ -450,8 +412,7 @@ static int split(dm_ctx_t *ctx, dir_snap_t *sn, uint64_t hash, int help_only)
     dm_batch_t b;
     dm_batch_init(&b);
     dm_batch_read(&b, X, &hdr, 8);
-    if ((rc = dm_batch_exec(ctx, &b)) != 0)
-        return rc;
+    if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
     if ((hdr & RACE_HDR_MOVING) && l > 0) {
         /* X is still receiving keys from its parent: that split must finish first. If its
          * splitter died, its lease has expired and we finish the move ourselves. */
@@ -459,24 +420,22 @@ static int split(dm_ctx_t *ctx, dir_snap_t *sn, uint64_t hash, int help_only)
         uint64_t mine;
         dm_gaddr_t plock = lock_addr(r, ps);
         rc = lease_take(ctx, plock, &mine);
-        if (rc < 0)
-            return rc;
+        if (rc < 0) return rc;
         if (rc == 1)
-            dm_log(DM_LOG_NOTICE, "RACE: lease of subtable %u/%u expired (its gateway died?): "
-                   "finishing its split", ps, l - 1);
+            dm_log(DM_LOG_NOTICE,
+                   "RACE: lease of subtable %u/%u expired (its gateway died?): "
+                   "finishing its split",
+                   ps, l - 1);
         rc = snap_read(ctx, sn);
-        if (!rc)
-            rc = finish_pending(ctx, sn, ps, l, plock, &mine);
+        if (!rc) rc = finish_pending(ctx, sn, ps, l, plock, &mine);
         lease_release(ctx, plock, mine);
         return rc;
     }
-    if (l >= DM_RACE_MAX_DEPTH)
-        return DM_EFULL;
+    if (l >= DM_RACE_MAX_DEPTH) return DM_EFULL;
     dm_gaddr_t lock = lock_addr(r, s);
     uint64_t mine;
     rc = lease_take(ctx, lock, &mine);
-    if (rc < 0)
-        return rc;
+    if (rc < 0) return rc;
     if (help_only && rc == 0) {
         /* Nobody was splitting X: nothing to help with. */
         lease_release(ctx, lock, mine);
@@ -484,8 +443,10 @@ static int split(dm_ctx_t *ctx, dir_snap_t *sn, uint64_t hash, int help_only)
     }
     int stolen = rc == 1;
     if (stolen)
-        dm_log(DM_LOG_NOTICE, "RACE: lease of subtable %u/%u expired (its gateway died?): "
-               "taking over its split", s, l);
+        dm_log(DM_LOG_NOTICE,
+               "RACE: lease of subtable %u/%u expired (its gateway died?): "
+               "taking over its split",
+               s, l);
     rc = snap_read(ctx, sn);
     e = snap_get(sn, s);
     if (!rc && (race_dir_addr(e) != X || race_dir_ld(e) != l)) {
@@ -505,8 +466,7 @@ static int split(dm_ctx_t *ctx, dir_snap_t *sn, uint64_t hash, int help_only)
             return 0;
         }
     }
-    if (!rc)
-        rc = split_locked(ctx, X, l, s, lock, &mine);
+    if (!rc) rc = split_locked(ctx, X, l, s, lock, &mine);
     lease_release(ctx, lock, mine);
     return rc;
 }
@@ -516,7 +476,6 @@ int race_split(dm_ctx_t *ctx, const race_loc_t *loc, int help_only)
     dir_snap_t sn = {0};
     int rc = split(ctx, &sn, loc->hash, help_only);
     free(sn.dir);
-    if (!rc)
-        rc = race_refresh(ctx, ctx->w->race);
+    if (!rc) rc = race_refresh(ctx, ctx->w->race);
     return rc;
 }

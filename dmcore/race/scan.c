@@ -17,8 +17,8 @@ static uint64_t buckets_per_subtable(const dm_race_t *r)
 
 /* Read the blocks behind up to DM_BATCH_MAX slots at once and emit the verified ones.
  * A slot whose block fails its checksum changed while we read: read slot and block again. */
-static int emit_slots(dm_ctx_t *ctx, const dm_gaddr_t *addrs, const uint64_t *words,
-                      unsigned n, dm_race_emit_fn emit, void *arg)
+static int emit_slots(dm_ctx_t *ctx, const dm_gaddr_t *addrs, const uint64_t *words, unsigned n,
+                      dm_race_emit_fn emit, void *arg)
 {
     uint8_t *bufs[DM_BATCH_MAX] = {0};
     uint64_t lens[DM_BATCH_MAX];
@@ -34,26 +34,21 @@ static int emit_slots(dm_ctx_t *ctx, const dm_gaddr_t *addrs, const uint64_t *wo
             bufs[i] = NULL;
         }
         rc = race_read_blocks(ctx, cur, n, bufs, lens);
-        if (rc)
-            goto out;
+        if (rc) goto out;
         dm_batch_init(&b);
         for (unsigned i = 0; i < n; i++) {
-            if (!race_slot_ptr(cur[i]))
-                continue;
+            if (!race_slot_ptr(cur[i])) continue;
             dm_kv_view_t v;
             if (dm_kvblock_parse(bufs[i], lens[i], &v) == 0) {
-                if (!v.expire_ms || v.expire_ms > now)
-                    emit(arg, &v);
+                if (!v.expire_ms || v.expire_ms > now) emit(arg, &v);
                 cur[i] = 0;
             } else {
                 dm_batch_read(&b, addrs[i], &cur[i], 8);
             }
         }
-        if (b.n == 0)
-            break;
+        if (b.n == 0) break;
         rc = dm_batch_exec(ctx, &b);
-        if (rc)
-            goto out;
+        if (rc) goto out;
     }
 out:
     for (unsigned i = 0; i < n; i++)
@@ -74,14 +69,12 @@ static uint64_t rev_bits(uint64_t x)
  * *max_ld receives the deepest local depth among its bucket headers. */
 typedef int (*bucket_fn)(dm_ctx_t *ctx, dm_gaddr_t bucket, const uint64_t *raw, void *arg);
 
-static int walk_subtable(dm_ctx_t *ctx, dm_gaddr_t st, bucket_fn fn, void *arg,
-                         unsigned *max_ld)
+static int walk_subtable(dm_ctx_t *ctx, dm_gaddr_t st, bucket_fn fn, void *arg, unsigned *max_ld)
 {
     dm_race_t *r = ctx->w->race;
     uint64_t per = buckets_per_subtable(r);
     uint64_t *raw = malloc(SCAN_MAX_BUCKETS * DM_RACE_BUCKET);
-    if (!raw)
-        return DM_ENOMEM;
+    if (!raw) return DM_ENOMEM;
     int rc = 0;
     for (uint64_t first = 0; !rc && first < per; first += SCAN_MAX_BUCKETS) {
         uint64_t want = per - first < SCAN_MAX_BUCKETS ? per - first : SCAN_MAX_BUCKETS;
@@ -91,8 +84,7 @@ static int walk_subtable(dm_ctx_t *ctx, dm_gaddr_t st, bucket_fn fn, void *arg,
         rc = dm_batch_exec(ctx, &b);
         for (uint64_t bk = 0; !rc && bk < want; bk++) {
             unsigned ld = race_hdr_ld(raw[bk * 8]);
-            if (max_ld && ld > *max_ld)
-                *max_ld = ld;
+            if (max_ld && ld > *max_ld) *max_ld = ld;
             rc = fn(ctx, st + (first + bk) * DM_RACE_BUCKET, raw + bk * 8, arg);
         }
     }
@@ -118,19 +110,16 @@ typedef struct scan_page {
 static int page_bucket(dm_ctx_t *ctx, dm_gaddr_t bucket, const uint64_t *raw, void *arg)
 {
     scan_page_t *p = arg;
-    if ((p->suffix & ((1ull << race_hdr_ld(raw[0])) - 1)) != race_hdr_suffix(raw[0]))
-        p->wrong = 1;
+    if ((p->suffix & ((1ull << race_hdr_ld(raw[0])) - 1)) != race_hdr_suffix(raw[0])) p->wrong = 1;
     for (int s = 0; s < DM_RACE_SLOTS; s++) {
         uint64_t w = raw[1 + s];
-        if (!race_slot_ptr(w))
-            continue;
+        if (!race_slot_ptr(w)) continue;
         p->addrs[p->n] = bucket + 8 + 8 * (uint64_t)s;
         p->words[p->n++] = w & ~RACE_SLOT_MOVING;
         if (p->n == DM_BATCH_MAX) {
             int rc = emit_slots(ctx, p->addrs, p->words, p->n, p->emit, p->arg);
             p->n = 0;
-            if (rc)
-                return rc;
+            if (rc) return rc;
         }
     }
     return 0;
@@ -142,8 +131,7 @@ int dm_race_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, dm_race_emit_fn e
     (void)count; /* a page is one subtable: COUNT is a hint in Redis too */
     dm_race_t *r = ctx->w->race;
     *next = 0;
-    if (cursor >= (1ull << DM_RACE_MAX_DEPTH))
-        return 0;
+    if (cursor >= (1ull << DM_RACE_MAX_DEPTH)) return 0;
     uint64_t e;
     unsigned max_ld;
     for (int tries = 0;; tries++) {
@@ -151,18 +139,13 @@ int dm_race_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, dm_race_emit_fn e
         max_ld = race_dir_ld(e);
         scan_page_t p = {.n = 0, .emit = emit, .arg = arg, .suffix = rev_bits(cursor)};
         int rc = walk_subtable(ctx, race_dir_addr(e), page_bucket, &p, &max_ld);
-        if (!rc && p.n)
-            rc = emit_slots(ctx, p.addrs, p.words, p.n, emit, arg);
-        if (rc)
-            return rc;
+        if (!rc && p.n) rc = emit_slots(ctx, p.addrs, p.words, p.n, emit, arg);
+        if (rc) return rc;
         if (max_ld > race_dir_ld(e) || p.wrong)
             rc = race_refresh(ctx, r); /* it split: learn the new directory */
-        if (rc)
-            return rc;
-        if (!p.wrong)
-            break;
-        if (tries >= 8)
-            return DM_ERETRY;
+        if (rc) return rc;
+        if (!p.wrong) break;
+        if (tries >= 8) return DM_ERETRY;
     }
     uint64_t nx = cursor + (1ull << (DM_RACE_MAX_DEPTH - max_ld));
     *next = nx >= (1ull << DM_RACE_MAX_DEPTH) ? 0 : nx;
@@ -196,11 +179,9 @@ static int flush_bucket(dm_ctx_t *ctx, dm_gaddr_t bucket, const uint64_t *raw, v
     for (int s = 0; s < DM_RACE_SLOTS; s++)
         if (race_slot_ptr(raw[1 + s]) && !race_slot_moving(raw[1 + s]))
             v[s] = dm_batch_cas(&b, bucket + 8 + 8 * (uint64_t)s, raw[1 + s], 0);
-    if (b.n == 0)
-        return 0;
+    if (b.n == 0) return 0;
     int rc = dm_batch_exec(ctx, &b);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     for (int s = 0; s < DM_RACE_SLOTS; s++)
         if (v[s] && v[s]->result == raw[1 + s]) {
             fs->removed++;
@@ -221,8 +202,7 @@ int64_t dm_race_flush(dm_ctx_t *ctx)
         dm_batch_init(&b);
         dm_batch_faa(&b, dm_gaddr_make(0, DM_SB_OFF(key_count)), (uint64_t)-fs.removed);
         int rc2 = dm_batch_exec(ctx, &b);
-        if (!rc)
-            rc = rc2;
+        if (!rc) rc = rc2;
     }
     return rc ? rc : fs.removed;
 }

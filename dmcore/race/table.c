@@ -21,8 +21,7 @@ void dm_race_set_create_groups(uint64_t groups)
  * subtables to split often), else the default. */
 static uint64_t groups_for_create(void)
 {
-    if (create_groups)
-        return create_groups;
+    if (create_groups) return create_groups;
     const char *env = getenv("DMKV_RACE_GROUPS");
     uint64_t g = env ? strtoull(env, NULL, 10) : 0;
     return g >= 2 && g <= (1u << 20) ? g : DM_RACE_GROUPS;
@@ -31,8 +30,7 @@ static uint64_t groups_for_create(void)
 uint64_t race_key_hash(const void *key, size_t klen, uint64_t *high)
 {
     XXH128_hash_t h = XXH3_128bits_withSeed(key, klen, HASH_SEED);
-    if (high)
-        *high = h.high64;
+    if (high) *high = h.high64;
     return h.low64;
 }
 
@@ -77,7 +75,7 @@ int race_read_cbs(dm_batch_t *b, const race_loc_t *loc, race_cbs_t *cbs)
 }
 
 int race_read_blocks(dm_ctx_t *ctx, const uint64_t *words, unsigned n, uint8_t **bufs,
-                       uint64_t *lens)
+                     uint64_t *lens)
 {
     dm_batch_t b;
     dm_batch_init(&b);
@@ -85,26 +83,21 @@ int race_read_blocks(dm_ctx_t *ctx, const uint64_t *words, unsigned n, uint8_t *
         bufs[i] = NULL;
     for (unsigned i = 0; i < n; i++) {
         lens[i] = 0;
-        if (!race_slot_ptr(words[i]))
-            continue;
+        if (!race_slot_ptr(words[i])) continue;
         lens[i] = (uint64_t)race_slot_len(words[i]) * DM_UNIT;
         bufs[i] = malloc(lens[i]);
-        if (!bufs[i])
-            return DM_ENOMEM;
+        if (!bufs[i]) return DM_ENOMEM;
         dm_batch_read(&b, race_slot_ptr(words[i]), bufs[i], (uint32_t)lens[i]);
     }
     int rc = dm_batch_exec(ctx, &b);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     dm_batch_init(&b);
     for (unsigned i = 0; i < n; i++) {
-        if (!bufs[i])
-            continue;
+        if (!bufs[i]) continue;
         uint64_t full = dm_kvblock_size_from_hdr(bufs[i], lens[i]);
         if (full > lens[i] && race_slot_len(words[i]) == DM_KV_LEN_MAX_UNITS) {
             uint8_t *nb = realloc(bufs[i], full);
-            if (!nb)
-                return DM_ENOMEM;
+            if (!nb) return DM_ENOMEM;
             bufs[i] = nb;
             dm_batch_read(&b, race_slot_ptr(words[i]) + lens[i], nb + lens[i],
                           (uint32_t)(full - lens[i]));
@@ -126,10 +119,8 @@ int race_check_headers(const race_loc_t *loc, const race_cbs_t *cbs, int *moving
              * the key's low LD bits equal the bucket's suffix. Otherwise case 3. */
             if (ld == 0 && hdr == 0 && loc->ld != 0)
                 return DM_ERETRY; /* not a bucket at all: stale address */
-            if ((loc->hash & mask) != race_hdr_suffix(hdr))
-                return DM_ERETRY;
-            if (hdr & RACE_HDR_MOVING)
-                *moving = 1;
+            if ((loc->hash & mask) != race_hdr_suffix(hdr)) return DM_ERETRY;
+            if (hdr & RACE_HDR_MOVING) *moving = 1;
         }
     return 0;
 }
@@ -142,8 +133,7 @@ unsigned race_fp_slots(const race_loc_t *loc, const race_cbs_t *cbs, uint8_t fp,
         for (int j = 0; j < 2; j++)
             for (int s = 0; s < DM_RACE_SLOTS; s++) {
                 uint64_t w = cbs->raw[i][j * 8 + 1 + s];
-                if (!race_slot_ptr(w) || race_slot_fp(w) != fp || n >= max)
-                    continue;
+                if (!race_slot_ptr(w) || race_slot_fp(w) != fp || n >= max) continue;
                 uint64_t bucket = loc->first_bucket[i] + j;
                 out[n].canon = bucket * DM_RACE_SLOTS + s;
                 out[n].addr = race_bucket_addr(loc, bucket) + 8 + 8 * s;
@@ -168,8 +158,7 @@ int race_read_dir(dm_ctx_t *ctx, dm_race_t *r, uint64_t *dir, unsigned *gd, uint
     dm_batch_init(&b);
     dm_batch_read(&b, r->root, &hdr, sizeof(hdr));
     int rc = dm_batch_exec(ctx, &b);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     if (hdr.magic != RACE_MAGIC || hdr.groups < 2 || hdr.max_depth != DM_RACE_MAX_DEPTH ||
         hdr.global_depth > DM_RACE_MAX_DEPTH)
         return DM_EPROTO;
@@ -180,8 +169,7 @@ int race_read_dir(dm_ctx_t *ctx, dm_race_t *r, uint64_t *dir, unsigned *gd, uint
         dm_batch_init(&b);
         dm_batch_read(&b, r->root + RACE_DIR_OFF + off * 8, dir + off, (uint32_t)(cnt * 8));
         rc = dm_batch_exec(ctx, &b);
-        if (rc)
-            return rc;
+        if (rc) return rc;
     }
     *gd = (unsigned)hdr.global_depth;
     *groups = hdr.groups;
@@ -193,8 +181,7 @@ int race_refresh(dm_ctx_t *ctx, dm_race_t *r)
     /* Other coroutines of this worker use r->dir while we wait: read into a private copy
      * and install it without yielding in between. */
     uint64_t *dir = malloc(8ull << DM_RACE_MAX_DEPTH);
-    if (!dir)
-        return DM_ENOMEM;
+    if (!dir) return DM_ENOMEM;
     unsigned gd;
     uint64_t groups;
     uint64_t seq = r->installs;
@@ -217,8 +204,7 @@ int race_new_subtable(dm_ctx_t *ctx, uint64_t groups, unsigned ld, uint32_t s, i
 {
     uint64_t bytes = groups * 3 * DM_RACE_BUCKET;
     uint64_t *buf = calloc(1, bytes);
-    if (!buf)
-        return DM_ENOMEM;
+    if (!buf) return DM_ENOMEM;
     int rc = dm_alloc_block(ctx, bytes, out);
     if (!rc) {
         uint64_t h = race_bucket_hdr(ld, s) | (moving ? RACE_HDR_MOVING : 0);
@@ -239,8 +225,7 @@ static int race_create(dm_ctx_t *ctx, dm_gaddr_t *root)
     unsigned nsub = 1u << DM_RACE_INIT_DEPTH;
     uint64_t groups = groups_for_create();
     uint64_t *dir = calloc(nsub, 8);
-    if (!dir)
-        return DM_ENOMEM;
+    if (!dir) return DM_ENOMEM;
     int rc = 0;
     dm_gaddr_t hdr_addr;
     for (unsigned i = 0; i < nsub && !rc; i++) {
@@ -249,8 +234,7 @@ static int race_create(dm_ctx_t *ctx, dm_gaddr_t *root)
         dir[i] = race_dir_entry(st, DM_RACE_INIT_DEPTH);
     }
     /* Fresh pool memory is zero: only the used part of the directory is written. */
-    if (!rc)
-        rc = dm_alloc_block(ctx, RACE_TABLE_BYTES, &hdr_addr);
+    if (!rc) rc = dm_alloc_block(ctx, RACE_TABLE_BYTES, &hdr_addr);
     if (!rc) {
         race_table_hdr_t hdr = {.magic = RACE_MAGIC,
                                 .global_depth = DM_RACE_INIT_DEPTH,
@@ -279,8 +263,7 @@ static int race_create(dm_ctx_t *ctx, dm_gaddr_t *root)
 int dm_race_attach(dm_ctx_t *ctx, dm_race_t **out)
 {
     dm_race_t *r = calloc(1, sizeof(*r));
-    if (!r)
-        return DM_ENOMEM;
+    if (!r) return DM_ENOMEM;
     r->dir = calloc(1ull << DM_RACE_MAX_DEPTH, 8);
     if (!r->dir) {
         free(r);
@@ -292,15 +275,12 @@ int dm_race_attach(dm_ctx_t *ctx, dm_race_t **out)
     dm_batch_init(&b);
     dm_batch_read(&b, dm_gaddr_make(0, 0), &sb, sizeof(sb));
     int rc = dm_batch_exec(ctx, &b);
-    if (!rc && sb.magic != DM_SB_MAGIC)
-        rc = DM_EPROTO;
+    if (!rc && sb.magic != DM_SB_MAGIC) rc = DM_EPROTO;
     if (!rc) {
         r->root = sb.race_root;
-        if (!r->root)
-            rc = race_create(ctx, &r->root);
+        if (!r->root) rc = race_create(ctx, &r->root);
     }
-    if (!rc)
-        rc = race_refresh(ctx, r);
+    if (!rc) rc = race_refresh(ctx, r);
     if (rc) {
         dm_race_detach(r);
         return rc;
@@ -311,8 +291,7 @@ int dm_race_attach(dm_ctx_t *ctx, dm_race_t **out)
 
 void dm_race_detach(dm_race_t *r)
 {
-    if (!r)
-        return;
+    if (!r) return;
     free(r->dir);
     free(r);
 }
@@ -324,8 +303,7 @@ int64_t dm_race_count(dm_ctx_t *ctx)
     dm_batch_init(&b);
     dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(key_count)), &n, 8);
     int rc = dm_batch_exec(ctx, &b);
-    if (rc)
-        return rc;
+    if (rc) return rc;
     return (int64_t)n < 0 ? 0 : (int64_t)n;
 }
 

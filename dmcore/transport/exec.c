@@ -33,8 +33,7 @@ static void copy_lines(uint8_t *base, uint64_t off, uint8_t *buf, uint64_t len, 
     while (len) {
         uint64_t line = off / LINE;
         uint64_t n = LINE - off % LINE;
-        if (n > len)
-            n = len;
+        if (n > len) n = len;
         line_lock(line);
         if (to_region)
             memcpy(base + off, buf, n);
@@ -49,8 +48,7 @@ static void copy_lines(uint8_t *base, uint64_t off, uint8_t *buf, uint64_t len, 
 
 int dm_region_exec(uint8_t *base, uint64_t size, dm_verb_t *v)
 {
-    if (v->offset > size || v->len > size - v->offset)
-        return DM_ERANGE;
+    if (v->offset > size || v->len > size - v->offset) return DM_ERANGE;
     switch (v->op) {
     case DM_OP_READ:
         copy_lines(base, v->offset, v->buf, v->len, 0);
@@ -65,17 +63,14 @@ int dm_region_exec(uint8_t *base, uint64_t size, dm_verb_t *v)
     default:
         return DM_EINVAL;
     }
-    if (v->len != 8)
-        return DM_EINVAL;
-    if (v->offset & 7)
-        return DM_EALIGN;
+    if (v->len != 8) return DM_EINVAL;
+    if (v->offset & 7) return DM_EALIGN;
     uint64_t *w = (uint64_t *)(base + v->offset);
     uint64_t line = v->offset / LINE;
     line_lock(line);
     uint64_t old = *w;
     if (v->op == DM_OP_CAS) {
-        if (old == v->compare)
-            *w = v->swap;
+        if (old == v->compare) *w = v->swap;
     } else if (v->op == DM_OP_FAA) {
         *w = old + v->compare;
     } else if ((old & v->compare_mask) == (v->compare & v->compare_mask)) {

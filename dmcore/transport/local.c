@@ -71,8 +71,7 @@ static local_region_t *region_find(const char *name, int create)
     pthread_mutex_lock(&regions_lock);
     local_region_t *r;
     for (r = regions; r; r = r->next)
-        if (strcmp(r->name, name) == 0)
-            break;
+        if (strcmp(r->name, name) == 0) break;
     if (!r && create) {
         r = calloc(1, sizeof(*r));
         if (r) {
@@ -97,10 +96,8 @@ static local_region_t *region_find(const char *name, int create)
 uint8_t *dm_local_region_base(const char *name, uint64_t *size)
 {
     local_region_t *r = region_find(name, 0);
-    if (!r)
-        return NULL;
-    if (size)
-        *size = r->size;
+    if (!r) return NULL;
+    if (size) *size = r->size;
     return r->base;
 }
 
@@ -116,8 +113,7 @@ static int run_batch(local_conn_t *c, dm_verb_t *verbs, size_t n)
         return DM_EIO;
     }
     for (size_t i = 0; i < n; i++) {
-        if (hook)
-            hook(&verbs[i], inject.hook_arg);
+        if (hook) hook(&verbs[i], inject.hook_arg);
         verbs[i].status = dm_region_exec(c->region->base, c->region->size, &verbs[i]);
     }
     return 0;
@@ -140,24 +136,21 @@ static void delayed_fire(uv_timer_t *t)
     c->outstanding--;
     d->cb(d->arg, st);
     uv_close((uv_handle_t *)&d->timer, delayed_closed);
-    if (c->closing && c->outstanding == 0)
-        free(c);
+    if (c->closing && c->outstanding == 0) free(c);
 }
 
 static int local_post(dm_conn_t *base, dm_verb_t *verbs, size_t n, dm_post_cb cb, void *arg)
 {
     local_conn_t *c = (local_conn_t *)base;
     uint32_t delay = __atomic_load_n(&inject.delay_us, __ATOMIC_RELAXED);
-    if (c->closing)
-        return DM_EIO;
+    if (c->closing) return DM_EIO;
     if (delay == 0) {
         int st = run_batch(c, verbs, n);
         cb(arg, st);
         return 0;
     }
     delayed_batch_t *d = calloc(1, sizeof(*d));
-    if (!d)
-        return DM_ENOMEM;
+    if (!d) return DM_ENOMEM;
     d->c = c;
     d->verbs = verbs;
     d->n = n;
@@ -176,8 +169,7 @@ static void local_close(dm_conn_t *base)
 {
     local_conn_t *c = (local_conn_t *)base;
     c->closing = 1;
-    if (c->outstanding == 0)
-        free(c);
+    if (c->outstanding == 0) free(c);
 }
 
 static const dm_conn_ops_t local_ops = {.post = local_post, .close = local_close};

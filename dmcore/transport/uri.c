@@ -38,7 +38,6 @@ dm_conn_t *dm_conn_open(uv_loop_t *loop, const char *uri, unsigned node_id, char
                  uri);
         return NULL;
     }
-    if (c)
-        c->node_id = node_id;
+    if (c) c->node_id = node_id;
     return c;
 }

@@ -3,19 +3,33 @@
 const char *dm_strerror(int err)
 {
     switch (err) {
-    case DM_OK: return "ok";
-    case DM_EINVAL: return "invalid request";
-    case DM_ERANGE: return "address out of range";
-    case DM_EALIGN: return "misaligned atomic";
-    case DM_EIO: return "memory node connection lost";
-    case DM_ETIMEDOUT: return "memory node timed out";
-    case DM_ENOMEM: return "memory pool full";
-    case DM_EFULL: return "hash table full";
-    case DM_ERETRY: return "operation restarted too often";
-    case DM_EPROTO: return "protocol version mismatch";
-    case DM_ETOOBIG: return "item too large";
-    case DM_EAUTH: return "memory node rejected the auth token";
-    case DM_ECORRUPT: return "KV block failed its checksum";
-    default: return "unknown error";
+    case DM_OK:
+        return "ok";
+    case DM_EINVAL:
+        return "invalid request";
+    case DM_ERANGE:
+        return "address out of range";
+    case DM_EALIGN:
+        return "misaligned atomic";
+    case DM_EIO:
+        return "memory node connection lost";
+    case DM_ETIMEDOUT:
+        return "memory node timed out";
+    case DM_ENOMEM:
+        return "memory pool full";
+    case DM_EFULL:
+        return "hash table full";
+    case DM_ERETRY:
+        return "operation restarted too often";
+    case DM_EPROTO:
+        return "protocol version mismatch";
+    case DM_ETOOBIG:
+        return "item too large";
+    case DM_EAUTH:
+        return "memory node rejected the auth token";
+    case DM_ECORRUPT:
+        return "KV block failed its checksum";
+    default:
+        return "unknown error";
     }
 }

@@ -193,8 +193,8 @@ enum { GX_NONE = 0, GX_EX, GX_PX, GX_EXAT, GX_PXAT, GX_PERSIST };
 
 typedef struct getex_arg {
     int kind;
-    long long when; /* absolute ms for GX_EX..GX_PXAT */
-    dm_value_t got; /* copy of the value (data NULL when absent) */
+    long long when;  /* absolute ms for GX_EX..GX_PXAT */
+    dm_value_t got;  /* copy of the value (data NULL when absent) */
     const char *err; /* invalid expire argument: reported only if the key exists (Redis) */
 } getex_arg_t;
 
@@ -277,8 +277,7 @@ void cmd_getex(gw_conn_t *c, gw_cmd_t *cmd)
         if (rc == DM_RMW_WRITE && a.kind != GX_PERSIST)
             gw_expiry_track(c->th, cmd->argv[1], cmd->argvlen[1], (uint64_t)a.when);
         reply_bulk(&c->out, a.got.data, a.got.len);
-    }
-    else
+    } else
         gw_reply_null(c);
     dm_value_free(&a.got);
 }

@@ -65,7 +65,8 @@ static void rename_generic(gw_conn_t *c, gw_cmd_t *cmd, bool nx)
         reply_error(&c->out, "ERR no such key");
         return;
     }
-    if (cmd->argvlen[1] == cmd->argvlen[2] && !memcmp(cmd->argv[1], cmd->argv[2], cmd->argvlen[1])) {
+    if (cmd->argvlen[1] == cmd->argvlen[2] &&
+        !memcmp(cmd->argv[1], cmd->argv[2], cmd->argvlen[1])) {
         if (nx)
             reply_int(&c->out, 0);
         else
@@ -120,7 +121,8 @@ void cmd_copy(gw_conn_t *c, gw_cmd_t *cmd)
             return;
         }
     }
-    if (cmd->argvlen[1] == cmd->argvlen[2] && !memcmp(cmd->argv[1], cmd->argv[2], cmd->argvlen[1])) {
+    if (cmd->argvlen[1] == cmd->argvlen[2] &&
+        !memcmp(cmd->argv[1], cmd->argv[2], cmd->argvlen[1])) {
         reply_error(&c->out, "ERR source and destination objects are the same");
         return;
     }

@@ -192,16 +192,14 @@ static long long parse_memory(const char *s)
 {
     char *end;
     long long v = strtoll(s, &end, 10);
-    if (end == s || v < 0)
-        return -1;
+    if (end == s || v < 0) return -1;
     static const struct {
         const char *unit;
         long long mul;
-    } units[] = {{"", 1},          {"k", 1000},       {"kb", 1024},      {"m", 1000000},
-                 {"mb", 1 << 20},  {"g", 1000000000}, {"gb", 1ll << 30}};
+    } units[] = {{"", 1},         {"k", 1000},       {"kb", 1024},     {"m", 1000000},
+                 {"mb", 1 << 20}, {"g", 1000000000}, {"gb", 1ll << 30}};
     for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-        if (!strcasecmp(end, units[i].unit))
-            return v * units[i].mul;
+        if (!strcasecmp(end, units[i].unit)) return v * units[i].mul;
     return -1;
 }
 

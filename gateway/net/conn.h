@@ -49,17 +49,17 @@ struct gw_conn {
     char *name;               /* CLIENT SETNAME (under th->lock), NULL when unset */
     char *lib_name, *lib_ver; /* CLIENT SETINFO (under th->lock) */
 
-    int resp;       /* reply protocol: 2 (default) or 3 (HELLO 3) */
-    bool authed;    /* AUTH passed (or no requirepass when the connection started) */
-    bool no_evict;  /* CLIENT NO-EVICT (accepted, no effect: dmkv never evicts clients) */
-    bool kill;      /* CLIENT KILL from another thread: closed by this thread's timer */
+    int resp;      /* reply protocol: 2 (default) or 3 (HELLO 3) */
+    bool authed;   /* AUTH passed (or no requirepass when the connection started) */
+    bool no_evict; /* CLIENT NO-EVICT (accepted, no effect: dmkv never evicts clients) */
+    bool kill;     /* CLIENT KILL from another thread: closed by this thread's timer */
 
     /* MULTI/EXEC state (commands/multi.c). */
-    bool in_multi;                 /* between MULTI and EXEC/DISCARD */
-    bool multi_dirty;              /* a command was rejected while queueing: EXECABORT */
-    gw_cmd_t *mq_head, *mq_tail;   /* queued commands */
+    bool in_multi;               /* between MULTI and EXEC/DISCARD */
+    bool multi_dirty;            /* a command was rejected while queueing: EXECABORT */
+    gw_cmd_t *mq_head, *mq_tail; /* queued commands */
     int mq_n;
-    struct gw_watch *watches;      /* WATCHed keys with their slot words */
+    struct gw_watch *watches; /* WATCHed keys with their slot words */
     size_t nwatches, capwatches;
 };
 

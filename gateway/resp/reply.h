@@ -30,7 +30,6 @@ void reply_null_array(gw_buf_t *b);
 /* Array header "*<n>\r\n"; the caller appends n elements. */
 void reply_array(gw_buf_t *b, long long n);
 
-
 /* RESP3 only (callers choose by the connection's protocol). */
 /* Map header "%<n>\r\n"; the caller appends n key/value pairs (2n elements). */
 void reply_map(gw_buf_t *b, long long n);

@@ -20,8 +20,8 @@ static void expire_step(void *arg)
     uint64_t now = dm_wall_ms();
     char *key;
     size_t klen;
-    for (int i = 0; i < GW_EXPIRE_KEYS_PER_TICK && !th->stopping &&
-                    gw_expiry_pop_due(th, now, &key, &klen);
+    for (int i = 0;
+         i < GW_EXPIRE_KEYS_PER_TICK && !th->stopping && gw_expiry_pop_due(th, now, &key, &klen);
          i++) {
         dm_ctx_t ctx;
         dm_ctx_init(&ctx, th->w, DM_CLS_ADMIN);

@@ -5,7 +5,7 @@
 
 #include "server/thread.h"
 
-#define GW_CRON_HZ 10             /* ticks per second */
+#define GW_CRON_HZ 10               /* ticks per second */
 #define GW_EXPIRE_KEYS_PER_TICK 200 /* due keys removed per tick at most: bounds the work */
 
 /* Start th's cron timer (call on th's loop thread once th->w is connected). */

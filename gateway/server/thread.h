@@ -27,10 +27,10 @@ typedef struct gw_thread {
     uv_timer_t drain_timer; /* polls for the end of in-flight commands at shutdown */
     uv_timer_t cron_timer;  /* server/cron.c: active expiry, CLIENT KILL sweeps */
     bool cron_inited;
-    bool expire_running;    /* an active-expiry step is on a coroutine */
+    bool expire_running;              /* an active-expiry step is on a coroutine */
     struct gw_expiry_entry *exp_heap; /* server/expiry_track.h */
     size_t exp_n, exp_cap;
-    bool created;           /* the OS thread exists (join it) */
+    bool created; /* the OS thread exists (join it) */
     bool stopping;
     uint64_t stop_started_ms;
 

@@ -7,12 +7,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#define CHECK(c)                                                                           \
-    do {                                                                                   \
-        if (!(c)) {                                                                        \
-            fprintf(stderr, "hiredis_client: %s:%d: %s\n", __FILE__, __LINE__, #c);        \
-            exit(1);                                                                       \
-        }                                                                                  \
+#define CHECK(c)                                                                                   \
+    do {                                                                                           \
+        if (!(c)) {                                                                                \
+            fprintf(stderr, "hiredis_client: %s:%d: %s\n", __FILE__, __LINE__, #c);                \
+            exit(1);                                                                               \
+        }                                                                                          \
     } while (0)
 
 static redisReply *cmd(redisContext *c, const char *fmt, ...)

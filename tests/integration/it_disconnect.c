@@ -139,8 +139,7 @@ int main(void)
         CHECK(r->type == REDIS_REPLY_STRING);
         alone = strstr(r->str, "connected_clients:1\r\n") != NULL;
         freeReplyObject(r);
-        if (!alone)
-            sleep_ms(20);
+        if (!alone) sleep_ms(20);
     }
     CHECK(alone);
     redisFree(c);

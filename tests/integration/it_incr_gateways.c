@@ -39,8 +39,8 @@ static void *client_main(void *arg)
         redisReply *r = op == 0   ? it_cmd(c, "INCRBY ctr:%d 5", k)
                         : op == 1 ? it_cmd(c, "DECR ctr:%d", k)
                                   : it_cmd(c, "INCR ctr:%d", k);
-        CHECKF(r->type == REDIS_REPLY_INTEGER, "client %d op %d: reply type %d %s", id, j,
-               r->type, r->type == REDIS_REPLY_ERROR ? r->str : "");
+        CHECKF(r->type == REDIS_REPLY_INTEGER, "client %d op %d: reply type %d %s", id, j, r->type,
+               r->type == REDIS_REPLY_ERROR ? r->str : "");
         acked[id][k] += by;
         freeReplyObject(r);
     }
@@ -97,16 +97,17 @@ int main(void)
                 want += acked[i][k];
             redisReply *r = it_cmd(c, "GET ctr:%d", k);
             CHECK(r->type == REDIS_REPLY_STRING);
-            CHECKF(atoll(r->str) == want, "gateway %d key ctr:%d = %s, acknowledged net %lld", g,
-                   k, r->str, want);
+            CHECKF(atoll(r->str) == want, "gateway %d key ctr:%d = %s, acknowledged net %lld", g, k,
+                   r->str, want);
             freeReplyObject(r);
         }
         redisReply *r = it_cmd(c, "GET txctr");
         CHECKF(r->type == REDIS_REPLY_STRING && atoll(r->str) <= tx_total && atoll(r->str) > 0,
                "gateway %d txctr = %s, committed transactions %lld", g, r->str, tx_total);
         if (g == 0)
-            fprintf(stderr, "WATCH counter: %lld commits, counter %s (%lld lost to the "
-                            "check-then-write window)\n",
+            fprintf(stderr,
+                    "WATCH counter: %lld commits, counter %s (%lld lost to the "
+                    "check-then-write window)\n",
                     tx_total, r->str, tx_total - atoll(r->str));
         freeReplyObject(r);
         redisFree(c);

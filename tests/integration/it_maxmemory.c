@@ -39,8 +39,7 @@ int main(void)
     int n = 0, refused[2] = {0, 0};
     for (; n < 4000 && !(refused[0] && refused[1]); n++) {
         int g = n % 2;
-        if (refused[g])
-            continue;
+        if (refused[g]) continue;
         memset(val, 'a' + n % 26, sizeof(val));
         r = it_cmd(g ? c2 : c1, "SET mm:%d %b", n, val, (size_t)VAL);
         if (r->type == REDIS_REPLY_ERROR) {

@@ -17,7 +17,7 @@
 
 static int writer_ports[3], reader_port;
 static _Atomic int progress[WRITERS]; /* keys acknowledged so far, per writer */
-static int gen[WRITERS][KEYS];         /* last acknowledged generation per key */
+static int gen[WRITERS][KEYS];        /* last acknowledged generation per key */
 static atomic_bool writers_done;
 
 static void *writer_main(void *arg)
@@ -56,8 +56,7 @@ static void *reader_main(void *arg)
         x ^= x << 17;
         int id = (int)(x % WRITERS);
         int upto = atomic_load(&progress[id]);
-        if (upto == 0)
-            continue;
+        if (upto == 0) continue;
         int i = (int)((x >> 16) % (uint64_t)upto);
         redisReply *r = it_cmd(c, "GET rs:%d:%d", id, i);
         char prefix[64];
@@ -80,8 +79,7 @@ static int count_in_log(const it_proc_t *p, const char *needle)
     int n = 0;
     while (f && fgets(line, sizeof(line), f))
         n += strstr(line, needle) != NULL;
-    if (f)
-        fclose(f);
+    if (f) fclose(f);
     return n;
 }
 

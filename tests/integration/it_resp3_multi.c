@@ -82,16 +82,16 @@ int main(void)
     expect_raw(fd, "EXEC\r\n", "*2\r\n:1\r\n:2\r\n");
     expect_raw(fd, "MULTI\r\n", "+OK\r\n");
     expect_raw(fd, "GET\r\n", "-ERR wrong number of arguments for 'get' command\r\n");
-    expect_raw(fd, "EXEC\r\n",
-               "-EXECABORT Transaction discarded because of previous errors.\r\n");
+    expect_raw(fd, "EXEC\r\n", "-EXECABORT Transaction discarded because of previous errors.\r\n");
     expect_raw(fd, "WATCH c\r\n", "+OK\r\n");
     redisContext *other = it_connect(gw.port);
     EXPECT_STATUS(it_cmd(other, "SET c changed"), "OK");
     expect_raw(fd, "MULTI\r\n", "+OK\r\n");
     expect_raw(fd, "SET c mine\r\n", "+QUEUED\r\n");
     expect_raw(fd, "EXEC\r\n", "_\r\n");
-    expect_hello(fd, "HELLO 2\r\n", "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n"
-                                    "$5\r\n7.0.0\r\n$5\r\nproto\r\n:2\r\n");
+    expect_hello(fd, "HELLO 2\r\n",
+                 "*14\r\n$6\r\nserver\r\n$5\r\nredis\r\n$7\r\nversion\r\n"
+                 "$5\r\n7.0.0\r\n$5\r\nproto\r\n:2\r\n");
     expect_raw(fd, "WATCH c\r\n", "+OK\r\n");
     EXPECT_INT(it_cmd(other, "APPEND c !"), 8);
     expect_raw(fd, "MULTI\r\n", "+OK\r\n");

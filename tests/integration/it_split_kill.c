@@ -26,8 +26,7 @@ static int log_has(const it_proc_t *p, const char *needle)
     int found = 0;
     while (f && !found && fgets(line, sizeof(line), f))
         found = strstr(line, needle) != NULL;
-    if (f)
-        fclose(f);
+    if (f) fclose(f);
     return found;
 }
 
@@ -67,8 +66,7 @@ static void scenario(int kill_after_ms)
     redisAppendCommand(cv, "SET sk:%d g1", n);
     int inflight = n;
     for (int tries = 0; tries < 5000; tries++) {
-        if (log_has(&victim, "RACE split of subtable"))
-            break;
+        if (log_has(&victim, "RACE split of subtable")) break;
         /* Short replies mean no split yet: the next key. */
         redisReply *r;
         struct timeval tv = {0, 200000};
@@ -85,8 +83,7 @@ static void scenario(int kill_after_ms)
     }
     usleep((useconds_t)kill_after_ms * 1000); /* copy phase done, or published too */
     CHECKF(log_has(&victim, "RACE split of subtable"), "the victim never started a split");
-    fprintf(stderr, "killing the victim mid-split after %d keys (key %d in flight)\n", n,
-            inflight);
+    fprintf(stderr, "killing the victim mid-split after %d keys (key %d in flight)\n", n, inflight);
     kill(victim.pid, SIGKILL);
     waitpid(victim.pid, NULL, 0);
     victim.pid = 0;
@@ -98,19 +95,16 @@ static void scenario(int kill_after_ms)
     for (int round = 0; round < 3000; round++, n++) {
         set_key(round % 2 ? cb : cc, n);
         int u = (round * 37) % n;
-        if (gen[u])
-            set_key(round % 2 ? cc : cb, u);
+        if (gen[u]) set_key(round % 2 ? cc : cb, u);
     }
     for (int g = 0; g < 2; g++) {
         redisContext *c = g ? cc : cb;
         for (int i = 0; i < n; i++) {
-            if (!gen[i])
-                continue;
+            if (!gen[i]) continue;
             char want[32];
             snprintf(want, sizeof(want), "g%d", gen[i]);
             redisReply *r = it_cmd(c, "GET sk:%d", i);
-            if (r->type != REDIS_REPLY_STRING)
-                fprintf(stderr, "sk:%d: type %d\n", i, r->type);
+            if (r->type != REDIS_REPLY_STRING) fprintf(stderr, "sk:%d: type %d\n", i, r->type);
             EXPECT_BULKS(r, want);
         }
     }

@@ -132,15 +132,12 @@ static unsigned count_copies(dm_worker_t *w, const char *region, const char *key
         int seen = 0;
         for (unsigned j = 0; j < st; j++)
             seen |= race_dir_addr(r->dir[j]) == race_dir_addr(r->dir[st]);
-        if (seen)
-            continue; /* several entries point at one subtable */
+        if (seen) continue; /* several entries point at one subtable */
         uint64_t *b = (uint64_t *)(base + dm_gaddr_off(race_dir_addr(r->dir[st])));
         for (uint64_t i = 0; i < r->groups * 3 * 8; i++) {
-            if (i % 8 == 0 || !race_slot_ptr(b[i]))
-                continue;
+            if (i % 8 == 0 || !race_slot_ptr(b[i])) continue;
             uint8_t *blk = base + dm_gaddr_off(race_slot_ptr(b[i]));
-            if (dm_kvblock_key_equals(blk, 1 << 20, key, strlen(key)))
-                copies++;
+            if (dm_kvblock_key_equals(blk, 1 << 20, key, strlen(key))) copies++;
         }
     }
     return copies;
@@ -161,25 +158,22 @@ typedef struct dup_hook {
 static void plant_duplicate(const dm_verb_t *v, void *arg)
 {
     dup_hook_t *h = arg;
-    if (!h->armed || v->op != DM_OP_CAS || v->compare != 0 || race_slot_ptr(v->swap) == 0)
-        return;
+    if (!h->armed || v->op != DM_OP_CAS || v->compare != 0 || race_slot_ptr(v->swap) == 0) return;
     h->armed = 0;
     race_loc_t loc;
     race_locate(h->race, h->key, strlen(h->key), &loc);
     /* Which combined bucket is the insert using? Plant into the other one's first free slot. */
     uint64_t ours_bucket = (dm_gaddr_off(v->offset) - dm_gaddr_off(loc.subtable)) / 64;
-    int other = (ours_bucket == loc.first_bucket[0] || ours_bucket == loc.first_bucket[0] + 1)
-                    ? 1 : 0;
+    int other =
+        (ours_bucket == loc.first_bucket[0] || ours_bucket == loc.first_bucket[0] + 1) ? 1 : 0;
     uint64_t b = loc.first_bucket[other] + (h->smaller ? 0 : 1);
     uint64_t *bucket = (uint64_t *)(h->base + dm_gaddr_off(loc.subtable) + b * 64);
     for (int s = 1; s < 8; s++)
         if (!race_slot_ptr(bucket[s])) {
             uint64_t len = dm_kvblock_size(strlen(h->key), 3);
-            dm_kvblock_build(h->base + dm_gaddr_off(h->block), h->key, strlen(h->key), "dup",
-                             3, 0);
+            dm_kvblock_build(h->base + dm_gaddr_off(h->block), h->key, strlen(h->key), "dup", 3, 0);
             bucket[s] = race_slot(loc.fp, dm_kvblock_len_units(len), h->block);
-            __atomic_fetch_add((uint64_t *)(h->base + DM_SB_OFF(key_count)), 1,
-                               __ATOMIC_RELAXED);
+            __atomic_fetch_add((uint64_t *)(h->base + DM_SB_OFF(key_count)), 1, __ATOMIC_RELAXED);
             return;
         }
 }
@@ -196,8 +190,7 @@ static void test_duplicate_rule(void)
     for (int smaller = 0; smaller < 2; smaller++) {
         char key[32];
         snprintf(key, sizeof(key), "dupkey-%d", smaller);
-        dup_hook_t h = {.base = base, .race = w->race, .key = key, .armed = 1,
-                        .smaller = smaller};
+        dup_hook_t h = {.base = base, .race = w->race, .key = key, .armed = 1, .smaller = smaller};
         CHECK(dm_alloc_block(&ctx, 4096, &h.block) == 0);
         dm_local_inject(0, 0, plant_duplicate, &h);
         CHECK(dm_kv_set(&ctx, key, strlen(key), "mine", 4, 0, 0, NULL) == 1);
@@ -229,8 +222,7 @@ typedef struct tear_hook {
 static void tear_block(const dm_verb_t *v, void *arg)
 {
     tear_hook_t *t = arg;
-    if (v->op != DM_OP_READ)
-        return;
+    if (v->op != DM_OP_READ) return;
     if (dm_gaddr_off(v->offset) == t->block_off && t->reads++ == 0) {
         t->saved = t->base[t->block_off + 20];
         t->base[t->block_off + 20] ^= 0x5a; /* a torn value byte */
@@ -290,8 +282,7 @@ static void mark_seen(void *arg, const dm_kv_view_t *v)
     buf[v->key_len] = 0;
     int k = atoi(strchr(buf, ':') + 1);
     CHECK(k >= 0 && k < ss->max);
-    if (ss->seen[k])
-        ss->dups++;
+    if (ss->seen[k]) ss->dups++;
     ss->seen[k] = 1;
     ss->n++;
 }
@@ -345,8 +336,8 @@ static void test_resize(void)
         CHECK(dm_race_scan(&ctx, cur, 10, mark_seen, &ss, &cur) == 0);
         pages++;
     } while (cur);
-    CHECKF(ss.n == N - N / 4 && ss.dups == 0, "scan saw %d (dups %d) in %d pages", ss.n,
-           ss.dups, pages);
+    CHECKF(ss.n == N - N / 4 && ss.dups == 0, "scan saw %d (dups %d) in %d pages", ss.n, ss.dups,
+           pages);
     for (int i = 0; i < N; i++)
         CHECK(ss.seen[i] == !(i % 4 == 2));
     free(ss.seen);
@@ -372,8 +363,7 @@ static void test_pool_full(void)
         int kl = snprintf(key, sizeof(key), "f:%d", n);
         memset(big, 'a' + n % 26, sizeof(big));
         rc = dm_kv_set(&ctx, key, (size_t)kl, big, sizeof(big), 0, 0, NULL);
-        if (rc != 1)
-            break;
+        if (rc != 1) break;
     }
     CHECKF(rc == DM_ENOMEM, "rc %d after %d keys", rc, n);
     CHECK(n > 100);
@@ -498,8 +488,7 @@ static void test_concurrent(void)
         int rc = dm_kv_get(&ctx, key, (size_t)kl, &v);
         CHECK(rc == kc.seen[k]);
         CHECK(count_copies(w, "conc", key) == (unsigned)rc);
-        if (rc == 1)
-            dm_value_free(&v);
+        if (rc == 1) dm_value_free(&v);
         found += rc;
     }
     fprintf(stderr, "   %d keys present at quiescence\n", found);
@@ -526,8 +515,7 @@ static void dump_key(const char *region, dm_race_t *r, const char *key)
     for (uint64_t i = 0; i < (1ull << gd); i++) {
         uint64_t *b = (uint64_t *)(base + dm_gaddr_off(race_dir_addr(dir[i])));
         for (uint64_t w = 0; w < r->groups * 3 * 8; w++) {
-            if (w % 8 == 0 || !race_slot_ptr(b[w]))
-                continue;
+            if (w % 8 == 0 || !race_slot_ptr(b[w])) continue;
             uint8_t *blk = base + dm_gaddr_off(race_slot_ptr(b[w]));
             if (dm_kvblock_key_equals(blk, 1 << 20, key, strlen(key)))
                 fprintf(stderr, "  dir[%llu] st %llx bucket %llu hdr %llx slot %llx\n",
@@ -580,8 +568,7 @@ static void cr_run(void *arg)
         int wl = cr_value(want, sizeof(want), c->id, r, c->gen[r]);
         dm_value_t v;
         rc = dm_kv_get(&ctx, key, (size_t)kl, &v);
-        if (rc != 1)
-            dump_key("cres", c->w->race, key);
+        if (rc != 1) dump_key("cres", c->w->race, key);
         CHECKF(rc == 1, "lost key %s during resize (rc %d)", key, rc);
         CHECKF(v.len == (size_t)wl && memcmp(v.data, want, (size_t)wl) == 0,
                "stale value for %s: got %.*s want %s", key, (int)v.len, (char *)v.data, want);

@@ -11,9 +11,9 @@
 
 #include "dmkv/worker.h"
 
-#define DM_UNIT 64u                   /* bytes per allocation unit (RACE slot length unit) */
-#define DM_GRACE_US 2000000u          /* quarantine of freed blocks, microseconds */
-#define DM_OP_TIMEOUT_US 1000000u     /* operations older than this restart */
+#define DM_UNIT 64u               /* bytes per allocation unit (RACE slot length unit) */
+#define DM_GRACE_US 2000000u      /* quarantine of freed blocks, microseconds */
+#define DM_OP_TIMEOUT_US 1000000u /* operations older than this restart */
 
 dm_alloc_t *dm_alloc_create(dm_worker_t *w);
 void dm_alloc_destroy(dm_alloc_t *a);

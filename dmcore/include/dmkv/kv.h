@@ -16,7 +16,7 @@
 /* A value read from the pool; data is malloc'd (free with dm_value_free). */
 typedef struct dm_value {
     uint8_t *data;
-    size_t len;       /* bytes */
+    size_t len;         /* bytes */
     uint64_t expire_ms; /* absolute wall-clock ms, 0 = no expiry */
 } dm_value_t;
 
@@ -69,8 +69,7 @@ void dm_keylist_free(dm_keylist_t *l);
  * count is a hint of how many keys to return (Redis semantics). A key present for the
  * whole iteration is returned at least once; a key absent for all of it never is.
  * Returns 0, DM_EINVAL for an invalid cursor, or DM_E*. */
-int dm_kv_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, dm_keylist_t *out,
-               uint64_t *next);
+int dm_kv_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, dm_keylist_t *out, uint64_t *next);
 
 /* ---- Read-modify-write, WATCH support, active expiry (issue 6) ---- */
 

@@ -16,11 +16,11 @@
 #include "dmkv/kvblock.h"
 #include "dmkv/worker.h"
 
-#define DM_RACE_SLOTS 7          /* slots per bucket */
-#define DM_RACE_BUCKET 64        /* bytes per bucket */
-#define DM_RACE_MAX_DEPTH 16     /* directory area reserved for 2^16 entries */
-#define DM_RACE_INIT_DEPTH 2     /* global depth at creation: 4 subtables */
-#define DM_RACE_GROUPS 256       /* bucket groups per subtable (768 buckets, 48 KiB) */
+#define DM_RACE_SLOTS 7      /* slots per bucket */
+#define DM_RACE_BUCKET 64    /* bytes per bucket */
+#define DM_RACE_MAX_DEPTH 16 /* directory area reserved for 2^16 entries */
+#define DM_RACE_INIT_DEPTH 2 /* global depth at creation: 4 subtables */
+#define DM_RACE_GROUPS 256   /* bucket groups per subtable (768 buckets, 48 KiB) */
 
 /* Bucket groups per subtable used when this process creates a table (default
  * DM_RACE_GROUPS; tests use tiny tables to reach DM_EFULL). Attaching ignores it. */
@@ -56,9 +56,8 @@ int dm_race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *
  * RTTs: update 3, insert 4 (Algorithm 1 plus the duplicate check, RACE §3.3), more
  * while a split is in the way. Returns 1 when written, 0 when vetoed, or DM_E* (DM_EFULL
  * at the maximum depth, DM_ENOMEM when the pool is full: nothing changed). */
-int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block,
-                uint64_t block_len, dm_race_decide_fn decide, void *arg, int keep_ttl,
-                dm_race_item_t *old);
+int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uint64_t block_len,
+                dm_race_decide_fn decide, void *arg, int keep_ttl, dm_race_item_t *old);
 
 /* Delete every copy of key (Algorithm 2). decide() may veto as for set; the returned view
  * lets callers tell an expired key. Returns 1 when removed, 0 when absent, or DM_E*. */

@@ -16,9 +16,9 @@ typedef enum {
 } dm_cls_t;
 
 typedef struct dm_cls_stats {
-    uint64_t ops;     /* operations completed */
-    uint64_t rtts;    /* batches waited for (one per dm_batch_exec) */
-    uint64_t verbs;   /* verbs posted */
+    uint64_t ops;   /* operations completed */
+    uint64_t rtts;  /* batches waited for (one per dm_batch_exec) */
+    uint64_t verbs; /* verbs posted */
     uint64_t bytes_read;
     uint64_t bytes_written;
 } dm_cls_stats_t;

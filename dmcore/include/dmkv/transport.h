@@ -65,7 +65,8 @@ void dm_local_inject(uint32_t delay_us, uint32_t fail_every, dm_local_hook_fn ho
 /* Pointer to byte 0 of a local region (tests only; NULL if not created). */
 uint8_t *dm_local_region_base(const char *name, uint64_t *size);
 
-/* Format a freshly zeroed region: write the node header at offset 0 (used by dmkv-memnode and the local backend). */
+/* Format a freshly zeroed region: write the node header at offset 0 (used by dmkv-memnode and the
+ * local backend). */
 void dm_region_format(uint8_t *base, uint64_t size);
 
 #endif

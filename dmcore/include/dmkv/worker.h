@@ -21,8 +21,8 @@ typedef struct dm_worker {
     uv_loop_t *loop;
     unsigned n_nodes;
     dm_conn_t *conns[DM_GADDR_MAX_NODES];
-    dm_alloc_t *alloc; /* per-worker KV-block allocator (alloc.h) */
-    dm_race_t *race;   /* per-worker RACE handle: directory cache (race.h) */
+    dm_alloc_t *alloc;    /* per-worker KV-block allocator (alloc.h) */
+    dm_race_t *race;      /* per-worker RACE handle: directory cache (race.h) */
     struct dm_keyq *keyq; /* writes in flight per key on this worker (kv/keyq.c) */
     uv_idle_t *waker;     /* resumes coroutines queued by dm_worker_wake */
     struct dm_wake *ready, *ready_tail;
@@ -39,8 +39,8 @@ typedef struct dm_ctx {
 /* Connect a worker to the pool given as memory-node URIs (see dm_conn_open; the order is
  * the node numbering and must match on every gateway), then attach to (or create) the
  * pool's RACE table. Blocks while connecting. Returns NULL with a message in err. */
-dm_worker_t *dm_worker_create(uv_loop_t *loop, const char *const *uris, unsigned n,
-                              char *err, size_t errlen);
+dm_worker_t *dm_worker_create(uv_loop_t *loop, const char *const *uris, unsigned n, char *err,
+                              size_t errlen);
 /* Close the worker's connections and free it. Run its loop afterwards (uv_run) so libuv
  * finishes closing its handles. */
 void dm_worker_destroy(dm_worker_t *w);
