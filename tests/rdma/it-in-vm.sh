@@ -1,0 +1,123 @@
+#!/bin/bash
+# it-in-vm.sh -- the real system over the rdma transport, inside ONE boot of the Soft-RoCE
+# qemu guest (tests/rdma/run-in-vm.sh, rxe0 at 192.168.77.1). Steps, in order:
+#   1. start: dmkv-memnode serving tcp (:7000) and rdma (192.168.77.1:7471) at once, and two
+#      dmkv-gateways (:6380, :6381) with --memnode rdma://192.168.77.1:7471
+#   2. cli:   redis-cli SET/GET/DEL/DBSIZE/--scan across both gateways (each sees the
+#             other's writes)
+#   3. bench: redis-benchmark -t set,get -n 20000 -c 20 -r 10000 against gateway 1; must
+#             report no errors. Under qemu TCG the numbers are NOT performance figures.
+#   4. the integration test binaries (tests/integration, DMKV_IT_TESTS), each starting its
+#      own memory node and gateways with DMKV_IT_MEMNODE_RDMA=192.168.77.1, so every
+#      gateway reaches its memory node(s) over rdma (hook in tests/integration/procs.c)
+#   5. test_race (the RACE unit test; it runs on the local backend: guest coverage only)
+#   6. stop:  the servers of step 1 are still alive, exit 0 on SIGTERM, no sanitizer reports
+#   7. entrypoint: deploy/entrypoint.sh's memnode/gateway/client roles as
+#      deploy/docker-compose.host.yml runs them (host networking, rxe created once, shared;
+#      plus a DMKV_TRANSPORT=tcp gateway on the same memory node)
+# Every step has its own time limit (busybox timeout in the guest); the whole VM has
+# DMKV_VM_TIMEOUT (default 540 s here: generous, for hosts busy with other tests). Wall time on 2 host cores (qemu TCG, ASan build):
+# ~3 minutes, plus ~20 s once to build the guest image (cached in RXE_VM_CACHE).
+#
+# Usage
+#   tests/rdma/it-in-vm.sh [--build DIR]      (default DIR: the repository's build-test)
+# Environment
+#   DMKV_IT_TESTS   integration tests to run in the guest (default "it_basic it_protocol").
+#                   The others take minutes each under emulation (measured with the ASan
+#                   build: it_pipeline ~110 s, it_redis_cli ~120 s, it_concurrency ~170 s;
+#                   it_scan, it_resize longer): opt in, e.g. DMKV_IT_TESTS="it_basic
+#                   it_concurrency" DMKV_VM_TIMEOUT=900 (it_pipeline, it_redis_cli and
+#                   it_concurrency have passed over rdma this way)
+#   DMKV_IT_STEP_TIMEOUT  per integration-test time limit in seconds (default 200)
+#   and run-in-vm.sh's: DMKV_VM_TIMEOUT, DMKV_VM_KVM, RXE_VM_EXTRA_DEBS, RXE_VM_SH, ...
+# Exit status: 0 all steps passed, 1 a step failed, 77 skipped (no qemu, VM cannot boot,
+# binaries not built) with a plain message.
+set -uo pipefail
+
+say() { echo "it-in-vm: $*" >&2; }
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ROOT=$(cd "$HERE/../.." && pwd)
+BUILD=$ROOT/build-test
+while [ $# -gt 0 ]; do
+    case "$1" in
+        --build) BUILD=$2; shift 2 ;;
+        -h|--help) sed -n '2,/^set -uo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
+        *) say "unknown argument $1 (try --help)"; exit 2 ;;
+    esac
+done
+BUILD=$(cd "$BUILD" 2>/dev/null && pwd -P) || { say "SKIP: no build folder $BUILD"; exit 77; }
+MEMNODE=$BUILD/memnode/dmkv-memnode
+GATEWAY=$BUILD/gateway/dmkv-gateway
+for b in "$MEMNODE" "$GATEWAY"; do
+    [ -x "$b" ] || { say "SKIP: $b is not built"; exit 77; }
+done
+ADDR=192.168.77.1
+
+# --- redis-cli / redis-benchmark in the guest: Debian's redis-tools plus its libraries ---
+# (the host's copies tell which packages they need; bookworm's list when they are missing)
+redis_debs="redis-tools bash libtinfo6" # bash: deploy/entrypoint.sh
+if command -v redis-cli >/dev/null && command -v redis-benchmark >/dev/null; then
+    for lib in $(ldd "$(command -v redis-cli)" "$(command -v redis-benchmark)" 2>/dev/null |
+                 awk '/=> \//{print $3}' | sort -u); do
+        pkg=""
+        for cand in "$lib" "$(readlink -f "$lib")" "/usr$lib" "/usr$(readlink -f "$lib")"; do
+            pkg=$(dpkg -S "$cand" 2>/dev/null | head -n1 | cut -d: -f1) && [ -n "$pkg" ] && break
+        done
+        [ -n "$pkg" ] && redis_debs="$redis_debs $pkg"
+    done
+else
+    redis_debs="$redis_debs libatomic1 liblzf1 libjemalloc2 libsystemd0 libssl3 libstdc++6
+                libcap2 libgcrypt20 liblzma5 libzstd1 liblz4-1 libgpg-error0"
+fi
+RXE_VM_EXTRA_DEBS=$(printf '%s\n' ${RXE_VM_EXTRA_DEBS:-} $redis_debs | sort -u | tr '\n' ' ')
+export RXE_VM_EXTRA_DEBS
+
+# --- a guest image of our own: rxe-vm.sh keeps one initramfs per cache folder (it deletes
+# the others when it builds one), so with redis-tools in it this test and rdma/verbs_in_vm
+# would rebuild each other's image on every run. Same downloaded .debs (symlinked). ---
+if [ -z "${RXE_VM_CACHE:-}" ] && [ -d /var/cache/rxe-vm ] && [ -w /var/cache/rxe-vm ]; then
+    RXE_VM_CACHE=/var/cache/rxe-vm/it-in-vm
+    mkdir -p "$RXE_VM_CACHE"
+    mkdir -p /var/cache/rxe-vm/debs
+    [ -e "$RXE_VM_CACHE/debs" ] || ln -s ../debs "$RXE_VM_CACHE/debs"
+    [ -s /var/cache/rxe-vm/kernel-pkg ] && [ ! -s "$RXE_VM_CACHE/kernel-pkg" ] &&
+        cp /var/cache/rxe-vm/kernel-pkg "$RXE_VM_CACHE/kernel-pkg"
+    export RXE_VM_CACHE
+fi
+
+# --- the run folder (inside the share, so the guest sees it at the same path) ---
+D=$(mktemp -d "$BUILD/.it-in-vm.XXXXXX") || { say "cannot write into $BUILD"; exit 2; }
+trap 'rm -rf "$D"' EXIT
+cp "$HERE/it-guest.sh" "$D/it-guest.sh"
+cp "$ROOT/deploy/entrypoint.sh" "$ROOT/deploy/gateway.conf" "$D/"
+# /bin/sh (dash), not "sh": busybox's timeout would run its own ash applet, under which a
+# plain `ip` is busybox's applet rather than iproute2's (no veth peers)
+G="/bin/sh $D/it-guest.sh"
+
+steps=("timeout 90 $G start $MEMNODE $GATEWAY"
+       "timeout 60 $G cli"
+       "timeout 240 $G bench")
+STEP_T=${DMKV_IT_STEP_TIMEOUT:-200}
+for t in ${DMKV_IT_TESTS:-it_basic it_protocol}; do
+    bin=$BUILD/tests/$t
+    [ -x "$bin" ] || { say "warning: $bin is not built, left out"; continue; }
+    steps+=("DMKV_IT_MEMNODE_RDMA=$ADDR DMKV_IT_MEMNODE_SIZE=128m DMKV_MEMNODE=$MEMNODE DMKV_GATEWAY=$GATEWAY timeout $STEP_T $bin")
+done
+[ -x "$BUILD/tests/test_race" ] && steps+=("timeout 150 $BUILD/tests/test_race")
+steps+=("timeout 90 $G stop")
+[ -f "$D/entrypoint.sh" ] && steps+=("timeout 150 $G entrypoint $MEMNODE $GATEWAY")
+
+say "one VM boot, ${#steps[@]} steps; redis-benchmark numbers under TCG emulation are not performance figures"
+t0=$(date +%s)
+DMKV_VM_TIMEOUT=${DMKV_VM_TIMEOUT:-540} "$HERE/run-in-vm.sh" --share "$BUILD" -- "${steps[@]}"
+rc=$?
+say "exit $rc after $(($(date +%s) - t0)) s"
+if [ "$rc" = 1 ]; then
+    for f in "$D"/*.log; do
+        [ -f "$f" ] || continue
+        echo "---- $(basename "$f") (last 30 lines) ----"
+        tail -n 30 "$f"
+    done
+fi
+exit "$rc"
