@@ -21,7 +21,8 @@
 #                    DMKV_NETDEV for rdma, 127.0.0.1 for tcp
 #   DMKV_MEMNODE_PORT (7000), DMKV_RDMA_PORT (7471), DMKV_MEMNODE_SIZE (1g),
 #   DMKV_MEMNODE_BIND (memory node's tcp listen address, 0.0.0.0),
-#   DMKV_GATEWAY_CONF (/etc/dmkv/gateway.conf), DMKV_GATEWAYS (client: "gateway1 gateway2")
+#   DMKV_GATEWAY_CONF (/etc/dmkv/gateway.conf), DMKV_GATEWAYS (client: host[:port] list,
+#   default "gateway1 gateway2")
 set -euo pipefail
 
 log() { echo "dmkv-entrypoint: $*" >&2; }
@@ -29,7 +30,7 @@ log() { echo "dmkv-entrypoint: $*" >&2; }
 TRANSPORT=${DMKV_TRANSPORT:-rdma}
 NETDEV=${DMKV_NETDEV:-$(ip -4 route show default 2>/dev/null | awk '{for (i = 1; i < NF; i++) if ($i == "dev") {print $(i+1); exit}}')}
 NETDEV=${NETDEV:-eth0}
-RXE_NAME=${DMKV_RXE_NAME:-rxe_$(hostname | tr -c 'A-Za-z0-9_\n' '_' | cut -c1-40)}
+RXE_NAME=${DMKV_RXE_NAME:-rxe_$(tr -c 'A-Za-z0-9_\n' '_' </proc/sys/kernel/hostname | cut -c1-40)}
 MEMNODE_PORT=${DMKV_MEMNODE_PORT:-7000}
 RDMA_PORT=${DMKV_RDMA_PORT:-7471}
 
@@ -44,8 +45,10 @@ dmkv-entrypoint:
 dmkv-entrypoint: Soft-RoCE needs the HOST kernel's rdma_rxe module (containers share the
 dmkv-entrypoint: host kernel). On the host:
 dmkv-entrypoint:     sudo modprobe rdma_rxe ib_uverbs rdma_ucm
-dmkv-entrypoint: Debian/Ubuntu/Fedora stock kernels ship it (CONFIG_RDMA_RXE=m); the kernels
-dmkv-entrypoint: of Docker Desktop, WSL2 and many CI runners do not.
+dmkv-entrypoint: Debian and Fedora kernels ship it (CONFIG_RDMA_RXE=m), Ubuntu in
+dmkv-entrypoint: linux-modules-extra; the kernels of Docker Desktop, WSL2 and many CI runners
+dmkv-entrypoint: do not. Kernels whose rxe is not network-namespace aware (e.g. Linux 6.1)
+dmkv-entrypoint: need host networking: deploy/docker-compose.host.yml (deploy/README.md).
 dmkv-entrypoint: The container also needs: cap_add NET_ADMIN IPC_LOCK SYS_RESOURCE,
 dmkv-entrypoint: ulimits memlock -1, and /dev/infiniband (see deploy/docker-compose.yml).
 dmkv-entrypoint: Without RDMA, run everything over TCP instead:

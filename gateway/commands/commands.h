@@ -6,6 +6,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+#include "dmkv/kv.h"
 #include "net/conn.h"
 #include "resp/parser.h"
 
@@ -54,6 +55,10 @@ void gw_reply_verbatim(gw_conn_t *c, const void *p, size_t len);
 /* Reply for a negative DM_E* from dmcore: DM_ENOMEM/DM_EFULL -> "-OOM command not allowed
  * when used memory > 'maxmemory'.", anything else -> "-ERR dmkv: <dm_strerror>". */
 void gw_reply_dm_error(gw_conn_t *c, int rc);
+
+/* Read the key in argv[1] (one GET, counted as a keyspace hit or miss) into *v (free with
+ * dm_value_free). Returns 1 found, 0 absent, or < 0 after replying the error. */
+int gw_get_key(gw_conn_t *c, gw_cmd_t *cmd, dm_value_t *v);
 
 /* "-ERR wrong number of arguments for '<name>' command" (name like "get", "config|get"). */
 void gw_reply_arity(gw_conn_t *c, const char *name);

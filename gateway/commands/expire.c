@@ -156,15 +156,9 @@ void cmd_persist(gw_conn_t *c, gw_cmd_t *cmd)
 
 static void expiretime_generic(gw_conn_t *c, gw_cmd_t *cmd, bool ms)
 {
-    dm_ctx_t ctx;
-    dm_value_t v = {0};
-    dm_ctx_init(&ctx, c->th->w, DM_CLS_GET);
-    int rc = dm_kv_get(&ctx, cmd->argv[1], cmd->argvlen[1], &v);
-    dm_stats_op(DM_CLS_GET);
-    if (rc < 0) {
-        gw_reply_dm_error(c, rc);
-        return;
-    }
+    dm_value_t v;
+    int rc = gw_get_key(c, cmd, &v);
+    if (rc < 0) return;
     if (rc == 0) {
         reply_int(&c->out, -2);
         return;

@@ -2,6 +2,7 @@
  * GETSET, MGET, MSET, STRLEN. */
 #include <limits.h>
 #include <stdlib.h>
+#include <string.h>
 #include <strings.h>
 
 #include "commands/commands.h"
@@ -18,16 +19,24 @@ static void count_lookup(int found)
         GW_STAT_ADD(keyspace_misses, 1);
 }
 
-void cmd_get(gw_conn_t *c, gw_cmd_t *cmd)
+int gw_get_key(gw_conn_t *c, gw_cmd_t *cmd, dm_value_t *v)
 {
     dm_ctx_t ctx;
-    dm_value_t v = {0};
+    memset(v, 0, sizeof(*v));
     dm_ctx_init(&ctx, c->th->w, DM_CLS_GET);
-    int rc = dm_kv_get(&ctx, cmd->argv[1], cmd->argvlen[1], &v);
+    int rc = dm_kv_get(&ctx, cmd->argv[1], cmd->argvlen[1], v);
     dm_stats_op(DM_CLS_GET);
     count_lookup(rc);
+    if (rc < 0) gw_reply_dm_error(c, rc);
+    return rc;
+}
+
+void cmd_get(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    dm_value_t v;
+    int rc = gw_get_key(c, cmd, &v);
     if (rc < 0) {
-        gw_reply_dm_error(c, rc);
+        return;
     } else if (rc == 0) {
         gw_reply_null(c);
     } else {
@@ -38,15 +47,9 @@ void cmd_get(gw_conn_t *c, gw_cmd_t *cmd)
 
 void cmd_strlen(gw_conn_t *c, gw_cmd_t *cmd)
 {
-    dm_ctx_t ctx;
-    dm_value_t v = {0};
-    dm_ctx_init(&ctx, c->th->w, DM_CLS_GET);
-    int rc = dm_kv_get(&ctx, cmd->argv[1], cmd->argvlen[1], &v);
-    dm_stats_op(DM_CLS_GET);
-    count_lookup(rc);
-    if (rc < 0) {
-        gw_reply_dm_error(c, rc);
-    } else {
+    dm_value_t v;
+    int rc = gw_get_key(c, cmd, &v);
+    if (rc >= 0) {
         reply_int(&c->out, rc ? (long long)v.len : 0);
         if (rc) dm_value_free(&v);
     }

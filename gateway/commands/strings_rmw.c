@@ -309,15 +309,9 @@ void cmd_getrange(gw_conn_t *c, gw_cmd_t *cmd)
 {
     long long start, end;
     if (!gw_arg_ll(c, cmd, 2, &start) || !gw_arg_ll(c, cmd, 3, &end)) return;
-    dm_ctx_t ctx;
-    dm_value_t v = {0};
-    dm_ctx_init(&ctx, c->th->w, DM_CLS_GET);
-    int rc = dm_kv_get(&ctx, cmd->argv[1], cmd->argvlen[1], &v);
-    dm_stats_op(DM_CLS_GET);
-    if (rc < 0) {
-        gw_reply_dm_error(c, rc);
-        return;
-    }
+    dm_value_t v;
+    int rc = gw_get_key(c, cmd, &v);
+    if (rc < 0) return;
     long long len = rc ? (long long)v.len : 0;
     if (rc == 0 || (start < 0 && end < 0 && start > end)) {
         reply_bulk(&c->out, "", 0);

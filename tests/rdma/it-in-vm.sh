@@ -104,7 +104,7 @@ for t in ${DMKV_IT_TESTS:-it_basic it_protocol}; do
     [ -x "$bin" ] || { say "warning: $bin is not built, left out"; continue; }
     steps+=("DMKV_IT_MEMNODE_RDMA=$ADDR DMKV_IT_MEMNODE_SIZE=128m DMKV_MEMNODE=$MEMNODE DMKV_GATEWAY=$GATEWAY timeout $STEP_T $bin")
 done
-[ -x "$BUILD/tests/test_race" ] && steps+=("timeout 150 $BUILD/tests/test_race")
+[ -x "$BUILD/tests/test_race" ] && steps+=("timeout 240 $BUILD/tests/test_race")
 steps+=("timeout 90 $G stop")
 [ -f "$D/entrypoint.sh" ] && steps+=("timeout 150 $G entrypoint $MEMNODE $GATEWAY")
 
