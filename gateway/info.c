@@ -9,6 +9,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "dmkv/chime.h"
 #include "dmkv/kv.h"
 #include "dmkv/race.h"
 #include "dmkv/stats.h"
@@ -251,6 +252,37 @@ static void sec_keyspace(gw_conn_t *c, gw_buf_t *b)
     if (n > 0) gw_buf_printf(b, "db0:keys=%lld,expires=0,avg_ttl=0\r\n", (long long)n);
 }
 
+/* a / b, 0 when b is 0 (no samples yet). */
+static double ratio(uint64_t a, uint64_t b)
+{
+    return b ? (double)a / (double)b : 0.0;
+}
+
+static void sec_dmkv_chime(gw_buf_t *b)
+{
+    dm_chime_stats_t s = {0};
+    dm_chime_get_stats(&s);
+    gw_buf_printf(b,
+                  "chime_cache_nodes:%llu\r\n"
+                  "chime_cache_bytes:%llu\r\n"
+                  "chime_hotspot_lookups:%llu\r\n"
+                  "chime_hotspot_hits:%llu\r\n"
+                  "chime_hotspot_hit_rate:%.4f\r\n"
+                  "chime_leaf_splits:%llu\r\n"
+                  "chime_inner_splits:%llu\r\n"
+                  "chime_new_roots:%llu\r\n"
+                  "chime_scan_pages:%llu\r\n"
+                  "chime_rtts_per_scan_page:%.2f\r\n"
+                  "chime_lock_waits:%llu\r\n"
+                  "chime_lease_takeovers:%llu\r\n",
+                  (unsigned long long)s.cache_nodes, (unsigned long long)s.cache_bytes,
+                  (unsigned long long)s.hotspot_lookups, (unsigned long long)s.hotspot_hits,
+                  ratio(s.hotspot_hits, s.hotspot_lookups), (unsigned long long)s.leaf_splits,
+                  (unsigned long long)s.inner_splits, (unsigned long long)s.roots,
+                  (unsigned long long)s.scan_pages, ratio(s.scan_rtts, s.scan_pages),
+                  (unsigned long long)s.lock_waits, (unsigned long long)s.lease_takeovers);
+}
+
 static void sec_dmkv(gw_buf_t *b)
 {
     header(b, "dmkv");
@@ -263,6 +295,7 @@ static void sec_dmkv(gw_buf_t *b)
                   "race_directory_doublings:%llu\r\n",
                   (unsigned long long)splits, (unsigned long long)splitting,
                   (unsigned long long)doublings);
+    sec_dmkv_chime(b);
     for (int k = 0; k < DM_CLS_COUNT; k++) {
         dm_cls_stats_t s;
         dm_stats_get((dm_cls_t)k, &s);

@@ -5,8 +5,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dmkv/chime.h"
 #include "dmkv/errors.h"
+#include "dmkv/superblock.h"
 #include "dmkv/race.h"
+#include "guard.h"
+#include "hybrid.h"
 #include "keyq.h"
 #include <xxhash.h>
 
@@ -66,16 +70,34 @@ static int decide_set(void *arg, const dm_kv_view_t *v)
     return 1;
 }
 
+int dm_kv_mark_volatile(dm_ctx_t *ctx)
+{
+    if (ctx->w->volatile_marked) return 0;
+    static const uint64_t one = 1;
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_write(&b, dm_gaddr_make(0, DM_SB_OFF(volatile_seen)), &one, 8);
+    int rc = dm_batch_exec(ctx, &b);
+    if (!rc) ctx->w->volatile_marked = 1;
+    return rc;
+}
+
 int dm_kv_set(dm_ctx_t *ctx, const void *key, size_t klen, const void *val, size_t vlen,
               uint64_t expire_ms, unsigned flags, dm_value_t *old)
 {
     if (old) memset(old, 0, sizeof(*old));
     if (klen > DM_KV_MAX_KEY || vlen > DM_KV_MAX_VALUE) return DM_ETOOBIG;
+    if (expire_ms) {
+        int rc = dm_kv_mark_volatile(ctx); /* before the first volatile key is visible */
+        if (rc) return rc;
+    }
     uint64_t size = dm_kvblock_size(klen, vlen);
     uint8_t *block = malloc(size);
     if (!block) return DM_ENOMEM;
     dm_kvblock_build(block, key, klen, val, vlen, expire_ms);
-    dm_keyq_entry_t q = {.hash = XXH3_64bits(key, klen), .blind = flags == 0};
+    /* A guarded (WATCH) write is never combined: its guard must see its own slot CAS. */
+    dm_keyq_entry_t q = {.hash = XXH3_64bits(key, klen),
+                         .blind = flags == 0 && !kv_guard_current()};
     if (!dm_keyq_enter(ctx->w, &q)) {
         free(block);
         return q.result; /* combined with a later SET of this key (keyq.h) */
@@ -84,8 +106,8 @@ int dm_kv_set(dm_ctx_t *ctx, const void *key, size_t klen, const void *val, size
     dm_race_item_t prev;
     memset(&prev, 0, sizeof(prev));
     /* KEEPTTL keeps the expiry only of a live key (an expired one is absent). */
-    int rc = dm_race_set(ctx, key, klen, block, size, decide_set, &d, (flags & DM_SET_KEEPTTL) != 0,
-                         (flags & DM_SET_GET) ? &prev : NULL);
+    int rc = dm_hybrid_set(ctx, key, klen, block, size, decide_set, &d,
+                           (flags & DM_SET_KEEPTTL) != 0, (flags & DM_SET_GET) ? &prev : NULL);
     dm_keyq_leave(ctx->w, &q, rc);
     if ((flags & DM_SET_GET) && old) {
         /* The old value is reported when the key was live, written or not (SET ... GET). */
@@ -108,7 +130,7 @@ int dm_kv_del(dm_ctx_t *ctx, const void *key, size_t klen)
     int was_live = 0;
     dm_keyq_entry_t q = {.hash = XXH3_64bits(key, klen), .blind = 0};
     dm_keyq_enter(ctx->w, &q);
-    int rc = dm_race_delete(ctx, key, klen, decide_del, &was_live);
+    int rc = dm_hybrid_delete(ctx, key, klen, decide_del, &was_live);
     dm_keyq_leave(ctx->w, &q, rc);
     if (rc == 1) return was_live;
     return rc;
@@ -122,7 +144,9 @@ int64_t dm_kv_dbsize(dm_ctx_t *ctx)
 
 int dm_kv_flushall(dm_ctx_t *ctx)
 {
+    /* RACE first (CHIME stays a superset), then the leaves drop entries RACE lost. */
     int64_t n = dm_race_flush(ctx);
+    if (n >= 0) n = dm_chime_settle_all(ctx);
     return n < 0 ? (int)n : 0;
 }
 
@@ -135,42 +159,150 @@ void dm_keylist_free(dm_keylist_t *l)
     l->n = l->cap = 0;
 }
 
-typedef struct scan_out {
-    dm_keylist_t *l;
-    int err;
-    int want_expired; /* 0: live keys only (SCAN) */
-    uint64_t now_ms;
-} scan_out_t;
-
-static void emit_key(void *arg, const dm_kv_view_t *v)
+/* Append a key to l (copied). */
+static int keylist_push(dm_keylist_t *l, const uint8_t *k, size_t len)
 {
-    scan_out_t *so = arg;
-    dm_keylist_t *l = so->l;
-    if (so->err || live(v, so->now_ms) == so->want_expired) return;
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 16;
-        dm_key_t *k = realloc(l->keys, cap * sizeof(*k));
-        if (!k) {
-            so->err = DM_ENOMEM;
-            return;
-        }
-        l->keys = k;
+        dm_key_t *nk = realloc(l->keys, cap * sizeof(*nk));
+        if (!nk) return DM_ENOMEM;
+        l->keys = nk;
         l->cap = cap;
     }
-    uint8_t *d = malloc(v->key_len ? v->key_len : 1);
-    if (!d) {
-        so->err = DM_ENOMEM;
-        return;
-    }
-    memcpy(d, v->key, v->key_len);
+    uint8_t *d = malloc(len ? len : 1);
+    if (!d) return DM_ENOMEM;
+    memcpy(d, k, len);
     l->keys[l->n].data = d;
-    l->keys[l->n].len = v->key_len;
+    l->keys[l->n].len = len;
     l->n++;
+    return 0;
 }
 
-int dm_kv_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, dm_keylist_t *out, uint64_t *next)
+/* Settle one page of CHIME keys against RACE: present and live ones are returned, pending
+ * entries whose key RACE does not hold are not (DESIGN.md "Keeping them consistent").
+ * With want_expired, the keys RACE holds expired are returned instead. */
+static int settle_page(dm_ctx_t *ctx, const dm_chime_key_t *ck, size_t n, dm_keylist_t *out,
+                       int want_expired, int probe_all)
 {
-    scan_out_t so = {.l = out, .err = 0, .want_expired = 0, .now_ms = dm_wall_ms()};
-    int rc = dm_race_scan(ctx, cursor, count, emit_key, &so, next);
-    return rc ? rc : so.err;
+    const uint8_t **keys = malloc((n ? n : 1) * sizeof(*keys));
+    size_t *lens = malloc((n ? n : 1) * sizeof(*lens));
+    uint8_t *present = malloc(n ? n : 1);
+    uint64_t *expire = malloc((n ? n : 1) * sizeof(*expire));
+    int rc = keys && lens && present && expire ? 0 : DM_ENOMEM;
+    /* Without any volatile key in the pool only pending entries need RACE: a settled entry's
+     * key is in RACE (CHIME ⊇ RACE, and entries leave only after their key did). */
+    size_t m = 0;
+    for (size_t i = 0; i < n && !rc; i++) {
+        if (!probe_all && !ck[i].pending) continue;
+        keys[m] = ck[i].data;
+        lens[m++] = ck[i].len;
+    }
+    if (!rc && m) rc = dm_race_probe(ctx, keys, lens, (unsigned)m, present, expire);
+    uint64_t now = dm_wall_ms();
+    for (size_t i = 0, j = 0; i < n && !rc; i++) {
+        int in = 1, live = 1;
+        if (probe_all || ck[i].pending) {
+            in = present[j];
+            live = expire[j] == 0 || expire[j] > now;
+            j++;
+        }
+        if (in && live != want_expired) rc = keylist_push(out, ck[i].data, ck[i].len);
+    }
+    free(keys);
+    free(lens);
+    free(present);
+    free(expire);
+    return rc;
+}
+
+/* dm_chime_scan, reading the pool's volatile_seen flag in the same batch as the first leaf
+ * (a flag set before any volatile key was stored, so a 0 read now means none can be
+ * expired among the keys read). */
+static int scan_chime(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *prefix, size_t plen,
+                      dm_chime_key_t **ck, size_t *n, size_t *cap, uint64_t *next, uint64_t *vol)
+{
+    dm_batch_t ride;
+    dm_batch_init(&ride);
+    dm_batch_read(&ride, dm_gaddr_make(0, DM_SB_OFF(volatile_seen)), vol, 8);
+    ctx->ride = &ride;
+    int rc = dm_chime_scan(ctx, cursor, count, prefix, plen, ck, n, cap, next);
+    ctx->ride = NULL;
+    if (ride.n) {
+        int r2 = dm_batch_exec(ctx, &ride);
+        if (!rc) rc = r2;
+    }
+    return rc;
+}
+
+/* A CHIME page settled against RACE: the keys with prefix (plen 0: all) that are live, or
+ * with want_expired the expired ones. */
+static int scan_settled(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *prefix,
+                        size_t plen, int want_expired, dm_keylist_t *out, uint64_t *next)
+{
+    dm_chime_key_t *ck = NULL;
+    size_t n = 0, cap = 0;
+    uint64_t vol = 1;
+    int rc = scan_chime(ctx, cursor, count, plen ? prefix : NULL, plen, &ck, &n, &cap, next, &vol);
+    if (rc == DM_ERANGE && cursor) rc = DM_EINVAL; /* a forged cursor past the region */
+    /* Keys outside the prefix would be dropped by MATCH anyway: no need to probe them. */
+    size_t keep = 0;
+    for (size_t i = 0; i < n; i++) {
+        if (plen && (ck[i].len < plen || memcmp(ck[i].data, prefix, plen) != 0))
+            free(ck[i].data);
+        else
+            ck[keep++] = ck[i];
+    }
+    if (!rc) rc = settle_page(ctx, ck, keep, out, want_expired, vol != 0);
+    for (size_t i = 0; i < keep; i++)
+        free(ck[i].data);
+    free(ck);
+    return rc;
+}
+
+int dm_kv_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *prefix, size_t plen,
+               dm_keylist_t *out, uint64_t *next)
+{
+    return scan_settled(ctx, cursor, count, prefix, plen, 0, out, next);
+}
+
+int dm_kv_random_key(dm_ctx_t *ctx, dm_key_t *out)
+{
+    uint64_t cursor, start;
+    int rc = dm_chime_random_cursor(ctx, &start);
+    cursor = start;
+    /* From the random leaf to the end, then from the start up to it. */
+    for (int wrapped = 0; !rc;) {
+        dm_keylist_t l = {0};
+        uint64_t next;
+        rc = scan_settled(ctx, cursor, 1, NULL, 0, 0, &l, &next);
+        if (!rc && l.n) {
+            size_t pick = (size_t)rand() % l.n;
+            *out = l.keys[pick];
+            l.keys[pick].data = NULL;
+            dm_keylist_free(&l);
+            return 1;
+        }
+        dm_keylist_free(&l);
+        if (rc) break;
+        if (next == start || (next == 0 && wrapped)) return 0;
+        if (next == 0) wrapped = 1;
+        cursor = next;
+    }
+    return rc;
+}
+
+int64_t dm_kv_expire_sweep(dm_ctx_t *ctx, uint64_t cursor, size_t count, uint64_t *next)
+{
+    int rc = 0;
+    if (cursor == 0) rc = dm_chime_random_cursor(ctx, &cursor);
+    dm_keylist_t l = {0};
+    if (!rc) rc = scan_settled(ctx, cursor, count, NULL, 0, 1, &l, next);
+    int64_t removed = 0;
+    for (size_t i = 0; i < l.n && !rc; i++) {
+        int r = dm_kv_del_expired(ctx, l.keys[i].data, l.keys[i].len);
+        if (r < 0) rc = r;
+        removed += r == 1;
+    }
+    dm_keylist_free(&l);
+    return rc ? rc : removed;
 }

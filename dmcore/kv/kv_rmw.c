@@ -11,6 +11,7 @@
 #include "dmkv/errors.h"
 #include "dmkv/kv.h"
 #include "dmkv/race.h"
+#include "hybrid.h"
 #include "keyq.h"
 
 #define RMW_MAX_ATTEMPTS 10000 /* conflicting writers before giving up with DM_ERETRY */
@@ -64,18 +65,20 @@ static int rmw_once(dm_ctx_t *ctx, const void *key, size_t klen, dm_kv_rmw_fn fn
         } else {
             uint64_t size = dm_kvblock_size(klen, nv.len);
             uint8_t *block = malloc(size);
-            if (!block) {
+            if (nv.expire_ms && (rc = dm_kv_mark_volatile(ctx)) != 0) {
+                free(block); /* the pool must know of volatile keys before this one */
+            } else if (!block) {
                 rc = DM_ENOMEM;
             } else {
                 dm_kvblock_build(block, key, klen, nv.data ? (const void *)nv.data : "", nv.len,
                                  nv.expire_ms);
-                rc = dm_race_set(ctx, key, klen, block, size, decide_unchanged, &seen, 0, NULL);
+                rc = dm_hybrid_set(ctx, key, klen, block, size, decide_unchanged, &seen, 0, NULL);
                 free(block);
             }
         }
     } else if (act == DM_RMW_DELETE && seen.present) {
         /* 0 means vetoed or already gone: either way the key changed since the read. */
-        rc = dm_race_delete(ctx, key, klen, decide_unchanged, &seen);
+        rc = dm_hybrid_delete(ctx, key, klen, decide_unchanged, &seen);
     } else {
         rc = 1; /* KEEP, ABORT, or DELETE of an absent key: nothing to write */
     }
@@ -124,7 +127,7 @@ int dm_kv_del_expired(dm_ctx_t *ctx, const void *key, size_t klen)
 {
     dm_keyq_entry_t q = {.hash = XXH3_64bits(key, klen), .blind = 0};
     dm_keyq_enter(ctx->w, &q);
-    int rc = dm_race_delete(ctx, key, klen, decide_expired, NULL);
+    int rc = dm_hybrid_delete(ctx, key, klen, decide_expired, NULL);
     dm_keyq_leave(ctx->w, &q, rc);
     return rc;
 }

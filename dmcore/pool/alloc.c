@@ -1,5 +1,6 @@
-/* Per-worker block allocator: chunk FAA on the superblock, bump allocation inside the
- * chunk, per-size FIFO free lists with a quarantine timestamp. */
+/* Per-worker block allocator: chunks popped from a node's free-range stack or taken by FAA
+ * on its alloc_ptr, bump allocation inside the chunk, per-size FIFO free lists with a
+ * quarantine timestamp. */
 #include "dmkv/alloc.h"
 
 #include <stdlib.h>
@@ -19,9 +20,11 @@ typedef struct freed {
 
 struct dm_alloc {
     dm_worker_t *w;
-    dm_gaddr_t cur;     /* next free byte in the current chunk */
-    uint64_t cur_left;  /* bytes left in it */
-    unsigned next_node; /* round robin */
+    dm_gaddr_t cur;              /* next free byte in the current chunk */
+    uint64_t cur_left;           /* bytes left in it */
+    int refilling;               /* a coroutine is taking the next chunk */
+    struct refill_wait *waiters; /* coroutines waiting for it */
+    unsigned next_node;          /* round robin */
     uint64_t chunk_bytes;
     freed_t *head[MAX_CLASS + 1], *tail[MAX_CLASS + 1];
 };
@@ -50,28 +53,92 @@ int dm_ctx_check(const dm_ctx_t *ctx)
     return dm_now_us() - ctx->start_us > DM_OP_TIMEOUT_US ? DM_ERETRY : 0;
 }
 
-/* Take bytes (multiple of 64) straight from some node's alloc_ptr by FAA, round robin
- * over the pool's nodes (so chunks, hence KV blocks and subtables, spread evenly), within
- * the pool-wide maxmemory budget. */
+#define FREE_TRIES 16 /* CAS attempts on a free-range stack head before giving up */
+
+static void uncharge(dm_ctx_t *ctx, uint64_t bytes)
+{
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_faa(&b, dm_gaddr_make(0, DM_SB_OFF(pool_used)), (uint64_t) - (int64_t)bytes);
+    dm_batch_exec(ctx, &b);
+}
+
+/* A free range's header is believable: inside the node, 64-byte aligned, its link too. */
+static int free_hdr_ok(const dm_worker_t *w, unsigned node, uint64_t off, const dm_chunk_hdr_t *h)
+{
+    uint64_t size = w->conns[node]->region_size;
+    return h->magic == DM_CHUNK_MAGIC && h->owner == 0 && h->bytes % DM_UNIT == 0 &&
+           h->bytes >= sizeof(*h) && h->bytes <= size - off && h->next_free % DM_UNIT == 0 &&
+           (h->next_free == 0 || (h->next_free >= DM_SB_FIRST_CHUNK && h->next_free < size));
+}
+
+/* Pop the top of node's free-range stack if it is exactly bytes long (superblock.h
+ * DM_FREE_*); a range of another size is left where it is. head is the head word as last
+ * read. Returns 1 and *out (the range's header), 0 when nothing fits, or DM_E*. */
+static int pop_free(dm_ctx_t *ctx, unsigned node, uint64_t head, uint64_t bytes, dm_gaddr_t *out)
+{
+    dm_gaddr_t head_addr = dm_gaddr_make(node, DM_SB_OFF(chunk_free));
+    for (int tries = 0; tries < FREE_TRIES; tries++) {
+        uint64_t off = dm_free_head_off(head);
+        if (!off) return 0;
+        dm_chunk_hdr_t h;
+        dm_batch_t b;
+        dm_batch_init(&b);
+        dm_batch_read(&b, dm_gaddr_make(node, off), &h, sizeof(h));
+        int rc = dm_batch_exec(ctx, &b);
+        if (rc) return rc;
+        if (!free_hdr_ok(ctx->w, node, off, &h) || h.bytes != bytes) return 0;
+        /* The tag changes on every successful CAS: success means the stack did not change
+         * since head was read, so h.next_free is still the top's link. */
+        uint64_t want = dm_free_head(dm_free_head_tag(head) + 1, h.next_free);
+        dm_batch_init(&b);
+        dm_verb_t *v = dm_batch_cas(&b, head_addr, head, want);
+        rc = dm_batch_exec(ctx, &b);
+        if (rc) return rc;
+        if (v->result == head) {
+            *out = dm_gaddr_make(node, off);
+            return 1;
+        }
+        head = v->result;
+    }
+    return 0; /* contended: take fresh memory instead */
+}
+
+/* Take bytes (multiple of 64) from some node, round robin over the pool's nodes (so chunks,
+ * hence KV blocks and subtables, spread evenly), within the pool-wide maxmemory budget: a
+ * returned range of exactly this size from the node's free list, else fresh memory by FAA
+ * on its alloc_ptr. */
 static int take_from_pool(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t bytes, dm_gaddr_t *out)
 {
     dm_worker_t *w = a->w;
-    /* The pool-wide budget first (maxmemory): FAA the usage ‖ read the limit. */
+    /* The pool-wide budget first (maxmemory): FAA the usage ‖ read the limit ‖ read the
+     * first candidate node's free-list head (no extra round trip while the list is empty). */
     dm_batch_t b;
-    uint64_t limit = 0;
+    uint64_t limit = 0, head = 0;
+    unsigned node = a->next_node % w->n_nodes;
     dm_batch_init(&b);
     dm_verb_t *u = dm_batch_faa(&b, dm_gaddr_make(0, DM_SB_OFF(pool_used)), bytes);
     dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(maxmemory)), &limit, 8);
+    dm_batch_read(&b, dm_gaddr_make(node, DM_SB_OFF(chunk_free)), &head, 8);
     int rc = dm_batch_exec(ctx, &b);
     if (rc) return rc;
     if (limit && u->result + bytes > limit) {
-        dm_batch_init(&b);
-        dm_batch_faa(&b, dm_gaddr_make(0, DM_SB_OFF(pool_used)), (uint64_t) - (int64_t)bytes);
-        dm_batch_exec(ctx, &b);
+        uncharge(ctx, bytes);
         return DM_ENOMEM;
     }
     for (unsigned tries = 0; tries < w->n_nodes; tries++) {
-        unsigned node = a->next_node++ % w->n_nodes;
+        node = a->next_node++ % w->n_nodes;
+        if (tries > 0) {
+            dm_batch_init(&b);
+            dm_batch_read(&b, dm_gaddr_make(node, DM_SB_OFF(chunk_free)), &head, 8);
+            if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
+        }
+        rc = pop_free(ctx, node, head, bytes, out);
+        if (rc < 0) return rc;
+        if (rc == 1) {
+            a->chunk_bytes += bytes;
+            return 0;
+        }
         dm_batch_init(&b);
         dm_verb_t *v = dm_batch_faa(&b, dm_gaddr_make(node, DM_SB_OFF(alloc_ptr)), bytes);
         rc = dm_batch_exec(ctx, &b);
@@ -84,9 +151,7 @@ static int take_from_pool(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t bytes, dm_gaddr
         }
         /* This node is full: the overshoot stays (every later FAA fails the same way). */
     }
-    dm_batch_init(&b);
-    dm_batch_faa(&b, dm_gaddr_make(0, DM_SB_OFF(pool_used)), (uint64_t) - (int64_t)bytes);
-    dm_batch_exec(ctx, &b);
+    uncharge(ctx, bytes);
     return DM_ENOMEM;
 }
 
@@ -122,12 +187,13 @@ uint64_t dm_alloc_owner_id(void)
     return v;
 }
 
-/* Take payload bytes behind a chunk header; the header is written without waiting (it is
- * read only by pool walks, never on the data path). */
+/* Take payload bytes behind a chunk header, reusing a returned range of the same size when
+ * the node has one; the header (our owner id, next_free 0) is written without waiting (it
+ * is read only by pool walks and free-list pops, never on the data path). */
 static int take_range(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t payload, dm_gaddr_t *out)
 {
     uint64_t total = payload + sizeof(dm_chunk_hdr_t);
-    dm_gaddr_t start;
+    dm_gaddr_t start = 0;
     int rc = take_from_pool(ctx, a, total, &start);
     if (rc) return rc;
     dm_chunk_hdr_t h = {.magic = DM_CHUNK_MAGIC,
@@ -140,6 +206,42 @@ static int take_range(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t payload, dm_gaddr_t
     dm_batch_post_async(ctx, &b);
     *out = start + sizeof(dm_chunk_hdr_t);
     return 0;
+}
+
+typedef struct refill_wait {
+    dm_wake_t wk; /* its next belongs to the worker's ready list */
+    struct refill_wait *next;
+} refill_wait_t;
+
+/* Open a new current chunk. One coroutine of the worker at a time takes it while the others
+ * wait and then look again: without this, every writer of a burst that crosses a chunk
+ * boundary took a chunk of its own and all but the last were abandoned almost empty.
+ * Returns 0 (the current chunk may have changed) or DM_E* from take_range. */
+static int refill(dm_ctx_t *ctx, dm_alloc_t *a)
+{
+    if (a->refilling) {
+        refill_wait_t rw = {.next = a->waiters};
+        a->waiters = &rw;
+        dm_worker_park(a->w, &rw.wk);
+        return 0;
+    }
+    a->refilling = 1;
+    dm_gaddr_t chunk;
+    uint64_t payload = DM_CHUNK_SIZE - sizeof(dm_chunk_hdr_t);
+    int rc = take_range(ctx, a, payload, &chunk);
+    if (!rc) {
+        /* The rest of the old chunk is abandoned (small: < a quarter chunk). */
+        a->cur = chunk;
+        a->cur_left = payload;
+    }
+    a->refilling = 0;
+    refill_wait_t *list = a->waiters;
+    a->waiters = NULL;
+    for (refill_wait_t *rw = list, *next; rw; rw = next) {
+        next = rw->next; /* read before the wake: rw lives on the waiter's stack */
+        dm_worker_wake(a->w, &rw->wk);
+    }
+    return rc;
 }
 
 int dm_alloc_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out)
@@ -156,14 +258,9 @@ int dm_alloc_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out)
     }
     if (need > DM_CHUNK_SIZE / 4) /* big values get their own extent */
         return take_range(ctx, a, need, out);
-    if (a->cur_left < need) {
-        dm_gaddr_t chunk;
-        uint64_t payload = DM_CHUNK_SIZE - sizeof(dm_chunk_hdr_t);
-        int rc = take_range(ctx, a, payload, &chunk);
+    while (a->cur_left < need) {
+        int rc = refill(ctx, a);
         if (rc) return rc;
-        /* The rest of the old chunk is abandoned (small: < a quarter chunk). */
-        a->cur = chunk;
-        a->cur_left = payload;
     }
     *out = a->cur;
     a->cur += need;
@@ -171,22 +268,37 @@ int dm_alloc_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out)
     return 0;
 }
 
-void dm_alloc_free(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes)
+/* Queue a block on its size class: at the tail with its free time (quarantine, FIFO), or
+ * at the head dated 0 (reusable now). */
+static void queue_block(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, int now_reusable)
 {
     uint64_t units = (bytes + DM_UNIT - 1) / DM_UNIT;
     if (units == 0) units = 1;
     freed_t *f = malloc(sizeof(*f));
     if (!f) return; /* leak rather than fail a free */
-    f->addr = addr;
-    f->units = units;
-    f->freed_us = dm_now_us();
-    f->next = NULL;
+    *f = (freed_t){addr, units, now_reusable ? 0 : dm_now_us(), NULL};
     int c = units <= MAX_CLASS ? (int)units : 0;
-    if (a->tail[c])
-        a->tail[c]->next = f;
-    else
+    if (now_reusable) {
+        f->next = a->head[c];
         a->head[c] = f;
-    a->tail[c] = f;
+        if (!a->tail[c]) a->tail[c] = f;
+    } else {
+        if (a->tail[c])
+            a->tail[c]->next = f;
+        else
+            a->head[c] = f;
+        a->tail[c] = f;
+    }
+}
+
+void dm_alloc_free(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes)
+{
+    queue_block(a, addr, bytes, 0);
+}
+
+void dm_alloc_unused(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes)
+{
+    queue_block(a, addr, bytes, 1);
 }
 
 uint64_t dm_alloc_chunk_bytes(const dm_alloc_t *a)
@@ -209,4 +321,66 @@ int dm_pool_usage(dm_ctx_t *ctx, uint64_t *maxmemory, uint64_t *used)
     dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(maxmemory)), maxmemory, 8);
     dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(pool_used)), used, 8);
     return dm_batch_exec(ctx, &b);
+}
+
+int dm_pool_push_free(dm_ctx_t *ctx, dm_gaddr_t hdr, uint64_t bytes)
+{
+    dm_worker_t *w = ctx->w;
+    unsigned node = dm_gaddr_node(hdr);
+    uint64_t off = dm_gaddr_off(hdr);
+    if (node >= w->n_nodes || off < DM_SB_FIRST_CHUNK || off % DM_UNIT || bytes % DM_UNIT ||
+        bytes < sizeof(dm_chunk_hdr_t) || bytes > w->conns[node]->region_size - off)
+        return DM_EINVAL;
+    dm_gaddr_t head_addr = dm_gaddr_make(node, DM_SB_OFF(chunk_free));
+    uint64_t head = 0;
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_read(&b, head_addr, &head, 8);
+    int rc = dm_batch_exec(ctx, &b);
+    for (int tries = 0; !rc && tries < FREE_TRIES; tries++) {
+        dm_chunk_hdr_t h = {.magic = DM_CHUNK_MAGIC,
+                            .bytes = bytes,
+                            .owner = 0,
+                            .created_ms = dm_wall_ms(),
+                            .next_free = dm_free_head_off(head)};
+        /* The link is in place before the CAS makes the range reachable. */
+        dm_batch_init(&b);
+        dm_batch_write(&b, hdr, &h, sizeof(h));
+        if ((rc = dm_batch_exec(ctx, &b)) != 0) break;
+        dm_batch_init(&b);
+        dm_verb_t *v =
+            dm_batch_cas(&b, head_addr, head, dm_free_head(dm_free_head_tag(head) + 1, off));
+        if ((rc = dm_batch_exec(ctx, &b)) != 0) break;
+        if (v->result == head) {
+            uncharge(ctx, bytes); /* no longer taken: pool_used counts taken ranges */
+            return 0;
+        }
+        head = v->result;
+    }
+    return rc ? rc : DM_ERETRY;
+}
+
+int dm_pool_free_list(dm_ctx_t *ctx, unsigned node, uint64_t *offs, uint64_t max, uint64_t *ranges,
+                      uint64_t *bytes)
+{
+    dm_worker_t *w = ctx->w;
+    *ranges = *bytes = 0;
+    if (node >= w->n_nodes) return DM_EINVAL;
+    uint64_t head = 0;
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_read(&b, dm_gaddr_make(node, DM_SB_OFF(chunk_free)), &head, 8);
+    int rc = dm_batch_exec(ctx, &b);
+    for (uint64_t off = dm_free_head_off(head); !rc && off; (*ranges)++) {
+        if (*ranges >= max) return DM_ECORRUPT; /* a cycle, or more than the caller allows */
+        dm_chunk_hdr_t h;
+        dm_batch_init(&b);
+        dm_batch_read(&b, dm_gaddr_make(node, off), &h, sizeof(h));
+        if ((rc = dm_batch_exec(ctx, &b)) != 0) break;
+        if (!free_hdr_ok(w, node, off, &h)) return DM_ECORRUPT;
+        if (offs) offs[*ranges] = off;
+        *bytes += h.bytes;
+        off = h.next_free;
+    }
+    return rc;
 }

@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "dmkv/alloc.h"
+#include "dmkv/chime.h"
 #include "dmkv/coro.h"
 #include "dmkv/errors.h"
 #include "dmkv/race.h"
@@ -31,6 +32,7 @@ void dm_ctx_init(dm_ctx_t *ctx, dm_worker_t *w, dm_cls_t cls)
     ctx->w = w;
     ctx->cls = cls;
     ctx->start_us = dm_now_us();
+    ctx->ride = NULL;
 }
 
 static dm_verb_t *batch_add(dm_batch_t *b, dm_gaddr_t a, uint8_t op)
@@ -161,9 +163,32 @@ static unsigned group_by_node(dm_worker_t *w, dm_batch_t *b, dm_verb_t *tmp, uns
     return nodes;
 }
 
+/* Post ctx's ride-along verbs with b (before b's, in one batch when they fit). */
+static int exec_with_ride(dm_ctx_t *ctx, dm_batch_t *b)
+{
+    dm_batch_t *r = ctx->ride;
+    ctx->ride = NULL;
+    if (r->n + b->n > DM_BATCH_MAX) {
+        int rc = dm_batch_exec(ctx, r);
+        r->n = 0;
+        return rc ? rc : dm_batch_exec(ctx, b);
+    }
+    dm_batch_t m;
+    m.n = r->n + b->n;
+    memcpy(m.v, r->v, r->n * sizeof(m.v[0]));
+    memcpy(m.node, r->node, r->n);
+    memcpy(m.v + r->n, b->v, b->n * sizeof(m.v[0]));
+    memcpy(m.node + r->n, b->node, b->n);
+    int rc = dm_batch_exec(ctx, &m);
+    memcpy(b->v, m.v + r->n, b->n * sizeof(b->v[0]));
+    r->n = 0;
+    return rc;
+}
+
 int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b)
 {
     dm_worker_t *w = ctx->w;
+    if (ctx->ride && ctx->ride->n) return exec_with_ride(ctx, b);
     if (b->n == 0) return 0;
     dm_verb_t tmp[DM_BATCH_MAX];
     unsigned map[DM_BATCH_MAX], start[DM_BATCH_MAX], count[DM_BATCH_MAX];
@@ -293,6 +318,13 @@ void dm_worker_wake(dm_worker_t *w, dm_wake_t *wk)
     uv_idle_start(w->waker, on_waker);
 }
 
+void dm_ctx_yield(dm_ctx_t *ctx)
+{
+    dm_wake_t wk;
+    dm_worker_wake(ctx->w, &wk);
+    dm_worker_park(ctx->w, &wk);
+}
+
 dm_worker_t *dm_worker_create(uv_loop_t *loop, const char *const *uris, unsigned n, char *err,
                               size_t errlen)
 {
@@ -335,6 +367,12 @@ dm_worker_t *dm_worker_create(uv_loop_t *loop, const char *const *uris, unsigned
         dm_worker_destroy(w);
         return NULL;
     }
+    rc = dm_chime_attach(&ctx, &w->chime);
+    if (rc) {
+        snprintf(err, errlen, "cannot attach to the CHIME tree: %s", dm_strerror(rc));
+        dm_worker_destroy(w);
+        return NULL;
+    }
     return w;
 }
 
@@ -342,10 +380,49 @@ void dm_worker_destroy(dm_worker_t *w)
 {
     if (!w) return;
     dm_race_detach(w->race);
+    dm_chime_detach(w->chime);
     dm_alloc_destroy(w->alloc);
     dm_keyq_destroy(w->keyq);
     if (w->waker) uv_close((uv_handle_t *)w->waker, (uv_close_cb)free);
     for (unsigned i = 0; i < w->n_nodes; i++)
         if (w->conns[i]) w->conns[i]->ops->close(w->conns[i]);
     free(w);
+}
+
+/* A pause timer lives on the heap: libuv closes handles asynchronously. */
+typedef struct pause_wait {
+    uv_timer_t timer;
+    dm_coro_t *co;
+    int *fired;
+} pause_wait_t;
+
+static void pause_closed(uv_handle_t *h)
+{
+    free(h->data);
+}
+
+static void pause_fire(uv_timer_t *t)
+{
+    pause_wait_t *p = t->data;
+    *p->fired = 1;
+    dm_coro_t *co = p->co;
+    uv_close((uv_handle_t *)t, pause_closed);
+    if (co) dm_coro_resume(co);
+}
+
+void dm_ctx_sleep(dm_ctx_t *ctx, uint32_t us)
+{
+    int fired = 0;
+    pause_wait_t *p = malloc(sizeof(*p));
+    if (!p) return;
+    p->co = dm_coro_self();
+    p->fired = &fired;
+    uv_timer_init(ctx->w->loop, &p->timer);
+    p->timer.data = p;
+    uv_timer_start(&p->timer, pause_fire, (us + 999) / 1000, 0);
+    if (p->co)
+        dm_coro_yield();
+    else
+        while (!fired)
+            uv_run(ctx->w->loop, UV_RUN_ONCE);
 }

@@ -359,12 +359,17 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
         }
         if (!rc) {
             word = race_slot(lk.loc.fp, dm_kvblock_len_units(block_len), addr);
-            const dm_kv_view_t *cur = lk.first >= 0 ? &lk.c[lk.first].view : NULL;
+            dm_kv_view_t *cur = lk.first >= 0 ? &lk.c[lk.first].view : NULL;
+            if (cur) cur->slot = lk.c[lk.first].ref.word & ~RACE_SLOT_MOVING;
             if (decide && !decide(arg, cur)) {
                 if (old && lk.first >= 0)
                     take_item(&lk, old); /* SET ... NX GET still reports the old value */
                 cands_free(lk.c, lk.n);
-                dm_alloc_free(ctx->w->alloc, addr, block_len);
+                /* Never in a slot, so no reader can hold it: reusable at once. */
+                if (posted_cas)
+                    dm_alloc_free(ctx->w->alloc, addr, block_len);
+                else
+                    dm_alloc_unused(ctx->w->alloc, addr, block_len);
                 return 0;
             }
             uint64_t want_expire = keep_ttl && cur ? cur->expire_ms : block_expire;
@@ -455,6 +460,8 @@ int dm_race_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide_f
             if (rt.since_us && dm_now_us() - rt.since_us > 1000ull * RACE_LEASE_MS)
                 race_split(ctx, &lk.loc, 1); /* ... or finish it if its splitter died */
         }
+        if (!rc && !deleted && lk.first >= 0)
+            lk.c[lk.first].view.slot = lk.c[lk.first].ref.word & ~RACE_SLOT_MOVING;
         if (!rc && !deleted && decide && !decide(arg, &lk.c[lk.first].view)) {
             cands_free(lk.c, lk.n);
             return 0;

@@ -38,42 +38,9 @@ static void split_test_pause(dm_ctx_t *ctx)
 
 #define MOVE_CHUNK 64 /* buckets read per step */
 
-/* A pause timer lives on the heap: libuv closes handles asynchronously. */
-typedef struct pause_wait {
-    uv_timer_t timer;
-    dm_coro_t *co;
-    int *fired;
-} pause_wait_t;
-
-static void pause_closed(uv_handle_t *h)
-{
-    free(h->data);
-}
-
-static void pause_fire(uv_timer_t *t)
-{
-    pause_wait_t *p = t->data;
-    *p->fired = 1;
-    dm_coro_t *co = p->co;
-    uv_close((uv_handle_t *)t, pause_closed);
-    if (co) dm_coro_resume(co);
-}
-
 void race_pause(dm_ctx_t *ctx, uint32_t us)
 {
-    int fired = 0;
-    pause_wait_t *p = malloc(sizeof(*p));
-    if (!p) return;
-    p->co = dm_coro_self();
-    p->fired = &fired;
-    uv_timer_init(ctx->w->loop, &p->timer);
-    p->timer.data = p;
-    uv_timer_start(&p->timer, pause_fire, (us + 999) / 1000, 0);
-    if (p->co)
-        dm_coro_yield();
-    else
-        while (!fired)
-            uv_run(ctx->w->loop, UV_RUN_ONCE);
+    dm_ctx_sleep(ctx, us);
 }
 
 /* Take a lease word: 0 -> ours, or steal an expired one. Returns 0 (free), 1 (stolen

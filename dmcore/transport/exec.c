@@ -1,4 +1,7 @@
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "dmkv/errors.h"
 #include "dmkv/region_exec.h"
@@ -88,5 +91,7 @@ void dm_region_format(uint8_t *base, uint64_t size)
     sb->version = DM_SB_VERSION;
     sb->region_size = size;
     sb->alloc_ptr = DM_SB_FIRST_CHUNK;
+    if (getrandom(&sb->cursor_secret, sizeof(sb->cursor_secret), 0) != sizeof(sb->cursor_secret))
+        sb->cursor_secret = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
     __atomic_store_n(&sb->magic, DM_SB_MAGIC, __ATOMIC_RELEASE);
 }

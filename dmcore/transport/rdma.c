@@ -392,6 +392,9 @@ static int try_post(rdma_conn_t *c, rbatch_t *b)
         struct ibv_send_wr *wr = &c->wrs[k];
         struct ibv_sge *sge = &c->sges[k];
         memset(wr, 0, sizeof(*wr));
+        /* A READ that must see an earlier atomic of the chain (CHIME: the neighborhood READ
+         * after the lock CAS) waits for it; only those pay for the fence. */
+        if (v->op == DM_OP_READ && v->fence) wr->send_flags |= IBV_SEND_FENCE;
         wr->wr_id = b->seq;
         wr->next = &c->wrs[k + 1];
         wr->sg_list = sge;

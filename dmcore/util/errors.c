@@ -29,6 +29,8 @@ const char *dm_strerror(int err)
         return "memory node rejected the auth token";
     case DM_ECORRUPT:
         return "KV block failed its checksum";
+    case DM_ECONFLICT:
+        return "a watched key changed during EXEC";
     default:
         return "unknown error";
     }

@@ -85,6 +85,74 @@ static bool pattern_is_all(const char *p, size_t len)
     return len == 1 && p[0] == '*';
 }
 
+/* SCAN's options. */
+typedef struct scan_opts {
+    long long count;
+    const char *pat; /* MATCH pattern, NULL for none or "*" */
+    size_t patlen;
+    bool type_ok; /* TYPE absent or "string": dmkv holds strings only */
+} scan_opts_t;
+
+/* Parse SCAN's options from argv[2]; false after replying an error. */
+static bool scan_parse(gw_conn_t *c, gw_cmd_t *cmd, scan_opts_t *o)
+{
+    *o = (scan_opts_t){.count = 10, .type_ok = true};
+    for (int i = 2; i < cmd->argc; i += 2) {
+        if (i + 1 >= cmd->argc) {
+            reply_error(&c->out, "ERR syntax error");
+            return false;
+        }
+        if (!strcasecmp(cmd->argv[i], "count")) {
+            if (!gw_arg_ll(c, cmd, i + 1, &o->count)) return false;
+            if (o->count < 1) {
+                reply_error(&c->out, "ERR syntax error");
+                return false;
+            }
+        } else if (!strcasecmp(cmd->argv[i], "match")) {
+            bool all = pattern_is_all(cmd->argv[i + 1], cmd->argvlen[i + 1]);
+            o->pat = all ? NULL : cmd->argv[i + 1];
+            o->patlen = all ? 0 : cmd->argvlen[i + 1];
+        } else if (!strcasecmp(cmd->argv[i], "type")) {
+            o->type_ok = !strcasecmp(cmd->argv[i + 1], "string");
+        } else {
+            reply_error(&c->out, "ERR syntax error");
+            return false;
+        }
+    }
+    return true;
+}
+
+/* The pattern's literal prefix (malloc'd, *plen bytes) for dm_kv_scan to seek to; NULL and
+ * 0 when it has none. */
+static char *match_prefix(const char *pat, size_t patlen, size_t *plen)
+{
+    *plen = 0;
+    if (!pat || patlen == 0) return NULL;
+    char *p = malloc(patlen);
+    if (!p) abort();
+    *plen = gw_glob_literal_prefix(pat, patlen, p);
+    if (*plen == 0) {
+        free(p);
+        p = NULL;
+    }
+    return p;
+}
+
+/* Drop the keys of l that fail pat (NULL keeps all), or every key when !keep. Pages hold
+ * whole leaves, so they may hold keys outside the prefix too. */
+static void filter_keys(dm_keylist_t *l, const char *pat, size_t patlen, bool keep)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < l->n; i++) {
+        dm_key_t *k = &l->keys[i];
+        if (keep && (!pat || gw_glob_match(pat, patlen, (const char *)k->data, k->len, false)))
+            l->keys[n++] = *k;
+        else
+            free(k->data);
+    }
+    l->n = n;
+}
+
 void cmd_scan(gw_conn_t *c, gw_cmd_t *cmd)
 {
     uint64_t cursor;
@@ -92,37 +160,17 @@ void cmd_scan(gw_conn_t *c, gw_cmd_t *cmd)
         reply_error(&c->out, "ERR invalid cursor");
         return;
     }
-    long long count = 10;
-    const char *pat = NULL, *type = NULL;
-    size_t patlen = 0;
-    for (int i = 2; i < cmd->argc; i += 2) {
-        if (i + 1 >= cmd->argc) {
-            reply_error(&c->out, "ERR syntax error");
-            return;
-        }
-        if (!strcasecmp(cmd->argv[i], "count")) {
-            if (!gw_arg_ll(c, cmd, i + 1, &count)) return;
-            if (count < 1) {
-                reply_error(&c->out, "ERR syntax error");
-                return;
-            }
-        } else if (!strcasecmp(cmd->argv[i], "match")) {
-            pat = cmd->argv[i + 1];
-            patlen = cmd->argvlen[i + 1];
-            if (pattern_is_all(pat, patlen)) pat = NULL;
-        } else if (!strcasecmp(cmd->argv[i], "type")) {
-            type = cmd->argv[i + 1];
-        } else {
-            reply_error(&c->out, "ERR syntax error");
-            return;
-        }
-    }
+    scan_opts_t o;
+    if (!scan_parse(c, cmd, &o)) return;
+    size_t plen;
+    char *prefix = match_prefix(o.pat, o.patlen, &plen);
     dm_keylist_t l = {0};
     uint64_t next = 0;
     dm_ctx_t ctx;
     dm_ctx_init(&ctx, c->th->w, DM_CLS_SCAN);
-    int rc = dm_kv_scan(&ctx, cursor, (size_t)count, &l, &next);
+    int rc = dm_kv_scan(&ctx, cursor, (size_t)o.count, prefix, plen, &l, &next);
     dm_stats_op(DM_CLS_SCAN);
+    free(prefix);
     if (rc < 0) {
         dm_keylist_free(&l);
         if (rc == DM_EINVAL)
@@ -131,17 +179,8 @@ void cmd_scan(gw_conn_t *c, gw_cmd_t *cmd)
             gw_reply_dm_error(c, rc);
         return;
     }
-    bool type_ok = !type || !strcasecmp(type, "string");
-    size_t keep = 0;
-    for (size_t i = 0; i < l.n; i++) {
-        bool ok = type_ok && (!pat || gw_glob_match(pat, patlen, (const char *)l.keys[i].data,
-                                                    l.keys[i].len, false));
-        if (ok)
-            l.keys[keep++] = l.keys[i];
-        else
-            free(l.keys[i].data);
-    }
-    l.n = keep;
+    /* Another TYPE still advances the cursor, with empty pages (as in Redis). */
+    filter_keys(&l, o.pat, o.patlen, o.type_ok);
     reply_array(&c->out, 2);
     reply_bulk_u64(&c->out, next);
     reply_array(&c->out, (long long)l.n);
@@ -167,6 +206,67 @@ static bool pattern_is_literal(const char *p, size_t len)
     return true;
 }
 
+/* Append l's keys to acc (takes them over and frees l's array). */
+static void keys_append(dm_keylist_t *acc, dm_keylist_t *l)
+{
+    if (acc->n + l->n > acc->cap) {
+        while (acc->n + l->n > acc->cap)
+            acc->cap = acc->cap ? acc->cap * 2 : 64;
+        acc->keys = realloc(acc->keys, acc->cap * sizeof(*acc->keys));
+        if (!acc->keys) abort();
+    }
+    if (l->n) memcpy(acc->keys + acc->n, l->keys, l->n * sizeof(*l->keys));
+    acc->n += l->n;
+    free(l->keys);
+    *l = (dm_keylist_t){0};
+}
+
+/* Make acc sorted and free of repeats. A full iteration comes back in key order, each key
+ * once; the sort is only a fallback so KEYS keeps that promise whatever the walk did. */
+static void keys_sort_unique(dm_keylist_t *acc)
+{
+    for (size_t i = 1; i < acc->n; i++) {
+        if (key_cmp(&acc->keys[i - 1], &acc->keys[i]) > 0) {
+            qsort(acc->keys, acc->n, sizeof(*acc->keys), key_cmp);
+            break;
+        }
+    }
+    size_t keep = 0;
+    for (size_t i = 0; i < acc->n; i++) {
+        if (keep && key_cmp(&acc->keys[keep - 1], &acc->keys[i]) == 0)
+            free(acc->keys[i].data);
+        else
+            acc->keys[keep++] = acc->keys[i];
+    }
+    acc->n = keep;
+}
+
+/* Every key matching pat (NULL: all) into acc: a prefix-seeking walk of the whole
+ * keyspace. Returns 0 or DM_E*. */
+static int keys_collect(gw_conn_t *c, const char *pat, size_t patlen, dm_keylist_t *acc)
+{
+    size_t plen;
+    char *prefix = match_prefix(pat, patlen, &plen);
+    uint64_t cursor = 0;
+    int rc = 0;
+    do {
+        dm_keylist_t l = {0};
+        uint64_t next = 0;
+        dm_ctx_t ctx;
+        dm_ctx_init(&ctx, c->th->w, DM_CLS_SCAN);
+        rc = dm_kv_scan(&ctx, cursor, KEYS_SCAN_COUNT, prefix, plen, &l, &next);
+        if (rc < 0) {
+            dm_keylist_free(&l);
+            break;
+        }
+        filter_keys(&l, pat, patlen, true);
+        keys_append(acc, &l);
+        cursor = next;
+    } while (cursor != 0 && !c->closing);
+    free(prefix);
+    return rc;
+}
+
 void cmd_keys(gw_conn_t *c, gw_cmd_t *cmd)
 {
     const char *pat = cmd->argv[1];
@@ -184,48 +284,19 @@ void cmd_keys(gw_conn_t *c, gw_cmd_t *cmd)
         }
         return;
     }
-    bool all = pattern_is_all(pat, patlen);
-    dm_keylist_t acc = {0};
-    uint64_t cursor = 0;
-    do {
-        dm_keylist_t l = {0};
-        uint64_t next = 0;
-        dm_ctx_init(&ctx, c->th->w, DM_CLS_SCAN);
-        int rc = dm_kv_scan(&ctx, cursor, KEYS_SCAN_COUNT, &l, &next);
-        if (rc < 0) {
-            dm_keylist_free(&l);
-            dm_keylist_free(&acc);
-            dm_stats_op(DM_CLS_SCAN);
-            gw_reply_dm_error(c, rc);
-            return;
-        }
-        for (size_t i = 0; i < l.n; i++) {
-            if (!all &&
-                !gw_glob_match(pat, patlen, (const char *)l.keys[i].data, l.keys[i].len, false)) {
-                free(l.keys[i].data);
-                continue;
-            }
-            if (acc.n == acc.cap) {
-                acc.cap = acc.cap ? acc.cap * 2 : 64;
-                acc.keys = realloc(acc.keys, acc.cap * sizeof(*acc.keys));
-                if (!acc.keys) abort();
-            }
-            acc.keys[acc.n++] = l.keys[i];
-        }
-        free(l.keys);
-        cursor = next;
-    } while (cursor != 0 && !c->closing);
-    dm_stats_op(DM_CLS_SCAN);
-    /* SCAN may return a key more than once: sort and drop repeats. */
-    if (acc.n > 1) qsort(acc.keys, acc.n, sizeof(*acc.keys), key_cmp);
-    size_t keep = 0;
-    for (size_t i = 0; i < acc.n; i++) {
-        if (keep && key_cmp(&acc.keys[keep - 1], &acc.keys[i]) == 0)
-            free(acc.keys[i].data);
-        else
-            acc.keys[keep++] = acc.keys[i];
+    if (pattern_is_all(pat, patlen)) {
+        pat = NULL;
+        patlen = 0;
     }
-    acc.n = keep;
+    dm_keylist_t acc = {0};
+    int rc = keys_collect(c, pat, patlen, &acc);
+    dm_stats_op(DM_CLS_SCAN);
+    if (rc < 0) {
+        dm_keylist_free(&acc);
+        gw_reply_dm_error(c, rc);
+        return;
+    }
+    keys_sort_unique(&acc);
     reply_array(&c->out, (long long)acc.n);
     for (size_t i = 0; i < acc.n; i++)
         reply_bulk(&c->out, acc.keys[i].data, acc.keys[i].len);

@@ -13,8 +13,6 @@
 #include "server/expiry_track.h"
 #include "util/strconv.h"
 
-#define RANDOMKEY_SCAN_COUNT 16 /* SCAN count hint per RANDOMKEY step */
-
 /* Read key argv[i]: 1 found (*v filled), 0 absent, or replied an error (-1). */
 static int read_key(gw_conn_t *c, gw_cmd_t *cmd, int i, dm_value_t *v)
 {
@@ -158,26 +156,17 @@ void cmd_touch(gw_conn_t *c, gw_cmd_t *cmd)
 void cmd_randomkey(gw_conn_t *c, gw_cmd_t *cmd)
 {
     (void)cmd;
-    uint64_t cursor = 0;
-    do {
-        dm_keylist_t l = {0};
-        uint64_t next = 0;
-        dm_ctx_t ctx;
-        dm_ctx_init(&ctx, c->th->w, DM_CLS_SCAN);
-        int rc = dm_kv_scan(&ctx, cursor, RANDOMKEY_SCAN_COUNT, &l, &next);
-        dm_stats_op(DM_CLS_SCAN);
-        if (rc < 0) {
-            dm_keylist_free(&l);
-            gw_reply_dm_error(c, rc);
-            return;
-        }
-        if (l.n) {
-            dm_key_t *k = &l.keys[(size_t)rand() % l.n];
-            reply_bulk(&c->out, k->data, k->len);
-            dm_keylist_free(&l);
-            return;
-        }
-        cursor = next;
-    } while (cursor != 0 && !c->closing);
-    gw_reply_null(c);
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, c->th->w, DM_CLS_SCAN);
+    dm_key_t k;
+    int rc = dm_kv_random_key(&ctx, &k);
+    dm_stats_op(DM_CLS_SCAN);
+    if (rc < 0) {
+        gw_reply_dm_error(c, rc);
+    } else if (rc == 0) {
+        gw_reply_null(c);
+    } else {
+        reply_bulk(&c->out, k.data, k.len);
+        free(k.data);
+    }
 }

@@ -3,7 +3,11 @@
  * other command of this connection interleaves, but commands from other connections and
  * other gateways may run between them (README "Transactions"). WATCH records each key's
  * RACE slot word (dm_kv_slot: 0 when absent); EXEC re-reads them all and aborts (null
- * reply) if any changed, whichever gateway changed it. */
+ * reply) if any changed, whichever gateway changed it. The queued commands then run under
+ * write guards (kv.h): a write of a watched key goes ahead only if its slot word is still
+ * the watched one, inside the write's own slot CAS. A guard that trips before anything was
+ * written aborts the EXEC (null reply), so a watched key changed after the check is never
+ * overwritten; one that trips later fails that command (README "Transactions"). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -106,13 +110,24 @@ void cmd_exec(gw_conn_t *c, gw_cmd_t *cmd)
             gw_reply_null_array(c);
         return;
     }
-    unwatch_all(c);
+    /* The watch list moves into the guards (a queued UNWATCH then finds nothing to free). */
+    gw_watch_t *ws = c->watches;
+    size_t nw = c->nwatches;
+    c->watches = NULL;
+    c->nwatches = c->capwatches = 0;
+    dm_kv_guard_t *guards = calloc(nw ? nw : 1, sizeof(*guards));
+    if (!guards) abort();
+    for (size_t i = 0; i < nw; i++)
+        guards[i] = (dm_kv_guard_t){(const uint8_t *)ws[i].key, ws[i].klen, ws[i].slot, 0};
+    dm_kv_guard_set_t gs = {.g = guards, .n = nw};
     gw_cmd_t *q = c->mq_head;
     int n = c->mq_n;
     c->mq_head = c->mq_tail = NULL;
     c->mq_n = 0;
     c->in_multi = false;
+    size_t mark = c->out.len; /* nothing is flushed while EXEC runs */
     reply_array(&c->out, n);
+    dm_kv_guard_begin(&gs);
     while (q) {
         gw_cmd_t *next = q->next;
         if (!c->closing) {
@@ -121,7 +136,23 @@ void cmd_exec(gw_conn_t *c, gw_cmd_t *cmd)
         }
         gw_cmd_free(q);
         q = next;
+        if (gs.tripped && gs.writes == 0) {
+            /* A watched key changed after the check and before anything was written:
+             * abort as if the check had seen it. */
+            while (q) {
+                next = q->next;
+                gw_cmd_free(q);
+                q = next;
+            }
+            c->out.len = mark;
+            gw_reply_null_array(c);
+        }
     }
+    dm_kv_guard_end(&gs);
+    for (size_t i = 0; i < nw; i++)
+        free(ws[i].key);
+    free(ws);
+    free(guards);
 }
 
 void cmd_watch(gw_conn_t *c, gw_cmd_t *cmd)

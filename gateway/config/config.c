@@ -7,8 +7,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "util/buf.h"
+#include "dmkv/chime.h"
 #include "dmkv/log.h"
+#include "util/buf.h"
 #include "util/splitargs.h"
 
 #include "version.h"
@@ -16,22 +17,25 @@
 
 void gw_config_usage(FILE *f, const char *prog)
 {
-    fprintf(f,
-            "Usage: %s [/path/to/gateway.conf] [options]\n"
-            "  --port <port>          TCP port to listen on (default 6379)\n"
-            "  --bind <addr> [...]    addresses to listen on (default 127.0.0.1)\n"
-            "  --threads <n>          worker threads, each with its own event loop (default 1)\n"
-            "  --memnode <uri>        memory node: local | tcp://host:port (repeat, in node "
-            "order; required)\n"
-            "  --loglevel <level>     debug | verbose | notice | warning (default notice)\n"
-            "  --maxclients <n>       maximum number of client connections (default 10000)\n"
-            "  --local-size <bytes>   size of the in-process pool for --memnode local (e.g. "
-            "1gb)\n"
-            "  --local-delay-us <us>  tests: delay each local-pool round trip (simulated RTT)\n"
-            "  -h, --help             show this help\n"
-            "  -v, --version          show the version\n"
-            "The config file takes the same keys without dashes, one per line: 'port 6379'.\n",
-            prog);
+    fprintf(
+        f,
+        "Usage: %s [/path/to/gateway.conf] [options]\n"
+        "  --port <port>          TCP port to listen on (default 6379)\n"
+        "  --bind <addr> [...]    addresses to listen on (default 127.0.0.1)\n"
+        "  --threads <n>          worker threads, each with its own event loop (default 1)\n"
+        "  --memnode <uri>        memory node: local | tcp://host:port (repeat, in node "
+        "order; required)\n"
+        "  --chime-leaf-span <n>  CHIME leaf entries for a pool this gateway creates (default 64)\n"
+        "  --chime-neighborhood <n> hopscotch neighborhood H of those leaves (default 8)\n"
+        "  --loglevel <level>     debug | verbose | notice | warning (default notice)\n"
+        "  --maxclients <n>       maximum number of client connections (default 10000)\n"
+        "  --local-size <bytes>   size of the in-process pool for --memnode local (e.g. "
+        "1gb)\n"
+        "  --local-delay-us <us>  tests: delay each local-pool round trip (simulated RTT)\n"
+        "  -h, --help             show this help\n"
+        "  -v, --version          show the version\n"
+        "The config file takes the same keys without dashes, one per line: 'port 6379'.\n",
+        prog);
 }
 
 static void set_defaults(gw_config_t *cfg)
@@ -41,6 +45,8 @@ static void set_defaults(gw_config_t *cfg)
     cfg->threads = 1;
     cfg->loglevel = DM_LOG_NOTICE;
     cfg->maxclients = 10000;
+    cfg->chime_span = DM_CHIME_SPAN;
+    cfg->chime_nbhd = DM_CHIME_NBHD;
 }
 
 void gw_config_free(gw_config_t *cfg)
@@ -119,6 +125,18 @@ static int apply(gw_config_t *cfg, bool from_cli, const char *name, int argc, ch
                      GW_MAX_THREADS);
             return -1;
         }
+    } else if ((!strcasecmp(name, "chime-leaf-span") || !strcasecmp(name, "chime-neighborhood")) &&
+               argc == 1) {
+        int v;
+        int span = !strcasecmp(name, "chime-leaf-span");
+        if (!parse_int(argv[0], span ? 4 : 2, span ? 128 : 16, &v)) {
+            snprintf(err, errlen, "Invalid %s '%s' (%s)", name, argv[0], span ? "4..128" : "2..16");
+            return -1;
+        }
+        if (span)
+            cfg->chime_span = v;
+        else
+            cfg->chime_nbhd = v;
     } else if (!strcasecmp(name, "memnode") && argc >= 1) {
         for (int i = 0; i < argc; i++) {
             if (cfg->nmemnodes == GW_MAX_MEMNODES) {
@@ -239,9 +257,17 @@ int gw_config_parse(gw_config_t *cfg, int argc, char **argv, char *err, size_t e
         while (j < argc && strncmp(argv[j], "--", 2) != 0)
             j++;
         int nvals = j - i - 1;
-        static const char *known[] = {"port",       "bind",       "threads",
-                                      "io-threads", "memnode",    "loglevel",
-                                      "maxclients", "local-size", "local-delay-us"};
+        static const char *known[] = {"port",
+                                      "bind",
+                                      "threads",
+                                      "io-threads",
+                                      "memnode",
+                                      "loglevel",
+                                      "maxclients",
+                                      "local-size",
+                                      "local-delay-us",
+                                      "chime-leaf-span",
+                                      "chime-neighborhood"};
         bool is_known = false;
         for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++)
             if (!strcasecmp(name, known[k])) is_known = true;
@@ -280,6 +306,11 @@ int gw_config_parse(gw_config_t *cfg, int argc, char **argv, char *err, size_t e
         snprintf(err, errlen,
                  "At least one --memnode URI is required (e.g. --memnode local "
                  "or --memnode tcp://127.0.0.1:7000)");
+        return -1;
+    }
+    if (dm_chime_set_create_geometry((unsigned)cfg->chime_span, (unsigned)cfg->chime_nbhd)) {
+        snprintf(err, errlen,
+                 "chime-leaf-span must be a multiple of chime-neighborhood and at least twice it");
         return -1;
     }
     return 0;

@@ -14,6 +14,7 @@ typedef struct gw_config {
     char *bind[GW_MAX_BIND]; /* addresses to listen on (default 127.0.0.1) */
     int nbind;
     int threads;                     /* worker threads (default 1) */
+    int chime_span, chime_nbhd;      /* CHIME leaf geometry for a pool this gateway creates */
     char *memnodes[GW_MAX_MEMNODES]; /* pool URIs in node order (required) */
     int nmemnodes;
     int loglevel;        /* DM_LOG_* (default notice) */

@@ -29,6 +29,14 @@ static void expire_step(void *arg)
         dm_stats_op(DM_CLS_ADMIN);
         free(key);
     }
+    if (!th->stopping) {
+        dm_ctx_t ctx;
+        dm_ctx_init(&ctx, th->w, DM_CLS_ADMIN);
+        uint64_t next = 0;
+        int64_t n = dm_kv_expire_sweep(&ctx, th->sweep_cursor, GW_SWEEP_KEYS_PER_TICK, &next);
+        th->sweep_cursor = n < 0 ? 0 : next;
+        if (n > 0) GW_STAT_ADD(expired_keys, (uint64_t)n);
+    }
     th->expire_running = false;
 }
 

@@ -7,6 +7,7 @@
 
 #define GW_CRON_HZ 10               /* ticks per second */
 #define GW_EXPIRE_KEYS_PER_TICK 200 /* due keys removed per tick at most: bounds the work */
+#define GW_SWEEP_KEYS_PER_TICK 64   /* keys of the key order the sweep checks per tick */
 
 /* Start th's cron timer (call on th's loop thread once th->w is connected). */
 void gw_cron_start(gw_thread_t *th);

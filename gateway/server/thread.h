@@ -29,6 +29,7 @@ typedef struct gw_thread {
     bool cron_inited;
     bool expire_running;              /* an active-expiry step is on a coroutine */
     struct gw_expiry_entry *exp_heap; /* server/expiry_track.h */
+    uint64_t sweep_cursor;            /* active-expiry sweep over the key order (0 = new walk) */
     size_t exp_n, exp_cap;
     bool created; /* the OS thread exists (join it) */
     bool stopping;

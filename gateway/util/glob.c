@@ -110,3 +110,19 @@ bool gw_glob_match(const char *pattern, size_t plen, const char *string, size_t 
     return match_impl((const unsigned char *)pattern, plen, (const unsigned char *)string, slen,
                       nocase, &skip, 0);
 }
+
+size_t gw_glob_literal_prefix(const char *pattern, size_t plen, char *out)
+{
+    size_t n = 0;
+    for (size_t i = 0; i < plen; i++) {
+        char ch = pattern[i];
+        if (ch == '*' || ch == '?' || ch == '[') break;
+        if (ch == '\\') {
+            /* Redis matches a lone trailing backslash literally; stopping short is safe. */
+            if (i + 1 == plen) break;
+            ch = pattern[++i];
+        }
+        out[n++] = ch;
+    }
+    return n;
+}

@@ -1,8 +1,9 @@
-/* Remote allocation of KV blocks (DESIGN.md "Memory node", "Reclamation").
- * Chunks (DM_CHUNK_SIZE bytes) are taken one-sidedly by FAA on a memory node's alloc_ptr,
- * round robin over the pool's nodes; blocks of 64-byte units are carved from the worker's
- * current chunk. Freed blocks are quarantined for DM_GRACE_US before this worker reuses
- * them, so a slot CAS cannot succeed by ABA (operations older than DM_OP_TIMEOUT_US
+/* Remote allocation of KV blocks (../shared/DESIGN.md "Memory node", "Reclamation").
+ * Chunks (DM_CHUNK_SIZE bytes) are taken one-sidedly, round robin over the pool's nodes:
+ * a returned range of the same size popped from the node's free-range stack (superblock.h
+ * DM_FREE_*) when it has one, else by FAA on the node's alloc_ptr; blocks of 64-byte units are
+ * carved from the worker's current chunk. Freed blocks are quarantined for DM_GRACE_US before this
+ * worker reuses them, so a slot CAS cannot succeed by ABA (operations older than DM_OP_TIMEOUT_US
  * restart, see dm_ctx_check). One allocator per worker; not thread-safe. */
 #ifndef DMKV_ALLOC_H
 #define DMKV_ALLOC_H
@@ -22,6 +23,10 @@ void dm_alloc_destroy(dm_alloc_t *a);
  * FAA). Returns 0 and *out, or DM_ENOMEM when every memory node is full. */
 int dm_alloc_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out);
 
+/* A block that was allocated but never published (no slot or entry ever pointed to it, so
+ * no reader can hold its address) is reusable at once. bytes as passed to dm_alloc_block. */
+void dm_alloc_unused(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes);
+
 /* Return a block; it is reused only after DM_GRACE_US. bytes as passed to dm_alloc_block. */
 void dm_alloc_free(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes);
 
@@ -30,6 +35,21 @@ void dm_alloc_free(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes);
 int dm_pool_set_maxmemory(dm_ctx_t *ctx, uint64_t bytes);
 /* Reads the limit and the chunk bytes taken so far from the superblock. */
 int dm_pool_usage(dm_ctx_t *ctx, uint64_t *maxmemory, uint64_t *used);
+
+/* Return a whole range to its node's free-range stack: hdr is the gaddr of the range's
+ * dm_chunk_hdr_t, bytes its size, header included (multiple of 64). The header is
+ * rewritten (owner 0 = free, link to the old top) before the head CAS publishes it, and
+ * pool_used is credited with bytes (maxmemory counts taken ranges only). Only for ranges
+ * no process uses: dmkv-pool-reclaim, offline. A few RTTs. Returns 0, DM_EINVAL (range
+ * outside the node or misaligned), DM_ERETRY (head CAS kept failing) or a verb error. */
+int dm_pool_push_free(dm_ctx_t *ctx, dm_gaddr_t hdr, uint64_t bytes);
+
+/* Walk node's free-range stack: *ranges and *bytes (headers included) of the ranges on it;
+ * with offs non-NULL, their header offsets in stack order (offs holds max entries).
+ * 1 RTT per range; meaningful only while nobody pops or pushes. Returns 0, DM_ECORRUPT (a
+ * bad header, a cycle or more than max ranges), DM_EINVAL (no such node) or DM_E*. */
+int dm_pool_free_list(dm_ctx_t *ctx, unsigned node, uint64_t *offs, uint64_t max, uint64_t *ranges,
+                      uint64_t *bytes);
 
 /* This process's owner id, stamped in the header of every chunk it takes (random, nonzero;
  * gateways log it at start). */

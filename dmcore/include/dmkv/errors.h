@@ -4,18 +4,19 @@
 
 enum {
     DM_OK = 0,
-    DM_EINVAL = -1,    /* malformed request or argument */
-    DM_ERANGE = -2,    /* address or length outside the memory node's region */
-    DM_EALIGN = -3,    /* atomic verb on an address that is not 8-byte aligned */
-    DM_EIO = -4,       /* connection to a memory node lost or broken */
-    DM_ETIMEDOUT = -5, /* memory node did not answer in time */
-    DM_ENOMEM = -6,    /* memory pool full (Redis: -OOM) */
-    DM_EFULL = -7,     /* RACE: no free slot in either combined bucket */
-    DM_ERETRY = -8,    /* operation outlived the reclamation grace period; restart it */
-    DM_EPROTO = -9,    /* peer spoke an incompatible protocol version */
-    DM_ETOOBIG = -10,  /* value or key larger than supported */
-    DM_EAUTH = -11,    /* memory node rejected the auth token */
-    DM_ECORRUPT = -12, /* a KV block kept failing its checksum */
+    DM_EINVAL = -1,     /* malformed request or argument */
+    DM_ERANGE = -2,     /* address or length outside the memory node's region */
+    DM_EALIGN = -3,     /* atomic verb on an address that is not 8-byte aligned */
+    DM_EIO = -4,        /* connection to a memory node lost or broken */
+    DM_ETIMEDOUT = -5,  /* memory node did not answer in time */
+    DM_ENOMEM = -6,     /* memory pool full (Redis: -OOM) */
+    DM_EFULL = -7,      /* RACE: no free slot in either combined bucket */
+    DM_ERETRY = -8,     /* operation outlived the reclamation grace period; restart it */
+    DM_EPROTO = -9,     /* peer spoke an incompatible protocol version */
+    DM_ETOOBIG = -10,   /* value or key larger than supported */
+    DM_EAUTH = -11,     /* memory node rejected the auth token */
+    DM_ECORRUPT = -12,  /* a KV block kept failing its checksum */
+    DM_ECONFLICT = -13, /* a guarded (WATCHed) key changed: the write was not done */
 };
 
 /* Short human-readable text for a DM_E* code (static string). */

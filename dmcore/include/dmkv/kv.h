@@ -1,5 +1,5 @@
-/* The key-value API the gateway calls: GET/SET/DEL/SCAN over the pool's index.
- * Today the index is RACE (race.h); CHIME joins it for order (issue 3) behind this same API.
+/* The key-value API the gateway calls: GET/SET/DEL/SCAN over the pool's hybrid index:
+ * RACE (race.h) for values, CHIME (chime.h) for order, kept consistent by kv/hybrid.h.
  * Every call must run on a coroutine of ctx->w's thread (or on that thread outside any
  * coroutine, where it drives the loop itself). Keys and values are binary-safe. */
 #ifndef DMKV_KV_H
@@ -65,11 +65,30 @@ typedef struct dm_keylist {
 
 void dm_keylist_free(dm_keylist_t *l);
 
-/* SCAN from cursor (0 = start): appends keys found to out and sets *next (0 = done).
- * count is a hint of how many keys to return (Redis semantics). A key present for the
- * whole iteration is returned at least once; a key absent for all of it never is.
- * Returns 0, DM_EINVAL for an invalid cursor, or DM_E*. */
-int dm_kv_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, dm_keylist_t *out, uint64_t *next);
+/* SCAN page from cursor (0 = start, else a cursor returned by any gateway), in CHIME key
+ * order (DESIGN.md "SCAN cursor"): appends about count keys (a hint: whole leaves are
+ * returned) in lexicographic order (memcmp, a prefix sorts first) and sets *next (0 = done).
+ * prefix[0..plen): only keys starting with it are wanted (MATCH's literal prefix, plen 0 =
+ * all); cursor 0 seeks to the first leaf that can hold them, the walk ends after the last,
+ * and only keys with the prefix are returned (the caller still applies MATCH's glob).
+ * Expired keys are never returned. A key present for the whole iteration is returned; a
+ * key absent for all of it never is. Returns 0, DM_EINVAL for an invalid (forged or
+ * stale) cursor, or DM_E*. */
+int dm_kv_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *prefix, size_t plen,
+               dm_keylist_t *out, uint64_t *next);
+
+/* RANDOMKEY: a live key from a leaf picked by a random descent of CHIME (then the next
+ * leaves if it holds none). out->data malloc'd. Returns 1, 0 when the pool has no key, or
+ * DM_E*. */
+int dm_kv_random_key(dm_ctx_t *ctx, dm_key_t *out);
+
+/* One step of the active-expiry sweep over the key order: reads about count keys from
+ * cursor (0 = a random leaf), removes those expired now from both indexes (through
+ * dm_kv_del_expired: a key rewritten meanwhile is left alone), sets *next (0 when the walk
+ * reached the last leaf). Every gateway thread sweeps from its own random starting points,
+ * so the work is spread and any gateway's expired keys are found. Returns the number of
+ * keys removed or DM_E*. */
+int64_t dm_kv_expire_sweep(dm_ctx_t *ctx, uint64_t cursor, size_t count, uint64_t *next);
 
 /* ---- Read-modify-write, WATCH support, active expiry (issue 6) ---- */
 
@@ -88,12 +107,43 @@ typedef int (*dm_kv_rmw_fn)(void *arg, const dm_value_t *cur, dm_value_t *out);
 /* Lock-free read-modify-write of one key: read the current item, let fn compute the new
  * value, then write it with a slot CAS that goes ahead only if the item (value bytes and
  * expiry, or absence) is still what was read; otherwise re-read and call fn again. So
- * concurrent RMWs from any number of gateways never lose an update of an existing key.
- * (Two gateways creating the same absent key at once can still both succeed: the RACE
- * insert race of README "Not done yet"; the CHIME leaf lock closes it.)
+ * concurrent RMWs from any number of gateways never lose an update. Creating an absent key
+ * goes through the CHIME leaf lock (kv/hybrid.h), so two gateways creating it at once
+ * serialize: the second sees the first's value and computes again.
  * Returns the DM_RMW_* action that took effect, or a negative DM_E* (DM_ERETRY after too
  * many conflicting writers). */
 int dm_kv_rmw(dm_ctx_t *ctx, const void *key, size_t klen, dm_kv_rmw_fn fn, void *arg);
+
+/* Record in the superblock (once per worker, 1 RTT the first time) that the pool holds keys
+ * with an expiry, before the first such key is written: SCAN then checks every key's expiry
+ * in RACE; without it only pending entries are checked. Returns 0 or DM_E*. */
+int dm_kv_mark_volatile(dm_ctx_t *ctx);
+
+/* Write guards (WATCH ... EXEC). While a guard set is active on a coroutine, that
+ * coroutine's writes of a guarded key go ahead only if the key's RACE slot word is still
+ * g.slot (0 = absent or expired), checked inside the write's own slot CAS, so no write by
+ * any gateway can slip in between. A mismatch does nothing, sets the set's tripped flag
+ * and makes the write return DM_ECONFLICT. A guard covers a key's first write; writes
+ * counts every write done under the set. */
+typedef struct dm_kv_guard {
+    const uint8_t *key;
+    size_t klen;
+    uint64_t slot; /* from dm_kv_slot at WATCH time */
+    int done;      /* written once under the guard */
+} dm_kv_guard_t;
+
+typedef struct dm_kv_guard_set {
+    dm_kv_guard_t *g;
+    size_t n;
+    int tripped;
+    uint64_t writes;
+    void *owner; /* the coroutine (set by begin) */
+    struct dm_kv_guard_set *next;
+} dm_kv_guard_set_t;
+
+/* Activate s (g, n filled by the caller) for the calling coroutine until dm_kv_guard_end. */
+void dm_kv_guard_begin(dm_kv_guard_set_t *s);
+void dm_kv_guard_end(dm_kv_guard_set_t *s);
 
 /* The key's current RACE slot word (fingerprint, length, block address) when the key is
  * live, 0 when absent or expired. Any write of the key changes the word (blocks are out of

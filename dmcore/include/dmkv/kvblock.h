@@ -21,6 +21,7 @@ typedef struct dm_kv_view {
     const uint8_t *val;
     uint32_t val_len;
     uint64_t expire_ms;
+    uint64_t slot; /* the RACE slot word the item was found under (set for decide callbacks) */
 } dm_kv_view_t;
 
 /* Total block bytes (multiple of 64) for a key and value of these lengths. */

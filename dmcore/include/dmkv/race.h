@@ -71,6 +71,12 @@ typedef void (*dm_race_emit_fn)(void *arg, const dm_kv_view_t *v);
 int dm_race_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, dm_race_emit_fn emit, void *arg,
                  uint64_t *next);
 
+/* Presence of n keys: present[i] = 1 when RACE holds keys[i] (live or expired; its expiry
+ * in expire_ms[i] when expire_ms is non-NULL), 0 when absent. 2 RTTs per 32 keys plus one
+ * search for each key whose buckets are mid-split. Returns 0 or DM_E*. dmcore/race/probe.c */
+int dm_race_probe(dm_ctx_t *ctx, const uint8_t *const *keys, const size_t *lens, unsigned n,
+                  uint8_t *present, uint64_t *expire_ms);
+
 /* Empty every slot (FLUSHALL). Returns the number of items removed or DM_E*. */
 int64_t dm_race_flush(dm_ctx_t *ctx);
 

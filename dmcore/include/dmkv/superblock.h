@@ -13,17 +13,20 @@
 #define DM_CHUNK_SIZE (16u << 20) /* bytes handed out per chunk FAA */
 
 typedef struct dm_superblock {
-    uint64_t magic;       /* DM_SB_MAGIC once formatted */
-    uint64_t version;     /* DM_SB_VERSION */
-    uint64_t region_size; /* bytes */
-    uint64_t alloc_ptr;   /* next free byte offset; chunks are taken by FAA(+chunk bytes) */
-    uint64_t chunk_free;  /* head of the returned-chunk free list (0 = empty), issue 5 */
-    uint64_t race_root;   /* node 0: gaddr of the RACE table header, 0 = not created */
-    uint64_t chime_root;  /* node 0: CHIME root word (issue 3) */
-    uint64_t key_count;   /* node 0: number of keys (DBSIZE), kept with FAA */
-    uint64_t maxmemory;   /* node 0: pool-wide limit on chunk bytes taken, 0 = none */
-    uint64_t pool_used;   /* node 0: chunk bytes taken from all nodes, kept with FAA */
-    uint64_t reserved[54];
+    uint64_t magic;         /* DM_SB_MAGIC once formatted */
+    uint64_t version;       /* DM_SB_VERSION */
+    uint64_t region_size;   /* bytes */
+    uint64_t alloc_ptr;     /* next free byte offset; chunks are taken by FAA(+chunk bytes) */
+    uint64_t chunk_free;    /* head of this node's free-range stack (DM_FREE_*), 0 = empty */
+    uint64_t race_root;     /* node 0: gaddr of the RACE table header, 0 = not created */
+    uint64_t chime_root;    /* node 0: CHIME root word (issue 3) */
+    uint64_t key_count;     /* node 0: number of keys (DBSIZE), kept with FAA */
+    uint64_t maxmemory;     /* node 0: pool-wide limit on chunk bytes taken, 0 = none */
+    uint64_t pool_used;     /* node 0: chunk bytes taken from all nodes, kept with FAA */
+    uint64_t chime_geo;     /* node 0: CHIME leaf span | neighborhood << 16, set before the root */
+    uint64_t cursor_secret; /* random at format: keyed check of SCAN cursors (node 0's) */
+    uint64_t volatile_seen; /* node 0: 1 once any gateway stored a key with an expiry */
+    uint64_t reserved[51];
 } dm_superblock_t;
 
 #define DM_SB_OFF(field) offsetof(dm_superblock_t, field)
@@ -37,9 +40,35 @@ typedef struct dm_superblock {
 typedef struct dm_chunk_hdr {
     uint64_t magic;
     uint64_t bytes;      /* of the whole range, header included */
-    uint64_t owner;      /* dm_alloc_owner_id() of the process that took it */
+    uint64_t owner;      /* dm_alloc_owner_id() of the process that took it, 0 = free */
     uint64_t created_ms; /* wall clock */
-    uint64_t reserved[4];
+    uint64_t next_free;  /* free ranges only: byte offset of the next one's header, 0 = last */
+    uint64_t reserved[3];
 } dm_chunk_hdr_t;
+
+/* Pool-wide free list of returned ranges (issue 5), one per memory node: the node's
+ * superblock word chunk_free is the head of a lock-free stack (Treiber) of ranges that keep
+ * their dm_chunk_hdr_t (magic, bytes) with owner = 0, linked by next_free. The head word is
+ * tagged against ABA: bits 40..63 a tag incremented by every successful CAS of the head,
+ * bits 0..39 the byte offset of the top range's header on that node (0 = empty).
+ *   pop:  READ head, READ the top's header, CAS head (tag, top) -> (tag + 1, top.next_free)
+ *   push: READ head, WRITE hdr.next_free = head's offset (owner 0), CAS head -> (tag + 1, hdr)
+ * Gateways pop a range only when its bytes equal what they would otherwise take from
+ * alloc_ptr (dmcore/pool/alloc.c); ranges are pushed by dmkv-pool-reclaim (offline). */
+#define DM_FREE_OFF_BITS 40
+#define DM_FREE_OFF_MASK ((1ull << DM_FREE_OFF_BITS) - 1)
+#define DM_FREE_TAG_MASK ((1ull << 24) - 1)
+static inline uint64_t dm_free_head(uint64_t tag, uint64_t off)
+{
+    return ((tag & DM_FREE_TAG_MASK) << DM_FREE_OFF_BITS) | (off & DM_FREE_OFF_MASK);
+}
+static inline uint64_t dm_free_head_off(uint64_t head)
+{
+    return head & DM_FREE_OFF_MASK;
+}
+static inline uint64_t dm_free_head_tag(uint64_t head)
+{
+    return head >> DM_FREE_OFF_BITS;
+}
 
 #endif

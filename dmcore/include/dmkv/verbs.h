@@ -28,6 +28,8 @@ typedef struct dm_verb {
     uint64_t swap_mask;    /* MASKED_CAS only */
     uint64_t result;       /* atomics: the old value (filled on completion) */
     int status;            /* 0 or DM_E* (filled on completion) */
+    uint8_t fence;         /* READ: must see the effect of the batch's earlier atomics (rdma:
+                              IBV_SEND_FENCE; tcp and local execute in order anyway) */
 } dm_verb_t;
 
 /* Capability bits a connection reports. */

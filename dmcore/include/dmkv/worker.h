@@ -21,19 +21,25 @@ typedef struct dm_worker {
     uv_loop_t *loop;
     unsigned n_nodes;
     dm_conn_t *conns[DM_GADDR_MAX_NODES];
-    dm_alloc_t *alloc;    /* per-worker KV-block allocator (alloc.h) */
-    dm_race_t *race;      /* per-worker RACE handle: directory cache (race.h) */
-    struct dm_keyq *keyq; /* writes in flight per key on this worker (kv/keyq.c) */
-    uv_idle_t *waker;     /* resumes coroutines queued by dm_worker_wake */
+    dm_alloc_t *alloc;      /* per-worker KV-block allocator (alloc.h) */
+    dm_race_t *race;        /* per-worker RACE handle: directory cache (race.h) */
+    struct dm_chime *chime; /* per-worker CHIME handle: inner-node cache (chime.h) */
+    struct dm_keyq *keyq;   /* writes in flight per key on this worker (kv/keyq.c) */
+    int volatile_marked;    /* this worker set the superblock's volatile_seen (kv/kv.c) */
+    uv_idle_t *waker;       /* resumes coroutines queued by dm_worker_wake */
     struct dm_wake *ready, *ready_tail;
     uint32_t op_timeout_us; /* an operation running longer restarts (DM_ERETRY) */
 } dm_worker_t;
 
 /* Per-operation context: which worker, which counters, when it started. */
+typedef struct dm_batch dm_batch_t;
+
 typedef struct dm_ctx {
     dm_worker_t *w;
     dm_cls_t cls;
     uint64_t start_us; /* monotonic start time, microseconds */
+    dm_batch_t *ride;  /* verbs posted with this operation's next batch (writes only): lets
+                          one index's write share a round trip with the other's (hybrid.c) */
 } dm_ctx_t;
 
 /* Connect a worker to the pool given as memory-node URIs (see dm_conn_open; the order is
@@ -61,6 +67,12 @@ void dm_worker_wake(dm_worker_t *w, dm_wake_t *wk);
 /* Start an operation context charged to class cls. */
 void dm_ctx_init(dm_ctx_t *ctx, dm_worker_t *w, dm_cls_t cls);
 
+/* Suspend the operation for about us microseconds (libuv timer, millisecond granularity):
+ * the coroutine yields, or the loop runs when called outside one. */
+void dm_ctx_sleep(dm_ctx_t *ctx, uint32_t us);
+/* Let the worker's other ready operations and I/O run once before continuing. */
+void dm_ctx_yield(dm_ctx_t *ctx);
+
 /* Monotonic clock in microseconds. */
 uint64_t dm_now_us(void);
 /* Wall clock in milliseconds since the epoch (expiry times). */
@@ -68,11 +80,11 @@ uint64_t dm_wall_ms(void);
 
 /* A batch: verbs to any nodes, posted with one message per memory node and awaited
  * together = 1 round trip (doorbell batching). Verbs to one node run in posting order. */
-typedef struct dm_batch {
+struct dm_batch {
     unsigned n;
     dm_verb_t v[DM_BATCH_MAX];
     uint8_t node[DM_BATCH_MAX];
-} dm_batch_t;
+};
 
 static inline void dm_batch_init(dm_batch_t *b)
 {

@@ -1,0 +1,325 @@
+/* CHIME's remote layouts and the helpers shared by its files (CHIME SOSP'24 §4; NOTES.md §2).
+ *
+ * Leaf (hopscotch table, §4.2.2 Fig. 10): span/H groups, each = a 32-byte metadata replica
+ * followed by H 32-byte entries, then a 64-byte line holding the 8-byte lock word. Objects
+ * are 32-byte aligned, so none straddles a 64-byte cache line and every line starts with
+ * the version byte of the object that starts it: the line version IS that object's
+ * version (NOTES.md §2.3 "cache-line versions"). A version byte is NV:4 | EV:4.
+ *   replica: [0] ver [1] valid [8..15] sibling gaddr [16..23] high-fence record gaddr
+ *            (0 = +inf: the leaf never split)
+ *   entry:   [0] ver [1] flags [2..3] hop bitmap (LE) [4..5] fingerprint [6] home
+ *            [7] inline key length | 0xff, then [8..31] the key (<= 24 bytes) or
+ *            [8..15] key record gaddr and [16..31] the key's first 16 bytes
+ * Storing the home index lets a reader of a whole leaf rebuild every bitmap without keys.
+ *
+ * Lock word (§4.2.1), deviation: bit 0 lock, bits 1..31 the lease start (wall clock in
+ * 16 ms units, mod 2^31), bits 32..63 the vacancy bitmap (bit v covers entries
+ * [v*span/32, (v+1)*span/32); 1 = all occupied). The paper's 6-bit argmax is replaced by the
+ * high-fence record in the replicas: argmax points at a hole after deletes (NOTES.md §2.11),
+ * and the lease time lets another gateway take over the lock of a gateway that died.
+ *
+ * Inner node (B-link, §4.1): DM_CHIME_INNER_BYTES of 64-byte lines, each starting with the
+ * node's 8-bit version (all equal = untorn; inner nodes only see node writes, under their
+ * lock), 63 payload bytes per line; then a 64-byte lock line. Payload: magic, level, valid,
+ * count, sibling, the sibling's first child (cache validation of a last child, §4.2.3),
+ * high fence (key, or +inf), then entries {child, separator}: child i covers
+ * [sep i, sep i+1); sep 0 is the node's low fence.
+ *
+ * Key record (immutable; long keys and fences): [0..3] magic [4..7] length [8..15] XXH3 of
+ * the key, then the key; 64-byte units. */
+#ifndef DMKV_CHIME_INTERNAL_H
+#define DMKV_CHIME_INTERNAL_H
+
+#include <stdint.h>
+#include <string.h>
+
+#include "dmkv/chime.h"
+#include "dmkv/gaddr.h"
+
+#define CH_OBJ 32u /* bytes per leaf object (entry or replica) */
+#define CH_LINE 64u
+#define CH_MAX_SPAN 128u
+
+#define CH_F_USED 0x1u
+#define CH_F_PENDING 0x2u
+#define CH_KLEN_RECORD 0xffu
+
+#define CH_INNER_BYTES 8192u /* versioned area of an inner node */
+#define CH_INNER_PAYLOAD (CH_INNER_BYTES / CH_LINE * (CH_LINE - 1))
+#define CH_INNER_MAGIC 0x4e494b44u /* "DKIN" */
+#define CH_INNER_HDR 40u
+#define CH_REC_MAGIC 0x43524b44u /* "DKRC" */
+#define CH_REC_HDR 16u
+
+#define CH_LEASE_UNIT_MS 16u
+#define CH_LEASE_MS 3000u    /* a lock held longer than this is presumed dead */
+#define CH_HOLD_MAX_MS 2000u /* a holder that held it this long gives up before writing */
+
+/* Root word in the superblock: level (8 bits) << 48 | gaddr. */
+static inline uint64_t ch_root_word(unsigned level, dm_gaddr_t a)
+{
+    return ((uint64_t)level << 48) | a;
+}
+static inline unsigned ch_root_level(uint64_t w)
+{
+    return (unsigned)(w >> 48) & 0xff;
+}
+static inline dm_gaddr_t ch_root_addr(uint64_t w)
+{
+    return w & ((1ull << 48) - 1);
+}
+
+/* ---- leaf geometry ---- */
+typedef struct ch_geo {
+    unsigned span, nbhd, groups;
+    uint32_t bytes;    /* whole leaf incl. lock line */
+    uint32_t lock_off; /* offset of the lock word */
+} ch_geo_t;
+
+void ch_geo_init(ch_geo_t *g, unsigned span, unsigned nbhd);
+static inline uint32_t ch_entry_off(const ch_geo_t *g, unsigned i)
+{
+    return (i / g->nbhd) * (g->nbhd + 1) * CH_OBJ + CH_OBJ + (i % g->nbhd) * CH_OBJ;
+}
+static inline uint32_t ch_replica_off(const ch_geo_t *g, unsigned grp)
+{
+    return grp * (g->nbhd + 1) * CH_OBJ;
+}
+
+/* ---- leaf entry accessors (e points at 32 bytes) ---- */
+static inline unsigned ch_nv(uint8_t v)
+{
+    return v >> 4;
+}
+static inline unsigned ch_ev(uint8_t v)
+{
+    return v & 15;
+}
+static inline uint16_t ch_e_bitmap(const uint8_t *e)
+{
+    return (uint16_t)(e[2] | (e[3] << 8));
+}
+static inline void ch_e_set_bitmap(uint8_t *e, uint16_t b)
+{
+    e[2] = (uint8_t)b;
+    e[3] = (uint8_t)(b >> 8);
+}
+static inline uint16_t ch_e_fp(const uint8_t *e)
+{
+    return (uint16_t)(e[4] | (e[5] << 8));
+}
+static inline int ch_e_used(const uint8_t *e)
+{
+    return e[1] & CH_F_USED;
+}
+static inline dm_gaddr_t ch_u64(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, 8);
+    return v;
+}
+static inline void ch_put_u64(uint8_t *p, uint64_t v)
+{
+    memcpy(p, &v, 8);
+}
+/* Bump the entry-level version of an entry (entry / hop-range write, §4.1.1). */
+static inline void ch_e_bump(uint8_t *e)
+{
+    e[0] = (uint8_t)((e[0] & 0xf0) | ((e[0] + 1) & 0x0f));
+}
+
+/* ---- key hashing: home and fingerprint from one hash of the full key ---- */
+typedef struct ch_khash {
+    uint64_t h;
+    unsigned home;
+    uint16_t fp;
+} ch_khash_t;
+void ch_hash_key(const ch_geo_t *g, const void *key, size_t klen, ch_khash_t *out);
+
+/* Fill entry e (32 bytes, version byte left alone) for key; rec = its record when the key
+ * is longer than DM_CHIME_INLINE. */
+void ch_entry_fill(uint8_t *e, const ch_khash_t *kh, const void *key, size_t klen, dm_gaddr_t rec,
+                   unsigned flags);
+/* Compare key with entry e as far as the entry allows: returns 0 equal, <0 / >0 ordered,
+ * or 2 when only the record can tell (long key with an equal 16-byte prefix). */
+int ch_entry_cmp_key(const uint8_t *e, const void *key, size_t klen, int *need_record);
+
+/* Order of keys: memcmp, then shorter first. */
+int ch_key_cmp(const void *a, size_t al, const void *b, size_t bl);
+
+/* ---- lock word ---- */
+static inline int ch_lock_held(uint64_t w)
+{
+    return (int)(w & 1);
+}
+static inline uint32_t ch_lock_vacancy(uint64_t w)
+{
+    return (uint32_t)(w >> 32);
+}
+static inline uint32_t ch_lock_time(uint64_t w)
+{
+    return (uint32_t)(w >> 1) & 0x7fffffffu;
+}
+uint32_t ch_lease_now(void);
+/* Milliseconds since a lease time (mod 2^31 units). */
+uint64_t ch_lease_age_ms(uint32_t t);
+/* Vacancy bits of a leaf image (1 = every entry the bit covers is used). */
+uint32_t ch_vacancy_of(const ch_geo_t *g, const uint8_t *leaf);
+/* vac with the bits of fully read groups replaced by what img shows. */
+uint32_t ch_vacancy_of_known(const ch_geo_t *g, const uint8_t *img, const uint8_t *have,
+                             uint32_t vac);
+/* Vacancy bits in use (one per entry for spans under 32), the bit covering entry i, and
+ * the entries [lo, hi) a bit covers. */
+static inline unsigned ch_vac_bits(const ch_geo_t *g)
+{
+    return g->span < 32 ? g->span : 32;
+}
+static inline unsigned ch_vac_bit(const ch_geo_t *g, unsigned i)
+{
+    return i * ch_vac_bits(g) / g->span;
+}
+static inline unsigned ch_vac_lo(const ch_geo_t *g, unsigned bit)
+{
+    return (bit * g->span + ch_vac_bits(g) - 1) / ch_vac_bits(g);
+}
+static inline unsigned ch_vac_hi(const ch_geo_t *g, unsigned bit)
+{
+    return ch_vac_lo(g, bit + 1);
+}
+
+/* ---- key records ---- */
+/* Serialized record of key (malloc'd, *bytes set). */
+uint8_t *ch_record_build(const void *key, size_t klen, uint32_t *bytes);
+/* Record bytes for a key length. */
+static inline uint32_t ch_record_bytes(size_t klen)
+{
+    return (uint32_t)((CH_REC_HDR + klen + 63) / 64 * 64);
+}
+/* Check a read record; returns the key length or -1 when torn/freed. */
+long ch_record_check(const uint8_t *r, uint32_t bytes);
+
+/* ---- inner nodes (parsed) ---- */
+typedef struct ch_sep {
+    uint8_t *key;
+    uint32_t len;
+} ch_sep_t;
+
+typedef struct ch_inner {
+    dm_gaddr_t addr;
+    unsigned level;
+    int valid;
+    unsigned count;
+    dm_gaddr_t sibling, sib_first_child;
+    int has_high;
+    ch_sep_t high;
+    ch_sep_t *sep;     /* count separators (sep[0] = low fence) */
+    dm_gaddr_t *child; /* count children */
+    size_t bytes;      /* memory held (cache accounting) */
+    struct ch_inner *next_in_bucket;
+} ch_inner_t;
+
+void ch_inner_free(ch_inner_t *n);
+/* Decode a node image read from the pool (CH_INNER_BYTES). NULL when torn or not a node. */
+ch_inner_t *ch_inner_decode(dm_gaddr_t addr, const uint8_t *img);
+/* Encode into img (CH_INNER_BYTES) with every line version = ver. Returns 0 or DM_EFULL
+ * when the node does not fit. */
+int ch_inner_encode(const ch_inner_t *n, uint8_t ver, uint8_t *img);
+/* Payload bytes the node needs. */
+size_t ch_inner_size(const ch_inner_t *n);
+/* Child index for key: the last i with sep[i] <= key. */
+unsigned ch_inner_route(const ch_inner_t *n, const void *key, size_t klen);
+
+/* ---- per-worker state ---- */
+#define CH_CACHE_BUCKETS 4096u
+#define CH_CACHE_MAX_BYTES (64u << 20)
+#define CH_HOT_SLOTS 32768u /* hotspot buffer entries per worker (16 B each: 512 KiB) */
+#define CH_FENCE_SLOTS 1024u
+
+typedef struct ch_hot {
+    dm_gaddr_t leaf;
+    uint16_t idx, fp;
+    uint32_t count;
+} ch_hot_t;
+
+typedef struct ch_fence_cache {
+    dm_gaddr_t addr;
+    uint8_t *key;
+    uint32_t len;
+} ch_fence_cache_t;
+
+struct dm_chime {
+    ch_geo_t geo;
+    uint64_t secret; /* keyed cursor check (superblock) */
+    uint64_t root;   /* cached root word, 0 = unknown */
+    ch_inner_t *cache[CH_CACHE_BUCKETS];
+    size_t cache_bytes, cache_nodes;
+    ch_hot_t hot[CH_HOT_SLOTS];
+    ch_fence_cache_t fence[CH_FENCE_SLOTS];
+    uint64_t lockguess[256]; /* last lock word seen per leaf hash: the CAS fallback's guess */
+};
+
+/* Cache of inner nodes (inner.c). */
+ch_inner_t *ch_cache_get(dm_chime_t *c, dm_gaddr_t a);
+void ch_cache_put(dm_chime_t *c, ch_inner_t *n);
+void ch_cache_drop(dm_chime_t *c, dm_gaddr_t a);
+void ch_cache_clear(dm_chime_t *c);
+
+/* Read an inner node fresh from the pool (re-read while torn) and cache it. */
+int ch_inner_read(dm_ctx_t *ctx, dm_gaddr_t a, ch_inner_t **out);
+
+/* Where a key's leaf is, as the traversal found it (§4.2.3). */
+typedef struct ch_path {
+    dm_gaddr_t leaf;
+    dm_gaddr_t expect_next; /* the leaf's sibling if nothing split since (0 = rightmost) */
+    dm_gaddr_t parent;      /* level-1 node the leaf came from, 0 when the root is a leaf */
+    int from_cache;         /* the parent came from the cache */
+} ch_path_t;
+
+/* Find the leaf for key: cached inner nodes, fresh reads where missing. fresh = 1 forces
+ * the level-1 parent to be read from the pool. */
+int ch_find_leaf(dm_ctx_t *ctx, const void *key, size_t klen, int fresh, ch_path_t *p);
+/* Leaves right of leaf (which covers key) as the cached level-1 parent lists them, without
+ * remote reads: SCAN's guesses of the sibling chain. Returns how many (<= max). */
+unsigned ch_cached_next_leaves(dm_chime_t *c, const void *key, size_t klen, dm_gaddr_t leaf,
+                               dm_gaddr_t *out, unsigned max);
+/* Read the root word (1 RTT) into c->root. */
+int ch_read_root(dm_ctx_t *ctx);
+
+/* Insert (sep, right) into the level-`level` node covering sep after a split of `left`
+ * (Sherman's up-propagation, §4.4); makes a new root when left was the root. */
+int ch_propagate(dm_ctx_t *ctx, unsigned level, dm_gaddr_t left, const uint8_t *sep,
+                 uint32_t seplen, dm_gaddr_t right);
+
+/* Fence of a leaf (cached record read). *has = 0 for +inf. */
+int ch_fence_get(dm_ctx_t *ctx, dm_gaddr_t rec, uint8_t **key, uint32_t *len);
+
+/* Read records for long-key entries: recs[i] (gaddr) -> keys[i] (malloc'd). One batch
+ * per DM_BATCH_MAX records; re-read while torn. */
+int ch_records_read(dm_ctx_t *ctx, const dm_gaddr_t *recs, unsigned n, uint8_t **keys,
+                    uint32_t *lens);
+
+/* Allocate and write a key record for key. */
+int ch_record_write(dm_ctx_t *ctx, const void *key, size_t klen, dm_gaddr_t *out);
+
+/* Hotspot buffer (hotspot.c, §4.3). */
+void ch_hot_touch(dm_chime_t *c, dm_gaddr_t leaf, unsigned idx, uint16_t fp);
+/* Best candidate entry of leaf inside [home, home+H) with fingerprint fp; -1 if none. */
+int ch_hot_find(dm_chime_t *c, dm_gaddr_t leaf, unsigned home, uint16_t fp);
+
+/* Leaf consistency checks on an image (§4.1): reads is the list of byte ranges fetched.
+ * Returns 0 when every NV seen agrees and (if home >= 0) home's bitmap matches the entries
+ * fetched in its neighborhood. */
+int ch_leaf_check(const ch_geo_t *g, const uint8_t *img, const uint8_t *have, int home);
+
+/* Process-wide counters. */
+typedef struct ch_counters {
+    uint64_t cache_nodes, cache_bytes, hot_lookups, hot_hits, leaf_splits, inner_splits, roots,
+        scan_pages, scan_rtts, lock_waits, takeovers;
+} ch_counters_t;
+extern ch_counters_t ch_stats;
+static inline void ch_count(uint64_t *c, uint64_t n)
+{
+    __atomic_fetch_add(c, n, __ATOMIC_RELAXED);
+}
+
+#endif

@@ -1,0 +1,309 @@
+/* CHIME byte layouts: leaf geometry, entries, lock words, key records and inner-node
+ * encoding (chime_internal.h has the pictures). Pure functions, no I/O. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <xxhash.h>
+
+#include "chime_internal.h"
+#include "dmkv/errors.h"
+
+#define CH_HASH_SEED 0x43484d45ull /* independent of RACE's hash */
+
+void ch_geo_init(ch_geo_t *g, unsigned span, unsigned nbhd)
+{
+    g->span = span;
+    g->nbhd = nbhd;
+    g->groups = span / nbhd;
+    uint32_t body = g->groups * (nbhd + 1) * CH_OBJ;
+    g->lock_off = (body + CH_LINE - 1) / CH_LINE * CH_LINE;
+    g->bytes = g->lock_off + CH_LINE;
+}
+
+void ch_hash_key(const ch_geo_t *g, const void *key, size_t klen, ch_khash_t *out)
+{
+    out->h = XXH3_64bits_withSeed(key, klen, CH_HASH_SEED);
+    out->home = (unsigned)((out->h >> 16) % g->span);
+    out->fp = (uint16_t)out->h;
+}
+
+void ch_entry_fill(uint8_t *e, const ch_khash_t *kh, const void *key, size_t klen, dm_gaddr_t rec,
+                   unsigned flags)
+{
+    memset(e + 1, 0, CH_OBJ - 1);
+    e[1] = (uint8_t)(flags | CH_F_USED);
+    /* e[2..3], the bitmap, belongs to this entry as a home: the caller keeps it. */
+    e[4] = (uint8_t)kh->fp;
+    e[5] = (uint8_t)(kh->fp >> 8);
+    e[6] = (uint8_t)kh->home;
+    if (klen <= DM_CHIME_INLINE) {
+        e[7] = (uint8_t)klen;
+        memcpy(e + 8, key, klen);
+    } else {
+        e[7] = CH_KLEN_RECORD;
+        ch_put_u64(e + 8, rec);
+        memcpy(e + 16, key, 16);
+    }
+}
+
+int ch_key_cmp(const void *a, size_t al, const void *b, size_t bl)
+{
+    size_t n = al < bl ? al : bl;
+    int r = n ? memcmp(a, b, n) : 0;
+    if (r) return r < 0 ? -1 : 1;
+    return al < bl ? -1 : al > bl;
+}
+
+int ch_entry_cmp_key(const uint8_t *e, const void *key, size_t klen, int *need_record)
+{
+    *need_record = 0;
+    if (e[7] != CH_KLEN_RECORD) return ch_key_cmp(e + 8, e[7], key, klen);
+    /* A record key is longer than DM_CHIME_INLINE bytes; its first 16 are here. */
+    size_t n = klen < 16 ? klen : 16;
+    int r = memcmp(e + 16, key, n);
+    if (r) return r < 0 ? -1 : 1;
+    if (klen <= 16) return 1; /* key is a prefix of the longer entry key */
+    *need_record = 1;
+    return 2;
+}
+
+uint32_t ch_lease_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    uint64_t ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+    return (uint32_t)(ms / CH_LEASE_UNIT_MS) & 0x7fffffffu;
+}
+
+uint64_t ch_lease_age_ms(uint32_t t)
+{
+    uint32_t d = (ch_lease_now() - t) & 0x7fffffffu;
+    if (d > 0x40000000u) return 0; /* in the future: clocks disagree, treat as fresh */
+    return (uint64_t)d * CH_LEASE_UNIT_MS;
+}
+
+uint32_t ch_vacancy_of(const ch_geo_t *g, const uint8_t *leaf)
+{
+    uint32_t v = 0;
+    for (unsigned bit = 0; bit < ch_vac_bits(g); bit++) {
+        unsigned lo = ch_vac_lo(g, bit), hi = ch_vac_hi(g, bit);
+        int full = 1;
+        for (unsigned i = lo; i < hi; i++)
+            if (!ch_e_used(leaf + ch_entry_off(g, i))) full = 0;
+        if (full) v |= 1u << bit;
+    }
+    return v;
+}
+
+uint32_t ch_vacancy_of_known(const ch_geo_t *g, const uint8_t *img, const uint8_t *have,
+                             uint32_t vac)
+{
+    for (unsigned bit = 0; bit < ch_vac_bits(g); bit++) {
+        unsigned lo = ch_vac_lo(g, bit), hi = ch_vac_hi(g, bit);
+        int known = 1, full = 1;
+        for (unsigned i = lo; i < hi; i++) {
+            uint32_t off = ch_entry_off(g, i);
+            known &= have[off / CH_OBJ];
+            if (have[off / CH_OBJ] && !ch_e_used(img + off)) full = 0;
+        }
+        if (known) vac = full ? vac | (1u << bit) : vac & ~(1u << bit);
+    }
+    return vac;
+}
+
+uint8_t *ch_record_build(const void *key, size_t klen, uint32_t *bytes)
+{
+    *bytes = ch_record_bytes(klen);
+    uint8_t *r = calloc(1, *bytes);
+    if (!r) return NULL;
+    uint32_t magic = CH_REC_MAGIC, len = (uint32_t)klen;
+    memcpy(r, &magic, 4);
+    memcpy(r + 4, &len, 4);
+    ch_put_u64(r + 8, XXH3_64bits(key, klen));
+    memcpy(r + CH_REC_HDR, key, klen);
+    return r;
+}
+
+long ch_record_check(const uint8_t *r, uint32_t bytes)
+{
+    uint32_t magic, len;
+    memcpy(&magic, r, 4);
+    memcpy(&len, r + 4, 4);
+    if (magic != CH_REC_MAGIC || CH_REC_HDR + (uint64_t)len > bytes) return -1;
+    if (ch_u64(r + 8) != XXH3_64bits(r + CH_REC_HDR, len)) return -1;
+    return len;
+}
+
+int ch_leaf_check(const ch_geo_t *g, const uint8_t *img, const uint8_t *have, int home)
+{
+    int nv = -1;
+    unsigned objs = g->groups * (g->nbhd + 1);
+    for (unsigned o = 0; o < objs; o++) {
+        if (!have[o]) continue;
+        int v = (int)ch_nv(img[o * CH_OBJ]);
+        if (nv < 0) nv = v;
+        if (v != nv) return DM_ERETRY; /* a node write was in flight (level 1) */
+    }
+    if (home < 0) return 0;
+    /* Level 3: the home's bitmap must match the keys actually seen in its neighborhood. */
+    const uint8_t *he = img + ch_entry_off(g, (unsigned)home);
+    uint16_t rebuilt = 0;
+    for (unsigned j = 0; j < g->nbhd; j++) {
+        unsigned i = ((unsigned)home + j) % g->span;
+        const uint8_t *e = img + ch_entry_off(g, i);
+        if (!have[ch_entry_off(g, i) / CH_OBJ]) return DM_EINVAL; /* caller bug */
+        if (ch_e_used(e) && e[6] == (unsigned)home) rebuilt |= (uint16_t)(1u << j);
+    }
+    return rebuilt == ch_e_bitmap(he) ? 0 : DM_ERETRY;
+}
+
+/* ---- inner nodes ---- */
+
+void ch_inner_free(ch_inner_t *n)
+{
+    if (!n) return;
+    for (unsigned i = 0; i < n->count; i++)
+        free(n->sep[i].key);
+    free(n->high.key);
+    free(n->sep);
+    free(n->child);
+    free(n);
+}
+
+size_t ch_inner_size(const ch_inner_t *n)
+{
+    size_t s = CH_INNER_HDR + (n->has_high ? n->high.len : 0);
+    for (unsigned i = 0; i < n->count; i++)
+        s += 10 + n->sep[i].len;
+    return s;
+}
+
+/* The payload is spread over lines of 63 bytes after each line's version byte. */
+static void put_bytes(uint8_t *img, size_t *pos, const void *src, size_t len)
+{
+    const uint8_t *s = src;
+    while (len) {
+        size_t line = *pos / (CH_LINE - 1), in = *pos % (CH_LINE - 1);
+        size_t n = CH_LINE - 1 - in;
+        if (n > len) n = len;
+        memcpy(img + line * CH_LINE + 1 + in, s, n);
+        s += n;
+        len -= n;
+        *pos += n;
+    }
+}
+
+static int get_bytes(const uint8_t *img, size_t *pos, void *dst, size_t len)
+{
+    if (*pos + len > CH_INNER_PAYLOAD) return -1;
+    uint8_t *d = dst;
+    while (len) {
+        size_t line = *pos / (CH_LINE - 1), in = *pos % (CH_LINE - 1);
+        size_t n = CH_LINE - 1 - in;
+        if (n > len) n = len;
+        memcpy(d, img + line * CH_LINE + 1 + in, n);
+        d += n;
+        len -= n;
+        *pos += n;
+    }
+    return 0;
+}
+
+int ch_inner_encode(const ch_inner_t *n, uint8_t ver, uint8_t *img)
+{
+    if (ch_inner_size(n) > CH_INNER_PAYLOAD) return DM_EFULL;
+    memset(img, 0, CH_INNER_BYTES);
+    for (unsigned l = 0; l < CH_INNER_BYTES / CH_LINE; l++)
+        img[l * CH_LINE] = ver;
+    size_t pos = 0;
+    uint32_t magic = CH_INNER_MAGIC;
+    uint8_t hdr[CH_INNER_HDR] = {0};
+    memcpy(hdr, &magic, 4);
+    hdr[4] = (uint8_t)n->level;
+    hdr[5] = (uint8_t)n->valid;
+    hdr[6] = (uint8_t)n->count;
+    hdr[7] = (uint8_t)(n->count >> 8);
+    ch_put_u64(hdr + 8, n->sibling);
+    ch_put_u64(hdr + 16, n->sib_first_child);
+    hdr[24] = (uint8_t)n->has_high;
+    uint32_t hl = n->has_high ? n->high.len : 0;
+    memcpy(hdr + 28, &hl, 4);
+    put_bytes(img, &pos, hdr, sizeof(hdr));
+    if (hl) put_bytes(img, &pos, n->high.key, hl);
+    for (unsigned i = 0; i < n->count; i++) {
+        uint8_t eh[10];
+        ch_put_u64(eh, n->child[i]);
+        eh[8] = (uint8_t)n->sep[i].len;
+        eh[9] = (uint8_t)(n->sep[i].len >> 8);
+        put_bytes(img, &pos, eh, sizeof(eh));
+        put_bytes(img, &pos, n->sep[i].key, n->sep[i].len);
+    }
+    return 0;
+}
+
+static uint8_t *dup_bytes(const uint8_t *p, size_t len)
+{
+    uint8_t *d = malloc(len ? len : 1);
+    if (d && len) memcpy(d, p, len);
+    return d;
+}
+
+ch_inner_t *ch_inner_decode(dm_gaddr_t addr, const uint8_t *img)
+{
+    for (unsigned l = 1; l < CH_INNER_BYTES / CH_LINE; l++)
+        if (img[l * CH_LINE] != img[0]) return NULL; /* torn: a node write was in flight */
+    size_t pos = 0;
+    uint8_t hdr[CH_INNER_HDR];
+    uint32_t magic, hl;
+    get_bytes(img, &pos, hdr, sizeof(hdr));
+    memcpy(&magic, hdr, 4);
+    memcpy(&hl, hdr + 28, 4);
+    if (magic != CH_INNER_MAGIC || hl > DM_CHIME_SEP_MAX) return NULL;
+    ch_inner_t *n = calloc(1, sizeof(*n));
+    if (!n) return NULL;
+    n->addr = addr;
+    n->level = hdr[4];
+    n->valid = hdr[5];
+    n->count = (unsigned)(hdr[6] | (hdr[7] << 8));
+    n->sibling = ch_u64(hdr + 8);
+    n->sib_first_child = ch_u64(hdr + 16);
+    n->has_high = hdr[24];
+    n->sep = calloc(n->count ? n->count : 1, sizeof(*n->sep));
+    n->child = calloc(n->count ? n->count : 1, sizeof(*n->child));
+    n->high.key = malloc(hl ? hl : 1);
+    n->high.len = hl;
+    n->bytes = sizeof(*n) + n->count * (sizeof(ch_sep_t) + 8) + hl;
+    unsigned got = 0;
+    int bad = !n->sep || !n->child || !n->high.key || get_bytes(img, &pos, n->high.key, hl);
+    for (; !bad && got < n->count; got++) {
+        uint8_t eh[10], buf[DM_CHIME_SEP_MAX];
+        if (get_bytes(img, &pos, eh, sizeof(eh))) break;
+        n->child[got] = ch_u64(eh);
+        uint32_t sl = (uint32_t)(eh[8] | (eh[9] << 8));
+        if (sl > DM_CHIME_SEP_MAX || get_bytes(img, &pos, buf, sl)) break;
+        n->sep[got].key = dup_bytes(buf, sl);
+        n->sep[got].len = sl;
+        n->bytes += sl;
+        if (!n->sep[got].key) break;
+    }
+    if (bad || got != n->count || n->count == 0) {
+        n->count = got;
+        ch_inner_free(n);
+        return NULL;
+    }
+    return n;
+}
+
+unsigned ch_inner_route(const ch_inner_t *n, const void *key, size_t klen)
+{
+    unsigned lo = 0, hi = n->count; /* invariant: sep[lo] <= key (sep[0] is the low fence) */
+    while (hi - lo > 1) {
+        unsigned mid = (lo + hi) / 2;
+        if (ch_key_cmp(n->sep[mid].key, n->sep[mid].len, key, klen) <= 0)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}

@@ -1,0 +1,590 @@
+/* CHIME leaves under their lock: lock + neighborhood read in one batch (masked CAS that
+ * returns the vacancy bitmap, §4.2.1), finding a key, inserting with hopping (§2.3, §4.4),
+ * leaf splits (§4.2.2, §4.4), settling and unlocking. Lock-free search is in search.c. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "chime_internal.h"
+#include "dmkv/alloc.h"
+#include "dmkv/errors.h"
+#include "leaf_lock.h"
+
+#define MAX_LOCK_TRIES 200000
+#define MAX_FOLLOW 4096
+
+static unsigned objs_of(const ch_geo_t *g)
+{
+    return g->groups * (g->nbhd + 1);
+}
+
+static dm_gaddr_t lock_addr(const ch_geo_t *g, dm_gaddr_t leaf)
+{
+    return leaf + g->lock_off;
+}
+
+/* Add READs of entries [from, from+n) (circular) to b, with a replica: the group's replica
+ * when from starts a group, else the one the run crosses (or replica 0 on wrap-around). */
+void ch_read_run(const ch_geo_t *g, dm_batch_t *b, dm_gaddr_t leaf, uint8_t *img, uint8_t *have,
+                 unsigned from, unsigned n)
+{
+    if (n > g->span) n = g->span;
+    unsigned last = from + n - 1;
+    uint32_t start =
+        from % g->nbhd == 0 ? ch_replica_off(g, from / g->nbhd) : ch_entry_off(g, from);
+    unsigned end1 = last < g->span ? last : g->span - 1;
+    uint32_t stop = ch_entry_off(g, end1) + CH_OBJ;
+    dm_batch_read(b, leaf + start, img + start, stop - start);
+    memset(have + start / CH_OBJ, 1, (stop - start) / CH_OBJ);
+    if (last >= g->span) {
+        uint32_t stop2 = ch_entry_off(g, last - g->span) + CH_OBJ;
+        if (stop2 > start) stop2 = start; /* the two runs met: the whole leaf is read */
+        dm_batch_read(b, leaf, img, stop2);
+        memset(have, 1, stop2 / CH_OBJ);
+    }
+}
+
+/* The replica bytes of any group read into img. */
+const uint8_t *ch_any_replica(const ch_geo_t *g, const uint8_t *img, const uint8_t *have)
+{
+    for (unsigned grp = 0; grp < g->groups; grp++)
+        if (have[ch_replica_off(g, grp) / CH_OBJ]) return img + ch_replica_off(g, grp);
+    return NULL;
+}
+
+/* Did a CAS (or masked CAS) verb succeed? */
+static int cas_won(const dm_verb_t *v)
+{
+    if (v->op == DM_OP_MASKED_CAS)
+        return (v->result & v->compare_mask) == (v->compare & v->compare_mask);
+    return v->result == v->compare;
+}
+
+static uint64_t *guess_slot(dm_chime_t *c, dm_gaddr_t leaf)
+{
+    return &c->lockguess[(leaf >> 6) % 256];
+}
+
+/* Acquire leaf's lock, reading `runs` of entries in the same batch (READs after the CAS on
+ * the same connection execute after it). Takes over an expired lease (*took_over = 1; the
+ * reads are then redone by the caller). */
+int ch_lock_leaf(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_gaddr_t leaf, int *took_over)
+{
+    dm_chime_t *c = ctx->w->chime;
+    const ch_geo_t *g = &c->geo;
+    uint64_t *gs = guess_slot(c, leaf);
+    uint64_t steal_from = 0;
+    *took_over = 0;
+    for (int tries = 0; tries < MAX_LOCK_TRIES; tries++) {
+        uint64_t time_bits = (uint64_t)ch_lease_now() << 1;
+        dm_batch_t b;
+        dm_batch_init(&b);
+        dm_verb_t *v;
+        if (steal_from) {
+            v = dm_batch_cas(&b, lock_addr(g, leaf), steal_from,
+                             (steal_from & ~0xffffffffull) | time_bits | 1);
+        } else {
+            v = dm_batch_masked_cas(&b, lock_addr(g, leaf), 0, 1, time_bits | 1, 0xffffffffull,
+                                    *gs & ~1ull);
+        }
+        memset(lk->have, 0, objs_of(g));
+        if (lk->spec >= 0) {
+            /* Speculative (§4.3): the hot entry and the home entry only, 64 bytes. */
+            uint32_t so = ch_entry_off(g, (unsigned)lk->spec), ho = ch_entry_off(g, lk->kh.home);
+            dm_batch_read(&b, leaf + so, lk->img + so, CH_OBJ);
+            dm_batch_read(&b, leaf + ho, lk->img + ho, CH_OBJ);
+            lk->have[so / CH_OBJ] = lk->have[ho / CH_OBJ] = 1;
+        } else {
+            ch_read_run(g, &b, leaf, lk->img, lk->have, lk->kh.home, g->nbhd);
+        }
+        for (unsigned i = 1; i < b.n; i++)
+            b.v[i].fence = 1; /* the reads must see the leaf as locked by the CAS */
+        int rc = dm_batch_exec(ctx, &b);
+        if (rc) return rc;
+        uint64_t old = v->result;
+        if (cas_won(v)) {
+            lk->leaf = leaf;
+            lk->word = (old & ~0xffffffffull) | time_bits | 1;
+            lk->remote_word = lk->word;
+            lk->locked_us = dm_now_us();
+            *gs = old & ~0xffffffffull;
+            if (steal_from) {
+                *took_over = 1;
+                ch_count(&ch_stats.takeovers, 1);
+            }
+            return 0;
+        }
+        steal_from = 0;
+        if (!ch_lock_held(old)) {
+            *gs = old; /* the CAS fallback guessed the vacancy bits wrong: retry now */
+            continue;
+        }
+        if (ch_lease_age_ms(ch_lock_time(old)) > CH_LEASE_MS) {
+            steal_from = old;
+            continue;
+        }
+        ch_count(&ch_stats.lock_waits, 1);
+        if (tries < 32)
+            dm_ctx_yield(ctx);
+        else
+            dm_ctx_sleep(ctx, 1000);
+    }
+    return DM_ETIMEDOUT;
+}
+
+/* Give the lock up without changes (CAS back, in case the lease was taken over meanwhile). */
+static void unlock_unchanged(dm_ctx_t *ctx, dm_chime_lock_t *lk)
+{
+    dm_batch_t b;
+    dm_batch_init(&b);
+    /* The word as it is in the pool (vacancy changes are written only with the unlock). */
+    dm_batch_cas(&b, lock_addr(&ctx->w->chime->geo, lk->leaf), lk->remote_word,
+                 lk->remote_word & ~0xffffffffull);
+    dm_batch_post_async(ctx, &b);
+}
+
+/* Has this holder kept the lock so long that a waiter may take it over soon? */
+static int hold_expired(const dm_chime_lock_t *lk)
+{
+    return dm_now_us() - lk->locked_us > (uint64_t)CH_HOLD_MAX_MS * 1000;
+}
+
+int dm_chime_lock_valid(const dm_chime_lock_t *lk)
+{
+    return !hold_expired(lk);
+}
+
+/* Find key among the entries read: index or -1. Reads long keys' records when their
+ * 16-byte prefixes match (1 RTT). */
+int ch_find_entry(dm_ctx_t *ctx, const ch_geo_t *g, const uint8_t *img, const uint8_t *have,
+                  const ch_khash_t *kh, const void *key, size_t klen)
+{
+    dm_gaddr_t recs[16];
+    unsigned idx[16], nrec = 0;
+    for (unsigned j = 0; j < g->nbhd; j++) {
+        unsigned i = (kh->home + j) % g->span;
+        uint32_t off = ch_entry_off(g, i);
+        const uint8_t *e = img + off;
+        if (!have[off / CH_OBJ] || !ch_e_used(e) || e[6] != kh->home || ch_e_fp(e) != kh->fp)
+            continue;
+        int need;
+        int r = ch_entry_cmp_key(e, key, klen, &need);
+        if (r == 0) return (int)i;
+        if (need && nrec < 16) {
+            recs[nrec] = ch_u64(e + 8);
+            idx[nrec++] = i;
+        }
+    }
+    if (!nrec) return -1;
+    uint8_t *keys[16];
+    uint32_t lens[16];
+    int rc = ch_records_read(ctx, recs, nrec, keys, lens);
+    if (rc) return rc;
+    int found = -1;
+    for (unsigned k = 0; k < nrec; k++) {
+        if (found < 0 && ch_key_cmp(keys[k], lens[k], key, klen) == 0) found = (int)idx[k];
+        free(keys[k]);
+    }
+    return found;
+}
+
+/* Read the rest of the leaf under the lock (1 RTT). */
+static int read_whole(dm_ctx_t *ctx, dm_chime_lock_t *lk)
+{
+    const ch_geo_t *g = &ctx->w->chime->geo;
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_read(&b, lk->leaf, lk->img, g->lock_off);
+    int rc = dm_batch_exec(ctx, &b);
+    if (!rc) memset(lk->have, 1, objs_of(g));
+    return rc;
+}
+
+void dm_chime_lock_free(dm_chime_lock_t *lk)
+{
+    free(lk); /* key and image live in the same allocation */
+}
+
+dm_chime_lock_t *ch_lock_new(const ch_geo_t *g, const void *key, size_t klen)
+{
+    /* One allocation per locked operation: handle, leaf image, key copy. */
+    dm_chime_lock_t *lk = calloc(1, sizeof(*lk) + g->bytes + klen);
+    if (!lk) return NULL;
+    lk->img = (uint8_t *)(lk + 1);
+    lk->key = lk->img + g->bytes;
+    memcpy(lk->key, key, klen);
+    lk->klen = klen;
+    ch_hash_key(g, key, klen, &lk->kh);
+    lk->idx = -1;
+    lk->spec = -1;
+    return lk;
+}
+
+/* Speculation under the lock: 1 when the hot entry holds the key (the leaf then covers it),
+ * 0 after reading the neighborhood instead (1 more RTT), or DM_E*. */
+static int check_speculation(dm_ctx_t *ctx, dm_chime_lock_t *lk)
+{
+    dm_chime_t *c = ctx->w->chime;
+    unsigned spec = (unsigned)lk->spec;
+    lk->spec = -1;
+    ch_count(&ch_stats.hot_lookups, 1);
+    const uint8_t *e = lk->img + ch_entry_off(&c->geo, spec);
+    int rc = 0;
+    if (ch_e_used(e) && e[6] == lk->kh.home && ch_e_fp(e) == lk->kh.fp) {
+        int idx = ch_find_entry(ctx, &c->geo, lk->img, lk->have, &lk->kh, lk->key, lk->klen);
+        if (idx < -1) return idx;
+        rc = idx == (int)spec;
+    }
+    if (rc) {
+        ch_count(&ch_stats.hot_hits, 1);
+        return 1;
+    }
+    dm_batch_t b;
+    dm_batch_init(&b);
+    memset(lk->have, 0, objs_of(&c->geo));
+    ch_read_run(&c->geo, &b, lk->leaf, lk->img, lk->have, lk->kh.home, c->geo.nbhd);
+    rc = dm_batch_exec(ctx, &b);
+    return rc ? rc : 0;
+}
+
+int dm_chime_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, dm_chime_lock_t **out)
+{
+    return ch_lock_key(ctx, key, klen, 0, out);
+}
+
+int dm_chime_lock_existing(dm_ctx_t *ctx, const void *key, size_t klen, dm_chime_lock_t **out)
+{
+    return ch_lock_key(ctx, key, klen, 1, out);
+}
+
+int ch_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int speculate, dm_chime_lock_t **out)
+{
+    dm_chime_t *c = ctx->w->chime;
+    *out = NULL;
+    dm_chime_lock_t *lk = ch_lock_new(&c->geo, key, klen);
+    if (!lk) return DM_ENOMEM;
+    int rc = 0, fresh = 0;
+    for (int attempt = 0; attempt < MAX_FOLLOW; attempt++) {
+        ch_path_t p;
+        rc = ch_find_leaf(ctx, key, klen, fresh, &p);
+        if (rc) break;
+        dm_gaddr_t leaf = p.leaf;
+        int covered = 0, retry_fresh = 0;
+        for (int moves = 0; moves < MAX_FOLLOW && !rc; moves++) {
+            int took_over;
+            lk->spec = speculate && attempt == 0 && moves == 0
+                           ? ch_hot_find(c, leaf, lk->kh.home, lk->kh.fp)
+                           : -1;
+            rc = ch_lock_leaf(ctx, lk, leaf, &took_over);
+            if (rc) break;
+            if (lk->spec >= 0 && !took_over) {
+                int sidx = lk->spec;
+                rc = check_speculation(ctx, lk);
+                if (rc < 0) {
+                    unlock_unchanged(ctx, lk);
+                    break;
+                }
+                if (rc == 1) {
+                    lk->idx = sidx;
+                    ch_hot_touch(c, lk->leaf, (unsigned)lk->idx, lk->kh.fp);
+                    *out = lk;
+                    return 1;
+                }
+            }
+            lk->spec = -1;
+            if (took_over) {
+                rc = ch_settle_locked(ctx, lk, 0); /* its locker died: settle, then go on */
+                if (rc < 0) {
+                    unlock_unchanged(ctx, lk);
+                    break;
+                }
+                rc = 0;
+            }
+            const uint8_t *rep = ch_any_replica(&c->geo, lk->img, lk->have);
+            dm_gaddr_t sib = rep ? ch_u64(rep + 8) : 0;
+            dm_gaddr_t fence = rep ? ch_u64(rep + 16) : 0;
+            if (!rep) {
+                rc = DM_ECORRUPT;
+                break;
+            }
+            if (sib == p.expect_next) {
+                covered = 1; /* sibling-based validation (§4.2.3): nothing split since */
+                break;
+            }
+            if (p.from_cache && !fresh) {
+                /* Cache validation failed: the cached parent is stale. */
+                unlock_unchanged(ctx, lk);
+                ch_cache_drop(c, p.parent);
+                if (!p.parent) c->root = 0;
+                retry_fresh = 1;
+                break;
+            }
+            /* Half-split (§4.2.3): the key may have moved right; the leaf's high fence says. */
+            uint8_t *fk = NULL;
+            uint32_t fl = 0;
+            if (fence) rc = ch_fence_get(ctx, fence, &fk, &fl);
+            if (rc) {
+                unlock_unchanged(ctx, lk);
+                break;
+            }
+            if (fence && ch_key_cmp(key, klen, fk, fl) >= 0 && sib) {
+                unlock_unchanged(ctx, lk);
+                leaf = sib;
+                continue;
+            }
+            covered = 1;
+            break;
+        }
+        if (rc) break;
+        if (covered) {
+            int idx = ch_find_entry(ctx, &c->geo, lk->img, lk->have, &lk->kh, key, klen);
+            if (idx < -1) {
+                rc = idx;
+                unlock_unchanged(ctx, lk);
+                break;
+            }
+            lk->idx = idx;
+            if (idx >= 0) ch_hot_touch(c, lk->leaf, (unsigned)idx, lk->kh.fp);
+            *out = lk;
+            return idx >= 0;
+        }
+        fresh = retry_fresh;
+    }
+    dm_chime_lock_free(lk);
+    return rc ? rc : DM_ERETRY;
+}
+
+/* Mark entry i changed (EV+1 once per write) for the next entry write. */
+static void touch(dm_chime_lock_t *lk, const ch_geo_t *g, unsigned i)
+{
+    uint32_t o = ch_entry_off(g, i) / CH_OBJ;
+    if (!lk->dirty[o]) ch_e_bump(lk->img + o * CH_OBJ);
+    lk->dirty[o] = 1;
+}
+
+/* Recompute the vacancy bit covering entry i from what is known (unknown entries count as
+ * possibly empty: a 0 bit only makes an inserter read further). */
+static void update_vacancy(dm_chime_lock_t *lk, const ch_geo_t *g, unsigned i)
+{
+    unsigned bit = ch_vac_bit(g, i);
+    unsigned lo = ch_vac_lo(g, bit), hi = ch_vac_hi(g, bit);
+    int full = 1;
+    for (unsigned k = lo; k < hi; k++) {
+        uint32_t off = ch_entry_off(g, k);
+        if (!lk->have[off / CH_OBJ] || !ch_e_used(lk->img + off)) full = 0;
+    }
+    uint64_t mask = 1ull << (32 + bit);
+    lk->word = full ? lk->word | mask : lk->word & ~mask;
+}
+
+/* WRITE the dirty entries (one verb per run of adjacent dirty objects; several batches
+ * only for huge hop ranges) plus, optionally, the lock word (Sherman's combined write:
+ * same connection, in order). */
+static int write_dirty(dm_ctx_t *ctx, dm_chime_lock_t *lk, int unlock, int wait)
+{
+    const ch_geo_t *g = &ctx->w->chime->geo;
+    unsigned objs = objs_of(g);
+    dm_batch_t b;
+    dm_batch_init(&b);
+    int rc = 0;
+    for (unsigned o = 0; o < objs && !rc; o++) {
+        if (!lk->dirty[o]) continue;
+        unsigned end = o;
+        while (end + 1 < objs && lk->dirty[end + 1])
+            end++;
+        if (b.n == DM_BATCH_MAX - 1) {
+            rc = dm_batch_exec(ctx, &b);
+            dm_batch_init(&b);
+        }
+        dm_batch_write(&b, lk->leaf + o * CH_OBJ, lk->img + o * CH_OBJ, (end - o + 1) * CH_OBJ);
+        o = end;
+    }
+    memset(lk->dirty, 0, sizeof(lk->dirty));
+    if (rc) return rc;
+    if (unlock) {
+        lk->unlock_word = lk->word & ~0xffffffffull;
+        dm_batch_write(&b, lock_addr(g, lk->leaf), &lk->unlock_word, 8);
+    }
+    if (wait && ctx->ride && b.n + ctx->ride->n <= DM_BATCH_MAX) {
+        /* Ride along with the caller's next batch (the RACE write): one RTT saved. */
+        for (unsigned i = 0; i < b.n; i++) {
+            ctx->ride->v[ctx->ride->n] = b.v[i];
+            ctx->ride->node[ctx->ride->n++] = b.node[i];
+        }
+        return 0;
+    }
+    return wait ? dm_batch_exec(ctx, &b) : dm_batch_post_async(ctx, &b);
+}
+
+static unsigned dist(const ch_geo_t *g, unsigned from, unsigned to)
+{
+    return (to + g->span - from) % g->span;
+}
+
+/* Place a new entry for lk's key by hopping (§2.3). Needs entries [home, e] in img, e the
+ * first empty one. Returns 1 placed (entries marked dirty), 0 hop failed, or DM_E*. */
+static int hop_insert(dm_chime_lock_t *lk, const ch_geo_t *g, unsigned flags)
+{
+    unsigned home = lk->kh.home, e = g->span;
+    for (unsigned d = 0; d < g->span; d++) {
+        unsigned i = (home + d) % g->span;
+        uint32_t off = ch_entry_off(g, i);
+        if (!lk->have[off / CH_OBJ]) return DM_EINVAL; /* caller bug: range not read */
+        if (!ch_e_used(lk->img + off)) {
+            e = i;
+            break;
+        }
+    }
+    if (e == g->span) return 0;
+    while (dist(g, home, e) >= g->nbhd) {
+        int moved = 0;
+        for (unsigned back = g->nbhd - 1; back >= 1 && !moved; back--) {
+            unsigned k = (e + g->span - back) % g->span;
+            uint8_t *ek = lk->img + ch_entry_off(g, k);
+            unsigned hk = ek[6];
+            if (!ch_e_used(ek) || dist(g, hk, e) >= g->nbhd || dist(g, hk, k) > dist(g, hk, e))
+                continue;
+            /* Move k's occupant to e; bitmaps stay with their positions. */
+            uint8_t *ee = lk->img + ch_entry_off(g, e);
+            memcpy(ee + 4, ek + 4, CH_OBJ - 4);
+            ee[1] = ek[1];
+            ek[1] = 0;
+            memset(ek + 4, 0, CH_OBJ - 4);
+            uint8_t *eh = lk->img + ch_entry_off(g, hk);
+            uint16_t bm = ch_e_bitmap(eh);
+            bm = (uint16_t)((bm & ~(1u << dist(g, hk, k))) | (1u << dist(g, hk, e)));
+            ch_e_set_bitmap(eh, bm);
+            touch(lk, g, e);
+            touch(lk, g, k);
+            touch(lk, g, hk);
+            update_vacancy(lk, g, e);
+            update_vacancy(lk, g, k);
+            e = k;
+            moved = 1;
+        }
+        if (!moved) return 0;
+    }
+    uint8_t *ne = lk->img + ch_entry_off(g, e);
+    uint8_t ver = ne[0];
+    uint16_t own = ch_e_bitmap(ne);
+    ch_entry_fill(ne, &lk->kh, lk->key, lk->klen, lk->rec, flags);
+    ne[0] = ver;
+    ch_e_set_bitmap(ne, own);
+    uint8_t *eh = lk->img + ch_entry_off(g, home);
+    ch_e_set_bitmap(eh, (uint16_t)(ch_e_bitmap(eh) | (1u << dist(g, home, e))));
+    touch(lk, g, e);
+    touch(lk, g, home);
+    update_vacancy(lk, g, e);
+    lk->idx = (int)e;
+    return 1;
+}
+
+/* Make sure entries [home, first empty] are all in img (hopping may move any of them):
+ * the vacancy bitmap from the lock word says how far to read (§4.2.1). Returns 0, 1 when
+ * the leaf is full (then read whole), or DM_E*. */
+static int read_hop_range(dm_ctx_t *ctx, dm_chime_lock_t *lk)
+{
+    const ch_geo_t *g = &ctx->w->chime->geo;
+    unsigned home = lk->kh.home;
+    uint32_t vac = ch_lock_vacancy(lk->word);
+    for (int round = 0; round < 4; round++) {
+        unsigned end = g->span; /* distance of the last entry to read */
+        for (unsigned d = 0; d < g->span && end == g->span; d++) {
+            unsigned i = (home + d) % g->span;
+            uint32_t off = ch_entry_off(g, i);
+            if (lk->have[off / CH_OBJ]) {
+                if (!ch_e_used(lk->img + off)) end = d;
+            } else if (!(vac & (1u << ch_vac_bit(g, i)))) {
+                unsigned hi = ch_vac_hi(g, ch_vac_bit(g, i)); /* end of its group */
+                end = d + (hi + g->span - 1 - i) % g->span;
+            }
+        }
+        if (end == g->span) break; /* no vacancy anywhere */
+        int missing = 0;
+        for (unsigned d = 0; d <= end; d++)
+            missing |= !lk->have[ch_entry_off(g, (home + d) % g->span) / CH_OBJ];
+        if (!missing) return 0; /* [home, end] known and end is empty */
+        dm_batch_t b;
+        dm_batch_init(&b);
+        ch_read_run(g, &b, lk->leaf, lk->img, lk->have, home, end + 1);
+        int rc = dm_batch_exec(ctx, &b);
+        if (rc) return rc;
+        vac = ch_vacancy_of_known(g, lk->img, lk->have, vac);
+    }
+    int rc = read_whole(ctx, lk);
+    if (rc) return rc;
+    for (unsigned i = 0; i < g->span; i++)
+        if (!ch_e_used(lk->img + ch_entry_off(g, i))) return 0;
+    return 1;
+}
+
+int dm_chime_mark_pending(dm_ctx_t *ctx, dm_chime_lock_t *lk)
+{
+    dm_chime_t *c = ctx->w->chime;
+    const ch_geo_t *g = &c->geo;
+    if (hold_expired(lk)) return DM_ERETRY;
+    if (lk->idx >= 0) {
+        uint8_t *e = lk->img + ch_entry_off(g, (unsigned)lk->idx);
+        if (e[1] & CH_F_PENDING) return 0;
+        e[1] |= CH_F_PENDING;
+        touch(lk, g, (unsigned)lk->idx);
+        return write_dirty(ctx, lk, 0, 1);
+    }
+    if (lk->klen > DM_CHIME_INLINE && !lk->rec) {
+        int rc = ch_record_write(ctx, lk->key, lk->klen, &lk->rec);
+        if (rc) return rc;
+    }
+    for (int splits = 0; splits < 16; splits++) {
+        int rc = read_hop_range(ctx, lk);
+        if (rc < 0) return rc;
+        if (rc == 0) {
+            rc = hop_insert(lk, g, CH_F_PENDING);
+            if (rc < 0) return rc;
+            if (rc == 1) {
+                if (hold_expired(lk)) return DM_ERETRY;
+                ch_hot_touch(c, lk->leaf, (unsigned)lk->idx, lk->kh.fp);
+                return write_dirty(ctx, lk, 0, 1);
+            }
+            /* The hop failed: forget the local moves (the whole read below replaces them). */
+            memset(lk->dirty, 0, sizeof(lk->dirty));
+        }
+        rc = read_whole(ctx, lk);
+        if (!rc) rc = ch_split_locked(ctx, lk);
+        if (rc) return rc;
+    }
+    return DM_EFULL;
+}
+
+int dm_chime_unlock(dm_ctx_t *ctx, dm_chime_lock_t *lk, int present)
+{
+    const ch_geo_t *g = &ctx->w->chime->geo;
+    int rc = 0;
+    if (hold_expired(lk)) {
+        unlock_unchanged(ctx, lk); /* may have been taken over: touch nothing */
+        dm_chime_lock_free(lk);
+        return DM_ERETRY;
+    }
+    if (lk->idx >= 0 && present >= 0) {
+        unsigned i = (unsigned)lk->idx;
+        uint8_t *e = lk->img + ch_entry_off(g, i);
+        if (present) {
+            if (e[1] & CH_F_PENDING) {
+                e[1] &= (uint8_t)~CH_F_PENDING;
+                touch(lk, g, i);
+            }
+        } else {
+            unsigned home = e[6];
+            dm_gaddr_t rec = e[7] == CH_KLEN_RECORD ? ch_u64(e + 8) : 0;
+            e[1] = 0;
+            memset(e + 4, 0, CH_OBJ - 4);
+            uint8_t *eh = lk->img + ch_entry_off(g, home);
+            ch_e_set_bitmap(eh, (uint16_t)(ch_e_bitmap(eh) & ~(1u << dist(g, home, i))));
+            touch(lk, g, i);
+            touch(lk, g, home);
+            update_vacancy(lk, g, i);
+            if (rec) dm_alloc_free(ctx->w->alloc, rec, ch_record_bytes(lk->klen));
+        }
+    }
+    rc = write_dirty(ctx, lk, 1, 0);
+    dm_chime_lock_free(lk);
+    return rc;
+}

@@ -1,0 +1,59 @@
+/* A held CHIME leaf lock and the leaf functions shared by leaf.c, split.c, settle.c,
+ * search.c and scan.c. */
+#ifndef DMKV_CHIME_LEAF_LOCK_H
+#define DMKV_CHIME_LEAF_LOCK_H
+
+#include "chime_internal.h"
+
+#define CH_MAX_OBJS (CH_MAX_SPAN + CH_MAX_SPAN / 2) /* entries + replicas, nbhd >= 2 */
+
+struct dm_chime_lock {
+    uint8_t *key;
+    size_t klen;
+    ch_khash_t kh;
+    dm_gaddr_t leaf;
+    uint64_t word;             /* the lock word as held: locked, our lease time, vacancy */
+    uint64_t remote_word;      /* the lock word as it is in the pool now (CAS-unlock expects it) */
+    uint64_t unlock_word;      /* buffer of the unlocking WRITE */
+    uint64_t locked_us;        /* monotonic time the lock was taken */
+    uint8_t *img;              /* leaf image, geo.bytes (same allocation as the handle) */
+    uint8_t have[CH_MAX_OBJS]; /* per 32-byte object: read into img */
+    uint8_t dirty[CH_MAX_OBJS];
+    int idx;        /* entry of key, -1 when none */
+    int spec;       /* hotspot entry read speculatively while locking, -1 when none */
+    dm_gaddr_t rec; /* key record written for a new long key */
+};
+
+/* Append READs of entries [from, from+n) (circular) plus a replica to b, into img. */
+void ch_read_run(const ch_geo_t *g, dm_batch_t *b, dm_gaddr_t leaf, uint8_t *img, uint8_t *have,
+                 unsigned from, unsigned n);
+/* Bytes of a replica present in img, or NULL. */
+const uint8_t *ch_any_replica(const ch_geo_t *g, const uint8_t *img, const uint8_t *have);
+/* Index of key's entry among those read (its neighborhood), -1, or DM_E*. */
+int ch_find_entry(dm_ctx_t *ctx, const ch_geo_t *g, const uint8_t *img, const uint8_t *have,
+                  const ch_khash_t *kh, const void *key, size_t klen);
+/* Split lk's leaf (whole image read, locked); afterwards lk holds the leaf that covers its
+ * key, with its whole image, and the key is not yet inserted. */
+int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk);
+/* Read lk's leaf whole and settle its pending entries (all entries when all = 1) against
+ * RACE: present keys keep their entry, absent ones lose it; written with a node write, the
+ * lock kept. Returns the number of entries removed or DM_E*. */
+int ch_settle_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk, int all);
+/* Keys of the used entries in img (whole leaf): inline copies or records read.
+ * idx[] gets entry indices; keys[i] malloc'd. Returns the count or DM_E*. */
+int ch_leaf_keys(dm_ctx_t *ctx, const ch_geo_t *g, const uint8_t *img, unsigned *idx,
+                 uint8_t **keys, uint32_t *lens);
+/* Rebuild every hop bitmap of a whole leaf image from the entries' homes. */
+void ch_rebuild_bitmaps(const ch_geo_t *g, uint8_t *img);
+/* Set the NV of every object of a whole leaf image to nv. */
+void ch_set_nv(const ch_geo_t *g, uint8_t *img, unsigned nv);
+void dm_chime_lock_free(dm_chime_lock_t *lk);
+/* dm_chime_lock_key / dm_chime_lock_existing. */
+int ch_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int speculate, dm_chime_lock_t **out);
+/* A lock handle for key (not yet locked). NULL when out of memory. */
+dm_chime_lock_t *ch_lock_new(const ch_geo_t *g, const void *key, size_t klen);
+/* Lock leaf, reading the key's neighborhood in the same batch; *took_over when an expired
+ * lease was taken over (the caller settles). Returns 0 or DM_E*. */
+int ch_lock_leaf(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_gaddr_t leaf, int *took_over);
+
+#endif

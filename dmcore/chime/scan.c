@@ -1,0 +1,221 @@
+/* SCAN over CHIME leaves (DESIGN.md "SCAN cursor"): whole leaves read lock-free and checked
+ * (all NVs equal, every hop bitmap matches the entries' homes), keys sorted per leaf, the
+ * sibling chain followed. Leaves never merge and splits only move keys right, so the address
+ * of the next leaf is a complete cursor; a keyed 22-bit check rejects forged ones. */
+#include <stdlib.h>
+#include <string.h>
+
+#include <xxhash.h>
+
+#include "dmkv/errors.h"
+#include "leaf_lock.h"
+
+#define MAX_TORN 256
+#define ADDR_BITS 42 /* leaf address / 64 */
+#define MAC_BITS 22
+
+static uint64_t mac_of(const dm_chime_t *c, uint64_t a)
+{
+    return XXH3_64bits_withSeed(&a, sizeof(a), c->secret) & ((1ull << MAC_BITS) - 1);
+}
+
+static uint64_t cursor_of(const dm_chime_t *c, dm_gaddr_t leaf)
+{
+    if (!leaf) return 0;
+    uint64_t a = leaf >> 6;
+    return (mac_of(c, a) << ADDR_BITS) | a;
+}
+
+static int leaf_of(const dm_worker_t *w, uint64_t cur, dm_gaddr_t *leaf)
+{
+    uint64_t a = cur & ((1ull << ADDR_BITS) - 1);
+    if (mac_of(w->chime, a) != cur >> ADDR_BITS) return DM_EINVAL;
+    *leaf = a << 6;
+    if (dm_gaddr_node(*leaf) >= w->n_nodes) return DM_EINVAL;
+    return 0;
+}
+
+/* Is the whole-leaf image untorn: one NV, and every home's bitmap equal to its entries? */
+static int leaf_consistent(const ch_geo_t *g, const uint8_t *img, const uint8_t *all)
+{
+    if (ch_leaf_check(g, img, all, -1)) return 0;
+    for (unsigned h = 0; h < g->span; h++)
+        if (ch_leaf_check(g, img, all, (int)h)) return 0;
+    return 1;
+}
+
+typedef struct lkey {
+    uint8_t *key;
+    uint32_t len;
+    int pending;
+} lkey_t;
+
+static int lkey_cmp(const void *a, const void *b)
+{
+    const lkey_t *x = a, *y = b;
+    return ch_key_cmp(x->key, x->len, y->key, y->len);
+}
+
+/* Append the keys of a whole-leaf image (checked untorn), sorted. DM_ERETRY when torn. */
+static int take_leaf(dm_ctx_t *ctx, const uint8_t *img, dm_chime_key_t **keys, size_t *n,
+                     size_t *cap, dm_gaddr_t *sib, dm_gaddr_t *fence)
+{
+    const ch_geo_t *g = &ctx->w->chime->geo;
+    uint8_t all[CH_MAX_OBJS];
+    memset(all, 1, sizeof(all));
+    if (img[1] != 1) return DM_EINVAL; /* not a leaf: only a forged cursor gets here */
+    if (!leaf_consistent(g, img, all)) return DM_ERETRY;
+    *sib = ch_u64(img + 8);
+    *fence = ch_u64(img + 16);
+    unsigned idx[CH_MAX_SPAN];
+    uint8_t *k[CH_MAX_SPAN];
+    uint32_t l[CH_MAX_SPAN];
+    int m = ch_leaf_keys(ctx, g, img, idx, k, l);
+    if (m < 0) return m;
+    lkey_t lk[CH_MAX_SPAN];
+    for (int i = 0; i < m; i++)
+        lk[i] = (lkey_t){k[i], l[i], (img[ch_entry_off(g, idx[i]) + 1] & CH_F_PENDING) != 0};
+    qsort(lk, (size_t)m, sizeof(*lk), lkey_cmp);
+    if (*n + (size_t)m > *cap) {
+        size_t nc = (*cap ? *cap * 2 : 64) + (size_t)m;
+        dm_chime_key_t *nk = realloc(*keys, nc * sizeof(*nk));
+        if (!nk) {
+            for (int i = 0; i < m; i++)
+                free(k[i]);
+            return DM_ENOMEM;
+        }
+        *keys = nk;
+        *cap = nc;
+    }
+    for (int i = 0; i < m; i++)
+        (*keys)[(*n)++] = (dm_chime_key_t){lk[i].key, lk[i].len, lk[i].pending};
+    return 0;
+}
+
+/* Read leaves a[0..k) whole, in one batch (1 RTT). */
+static int read_leaves(dm_ctx_t *ctx, const dm_gaddr_t *a, unsigned k, uint8_t **imgs)
+{
+    const ch_geo_t *g = &ctx->w->chime->geo;
+    dm_batch_t b;
+    dm_batch_init(&b);
+    for (unsigned i = 0; i < k; i++)
+        dm_batch_read(&b, a[i], imgs[i], g->lock_off);
+    ch_count(&ch_stats.scan_rtts, 1);
+    return dm_batch_exec(ctx, &b);
+}
+
+/* After a leaf whose high fence is f, can any key with prefix still follow? */
+static int prefix_may_follow(dm_ctx_t *ctx, dm_gaddr_t fence, const void *prefix, size_t plen,
+                             int *rc)
+{
+    uint8_t *fk;
+    uint32_t fl;
+    *rc = ch_fence_get(ctx, fence, &fk, &fl);
+    if (*rc) return 1;
+    if (fl >= plen && memcmp(fk, prefix, plen) == 0) return 1;
+    return ch_key_cmp(fk, fl, prefix, plen) < 0;
+}
+
+/* Does a leaf whose high fence is f end before prefix (every key it can hold < prefix)? */
+static int ends_before(dm_ctx_t *ctx, dm_gaddr_t fence, const void *prefix, size_t plen, int *rc)
+{
+    uint8_t *fk;
+    uint32_t fl;
+    *rc = ch_fence_get(ctx, fence, &fk, &fl);
+    return !*rc && ch_key_cmp(fk, fl, prefix, plen) <= 0;
+}
+
+int dm_chime_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *prefix, size_t plen,
+                  dm_chime_key_t **keys, size_t *n, size_t *cap, uint64_t *next)
+{
+    dm_chime_t *c = ctx->w->chime;
+    dm_gaddr_t leaf;
+    int rc;
+    *next = 0;
+    ch_path_t p = {0};
+    int seeking = cursor == 0 && plen; /* the first leaf must not end before the prefix */
+    if (cursor == 0) {
+        /* A stale cache (even a cached root that was a leaf) is caught below: the first
+         * leaf then ends before the prefix. */
+        rc = ch_find_leaf(ctx, prefix ? prefix : "", prefix ? plen : 0, 0, &p);
+        if (rc) return rc;
+        leaf = p.leaf;
+    } else if ((rc = leaf_of(ctx->w, cursor, &leaf)) != 0) {
+        return rc;
+    }
+    enum { MAX_GUESS = 8 };
+    uint8_t *imgs[MAX_GUESS + 1];
+    uint8_t *buf = malloc((MAX_GUESS + 1) * (size_t)c->geo.bytes); /* one per call */
+    if (!buf) return DM_ENOMEM;
+    for (unsigned i = 0; i <= MAX_GUESS; i++)
+        imgs[i] = buf + i * (size_t)c->geo.bytes;
+    size_t got = 0;
+    /* Where the walk is in key order, to guess the next leaves from the cached parent. */
+    const uint8_t *pos = prefix;
+    size_t poslen = prefix ? plen : 0;
+    int known_pos = cursor == 0, torn = 0;
+    while (!rc && leaf && got < count) {
+        dm_gaddr_t a[MAX_GUESS + 1] = {leaf};
+        unsigned k = 1;
+        if (known_pos && got) {
+            size_t per_leaf = c->geo.span / 2, want = (count - got + per_leaf - 1) / per_leaf;
+            k += ch_cached_next_leaves(c, pos, poslen, leaf, a + 1,
+                                       want < MAX_GUESS ? (unsigned)want : MAX_GUESS);
+        }
+        rc = read_leaves(ctx, a, k, imgs);
+        for (unsigned j = 0; !rc && j < k; j++) {
+            if (j > 0 && a[j] != leaf) break; /* the chain is not what the cache guessed */
+            size_t before = *n;
+            dm_gaddr_t sib = 0, fence = 0;
+            rc = take_leaf(ctx, imgs[j], keys, n, cap, &sib, &fence);
+            if (rc == DM_ERETRY && ++torn < MAX_TORN) {
+                rc = 0; /* torn by a write in flight: read this leaf again */
+                dm_ctx_yield(ctx);
+                break;
+            }
+            if (rc) break;
+            got += *n - before;
+            if (*n > before) {
+                pos = (*keys)[*n - 1].data;
+                poslen = (*keys)[*n - 1].len;
+                known_pos = 1;
+            }
+            if (seeking && fence && p.from_cache && ends_before(ctx, fence, prefix, plen, &rc)) {
+                /* A stale cached parent sent the seek too far left (leaves it does not
+                 * know split off to the right): drop it and descend again, fresh. */
+                pos = prefix; /* the keys it pointed into go now */
+                poslen = plen;
+                while (*n > before)
+                    free((*keys)[--*n].data);
+                ch_cache_drop(c, p.parent);
+                if (!rc) rc = ch_find_leaf(ctx, prefix, plen, 1, &p);
+                leaf = p.leaf;
+                seeking = 0;
+                break;
+            }
+            seeking = 0;
+            if (plen && fence && !prefix_may_follow(ctx, fence, prefix, plen, &rc)) sib = 0;
+            leaf = sib;
+            if (!leaf || got >= count) break;
+        }
+    }
+    if (!rc) *next = cursor_of(c, leaf);
+    ch_count(&ch_stats.scan_pages, 1);
+    free(buf);
+    return rc;
+}
+
+int dm_chime_random_cursor(dm_ctx_t *ctx, uint64_t *cursor)
+{
+    dm_chime_t *c = ctx->w->chime;
+    int rc = ch_read_root(ctx);
+    if (rc) return rc;
+    dm_gaddr_t a = ch_root_addr(c->root);
+    for (unsigned lvl = ch_root_level(c->root); lvl >= 1; lvl--) {
+        ch_inner_t *n = ch_cache_get(c, a);
+        if (!n && (rc = ch_inner_read(ctx, a, &n)) != 0) return rc;
+        a = n->child[(unsigned)rand() % n->count];
+    }
+    *cursor = cursor_of(c, a);
+    return 0;
+}

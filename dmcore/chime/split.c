@@ -1,0 +1,236 @@
+/* Leaf split under the leaf lock (CHIME §4.2.2, §4.4): the split key is the median of the
+ * keys that blocked the hop (the key's neighborhood) plus the new key, moved to the nearby
+ * position whose separator is shortest (suffix truncation: Redis keys share long prefixes,
+ * NOTES.md §2.9). The new right leaf is written first (unreachable until the old one points
+ * to it), then the old leaf with a node write (NV+1), then the separator goes up. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dmkv/alloc.h"
+#include "dmkv/errors.h"
+#include "leaf_lock.h"
+
+typedef struct skey {
+    uint8_t *key;
+    uint32_t len;
+    unsigned idx;
+} skey_t;
+
+static int skey_cmp(const void *a, const void *b)
+{
+    const skey_t *x = a, *y = b;
+    return ch_key_cmp(x->key, x->len, y->key, y->len);
+}
+
+void ch_rebuild_bitmaps(const ch_geo_t *g, uint8_t *img)
+{
+    for (unsigned h = 0; h < g->span; h++)
+        ch_e_set_bitmap(img + ch_entry_off(g, h), 0);
+    for (unsigned i = 0; i < g->span; i++) {
+        const uint8_t *e = img + ch_entry_off(g, i);
+        if (!ch_e_used(e)) continue;
+        unsigned h = e[6];
+        uint8_t *eh = img + ch_entry_off(g, h);
+        unsigned d = (i + g->span - h) % g->span;
+        ch_e_set_bitmap(eh, (uint16_t)(ch_e_bitmap(eh) | (1u << d)));
+    }
+}
+
+void ch_set_nv(const ch_geo_t *g, uint8_t *img, unsigned nv)
+{
+    unsigned objs = g->groups * (g->nbhd + 1);
+    for (unsigned o = 0; o < objs; o++)
+        img[o * CH_OBJ] = (uint8_t)((nv << 4) | (img[o * CH_OBJ] & 15));
+}
+
+int ch_leaf_keys(dm_ctx_t *ctx, const ch_geo_t *g, const uint8_t *img, unsigned *idx,
+                 uint8_t **keys, uint32_t *lens)
+{
+    unsigned n = 0, nrec = 0;
+    dm_gaddr_t recs[CH_MAX_SPAN];
+    unsigned recpos[CH_MAX_SPAN];
+    for (unsigned i = 0; i < g->span; i++) {
+        const uint8_t *e = img + ch_entry_off(g, i);
+        if (!ch_e_used(e)) continue;
+        idx[n] = i;
+        keys[n] = NULL;
+        if (e[7] == CH_KLEN_RECORD) {
+            recs[nrec] = ch_u64(e + 8);
+            recpos[nrec++] = n;
+        } else {
+            keys[n] = malloc(e[7] ? e[7] : 1);
+            if (!keys[n]) goto oom;
+            memcpy(keys[n], e + 8, e[7]);
+            lens[n] = e[7];
+        }
+        n++;
+    }
+    if (nrec) {
+        uint8_t *rk[CH_MAX_SPAN];
+        uint32_t rl[CH_MAX_SPAN];
+        int rc = ch_records_read(ctx, recs, nrec, rk, rl);
+        if (rc) {
+            for (unsigned k = 0; k < n; k++)
+                free(keys[k]);
+            return rc;
+        }
+        for (unsigned k = 0; k < nrec; k++) {
+            keys[recpos[k]] = rk[k];
+            lens[recpos[k]] = rl[k];
+        }
+    }
+    return (int)n;
+oom:
+    for (unsigned k = 0; k < n; k++)
+        free(keys[k]);
+    return DM_ENOMEM;
+}
+
+/* Shortest separator s with maxleft < s <= minright: minright cut after its first byte
+ * that differs from maxleft. */
+static uint32_t sep_len(const skey_t *l, const skey_t *r)
+{
+    uint32_t i = 0;
+    while (i < l->len && i < r->len && l->key[i] == r->key[i])
+        i++;
+    return i + 1 <= r->len ? i + 1 : r->len;
+}
+
+/* Split position in sorted keys k[0..n): left = [0, p), right = [p, n). */
+static unsigned pick_split(const skey_t *k, unsigned n, const skey_t *median)
+{
+    unsigned target = 0;
+    while (target < n && ch_key_cmp(k[target].key, k[target].len, median->key, median->len) < 0)
+        target++;
+    if (target < 1) target = 1;
+    if (target > n - 1) target = n - 1;
+    unsigned best = target, radius = n / 4;
+    uint32_t best_len = sep_len(&k[target - 1], &k[target]);
+    for (unsigned d = 1; d <= radius; d++) {
+        unsigned cand[2] = {target - d, target + d};
+        for (int s = 0; s < 2; s++) {
+            unsigned p = cand[s];
+            if (p < 1 || p > n - 1 || p > target + radius) continue;
+            uint32_t l = sep_len(&k[p - 1], &k[p]);
+            if (l < best_len) {
+                best_len = l;
+                best = p;
+            }
+        }
+    }
+    return best;
+}
+
+/* The median of the blocking keys (the neighborhood's) and the new key. */
+static skey_t hop_median(const ch_geo_t *g, const dm_chime_lock_t *lk, skey_t *k, unsigned n)
+{
+    skey_t c[CH_MAX_SPAN + 1];
+    unsigned m = 0;
+    for (unsigned j = 0; j < n; j++) {
+        unsigned d = (k[j].idx + g->span - lk->kh.home) % g->span;
+        if (d < g->nbhd) c[m++] = k[j];
+    }
+    c[m].key = lk->key;
+    c[m].len = (uint32_t)lk->klen;
+    m++;
+    qsort(c, m, sizeof(*c), skey_cmp);
+    return c[m / 2];
+}
+
+static int write_leaf(dm_ctx_t *ctx, const ch_geo_t *g, dm_gaddr_t a, const uint8_t *img,
+                      const uint64_t *word, dm_gaddr_t rec, const uint8_t *recbuf,
+                      uint32_t recbytes)
+{
+    dm_batch_t b;
+    dm_batch_init(&b);
+    if (recbuf) dm_batch_write(&b, rec, recbuf, recbytes);
+    dm_batch_write(&b, a, img, g->lock_off);
+    dm_batch_write(&b, a + g->lock_off, word, 8);
+    return dm_batch_exec(ctx, &b);
+}
+
+int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk)
+{
+    const ch_geo_t *g = &ctx->w->chime->geo;
+    unsigned idx[CH_MAX_SPAN];
+    uint8_t *keys[CH_MAX_SPAN];
+    uint32_t lens[CH_MAX_SPAN];
+    int n = ch_leaf_keys(ctx, g, lk->img, idx, keys, lens);
+    if (n < 0) return n;
+    int rc = 0;
+    uint8_t *right = NULL, *recbuf = NULL;
+    skey_t k[CH_MAX_SPAN];
+    for (int i = 0; i < n; i++)
+        k[i] = (skey_t){keys[i], lens[i], idx[i]};
+    if (n < 2) {
+        rc = DM_EFULL; /* cannot happen with span >= 2 * nbhd */
+        goto out;
+    }
+    qsort(k, (size_t)n, sizeof(*k), skey_cmp);
+    skey_t med = hop_median(g, lk, k, (unsigned)n);
+    unsigned p = pick_split(k, (unsigned)n, &med);
+    uint32_t sl = sep_len(&k[p - 1], &k[p]);
+    if (sl > DM_CHIME_SEP_MAX) {
+        rc = DM_EFULL; /* keys share a prefix longer than a separator may be */
+        goto out;
+    }
+    const uint8_t *sep = k[p].key;
+    uint32_t recbytes;
+    recbuf = ch_record_build(sep, sl, &recbytes);
+    right = malloc(g->bytes);
+    dm_gaddr_t ra = 0, rec = 0;
+    if (!recbuf || !right) {
+        rc = DM_ENOMEM;
+        goto out;
+    }
+    rc = dm_alloc_block(ctx, g->bytes, &ra);
+    if (!rc) rc = dm_alloc_block(ctx, recbytes, &rec);
+    if (rc) goto out;
+    /* Right leaf: the keys >= sep at their own positions, the old sibling and fence. */
+    memcpy(right, lk->img, g->bytes);
+    for (int j = 0; j < n; j++) {
+        int go_right = ch_key_cmp(k[j].key, k[j].len, sep, sl) >= 0;
+        uint8_t *e = (go_right ? lk->img : right) + ch_entry_off(g, k[j].idx);
+        e[1] = 0;
+        memset(e + 4, 0, CH_OBJ - 4);
+    }
+    ch_rebuild_bitmaps(g, right);
+    ch_rebuild_bitmaps(g, lk->img);
+    unsigned nv = (ch_nv(lk->img[0]) + 1) & 15;
+    ch_set_nv(g, right, 0);
+    ch_set_nv(g, lk->img, nv);
+    for (unsigned grp = 0; grp < g->groups; grp++) {
+        uint8_t *rr = right + ch_replica_off(g, grp), *lr = lk->img + ch_replica_off(g, grp);
+        rr[1] = lr[1] = 1;
+        ch_put_u64(lr + 8, ra);
+        ch_put_u64(lr + 16, rec);
+    }
+    int key_right = ch_key_cmp(lk->key, lk->klen, sep, sl) >= 0;
+    uint64_t held = lk->word & 0xffffffffull;
+    uint64_t rword = ((uint64_t)ch_vacancy_of(g, right) << 32) | (key_right ? held : 0);
+    uint64_t lword = ((uint64_t)ch_vacancy_of(g, lk->img) << 32) | (key_right ? 0 : held);
+    rc = write_leaf(ctx, g, ra, right, &rword, rec, recbuf, recbytes);
+    if (!rc) rc = write_leaf(ctx, g, lk->leaf, lk->img, &lword, 0, NULL, 0);
+    if (rc) goto out;
+    ch_count(&ch_stats.leaf_splits, 1);
+    dm_gaddr_t left = lk->leaf;
+    if (key_right) {
+        memcpy(lk->img, right, g->bytes);
+        lk->leaf = ra;
+        lk->word = rword;
+        lk->remote_word = rword;
+    } else {
+        lk->word = lword;
+        lk->remote_word = lword;
+    }
+    memset(lk->have, 1, g->groups * (g->nbhd + 1));
+    lk->idx = -1;
+    /* Still holding the key's leaf: parents are locked only bottom-up, so no deadlock. */
+    rc = ch_propagate(ctx, 1, left, sep, sl, ra);
+out:
+    for (int i = 0; i < n; i++)
+        free(keys[i]);
+    free(right);
+    free(recbuf);
+    return rc;
+}

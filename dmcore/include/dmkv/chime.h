@@ -1,0 +1,120 @@
+/* CHIME range index on one-sided verbs (CHIME, SOSP'24, §4): a B-link tree whose inner nodes
+ * hold full-key separators and whose leaves are hopscotch tables (span 64, neighborhood 8 by
+ * default). dmkv's CHIME holds key identity only (values live in RACE): a leaf entry is a
+ * key (inline up to 24 bytes, else a pointer to an immutable key record) placed by a hash of
+ * the full key, with a 16-bit fingerprint and a pending flag used by the hybrid protocol
+ * (DESIGN.md "The hybrid index", kv/hybrid.c).
+ *
+ * Synchronization (§4.1): leaves are written under the leaf lock; readers never lock and
+ * check node-level versions (all NVs equal), entry-level versions and the hopscotch bitmap
+ * of the key's home. Leaf layout, lock word and deviations from the paper: chime/layout.h.
+ * Every call runs on a coroutine of ctx->w's thread (or on that thread outside any). */
+#ifndef DMKV_CHIME_H
+#define DMKV_CHIME_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dmkv/worker.h"
+
+#define DM_CHIME_SPAN 64      /* leaf entries (default) */
+#define DM_CHIME_NBHD 8       /* hopscotch neighborhood H (default) */
+#define DM_CHIME_INLINE 24    /* keys up to this many bytes live in the leaf entry */
+#define DM_CHIME_SEP_MAX 1024 /* bytes: longest separator an inner node takes */
+
+typedef struct dm_chime dm_chime_t;
+
+/* Leaf geometry for trees this process creates (span a multiple of nbhd, span <= 128,
+ * 2 <= nbhd <= 16). Attaching to an existing tree uses the tree's own geometry. Tests use
+ * small spans to force splits. Returns 0 or DM_EINVAL. */
+int dm_chime_set_create_geometry(unsigned span, unsigned nbhd);
+
+/* Most children an inner node written by this process takes before it splits (default:
+ * as many as fit in its 8 KiB). Tests use small fanouts to grow the tree. */
+void dm_chime_set_inner_fanout(unsigned max_children);
+
+/* Attach this worker to the pool's CHIME tree, creating it (an empty root leaf published by
+ * CAS on the superblock's chime_root) if no gateway has yet. 1-3 RTTs. Returns 0 or DM_E*. */
+int dm_chime_attach(dm_ctx_t *ctx, dm_chime_t **out);
+void dm_chime_detach(dm_chime_t *c);
+
+/* A held leaf lock and what the holder knows of the leaf (opaque; see chime_internal.h). */
+typedef struct dm_chime_lock dm_chime_lock_t;
+
+/* Lock the leaf that covers key (masked CAS on the leaf's lock word, batched with the read
+ * of the key's neighborhood; §4.4 "Insert"), following half-splits. Waits (with backoff)
+ * while another gateway holds it; takes over a lock whose lease expired and settles that
+ * leaf's pending entries against RACE first. *out is malloc'd; release it with
+ * dm_chime_unlock. 1 RTT when the inner nodes are cached, +1 for a long key's record.
+ * Returns 1 when key has an entry in the leaf (pending or not), 0 when not, or DM_E*. */
+int dm_chime_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, dm_chime_lock_t **out);
+
+/* dm_chime_lock_key for a key expected to have an entry (DEL): when the hotspot buffer
+ * knows where it was (§4.3), the lock batch reads that entry and the home entry (64 bytes)
+ * instead of the neighborhood; a wrong guess reads the neighborhood under the lock (+1 RTT).
+ * Same results. */
+int dm_chime_lock_existing(dm_ctx_t *ctx, const void *key, size_t klen, dm_chime_lock_t **out);
+
+/* Flag key's entry pending (an entry write), inserting it first (hopping, §2.3; a failed hop
+ * splits the leaf and propagates the separator up, §4.4) when it has none. On a split the
+ * lock moves to whichever leaf now covers key. 1 RTT without split. Returns 0 or DM_E*
+ * (DM_ENOMEM: pool full, DM_EFULL: keys share a prefix longer than DM_CHIME_SEP_MAX so the
+ * leaf cannot split; the leaf is unchanged). */
+int dm_chime_mark_pending(dm_ctx_t *ctx, dm_chime_lock_t *lk);
+
+/* Settle key's entry and unlock, posted without waiting (a write batch; the unlock WRITE
+ * carries the new vacancy bitmap, §4.2.1): present = 1 keeps the entry (pending cleared),
+ * 0 removes it (and its home's hop bit), -1 (outcome unknown) leaves it pending for SCAN to
+ * settle. Frees lk. Returns 0 or DM_E*. */
+int dm_chime_unlock(dm_ctx_t *ctx, dm_chime_lock_t *lk, int present);
+
+/* 1 while lk's holder may still change its leaf or its key's presence: the lock was taken
+ * less than 2 s ago (a waiter takes an expired lease over after 3 s). 0 after that. */
+int dm_chime_lock_valid(const dm_chime_lock_t *lk);
+
+/* Lock-free point lookup (§4.4 "Search"): speculative single-entry READ when the hotspot
+ * buffer has a candidate (§4.3), else the neighborhood; three-level checks, sibling-based
+ * cache and half-split validation. Returns 1 (entry present; *pending set when flagged),
+ * 0 absent, or DM_E*. */
+int dm_chime_search(dm_ctx_t *ctx, const void *key, size_t klen, int *pending);
+
+/* One key of a leaf as SCAN sees it. */
+typedef struct dm_chime_key {
+    uint8_t *data; /* malloc'd */
+    size_t len;
+    int pending;
+} dm_chime_key_t;
+
+/* Read whole leaves starting at the leaf encoded in cursor (0 = the leaf covering prefix,
+ * or the leftmost leaf when plen == 0), following sibling pointers, until about count keys
+ * were collected. Appends the leaves' keys (all of them, sorted, pending ones flagged: the
+ * caller settles them against RACE) to *keys (*n, *cap; realloc'd). *next: cursor of the
+ * next leaf, 0 when the walk is done (no sibling, or every later key is > prefix).
+ * Cursors are leaf addresses with a keyed 16-bit check (the pool's secret in the
+ * superblock), valid on every gateway; leaves never merge, so a cursor stays valid.
+ * 1 RTT per page (leaves guessed from the cached parent are read in one batch and their
+ * sibling chain checked), +1 for key records. Returns 0, DM_EINVAL (forged or foreign
+ * cursor), or DM_E*. */
+int dm_chime_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *prefix, size_t plen,
+                  dm_chime_key_t **keys, size_t *n, size_t *cap, uint64_t *next);
+
+/* A cursor of a leaf picked by a random descent (a random child at every inner level,
+ * cached nodes where possible): RANDOMKEY and the active-expiry sweep's starting points.
+ * Returns 0 or DM_E*. */
+int dm_chime_random_cursor(dm_ctx_t *ctx, uint64_t *cursor);
+
+/* Remove the entries of keys that are absent from RACE, leaf by leaf under each leaf's
+ * lock (FLUSHALL after RACE was emptied; repairs). Returns the number removed or DM_E*. */
+int64_t dm_chime_settle_all(dm_ctx_t *ctx);
+
+/* Process-wide counters for INFO. */
+typedef struct dm_chime_stats {
+    uint64_t cache_nodes, cache_bytes;         /* inner nodes cached, bytes (all workers) */
+    uint64_t hotspot_lookups, hotspot_hits;    /* speculative reads tried, succeeded */
+    uint64_t leaf_splits, inner_splits, roots; /* splits done by this process, new roots */
+    uint64_t scan_pages, scan_rtts;            /* SCAN pages served, round trips they took */
+    uint64_t lock_waits, lease_takeovers;      /* lock retries, expired leases taken over */
+} dm_chime_stats_t;
+void dm_chime_get_stats(dm_chime_stats_t *out);
+
+#endif

@@ -1,0 +1,170 @@
+/* The hybrid protocol between RACE and CHIME (hybrid.h). */
+#include "hybrid.h"
+
+#include "dmkv/chime.h"
+#include "dmkv/errors.h"
+#include "guard.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* Wraps the caller's decide(): remembers whether RACE held the key, and (unlocked) vetoes a
+ * write that would make an absent key present. */
+typedef struct gate {
+    dm_race_decide_fn decide;
+    void *arg;
+    int locked;
+    int need_lock; /* vetoed because the key is absent */
+    int seen_present;
+    dm_kv_guard_set_t *gs;     /* WATCH guards of this coroutine (guard.h) */
+    dm_kv_guard_t *guard;      /* this key's, when it has one not yet used */
+    int conflict;              /* vetoed by the guard */
+    const dm_chime_lock_t *lk; /* the leaf lock held (locked mode) */
+    int lock_expired;          /* vetoed: held too long to change presence safely */
+} gate_t;
+
+static void gate_init(gate_t *g, dm_race_decide_fn decide, void *arg, int locked, const void *key,
+                      size_t klen)
+{
+    memset(g, 0, sizeof(*g));
+    g->decide = decide;
+    g->arg = arg;
+    g->locked = locked;
+    g->gs = kv_guard_current();
+    g->guard = kv_guard_find(g->gs, key, klen);
+    if (g->guard && g->guard->done) g->guard = NULL;
+}
+
+/* After a write: count it, and retire the key's guard. */
+static int gate_done(gate_t *g, int rc)
+{
+    if (g->conflict) return DM_ECONFLICT;
+    if (rc == 1 && g->gs) {
+        g->gs->writes++;
+        if (g->guard) g->guard->done = 1;
+    }
+    return rc;
+}
+
+static int gate_decide(void *p, const dm_kv_view_t *v)
+{
+    gate_t *g = p;
+    g->seen_present = v != NULL;
+    g->need_lock = 0;
+    g->conflict = 0;
+    if (g->guard) {
+        int live = v && (v->expire_ms == 0 || v->expire_ms > dm_wall_ms());
+        if ((live ? v->slot : 0) != g->guard->slot) {
+            g->conflict = 1; /* the slot CAS would write over a change WATCH must see */
+            g->gs->tripped = 1;
+            return 0;
+        }
+    }
+    int yes = g->decide ? g->decide(g->arg, v) : 1;
+    if (yes && !v && !g->locked) {
+        g->need_lock = 1;
+        return 0;
+    }
+    /* The slot CAS follows within a round trip or two: a lock held so long that a waiter
+     * could soon take its lease over must not change the key's presence any more. */
+    g->lock_expired = yes && g->lk && !dm_chime_lock_valid(g->lk);
+    return g->lock_expired ? 0 : yes;
+}
+
+/* Verbs still riding (RACE returned before posting anything) go out now, before unlock. */
+static void flush_ride(dm_ctx_t *ctx)
+{
+    dm_batch_t *r = ctx->ride;
+    ctx->ride = NULL;
+    if (r && r->n) dm_batch_exec(ctx, r);
+}
+
+#define MAX_LOCKED_TRIES 8
+
+/* One locked attempt of a SET of an absent key: lock, pending entry, RACE write, unlock. */
+static int set_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen, uint8_t *block,
+                      uint64_t block_len, int keep_ttl, dm_race_item_t *old)
+{
+    dm_chime_lock_t *lk;
+    int rc = dm_chime_lock_key(ctx, key, klen, &lk);
+    if (rc < 0) return rc;
+    dm_batch_t ride;
+    dm_batch_init(&ride);
+    ctx->ride = &ride; /* the pending entry's WRITE goes with RACE's first batch */
+    /* No entry yet: insert it pending. An entry that exists means RACE may hold the key
+     * already (an update), or it is pending from a dead gateway: settled below either way. */
+    rc = rc == 0 ? dm_chime_mark_pending(ctx, lk) : 0;
+    if (rc < 0) {
+        flush_ride(ctx);
+        dm_chime_unlock(ctx, lk, -1);
+        return rc;
+    }
+    g->locked = 1;
+    g->lk = lk;
+    ctx->start_us = dm_now_us(); /* a fresh RACE operation: the lock wait does not count */
+    rc = dm_race_set(ctx, key, klen, block, block_len, gate_decide, g, keep_ttl, old);
+    flush_ride(ctx);
+    g->lk = NULL;
+    int present = rc == 1 ? 1 : rc == 0 ? g->seen_present : -1;
+    dm_chime_unlock(ctx, lk, present); /* a failed unlock leaves the lease to expire */
+    return rc;
+}
+
+int dm_hybrid_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uint64_t block_len,
+                  dm_race_decide_fn decide, void *arg, int keep_ttl, dm_race_item_t *old)
+{
+    gate_t g;
+    gate_init(&g, decide, arg, 0, key, klen);
+    int rc = dm_race_set(ctx, key, klen, block, block_len, gate_decide, &g, keep_ttl, old);
+    if (rc != 0 || !g.need_lock) return gate_done(&g, rc);
+    for (int tries = 0; tries < MAX_LOCKED_TRIES; tries++) {
+        if (old) free(old->block), old->block = NULL;
+        rc = set_locked(ctx, &g, key, klen, block, block_len, keep_ttl, old);
+        if (!(rc == 0 && g.lock_expired)) return gate_done(&g, rc);
+    }
+    return DM_ERETRY;
+}
+
+/* One DEL attempt under the leaf lock. */
+static int delete_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen)
+{
+    dm_chime_lock_t *lk;
+    int rc = dm_chime_lock_existing(ctx, key, klen, &lk);
+    if (rc < 0) return rc;
+    if (rc == 0) {
+        /* CHIME ⊇ RACE: no entry, no key. */
+        dm_chime_unlock(ctx, lk, -1);
+        return 0;
+    }
+    dm_batch_t ride;
+    dm_batch_init(&ride);
+    ctx->ride = &ride; /* the pending flag's WRITE goes with RACE's first READ */
+    rc = dm_chime_mark_pending(ctx, lk);
+    if (rc < 0) {
+        flush_ride(ctx);
+        dm_chime_unlock(ctx, lk, -1);
+        return rc;
+    }
+    g->lk = lk;
+    ctx->start_us = dm_now_us();
+    rc = dm_race_delete(ctx, key, klen, gate_decide, g);
+    flush_ride(ctx);
+    g->lk = NULL;
+    int present = rc == 1 ? 0 : rc == 0 ? g->seen_present : -1;
+    dm_chime_unlock(ctx, lk, present);
+    return rc;
+}
+
+int dm_hybrid_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide_fn decide,
+                     void *arg)
+{
+    gate_t g;
+    gate_init(&g, decide, arg, 1, key, klen);
+    int rc = DM_ERETRY;
+    for (int tries = 0; tries < MAX_LOCKED_TRIES; tries++) {
+        g.lock_expired = 0;
+        rc = delete_locked(ctx, &g, key, klen);
+        if (!(rc == 0 && g.lock_expired)) return gate_done(&g, rc);
+    }
+    return rc;
+}
