@@ -80,7 +80,8 @@ start)
     done
     for p in $GW1 $GW2; do
         wait_for 60 sh -c "redis-cli -p $p PING | grep -q PONG" || fail "gateway :$p does not answer PING"
-        grep -q "node 0: $URI" "$D/gw$p.log" || fail "gateway :$p is not on $URI"
+        # the log reaches the shared folder a little after PING answers: poll it
+        wait_for 10 grep -q "node 0: $URI" "$D/gw$p.log" || fail "gateway :$p is not on $URI"
         say "gateway :$p up on $URI ($(cli $p INFO dmkv | grep -c rtts) rtt counters in INFO dmkv)"
     done
     ;;

@@ -13,16 +13,8 @@
 #include "dmkv/race.h"
 #include "dmkv/superblock.h"
 #include "harness.h"
+#include "worker_util.h"
 #include "../dmcore/race/race_internal.h"
-
-static dm_worker_t *worker_on(uv_loop_t *loop, const char *uri)
-{
-    char err[256];
-    const char *uris[1] = {uri};
-    dm_worker_t *w = dm_worker_create(loop, uris, 1, err, sizeof(err));
-    CHECKF(w, "%s", err);
-    return w;
-}
 
 static void test_basic(void)
 {

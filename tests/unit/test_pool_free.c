@@ -1,0 +1,172 @@
+/* The pool-wide free-range stacks (issue 5) on the local transport: a pushed chunk or extent
+ * is popped by the next allocation of exactly its size instead of growing alloc_ptr, a
+ * range of another size is left on the stack, pool_used is credited on push and charged
+ * on pop, the ABA tag moves on every head CAS, and bad ranges are refused. Also: writers of
+ * one worker that run out of chunk together take one new chunk, not one each. */
+#include <string.h>
+
+#include "dmkv/alloc.h"
+#include "dmkv/coro.h"
+#include "dmkv/errors.h"
+#include "dmkv/superblock.h"
+#include "harness.h"
+#include "worker_util.h"
+
+#define URI "local:poolfree"
+#define BIG (5u << 20) /* bytes: over a quarter chunk, so an extent of its own */
+
+static uint64_t sb_word(dm_ctx_t *ctx, size_t off)
+{
+    uint64_t v = 0;
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_read(&b, dm_gaddr_make(0, off), &v, 8);
+    CHECK(dm_batch_exec(ctx, &b) == 0);
+    return v;
+}
+
+static void hdr_of(dm_ctx_t *ctx, dm_gaddr_t hdr, dm_chunk_hdr_t *h)
+{
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_read(&b, hdr, h, sizeof(*h));
+    CHECK(dm_batch_exec(ctx, &b) == 0);
+}
+
+/* A fresh worker's first small block opens a fresh chunk: returns that chunk's header. */
+static dm_gaddr_t first_chunk_of(dm_ctx_t *ctx)
+{
+    dm_gaddr_t a;
+    CHECK(dm_alloc_block(ctx, 100, &a) == 0);
+    return a - sizeof(dm_chunk_hdr_t);
+}
+
+static void test_push_pop(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *pool = worker_on(&loop, URI); /* creates the indexes (in its own chunk) */
+    dm_ctx_t pc;
+    dm_ctx_init(&pc, pool, DM_CLS_ADMIN);
+
+    /* A "dead" worker's chunk and extent. */
+    dm_worker_t *dead = worker_on(&loop, URI);
+    dm_ctx_t dc;
+    dm_ctx_init(&dc, dead, DM_CLS_ADMIN);
+    dm_gaddr_t chunk = first_chunk_of(&dc), ext;
+    CHECK(dm_alloc_block(&dc, BIG, &ext) == 0);
+    ext -= sizeof(dm_chunk_hdr_t);
+    dm_worker_destroy(dead);
+    dm_chunk_hdr_t h;
+    hdr_of(&pc, ext, &h);
+    uint64_t ext_bytes = h.bytes;
+    CHECK(ext_bytes == BIG + sizeof(h) && h.owner == dm_alloc_owner_id());
+
+    uint64_t used0 = sb_word(&pc, DM_SB_OFF(pool_used));
+    CHECK(dm_pool_push_free(&pc, chunk, DM_CHUNK_SIZE) == 0);
+    CHECK(dm_pool_push_free(&pc, ext, ext_bytes) == 0);
+    uint64_t head = sb_word(&pc, DM_SB_OFF(chunk_free));
+    CHECK(dm_free_head_off(head) == dm_gaddr_off(ext) && dm_free_head_tag(head) == 2);
+    CHECK(sb_word(&pc, DM_SB_OFF(pool_used)) == used0 - DM_CHUNK_SIZE - ext_bytes);
+    uint64_t n, bytes, offs[4];
+    CHECK(dm_pool_free_list(&pc, 0, offs, 4, &n, &bytes) == 0);
+    CHECK(n == 2 && bytes == DM_CHUNK_SIZE + ext_bytes);
+    CHECK(offs[0] == dm_gaddr_off(ext) && offs[1] == dm_gaddr_off(chunk));
+    hdr_of(&pc, chunk, &h);
+    CHECK(h.magic == DM_CHUNK_MAGIC && h.owner == 0 && h.next_free == 0);
+
+    /* A new worker needs a chunk: the extent on top is the wrong size, so it is left and
+     * the chunk under it is not reached: fresh memory. */
+    uint64_t ptr0 = sb_word(&pc, DM_SB_OFF(alloc_ptr));
+    dm_worker_t *w = worker_on(&loop, URI);
+    dm_ctx_t c;
+    dm_ctx_init(&c, w, DM_CLS_ADMIN);
+    dm_gaddr_t fresh = first_chunk_of(&c);
+    CHECK(dm_gaddr_off(fresh) == ptr0);
+    CHECK(sb_word(&pc, DM_SB_OFF(alloc_ptr)) == ptr0 + DM_CHUNK_SIZE);
+    /* A value of the extent's size pops it (no alloc_ptr growth), then the chunk is on top
+     * and the next worker's chunk is that one. */
+    dm_gaddr_t got;
+    CHECK(dm_alloc_block(&c, BIG, &got) == 0);
+    CHECK(got == ext + sizeof(dm_chunk_hdr_t));
+    hdr_of(&pc, ext, &h);
+    CHECK(h.owner == dm_alloc_owner_id() && h.bytes == ext_bytes && h.next_free == 0);
+    dm_worker_t *w2 = worker_on(&loop, URI);
+    dm_ctx_t c2;
+    dm_ctx_init(&c2, w2, DM_CLS_ADMIN);
+    CHECK(first_chunk_of(&c2) == chunk);
+    CHECK(sb_word(&pc, DM_SB_OFF(alloc_ptr)) == ptr0 + DM_CHUNK_SIZE);
+    head = sb_word(&pc, DM_SB_OFF(chunk_free));
+    CHECK(dm_free_head_off(head) == 0 && dm_free_head_tag(head) == 4);
+    CHECK(dm_pool_free_list(&pc, 0, NULL, 4, &n, &bytes) == 0 && n == 0 && bytes == 0);
+    CHECK(sb_word(&pc, DM_SB_OFF(pool_used)) == used0 + DM_CHUNK_SIZE);
+
+    /* Refused: misaligned, inside the superblock, past the region, unknown node. */
+    CHECK(dm_pool_push_free(&pc, chunk + 8, DM_CHUNK_SIZE) == DM_EINVAL);
+    CHECK(dm_pool_push_free(&pc, dm_gaddr_make(0, 4096), DM_CHUNK_SIZE) == DM_EINVAL);
+    CHECK(dm_pool_push_free(&pc, chunk, 1ull << 40) == DM_EINVAL);
+    CHECK(dm_pool_push_free(&pc, dm_gaddr_make(3, dm_gaddr_off(chunk)), 64) == DM_EINVAL);
+    dm_worker_destroy(w2);
+    dm_worker_destroy(w);
+    dm_worker_destroy(pool);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+}
+
+typedef struct burst {
+    dm_worker_t *w;
+    dm_gaddr_t got;
+    int rc, *done;
+} burst_t;
+
+static void burst_one(void *arg)
+{
+    burst_t *b = arg;
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, b->w, DM_CLS_SET);
+    b->rc = dm_alloc_block(&ctx, 100, &b->got);
+    (*b->done)++;
+}
+
+/* Eight coroutines of a worker without a chunk allocate at once, over a slow pool (every
+ * batch waits ~2 ms, so they all find the chunk missing while the first is taking one). */
+static void test_refill_burst(void)
+{
+    enum { N = 8 };
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = worker_on(&loop, URI);
+    dm_ctx_t c;
+    dm_ctx_init(&c, w, DM_CLS_ADMIN);
+    uint64_t ptr0 = sb_word(&c, DM_SB_OFF(alloc_ptr));
+    CHECK(dm_free_head_off(sb_word(&c, DM_SB_OFF(chunk_free))) == 0);
+    burst_t b[N];
+    int done = 0;
+    dm_local_inject(2000, 0, NULL, NULL);
+    for (int i = 0; i < N; i++) {
+        b[i] = (burst_t){.w = w, .done = &done};
+        dm_coro_spawn(burst_one, &b[i]);
+    }
+    while (done < N)
+        uv_run(&loop, UV_RUN_ONCE);
+    dm_local_inject(0, 0, NULL, NULL);
+    CHECK(sb_word(&c, DM_SB_OFF(alloc_ptr)) == ptr0 + DM_CHUNK_SIZE);
+    for (int i = 0; i < N; i++) {
+        CHECK(b[i].rc == 0);
+        CHECKF(dm_gaddr_off(b[i].got) >= ptr0 && dm_gaddr_off(b[i].got) < ptr0 + DM_CHUNK_SIZE,
+               "block %d outside the one new chunk", i);
+        for (int j = 0; j < i; j++)
+            CHECK(b[i].got != b[j].got);
+    }
+    dm_worker_destroy(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+}
+
+int main(void)
+{
+    RUN(test_push_pop);
+    RUN(test_refill_burst);
+    printf("test_pool_free: passed\n");
+    return 0;
+}
