@@ -1,6 +1,9 @@
 /* Bulk loader for benchmarks: N distinct 16-byte keys ("key:%012llu") with 32-byte values,
- * SET over T connections (one thread each), P commands pipelined per round trip.
- * Usage: dmkv-bench-load PORT N [THREADS=4] [PIPELINE=64]. Prints keys, seconds, keys/s. */
+ * SET over T connections (one thread each), P commands pipelined per round trip. With
+ * KEYS_PER_PREFIX > 0 the keys are "p%04llu:%010llu" instead (still 16 bytes below 10,000
+ * prefixes): key k is number k % KEYS_PER_PREFIX under prefix k / KEYS_PER_PREFIX.
+ * Usage: dmkv-bench-load PORT N [THREADS=4] [PIPELINE=64] [KEYS_PER_PREFIX=0].
+ * Prints keys, seconds, keys/s. */
 #include <hiredis/hiredis.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -8,7 +11,7 @@
 #include <time.h>
 
 static int port, threads = 4, pipeline = 64;
-static unsigned long long nkeys;
+static unsigned long long nkeys, per_prefix;
 static int errors;
 
 static void *loader(void *arg)
@@ -27,7 +30,11 @@ static void *loader(void *arg)
             i + (unsigned long long)pipeline < to ? i + (unsigned long long)pipeline : to;
         for (unsigned long long k = i; k < end; k++) {
             snprintf(val, sizeof(val), "value-%026llu", k);
-            redisAppendCommand(c, "SET key:%012llu %s", k, val);
+            if (per_prefix)
+                redisAppendCommand(c, "SET p%04llu:%010llu %s", k / per_prefix, k % per_prefix,
+                                   val);
+            else
+                redisAppendCommand(c, "SET key:%012llu %s", k, val);
         }
         for (unsigned long long k = i; k < end; k++) {
             redisReply *r;
@@ -48,13 +55,14 @@ static void *loader(void *arg)
 int main(int argc, char **argv)
 {
     if (argc < 3) {
-        fprintf(stderr, "usage: %s PORT N [THREADS] [PIPELINE]\n", argv[0]);
+        fprintf(stderr, "usage: %s PORT N [THREADS] [PIPELINE] [KEYS_PER_PREFIX]\n", argv[0]);
         return 2;
     }
     port = atoi(argv[1]);
     nkeys = strtoull(argv[2], NULL, 10);
     if (argc > 3) threads = atoi(argv[3]);
     if (argc > 4) pipeline = atoi(argv[4]);
+    if (argc > 5) per_prefix = strtoull(argv[5], NULL, 10);
     struct timespec a, b;
     clock_gettime(CLOCK_MONOTONIC, &a);
     pthread_t th[64];

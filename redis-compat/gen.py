@@ -124,7 +124,8 @@ def simple_cmd(r):
         lambda: [b"GET", k, k],
         lambda: [b"INCR"],
         lambda: [b"SELECT", r.choice([b"0", b"abc"])],
-        lambda: [b"KEYS", r.choice([b"*", b"k*", b"?1", b"[kn]1", b"nomatch"])],
+        lambda: [b"KEYS", r.choice([b"*", b"k*", b"?1", b"[kn]1", b"nomatch", b"bin\x00*",
+                                    b"\\{x}*", b"k\\1"])],
         lambda: [b"RANDOMKEY"],
         lambda: [b"CONFIG", b"GET", r.choice([b"maxmemory", b"appendonly", b"save",
                                              b"nosuch"])],
@@ -178,7 +179,10 @@ def sequence(r, nsteps):
             steps.append(("pipe", [simple_cmd(r) for _ in range(r.randint(2, 30))]))
         elif c < 0.96:
             steps.append(("scan", r.choice([[], [b"COUNT", b"3"], [b"MATCH", b"k*"],
-                                            [b"TYPE", b"string"], [b"TYPE", b"list"]])))
+                                            [b"TYPE", b"string"], [b"TYPE", b"list"],
+                                            [b"MATCH", b"n*", b"COUNT", b"1"],
+                                            [b"MATCH", b"k[12]"], [b"MATCH", b"\\{x}*"],
+                                            [b"MATCH", b"zz*"]])))
         elif c < 0.98:
             steps.append(("cmd", [b"HELLO", r.choice([b"2", b"3"])]))
         else:
