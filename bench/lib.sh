@@ -1,4 +1,5 @@
-# Shared by the bench scripts: process cleanup, waiting for a port, INFO field parsing.
+# Shared by the bench scripts: process cleanup, waiting for a port, INFO field parsing,
+# starting redis-server and dmkv side by side.
 pids=()
 TMP=$(mktemp -d)
 cleanup() {
@@ -20,3 +21,26 @@ wait_port() {
 
 # field NAME: the value of NAME: in INFO output on stdin.
 field() { tr -d '\r' | awk -F: -v k="$1" '$1 == k { print $2 }'; }
+
+# start_servers BUILD THREADS SIZE MEMNODE_PORT...: Debian's redis-server on $REDIS_PORT and
+# dmkv (one dmkv-memnode of SIZE per MEMNODE_PORT over tcp, one dmkv-gateway with THREADS
+# workers on $DMKV_PORT), both answering PING on return; logs in $TMP.
+start_servers() {
+    local build=$1 threads=$2 size=$3
+    shift 3
+    local uris=() p
+    redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
+        --dir "$TMP" >"$TMP/redis.log" 2>&1 &
+    pids+=($!)
+    for p in "$@"; do
+        "$build/memnode/dmkv-memnode" --port "$p" --size "$size" 2>>"$TMP/memnode.log" &
+        pids+=($!)
+        uris+=(--memnode "tcp://127.0.0.1:$p")
+    done
+    sleep 0.3
+    "$build/gateway/dmkv-gateway" --port "$DMKV_PORT" --threads "$threads" "${uris[@]}" \
+        2>"$TMP/gateway.log" &
+    pids+=($!)
+    wait_port "$REDIS_PORT"
+    wait_port "$DMKV_PORT"
+}

@@ -14,19 +14,7 @@ MN1=${MN1:-17010}
 MN2=${MN2:-17011}
 . "$(dirname "$0")/lib.sh"
 
-redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no --dir "$TMP" \
-    >"$TMP/redis.log" 2>&1 &
-pids+=($!)
-for p in $MN1 $MN2; do
-    "$BUILD/memnode/dmkv-memnode" --port "$p" --size 4g 2>>"$TMP/memnode.log" &
-    pids+=($!)
-done
-sleep 0.3
-"$BUILD/gateway/dmkv-gateway" --port "$DMKV_PORT" --threads 2 \
-    --memnode "tcp://127.0.0.1:$MN1" --memnode "tcp://127.0.0.1:$MN2" 2>"$TMP/gateway.log" &
-pids+=($!)
-wait_port "$REDIS_PORT"
-wait_port "$DMKV_PORT"
+start_servers "$BUILD" 2 4g "$MN1" "$MN2"
 
 base=$(redis-cli -p "$REDIS_PORT" INFO memory | field used_memory)
 r=$("$BUILD/bench/dmkv-bench-load" "$REDIS_PORT" "$N" "$THREADS")

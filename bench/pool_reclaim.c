@@ -30,6 +30,17 @@
 
 /* ---- growable arrays and an address set ---- */
 
+/* v (n used of *cap elements of elem bytes) with room for one more: realloc'd (doubling,
+ * from 256) when full; NULL when out of memory (v and *cap unchanged). */
+static void *grow(void *v, size_t *cap, size_t n, size_t elem)
+{
+    if (n < *cap) return v;
+    size_t c = *cap ? 2 * *cap : 256;
+    void *nv = realloc(v, c * elem);
+    if (nv) *cap = c;
+    return nv;
+}
+
 typedef struct span {
     dm_gaddr_t a;
     uint64_t len;
@@ -42,13 +53,9 @@ typedef struct spans {
 
 static int spans_add(spans_t *s, dm_gaddr_t a, uint64_t len)
 {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 1024;
-        span_t *v = realloc(s->v, cap * sizeof(*v));
-        if (!v) return DM_ENOMEM;
-        s->v = v;
-        s->cap = cap;
-    }
+    void *v = grow(s->v, &s->cap, s->n, sizeof(*s->v));
+    if (!v) return DM_ENOMEM;
+    s->v = v;
     s->v[s->n++] = (span_t){a, len};
     return 0;
 }
@@ -60,13 +67,9 @@ typedef struct addrs {
 
 static int addrs_add(addrs_t *s, dm_gaddr_t a)
 {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 256;
-        dm_gaddr_t *v = realloc(s->v, cap * sizeof(*v));
-        if (!v) return DM_ENOMEM;
-        s->v = v;
-        s->cap = cap;
-    }
+    void *v = grow(s->v, &s->cap, s->n, sizeof(*s->v));
+    if (!v) return DM_ENOMEM;
+    s->v = v;
     s->v[s->n++] = a;
     return 0;
 }
@@ -356,13 +359,9 @@ typedef struct ranges {
 
 static int ranges_add(ranges_t *s, range_t r)
 {
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 256;
-        range_t *v = realloc(s->v, cap * sizeof(*v));
-        if (!v) return DM_ENOMEM;
-        s->v = v;
-        s->cap = cap;
-    }
+    void *v = grow(s->v, &s->cap, s->n, sizeof(*s->v));
+    if (!v) return DM_ENOMEM;
+    s->v = v;
     s->v[s->n++] = r;
     return 0;
 }

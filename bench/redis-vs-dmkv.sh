@@ -12,17 +12,7 @@ MEMNODE_PORT=${MEMNODE_PORT:-17000}
 THREADS=${THREADS:-1}
 . "$(dirname "$0")/lib.sh"
 
-redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
-    --dir "$TMP" >"$TMP/redis.log" 2>&1 &
-pids+=($!)
-"$BUILD/memnode/dmkv-memnode" --port "$MEMNODE_PORT" --size 2g 2>"$TMP/memnode.log" &
-pids+=($!)
-sleep 0.3
-"$BUILD/gateway/dmkv-gateway" --port "$DMKV_PORT" --threads "$THREADS" \
-    --memnode "tcp://127.0.0.1:$MEMNODE_PORT" 2>"$TMP/gateway.log" &
-pids+=($!)
-wait_port "$REDIS_PORT"
-wait_port "$DMKV_PORT"
+start_servers "$BUILD" "$THREADS" 2g "$MEMNODE_PORT"
 
 # rps PORT TEST PIPELINE -> requests per second
 rps() {

@@ -35,17 +35,7 @@ for t in bench/dmkv-bench-load bench/dmkv-bench-scan memnode/dmkv-memnode gatewa
     [ -x "$BUILD/$t" ] || { echo "missing $BUILD/$t (build first)" >&2; exit 1; }
 done
 
-redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
-    --dir "$TMP" >"$TMP/redis.log" 2>&1 &
-pids+=($!)
-"$BUILD/memnode/dmkv-memnode" --port "$MEMNODE_PORT" --size 4g 2>"$TMP/memnode.log" &
-pids+=($!)
-sleep 0.3
-"$BUILD/gateway/dmkv-gateway" --port "$DMKV_PORT" --threads "$THREADS" \
-    --memnode "tcp://127.0.0.1:$MEMNODE_PORT" 2>"$TMP/gateway.log" &
-pids+=($!)
-wait_port "$REDIS_PORT"
-wait_port "$DMKV_PORT"
+start_servers "$BUILD" "$THREADS" 4g "$MEMNODE_PORT"
 
 # load PORT -> the loader's summary line
 load() { "$BUILD/bench/dmkv-bench-load" "$1" "$N" "$LOADERS" 64 "$PER_PREFIX"; }
