@@ -271,17 +271,9 @@ int main(void)
 {
     it_begin("chime_storm", 600);
     it_pool_t pool;
-    it_pool_start(&pool);
-    if (!pool.shared) {
-        fprintf(stderr, "SKIP: needs a memory node shared by several gateways\n");
-        return IT_SKIP;
-    }
-    const char *uris[] = {pool.uri};
+    if (!it_shared_pool_start(&pool)) return IT_SKIP;
     it_proc_t gw[NGW];
-    for (int g = 0; g < NGW; g++) {
-        it_gateway_start(&gw[g], uris, 1, g == 0 ? 2 : 1, NULL);
-        ports[g] = gw[g].port;
-    }
+    it_gateways_start(&pool, gw, NGW, 2, 1, ports);
     build_keys();
     fprintf(stderr, "%zu storm keys, %zu anchors\n", storm.n, anchors.n);
     redisContext *cs[NGW];

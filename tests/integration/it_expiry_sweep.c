@@ -16,16 +16,11 @@ int main(void)
 {
     it_begin("expiry_sweep", 600);
     it_pool_t pool;
-    it_pool_start(&pool);
-    if (!pool.shared) {
-        fprintf(stderr, "SKIP: needs a memory node shared by several gateways\n");
-        return IT_SKIP;
-    }
-    const char *uris[1] = {pool.uri};
-    it_proc_t a, b;
-    it_gateway_start(&a, uris, 1, 1, NULL);
-    it_gateway_start(&b, uris, 1, 1, NULL);
-    redisContext *ca = it_connect(a.port), *cb = it_connect(b.port);
+    if (!it_shared_pool_start(&pool)) return IT_SKIP;
+    it_proc_t gw[2];
+    it_gateways_start(&pool, gw, 2, 1, 1, NULL);
+    it_proc_t *a = &gw[0], *b = &gw[1];
+    redisContext *ca = it_connect(a->port), *cb = it_connect(b->port);
     for (int i = 0; i < PERSISTENT; i++)
         redisAppendCommand(ca, "SET keep:%05d v", i);
     for (int i = 0; i < VOLATILE; i++)
@@ -36,9 +31,9 @@ int main(void)
         EXPECT_STATUS(r, "OK");
     }
     EXPECT_INT(it_cmd(cb, "DBSIZE"), PERSISTENT + VOLATILE);
-    kill(a.pid, SIGKILL);
-    waitpid(a.pid, NULL, 0);
-    a.pid = 0;
+    kill(a->pid, SIGKILL);
+    waitpid(a->pid, NULL, 0);
+    a->pid = 0;
     redisFree(ca);
     /* Expired keys are never returned, before or after removal. */
     usleep(1600 * 1000);
@@ -64,7 +59,7 @@ int main(void)
     freeReplyObject(r);
     EXPECT_BULKS(it_cmd(cb, "GET keep:00042"), "v");
     redisFree(cb);
-    CHECK(it_proc_stop(&b) == 0);
+    CHECK(it_proc_stop(b) == 0);
     it_proc_stop(&pool.memnode);
     fprintf(stderr, "it_expiry_sweep: %d expired keys of a dead gateway removed in %d s\n",
             VOLATILE, waited + 2);

@@ -80,17 +80,9 @@ int main(void)
 {
     it_begin("incr_gateways", 600);
     it_pool_t pool;
-    it_pool_start(&pool);
-    if (!pool.shared) {
-        fprintf(stderr, "SKIP: needs a memory node shared by several gateways\n");
-        return IT_SKIP;
-    }
+    if (!it_shared_pool_start(&pool)) return IT_SKIP;
     it_proc_t gw[NGW];
-    const char *uris[1] = {pool.uri};
-    for (int i = 0; i < NGW; i++) {
-        it_gateway_start(&gw[i], uris, 1, 2, NULL);
-        ports[i] = gw[i].port;
-    }
+    it_gateways_start(&pool, gw, NGW, 2, 2, ports);
     redisContext *c0 = it_connect(ports[0]);
     EXPECT_STATUS(it_cmd(c0, "SET txctr 0"), "OK");
     CHECK(pthread_barrier_init(&nx_barrier, NULL, NCLIENTS) == 0);

@@ -219,11 +219,7 @@ int main(void)
 {
     it_begin("pool_reclaim", 240);
     it_pool_t pool;
-    it_pool_start(&pool);
-    if (!pool.shared) {
-        printf("SKIP: needs dmkv-memnode\n");
-        return IT_SKIP;
-    }
+    if (!it_shared_pool_start(&pool)) return IT_SKIP;
     find_tool();
     dead_gateway(pool.uri);
     short_gateway(pool.uri);

@@ -478,17 +478,9 @@ int main(void)
 {
     it_begin("scan_guarantee", 840);
     it_pool_t pool;
-    it_pool_start(&pool);
-    if (!pool.shared) {
-        fprintf(stderr, "SKIP: needs a memory node shared by several gateways\n");
-        return IT_SKIP;
-    }
-    const char *uris[] = {pool.uri};
+    if (!it_shared_pool_start(&pool)) return IT_SKIP;
     it_proc_t gw[3];
-    for (int g = 0; g < 3; g++) {
-        it_gateway_start(&gw[g], uris, 1, g == 0 ? 2 : 1, NULL);
-        ports[g] = gw[g].port;
-    }
+    it_gateways_start(&pool, gw, 3, 2, 1, ports);
     A = it_connect(ports[0]);
     B = it_connect(ports[1]);
     C = it_connect(ports[2]);

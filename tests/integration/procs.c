@@ -342,3 +342,21 @@ redisReply *it_cmd(redisContext *c, const char *fmt, ...)
     }
     return r;
 }
+
+bool it_shared_pool_start(it_pool_t *pool)
+{
+    it_pool_start(pool);
+    if (!pool->shared)
+        fprintf(stderr, "SKIP: needs a memory node shared by several gateway processes\n");
+    return pool->shared;
+}
+
+void it_gateways_start(const it_pool_t *pool, it_proc_t *gw, int n, int threads_first,
+                       int threads_rest, int *ports)
+{
+    const char *uris[1] = {pool->uri};
+    for (int i = 0; i < n; i++) {
+        it_gateway_start(&gw[i], uris, 1, i == 0 ? threads_first : threads_rest, NULL);
+        if (ports) ports[i] = gw[i].port;
+    }
+}

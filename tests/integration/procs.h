@@ -35,6 +35,15 @@ bool it_wait_port(int port, int timeout_ms);
 /* Start a pool (memory node when possible). Aborts the test on failure. */
 void it_pool_start(it_pool_t *pool);
 
+/* it_pool_start, then false (after a SKIP line on stderr) when the pool is the in-process
+ * "local" one: tests with several gateway processes need a real memory node. */
+bool it_shared_pool_start(it_pool_t *pool);
+
+/* n gateways on pool's URI: gw[0] with threads_first workers, the others with threads_rest;
+ * ports[i] = gw[i].port when ports is not NULL. Aborts the test on failure. */
+void it_gateways_start(const it_pool_t *pool, it_proc_t *gw, int n, int threads_first,
+                       int threads_rest, int *ports);
+
 /* Start dmkv-gateway on a free port with the given memory-node URIs and threads, plus
  * extra arguments (NULL-terminated list, may be NULL). Aborts the test on failure. */
 void it_gateway_start(it_proc_t *gw, const char *const *uris, int nuris, int threads,
