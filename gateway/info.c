@@ -9,6 +9,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "dmkv/alloc.h"
 #include "dmkv/chime.h"
 #include "dmkv/kv.h"
 #include "dmkv/race.h"
@@ -149,22 +150,29 @@ static void sec_clients(gw_buf_t *b)
                   (unsigned long long)GW_STAT_GET(connected_clients), gw_server.cfg->maxclients);
 }
 
-static void sec_memory(gw_buf_t *b)
+/* used_memory is this gateway's RSS (the pool's bytes are in the dmkv section);
+ * maxmemory is the pool-wide budget from the superblock (0 = none), as CONFIG GET shows. */
+static void sec_memory(gw_conn_t *c, gw_buf_t *b)
 {
-    uint64_t rss = rss_bytes();
-    char h[32];
+    uint64_t rss = rss_bytes(), limit = 0, used = 0;
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, c->th->w, DM_CLS_ADMIN);
+    dm_pool_usage(&ctx, &limit, &used);
+    char h[32], hm[32];
     human_bytes(h, sizeof(h), rss);
+    human_bytes(hm, sizeof(hm), limit);
     header(b, "Memory");
     gw_buf_printf(b,
                   "used_memory:%llu\r\n"
                   "used_memory_human:%s\r\n"
                   "used_memory_rss:%llu\r\n"
                   "used_memory_rss_human:%s\r\n"
-                  "maxmemory:0\r\n"
-                  "maxmemory_human:0B\r\n"
+                  "maxmemory:%llu\r\n"
+                  "maxmemory_human:%s\r\n"
                   "maxmemory_policy:noeviction\r\n"
                   "mem_allocator:libc\r\n",
-                  (unsigned long long)rss, h, (unsigned long long)rss, h);
+                  (unsigned long long)rss, h, (unsigned long long)rss, h, (unsigned long long)limit,
+                  hm);
 }
 
 static void sec_persistence(gw_buf_t *b)
@@ -323,7 +331,7 @@ void gw_info_generate(gw_conn_t *c, int nsec, char **sections, gw_buf_t *out)
     unsigned m = pick_sections(nsec, sections);
     if (m & S_SERVER) sec_server(out);
     if (m & S_CLIENTS) sec_clients(out);
-    if (m & S_MEMORY) sec_memory(out);
+    if (m & S_MEMORY) sec_memory(c, out);
     if (m & S_PERSISTENCE) sec_persistence(out);
     if (m & S_STATS) sec_stats(out);
     if (m & S_REPLICATION) sec_replication(out);

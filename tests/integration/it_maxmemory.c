@@ -12,21 +12,22 @@ int main(void)
 {
     it_begin("maxmemory", 300);
     it_pool_t pool;
-    it_pool_start(&pool);
-    if (!pool.shared) {
-        printf("SKIP: needs dmkv-memnode\n");
-        return IT_SKIP;
-    }
-    const char *uris[1] = {pool.uri};
-    it_proc_t g1, g2;
-    it_gateway_start(&g1, uris, 1, 1, NULL);
-    it_gateway_start(&g2, uris, 1, 1, NULL);
-    redisContext *c1 = it_connect(g1.port), *c2 = it_connect(g2.port);
+    if (!it_shared_pool_start(&pool)) return IT_SKIP;
+    it_proc_t gw[2];
+    it_gateways_start(&pool, gw, 2, 1, 1, NULL);
+    it_proc_t *g1 = &gw[0], *g2 = &gw[1];
+    redisContext *c1 = it_connect(g1->port), *c2 = it_connect(g2->port);
     EXPECT_STATUS(it_cmd(c1, "CONFIG SET maxmemory 64mb"), "OK");
     redisReply *r = it_cmd(c2, "CONFIG GET maxmemory");
     CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
     EXPECT_BULKS(r->element[1], "67108864");
     r->element[1] = NULL;
+    freeReplyObject(r);
+    r = it_cmd(c2, "INFO memory"); /* the other gateway's INFO shows the pool's budget */
+    CHECK(r->type == REDIS_REPLY_STRING);
+    CHECKF(strstr(r->str, "\r\nmaxmemory:67108864\r\n") &&
+               strstr(r->str, "\r\nmaxmemory_human:64.00M\r\n"),
+           "INFO memory: %s", r->str);
     freeReplyObject(r);
     EXPECT_ERR(it_cmd(c1, "CONFIG SET maxmemory lots"),
                "ERR CONFIG SET failed (possibly related to argument 'maxmemory') - argument "
@@ -71,8 +72,8 @@ int main(void)
     EXPECT_STATUS(it_cmd(c1, "SET mm:extra %b", val, (size_t)VAL), "OK");
     redisFree(c1);
     redisFree(c2);
-    CHECK(it_proc_stop(&g1) == 0);
-    CHECK(it_proc_stop(&g2) == 0);
+    CHECK(it_proc_stop(g1) == 0);
+    CHECK(it_proc_stop(g2) == 0);
     it_proc_stop(&pool.memnode);
     printf("it_maxmemory: passed\n");
     return 0;
