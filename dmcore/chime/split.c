@@ -43,6 +43,16 @@ void ch_set_nv(const ch_geo_t *g, uint8_t *img, unsigned nv)
         img[o * CH_OBJ] = (uint8_t)((nv << 4) | (img[o * CH_OBJ] & 15));
 }
 
+/* A record read after its entry may have been freed and, past the grace period, reused for
+ * another key: it must hash to the entry's home and fingerprint and start with its 16
+ * inline bytes. */
+static int record_matches(const ch_geo_t *g, const uint8_t *e, const uint8_t *key, uint32_t len)
+{
+    ch_khash_t kh;
+    ch_hash_key(g, key, len, &kh);
+    return len > 16 && kh.fp == ch_e_fp(e) && (uint8_t)kh.home == e[6] && !memcmp(e + 16, key, 16);
+}
+
 int ch_leaf_keys(dm_ctx_t *ctx, const ch_geo_t *g, const uint8_t *img, unsigned *idx,
                  uint8_t **keys, uint32_t *lens)
 {
@@ -74,9 +84,16 @@ int ch_leaf_keys(dm_ctx_t *ctx, const ch_geo_t *g, const uint8_t *img, unsigned 
                 free(keys[k]);
             return rc;
         }
+        int stale = 0;
         for (unsigned k = 0; k < nrec; k++) {
             keys[recpos[k]] = rk[k];
             lens[recpos[k]] = rl[k];
+            stale |= !record_matches(g, img + ch_entry_off(g, idx[recpos[k]]), rk[k], rl[k]);
+        }
+        if (stale) {
+            for (unsigned k = 0; k < n; k++)
+                free(keys[k]);
+            return DM_ERETRY;
         }
     }
     return (int)n;
