@@ -12,6 +12,12 @@
 #define DM_ASAN 1
 #include <sanitizer/common_interface_defs.h>
 #endif
+#if defined(__SANITIZE_THREAD__)
+/* ThreadSanitizer must be told about every stack switch, or it mixes up the shadow stacks
+ * of coroutines (and reports nonsense). */
+#define DM_TSAN 1
+#include <sanitizer/tsan_interface.h>
+#endif
 
 typedef void *fcontext_t;
 typedef struct {
@@ -37,6 +43,10 @@ struct dm_coro {
     const void *caller_bottom;
     size_t caller_size;
 #endif
+#ifdef DM_TSAN
+    void *tsan_fiber;  /* this coroutine's */
+    void *tsan_caller; /* the thread's own, to switch back to */
+#endif
 };
 
 static __thread dm_coro_t *current;
@@ -49,6 +59,14 @@ static __thread void *main_fake_stack;
 
 static void start_switch(dm_coro_t *co, int into)
 {
+#ifdef DM_TSAN
+    if (into) {
+        co->tsan_caller = __tsan_get_current_fiber();
+        __tsan_switch_to_fiber(co->tsan_fiber, 0);
+    } else {
+        __tsan_switch_to_fiber(co->tsan_caller, 0);
+    }
+#endif
 #ifdef DM_ASAN
     if (into)
         __sanitizer_start_switch_fiber(&main_fake_stack, co->stack, CORO_STACK);
@@ -86,6 +104,15 @@ static void trampoline(transfer_t t)
     abort(); /* a finished coroutine is never resumed */
 }
 
+static void coro_destroy(dm_coro_t *co)
+{
+#ifdef DM_TSAN
+    if (co->tsan_fiber) __tsan_destroy_fiber(co->tsan_fiber);
+#endif
+    munmap(co->stack, CORO_STACK);
+    free(co);
+}
+
 /* Free the thread's pooled stacks when the thread exits. */
 static pthread_key_t pool_key;
 static pthread_once_t pool_once = PTHREAD_ONCE_INIT;
@@ -96,8 +123,7 @@ static void pool_drain(void *unused)
     while (pool) {
         dm_coro_t *co = pool;
         pool = co->next_free;
-        munmap(co->stack, CORO_STACK);
-        free(co);
+        coro_destroy(co);
     }
     pool_n = 0;
 }
@@ -135,8 +161,7 @@ static void coro_release(dm_coro_t *co)
         pool_n++;
         return;
     }
-    munmap(co->stack, CORO_STACK);
-    free(co);
+    coro_destroy(co);
 }
 
 /* Switch into co and handle its return (yield or finish). Returns 1 when it finished. */
@@ -168,6 +193,11 @@ dm_coro_t *dm_coro_spawn(dm_coro_fn fn, void *arg)
     co->fn = fn;
     co->arg = arg;
     co->done = 0;
+#ifdef DM_TSAN
+    /* A finished coroutine never returned from its frames: a fresh fiber for each use. */
+    if (co->tsan_fiber) __tsan_destroy_fiber(co->tsan_fiber);
+    co->tsan_fiber = __tsan_create_fiber(0);
+#endif
     co->ctx = make_fcontext((char *)co->stack + CORO_STACK, CORO_STACK, trampoline);
     live++;
     return switch_into(co) ? NULL : co;

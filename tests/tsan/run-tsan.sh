@@ -1,0 +1,35 @@
+#!/bin/sh
+# run-tsan.sh SOURCE_DIR BUILD_DIR: ThreadSanitizer over the code that runs on several
+# threads at once. Builds dmkv with -DDMKV_TSAN=ON into BUILD_DIR (coroutine switches are
+# annotated as TSan fibers, dmcore/coro/coro.c) and runs, one at a time: the unit tests whose
+# threads share one pool through the local transport (RACE and CHIME writers, free lists,
+# coroutines) and the integration tests with several multi-threaded gateway processes on one
+# memory node. Every process (tests, gateways, memory nodes) writes its reports to
+# BUILD_DIR/reports/tsan.PID: any report fails this test, whatever the exit codes said.
+set -eu
+SRC=$1
+B=$2
+TESTS="unit/test_coro|unit/test_transport|unit/test_race|unit/test_chime|unit/test_pool_free"
+TESTS="$TESTS|integration/it_concurrency|integration/it_incr_gateways"
+TESTS="$TESTS|integration/it_chime_storm|integration/it_resize|integration/it_pipeline"
+
+cmake -S "$SRC" -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDMKV_TSAN=ON >/dev/null
+cmake --build "$B" -j2 >"$B.build.log" 2>&1 || {
+    tail -n 40 "$B.build.log"
+    exit 1
+}
+rm -rf "$B/reports"
+mkdir -p "$B/reports"
+export TSAN_OPTIONS="halt_on_error=0 exitcode=66 log_path=$B/reports/tsan"
+cd "$B"
+rc=0
+ctest -R "^($TESTS)\$" --output-on-failure --timeout 600 || rc=$?
+n=0
+for f in "$B"/reports/tsan.*; do
+    [ -f "$f" ] || continue
+    n=$((n + 1))
+    echo "---- $f ----"
+    head -n 60 "$f"
+done
+echo "run-tsan: ctest exit $rc, $n ThreadSanitizer report file(s)"
+[ "$rc" -eq 0 ] && [ "$n" -eq 0 ]
