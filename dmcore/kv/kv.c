@@ -39,7 +39,7 @@ static int copy_value(const dm_kv_view_t *v, dm_value_t *out)
 int dm_kv_get(dm_ctx_t *ctx, const void *key, size_t klen, dm_value_t *out)
 {
     dm_race_item_t it;
-    int rc = dm_race_search(ctx, key, klen, &it);
+    int rc = dm_race_search_hot(ctx, key, klen, &it);
     if (rc == 1) {
         if (live(&it.view, dm_wall_ms()))
             rc = out ? copy_value(&it.view, out) == 0 ? 1 : DM_ENOMEM : 1;

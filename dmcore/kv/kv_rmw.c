@@ -1,5 +1,5 @@
 /* Read-modify-write, WATCH slot words and expired-only deletes on top of RACE (kv.h).
- * An RMW reads the item (dm_race_search), lets the caller compute the new value, and
+ * An RMW reads the item (dm_race_search_hot), lets the caller compute the new value, and
  * writes it with dm_race_set / dm_race_delete under a decide callback that vetoes unless
  * the item is still exactly what was read (value bytes + expiry, or absence); a veto
  * means another writer got in between, so the loop reads again. */
@@ -44,7 +44,7 @@ static int rmw_once(dm_ctx_t *ctx, const void *key, size_t klen, dm_kv_rmw_fn fn
 {
     dm_race_item_t it;
     memset(&it, 0, sizeof(it));
-    int rc = dm_race_search(ctx, key, klen, &it);
+    int rc = dm_race_search_hot(ctx, key, klen, &it); /* the write re-checks what it read */
     if (rc < 0) return rc;
     rmw_seen_t seen = {0};
     dm_value_t cur = {0};

@@ -92,6 +92,7 @@ struct dm_race {
     uint16_t owner;    /* this worker's id in lease words */
     uint64_t *dir;     /* cached directory, 2^DM_RACE_MAX_DEPTH entries, [0, 2^GD) valid */
     uint64_t installs; /* snapshots installed into dir (refresh, publish) */
+    void *acache;      /* validated address cache (addr_cache.c), allocated on first use */
 };
 
 /* Where a key lives: its subtable and its two combined buckets. */
@@ -116,6 +117,17 @@ typedef struct race_slotref {
 } race_slotref_t;
 
 uint64_t race_key_hash(const void *key, size_t klen, uint64_t *high);
+/* Remember that key's slot at slot_addr holds word (addr_cache.c); a word the cache cannot
+ * use (empty, MOVING, a block over 16 KB) forgets the key instead. */
+void race_addr_cache_put(dm_race_t *r, const void *key, size_t klen, dm_gaddr_t slot_addr,
+                         uint64_t word);
+/* 1 and the remembered slot address and word of key, or 0 when the cache has none. */
+int race_addr_cache_get(dm_race_t *r, const void *key, size_t klen, dm_gaddr_t *slot_addr,
+                        uint64_t *word);
+/* The remembered word was gone: forget key and count it (INFO race_addr_cache_dropped). */
+void race_addr_cache_stale(dm_race_t *r, const void *key, size_t klen);
+/* Count an answer given through the cache (INFO race_addr_cache_hits). */
+void race_addr_cache_hit(void);
 void race_locate(const dm_race_t *r, const void *key, size_t klen, race_loc_t *loc);
 /* Same key, buckets in another subtable (same bucket indices). */
 void race_locate_in(race_loc_t *loc, dm_gaddr_t subtable, unsigned ld);

@@ -292,6 +292,7 @@ int dm_race_attach(dm_ctx_t *ctx, dm_race_t **out)
 void dm_race_detach(dm_race_t *r)
 {
     if (!r) return;
+    free(r->acache);
     free(r->dir);
     free(r);
 }

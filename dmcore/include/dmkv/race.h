@@ -49,6 +49,16 @@ typedef struct dm_race_item {
  * block), 0 when absent, or DM_E*. */
 int dm_race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *item);
 
+/* dm_race_search through the worker's validated address cache (race/addr_cache.c): for a
+ * key this worker found or updated before, one batch reads the slot word and the block it
+ * held (1 RTT) and the answer stands when the word is unchanged and the block holds the
+ * key; otherwise (+1 RTT wasted) the full search runs and refills the cache. Only for
+ * keys whose presence changes under the CHIME leaf lock (the hybrid protocol), so that no
+ * duplicate copy can hold a newer value. Same returns as dm_race_search. */
+int dm_race_search_hot(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *item);
+/* Process-wide counters of dm_race_search_hot: answers from the cache, entries dropped. */
+void dm_race_addr_cache_stats(uint64_t *hits, uint64_t *dropped);
+
 /* Upsert: write block (already serialized, block_len bytes) for key, insert or update.
  * decide() sees the current value (or NULL) and may veto (NX/XX). If keep_ttl, the
  * block's expiry is replaced by the current value's. If old is non-NULL and the key

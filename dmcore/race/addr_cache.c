@@ -1,0 +1,135 @@
+/* The validated address cache (DESIGN.md "Round-trip budget": GET 1 RTT for hot keys).
+ * A worker remembers where a key's slot was and what it held; a GET then reads that slot
+ * word and the block it pointed to in one batch. The answer stands only when the slot
+ * still holds the same word (same block pointer, length and fingerprint, no MOVING mark)
+ * and the block holds the key with a good checksum:
+ *  - a linked block is immutable and a freed one is quarantined (alloc.h), so the block
+ *    read in the same batch as the word is the value the slot linked at that instant;
+ *  - a slot left behind by a split is frozen (MOVING) and then emptied before its copy in
+ *    the new subtable takes writes, so an unfrozen word is never a stale copy;
+ *  - keys become present only under their CHIME leaf lock (kv/hybrid.c), so no duplicate
+ *    copy of the key can sit elsewhere with a newer value.
+ * Anything else (changed word, other key, torn block) drops the entry and the caller runs
+ * the full search (RACE §3.3), which refills it. An update through the cache (ops.c) needs
+ * no validation before its slot CAS: the CAS succeeds only if the word is still there. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dmkv/alloc.h"
+#include "dmkv/errors.h"
+#include "race_internal.h"
+
+#define CACHE_BITS 16 /* 64 K entries of 24 bytes per worker */
+
+typedef struct acache_entry {
+    uint64_t tag; /* the key's 128-bit hash folded to 64 bits; 0 = empty */
+    dm_gaddr_t slot_addr;
+    uint64_t word;
+} acache_entry_t;
+
+static uint64_t hits, stale;
+
+void dm_race_addr_cache_stats(uint64_t *hit, uint64_t *dropped)
+{
+    *hit = __atomic_load_n(&hits, __ATOMIC_RELAXED);
+    *dropped = __atomic_load_n(&stale, __ATOMIC_RELAXED);
+}
+
+static uint64_t key_tag(const void *key, size_t klen)
+{
+    uint64_t high, low = race_key_hash(key, klen, &high);
+    uint64_t t = low ^ (high * 0x9E3779B97F4A7C15ull);
+    return t ? t : 1;
+}
+
+static acache_entry_t *entry_of(dm_race_t *r, uint64_t tag)
+{
+    if (!r->acache) {
+        r->acache = calloc(1u << CACHE_BITS, sizeof(acache_entry_t));
+        if (!r->acache) return NULL;
+    }
+    return &((acache_entry_t *)r->acache)[tag & ((1u << CACHE_BITS) - 1)];
+}
+
+/* Blocks over 16 KB continue past the slot's length: not cached (they need 2 reads). */
+static int cacheable(uint64_t word)
+{
+    return word && !race_slot_moving(word) && race_slot_len(word) < DM_KV_LEN_MAX_UNITS;
+}
+
+void race_addr_cache_put(dm_race_t *r, const void *key, size_t klen, dm_gaddr_t slot_addr,
+                         uint64_t word)
+{
+    uint64_t tag = key_tag(key, klen);
+    acache_entry_t *e = entry_of(r, tag);
+    if (!e) return;
+    if (!cacheable(word)) {
+        if (e->tag == tag) e->tag = 0;
+        return;
+    }
+    *e = (acache_entry_t){tag, slot_addr, word};
+}
+
+int race_addr_cache_get(dm_race_t *r, const void *key, size_t klen, dm_gaddr_t *slot_addr,
+                        uint64_t *word)
+{
+    uint64_t tag = key_tag(key, klen);
+    acache_entry_t *e = entry_of(r, tag);
+    if (!e || e->tag != tag) return 0;
+    *slot_addr = e->slot_addr;
+    *word = e->word;
+    return 1;
+}
+
+void race_addr_cache_stale(dm_race_t *r, const void *key, size_t klen)
+{
+    race_addr_cache_put(r, key, klen, 0, 0);
+    __atomic_fetch_add(&stale, 1, __ATOMIC_RELAXED);
+}
+
+void race_addr_cache_hit(void)
+{
+    __atomic_fetch_add(&hits, 1, __ATOMIC_RELAXED);
+}
+
+/* 1 and *item filled when the cached slot still holds the key; 0 when there is no usable
+ * entry (the caller searches); DM_E* when the batch failed. */
+static int cached_get(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *item)
+{
+    uint64_t tag = key_tag(key, klen);
+    acache_entry_t *e = entry_of(ctx->w->race, tag);
+    if (!e || e->tag != tag) return 0;
+    acache_entry_t want = *e;
+    uint64_t len = (uint64_t)race_slot_len(want.word) * DM_UNIT;
+    uint8_t *block = malloc(len);
+    if (!block) return DM_ENOMEM;
+    uint64_t now = 0;
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_read(&b, want.slot_addr, &now, 8);
+    dm_batch_read(&b, race_slot_ptr(want.word), block, (uint32_t)len);
+    ctx->start_us = dm_now_us();
+    int rc = dm_batch_exec(ctx, &b);
+    if (!rc) rc = dm_ctx_check(ctx);
+    dm_kv_view_t view;
+    if (!rc && now == want.word && dm_kvblock_key_equals(block, len, key, klen) &&
+        dm_kvblock_parse(block, len, &view) == 0) {
+        *item = (dm_race_item_t){want.slot_addr, want.word, block, len, view};
+        item->view.slot = want.word;
+        race_addr_cache_hit();
+        return 1;
+    }
+    free(block);
+    if (rc && rc != DM_ERETRY) return rc;
+    race_addr_cache_stale(ctx->w->race, key, klen);
+    return 0;
+}
+
+int dm_race_search_hot(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *item)
+{
+    int rc = cached_get(ctx, key, klen, item);
+    if (rc) return rc;
+    rc = dm_race_search(ctx, key, klen, item);
+    if (rc == 1) race_addr_cache_put(ctx->w->race, key, klen, item->slot_addr, item->slot);
+    return rc;
+}

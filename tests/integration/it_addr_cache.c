@@ -1,0 +1,183 @@
+/* The validated address cache (race/addr_cache.c): a gateway that read a key before reads
+ * it again in one round trip, and never answers from a slot that another gateway has since
+ * changed, emptied or moved in a subtable split.
+ *   1. 200 GETs of one key on gateway A: 1 round trip each after the first, and SETs of it
+ *      2 (INFO dmkv); A and B taking turns writing it always read the last write.
+ *   2. A caches 2000 keys; B updates them all, deletes every 10th and inserts 30,000 more
+ *      (a small table: many subtable splits move cached keys); A reads B's values exactly.
+ *   3. B counts a key up while A reads it in a loop: A's values never go back, and A ends
+ *      on B's last value. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+
+#include "integration/it_check.h"
+#include "integration/procs.h"
+
+#define KEYS 2000
+#define FILL 30000
+#define COUNT_TO 3000
+
+static int port_b;
+static atomic_bool counting_done;
+
+/* The value of INFO field name (any section) on c, as a double. */
+static double info_field(redisContext *c, const char *name)
+{
+    redisReply *r = it_cmd(c, "INFO dmkv");
+    CHECK(r->type == REDIS_REPLY_STRING);
+    char pat[80];
+    snprintf(pat, sizeof(pat), "\r\n%s:", name);
+    const char *p = strstr(r->str, pat);
+    CHECKF(p, "INFO dmkv has no %s", name);
+    double v = strtod(p + strlen(pat), NULL);
+    freeReplyObject(r);
+    return v;
+}
+
+static void pipeline_ok(redisContext *c, int n)
+{
+    for (int i = 0; i < n; i++) {
+        redisReply *r;
+        CHECK(redisGetReply(c, (void **)&r) == REDIS_OK);
+        CHECKF(r->type != REDIS_REPLY_ERROR, "error reply %s", r->str);
+        freeReplyObject(r);
+    }
+}
+
+static void hot_key_costs_one_rtt(redisContext *a, redisContext *b)
+{
+    EXPECT_STATUS(it_cmd(b, "SET hot v0"), "OK");
+    EXPECT_BULKS(it_cmd(a, "GET hot"), "v0"); /* full search: fills the cache */
+    EXPECT_STATUS(it_cmd(a, "CONFIG RESETSTAT"), "OK");
+    double hits0 = info_field(a, "race_addr_cache_hits");
+    for (int i = 0; i < 200; i++)
+        EXPECT_BULKS(it_cmd(a, "GET hot"), "v0");
+    double rtts = info_field(a, "get_rtts_per_op"), hits = info_field(a, "race_addr_cache_hits");
+    fprintf(stderr, "hot key: %.2f round trips per GET, %.0f cache answers\n", rtts, hits - hits0);
+    CHECKF(rtts < 1.01, "a cached GET took %.2f round trips", rtts);
+    CHECK(hits - hits0 == 200);
+    /* An update through the cache: new block ‖ slot word ‖ old block, then the slot CAS. */
+    EXPECT_STATUS(it_cmd(a, "CONFIG RESETSTAT"), "OK");
+    for (int i = 0; i < 100; i++)
+        EXPECT_STATUS(it_cmd(a, "SET hot v0"), "OK");
+    double set_rtts = info_field(a, "set_rtts_per_op");
+    fprintf(stderr, "hot key: %.2f round trips per SET\n", set_rtts);
+    CHECKF(set_rtts < 2.01, "a cached SET took %.2f round trips", set_rtts);
+    /* Two gateways taking turns: each write makes the other's entry stale. */
+    for (int i = 0; i < 300; i++) {
+        redisContext *w = i % 2 ? a : b, *rd = i % 2 ? b : a;
+        char v[16];
+        snprintf(v, sizeof(v), "t%d", i);
+        EXPECT_STATUS(it_cmd(w, "SET hot %s", v), "OK");
+        EXPECT_BULKS(it_cmd(rd, "GET hot"), v);
+        EXPECT_BULKS(it_cmd(w, "GET hot"), v);
+    }
+    EXPECT_STATUS(it_cmd(a, "SET hot v0"), "OK");
+    /* Changed by the other gateway: A sees the new value (and pays the full search once). */
+    EXPECT_STATUS(it_cmd(b, "SET hot v1"), "OK");
+    EXPECT_BULKS(it_cmd(a, "GET hot"), "v1");
+    EXPECT_INT(it_cmd(b, "DEL hot"), 1);
+    EXPECT_NIL(it_cmd(a, "GET hot"));
+    EXPECT_STATUS(it_cmd(b, "SET hot v2"), "OK");
+    EXPECT_BULKS(it_cmd(a, "GET hot"), "v2");
+}
+
+static void stale_entries_after_splits(redisContext *a, redisContext *b)
+{
+    for (int i = 0; i < KEYS; i++)
+        redisAppendCommand(b, "SET ac:%d old:%d", i, i);
+    pipeline_ok(b, KEYS);
+    for (int round = 0; round < 2; round++) { /* the second round answers from the cache */
+        for (int i = 0; i < KEYS; i++)
+            redisAppendCommand(a, "GET ac:%d", i);
+        pipeline_ok(a, KEYS);
+    }
+    double splits0 = info_field(b, "race_splits"),
+           dropped0 = info_field(a, "race_addr_cache_dropped");
+    for (int i = 0; i < KEYS; i++) {
+        if (i % 10 == 0)
+            redisAppendCommand(b, "DEL ac:%d", i);
+        else
+            redisAppendCommand(b, "SET ac:%d new:%d", i, i);
+        if (i % 2 == 0) /* interleaved with growth, so keys move after their update too */
+            for (int j = 0; j < FILL / KEYS * 2; j++)
+                redisAppendCommand(b, "SET fill:%d:%d x", i, j);
+    }
+    pipeline_ok(b, KEYS + KEYS / 2 * (FILL / KEYS * 2));
+    double splits = info_field(b, "race_splits") - splits0;
+    for (int i = 0; i < KEYS; i++)
+        redisAppendCommand(a, "GET ac:%d", i);
+    for (int i = 0; i < KEYS; i++) {
+        redisReply *r;
+        CHECK(redisGetReply(a, (void **)&r) == REDIS_OK);
+        if (i % 10 == 0) {
+            EXPECT_NIL(r);
+        } else {
+            char want[32];
+            snprintf(want, sizeof(want), "new:%d", i);
+            EXPECT_BULKS(r, want);
+        }
+    }
+    double dropped = info_field(a, "race_addr_cache_dropped") - dropped0;
+    fprintf(stderr, "after %.0f splits on B: %.0f of A's cache entries found stale\n", splits,
+            dropped);
+    CHECKF(splits >= 4, "only %.0f subtable splits: the test did not move keys", splits);
+    CHECK(dropped >= KEYS * 9 / 10); /* every entry had changed (a few were evicted) */
+}
+
+static void *count_up(void *arg)
+{
+    (void)arg;
+    redisContext *b = it_connect(port_b);
+    for (int i = 1; i <= COUNT_TO; i++)
+        EXPECT_STATUS(it_cmd(b, "SET ctr %d", i), "OK");
+    redisFree(b);
+    atomic_store(&counting_done, true);
+    return NULL;
+}
+
+static void reads_never_go_back(redisContext *a, redisContext *b)
+{
+    EXPECT_STATUS(it_cmd(b, "SET ctr 0"), "OK");
+    pthread_t t;
+    pthread_create(&t, NULL, count_up, NULL);
+    long last = 0, reads = 0;
+    for (;;) {
+        bool done = atomic_load(&counting_done);
+        redisReply *r = it_cmd(a, "GET ctr");
+        CHECK(r->type == REDIS_REPLY_STRING);
+        long v = strtol(r->str, NULL, 10);
+        freeReplyObject(r);
+        CHECKF(v >= last, "GET ctr went back from %ld to %ld", last, v);
+        last = v;
+        reads++;
+        if (done) break;
+    }
+    pthread_join(t, NULL);
+    fprintf(stderr, "%ld reads while B counted to %d: never back, ended on %ld\n", reads, COUNT_TO,
+            last);
+    CHECK(last == COUNT_TO);
+}
+
+int main(void)
+{
+    it_begin("addr_cache", 600);
+    setenv("DMKV_RACE_GROUPS", "8", 1); /* a small table, so the fill splits subtables */
+    it_pool_t pool;
+    if (!it_shared_pool_start(&pool)) return IT_SKIP;
+    it_proc_t gw[2];
+    it_gateways_start(&pool, gw, 2, 1, 1, NULL);
+    port_b = gw[1].port;
+    redisContext *a = it_connect(gw[0].port), *b = it_connect(gw[1].port);
+    hot_key_costs_one_rtt(a, b);
+    stale_entries_after_splits(a, b);
+    reads_never_go_back(a, b);
+    redisFree(a);
+    redisFree(b);
+    for (int g = 0; g < 2; g++)
+        CHECK(it_proc_stop(&gw[g]) == 0);
+    it_proc_stop(&pool.memnode);
+    fprintf(stderr, "it_addr_cache: OK\n");
+    return 0;
+}
