@@ -10,6 +10,7 @@
 #include "dmkv/chime.h"
 #include "dmkv/coro.h"
 #include "dmkv/errors.h"
+#include "dmkv/log.h"
 #include "dmkv/race.h"
 #include "../kv/keyq.h"
 
@@ -185,6 +186,54 @@ static int exec_with_ride(dm_ctx_t *ctx, dm_batch_t *b)
     return rc;
 }
 
+#define REDIAL_GAP_US 1000000u /* at most one reconnect attempt a second per node */
+
+/* A failed connection is closed from a timer callback: the caller may be running inside
+ * one of its completion callbacks. */
+typedef struct retired {
+    uv_timer_t timer; /* first: the handle pointer is the struct's */
+    dm_conn_t *conn;
+} retired_t;
+
+static void on_retired(uv_timer_t *t)
+{
+    retired_t *r = t->data;
+    r->conn->ops->close(r->conn);
+    uv_close((uv_handle_t *)&r->timer, (uv_close_cb)free);
+}
+
+static void retire_conn(dm_worker_t *w, dm_conn_t *c)
+{
+    retired_t *r = malloc(sizeof(*r));
+    if (!r) return; /* leak the failed connection rather than close it under a callback */
+    r->conn = c;
+    uv_timer_init(w->loop, &r->timer);
+    r->timer.data = r;
+    uv_timer_start(&r->timer, on_retired, 0, 0);
+}
+
+/* The connection to node, opened again first when the backend gave up on it. */
+static dm_conn_t *conn_for(dm_worker_t *w, unsigned node)
+{
+    if (node >= w->n_nodes) return NULL;
+    dm_conn_t *c = w->conns[node];
+    if (!c || !c->failed || !w->uris[node]) return c;
+    uint64_t now = dm_now_us();
+    if (w->redial_us[node] && now - w->redial_us[node] < REDIAL_GAP_US) return c;
+    w->redial_us[node] = now;
+    char err[256];
+    dm_conn_t *n = dm_conn_open(w->loop, w->uris[node], node, err, sizeof(err));
+    if (!n) {
+        dm_log(DM_LOG_WARNING, "memory node %u (%s): reconnect failed: %s", node, w->uris[node],
+               err);
+        return c;
+    }
+    retire_conn(w, c); /* failed: its batches have completed or will, with an error */
+    w->conns[node] = n;
+    dm_log(DM_LOG_NOTICE, "memory node %u (%s): reconnected", node, w->uris[node]);
+    return n;
+}
+
 int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b)
 {
     dm_worker_t *w = ctx->w;
@@ -200,8 +249,8 @@ int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b)
     for (unsigned j = 0; j < nodes; j++) {
         unsigned node = start[j] >> 16, s = start[j] & 0xffff;
         int rc = DM_EINVAL;
-        if (node < w->n_nodes && w->conns[node])
-            rc = w->conns[node]->ops->post(w->conns[node], &tmp[s], count[j], batch_done, &bw);
+        dm_conn_t *c = conn_for(w, node);
+        if (c) rc = c->ops->post(c, &tmp[s], count[j], batch_done, &bw);
         if (rc) {
             for (unsigned i = s; i < s + count[j]; i++)
                 tmp[i].status = rc;
@@ -270,8 +319,8 @@ int dm_batch_post_async(dm_ctx_t *ctx, dm_batch_t *b)
     for (unsigned j = 0; j < nodes; j++) {
         unsigned node = start[j] >> 16, s = start[j] & 0xffff;
         int rc = DM_EINVAL;
-        if (node < w->n_nodes && w->conns[node])
-            rc = w->conns[node]->ops->post(w->conns[node], &ab->verbs[s], count[j], async_done, ab);
+        dm_conn_t *c = conn_for(w, node);
+        if (c) rc = c->ops->post(c, &ab->verbs[s], count[j], async_done, ab);
         if (rc) {
             ab->pending--;
             if (!first) first = rc;
@@ -347,11 +396,13 @@ dm_worker_t *dm_worker_create(uv_loop_t *loop, const char *const *uris, unsigned
     w->keyq = dm_keyq_create();
     for (unsigned i = 0; i < n; i++) {
         w->conns[i] = dm_conn_open(loop, uris[i], i, err, errlen);
-        if (!w->conns[i]) {
+        w->uris[i] = strdup(uris[i]);
+        w->n_nodes = i + 1;
+        if (!w->conns[i] || !w->uris[i]) {
+            if (w->conns[i]) snprintf(err, errlen, "out of memory");
             dm_worker_destroy(w);
             return NULL;
         }
-        w->n_nodes = i + 1;
     }
     w->alloc = dm_alloc_create(w);
     if (!w->alloc || !w->keyq || !w->waker) {
@@ -384,8 +435,10 @@ void dm_worker_destroy(dm_worker_t *w)
     dm_alloc_destroy(w->alloc);
     dm_keyq_destroy(w->keyq);
     if (w->waker) uv_close((uv_handle_t *)w->waker, (uv_close_cb)free);
-    for (unsigned i = 0; i < w->n_nodes; i++)
-        if (w->conns[i]) w->conns[i]->ops->close(w->conns[i]);
+    for (unsigned i = 0; i < DM_GADDR_MAX_NODES; i++) {
+        if (i < w->n_nodes && w->conns[i]) w->conns[i]->ops->close(w->conns[i]);
+        free(w->uris[i]);
+    }
     free(w);
 }
 

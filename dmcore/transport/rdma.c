@@ -18,7 +18,8 @@
  * - Batches that do not fit in the send queue or the staging ring wait in a software FIFO.
  * - An error completion, a DISCONNECTED/DEVICE_REMOVAL event, a failed post or a batch
  *   outstanding longer than the timeout marks the connection broken: every outstanding and
- *   queued batch completes with DM_EIO and later posts return DM_EIO. No reconnect here.
+ *   queued batch completes with DM_EIO and later posts return DM_EIO. The worker opens a new
+ *   connection (pool/worker.c, base.failed).
  *
  * Callbacks run only from loop callbacks or from close(), never from inside post(). */
 #include <endian.h>
@@ -315,6 +316,7 @@ static void fail_all(rdma_conn_t *c, int status, const char *why)
 {
     if (!c->broken) {
         c->broken = 1;
+        c->base.failed = 1;
         if (why) {
             COUNT(conn_failures, 1);
             dm_log(DM_LOG_WARNING, "rdma: connection to memory node %s failed: %s", c->peer, why);
@@ -683,6 +685,7 @@ static int rdma_post(dm_conn_t *base, dm_verb_t *verbs, size_t n, dm_post_cb cb,
         free_bounces(b);
         free(b);
         c->broken = 1;
+        c->base.failed = 1;
         COUNT(conn_failures, 1);
         qp_to_error(c);
         c->fail_scheduled = 1;

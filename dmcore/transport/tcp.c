@@ -4,7 +4,8 @@
  * parsed incrementally (large READ payloads are received straight into verb->buf).
  * Connection loss, a protocol violation, or no progress for the timeout (default 10 s,
  * env DMKV_TCP_TIMEOUT_MS) fails every outstanding batch (DM_EIO / DM_ETIMEDOUT); later
- * posts fail with DM_EIO at once. Never a hang. */
+ * posts fail with DM_EIO at once and base.failed tells the worker to open a new
+ * connection (pool/worker.c). Never a hang. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,6 +13,7 @@
 #include <unistd.h>
 
 #include "dmkv/errors.h"
+#include "dmkv/log.h"
 #include "dmkv/transport.h"
 #include "tcp_internal.h"
 
@@ -43,6 +45,7 @@ typedef struct tcp_conn {
     int handles_open; /* sock + timer until their close callbacks ran */
     int busy;         /* > 0 while inside a read callback */
     uint64_t timeout_ms, last_progress;
+    int overdue; /* a timer tick found the deadline passed: failed on the next one */
     /* reply parser */
     int rs;
     uint8_t part[sizeof(dm_tcp_hdr_t)]; /* header or one result being assembled */
@@ -71,6 +74,7 @@ static void conn_fail(tcp_conn_t *c, int st)
 {
     if (!c->broken) {
         c->broken = 1;
+        c->base.failed = 1;
         uv_close((uv_handle_t *)&c->sock, on_handle_closed);
         uv_close((uv_handle_t *)&c->timer, on_handle_closed);
     }
@@ -99,11 +103,20 @@ static void on_timer(uv_timer_t *t)
         uv_timer_stop(t);
         return;
     }
-    if (uv_now(c->loop) - c->last_progress >= c->timeout_ms) {
-        fprintf(stderr, "dmkv: memory node %u: no answer for %llu ms, dropping connection\n",
-                c->base.node_id, (unsigned long long)c->timeout_ms);
-        conn_fail(c, DM_ETIMEDOUT);
+    if (uv_now(c->loop) - c->last_progress < c->timeout_ms) {
+        c->overdue = 0;
+        return;
     }
+    /* Timers run before the loop polls for I/O: after this thread was stalled (a busy
+     * machine, a long command), the reply may be waiting in the socket. Fail only if a
+     * whole tick with an I/O poll in between still brought nothing. */
+    if (!c->overdue) {
+        c->overdue = 1;
+        return;
+    }
+    dm_log(DM_LOG_WARNING, "memory node %u: no answer for %llu ms, dropping connection",
+           c->base.node_id, (unsigned long long)c->timeout_ms);
+    conn_fail(c, DM_ETIMEDOUT);
 }
 
 /* Pop the head batch and run its callback. */
@@ -233,6 +246,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     }
     if (nread == 0) return;
     c->last_progress = uv_now(c->loop);
+    c->overdue = 0;
     c->busy++;
     int rc;
     if ((uint8_t *)buf->base == c->rbuf)
@@ -241,8 +255,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         rc = payload_advance(c, (size_t)nread); /* landed in place (on_alloc) */
     c->busy--;
     if (rc && !c->broken) {
-        fprintf(stderr, "dmkv: memory node %u: malformed reply, dropping connection\n",
-                c->base.node_id);
+        dm_log(DM_LOG_WARNING, "memory node %u: malformed reply, dropping connection",
+               c->base.node_id);
         conn_fail(c, DM_EIO);
     }
 }

@@ -33,6 +33,8 @@ struct dm_conn {
     uint32_t caps;        /* DM_CAP_* */
     uint64_t region_size; /* bytes in the memory node's region (from HELLO) */
     unsigned node_id;     /* position of this memory node in the pool */
+    int failed;           /* set by the backend once the connection is unusable (lost, timed
+                             out, QP in error): the worker opens a new one (pool/worker.c) */
 };
 
 /* Open a connection to a memory node given by URI:

@@ -28,7 +28,9 @@ typedef struct dm_worker {
     int volatile_marked;    /* this worker set the superblock's volatile_seen (kv/kv.c) */
     uv_idle_t *waker;       /* resumes coroutines queued by dm_worker_wake */
     struct dm_wake *ready, *ready_tail;
-    uint32_t op_timeout_us; /* an operation running longer restarts (DM_ERETRY) */
+    uint32_t op_timeout_us;                 /* an operation running longer restarts (DM_ERETRY) */
+    char *uris[DM_GADDR_MAX_NODES];         /* to open a failed connection again */
+    uint64_t redial_us[DM_GADDR_MAX_NODES]; /* last attempt (monotonic microseconds) */
 } dm_worker_t;
 
 /* Per-operation context: which worker, which counters, when it started. */
@@ -44,7 +46,11 @@ typedef struct dm_ctx {
 
 /* Connect a worker to the pool given as memory-node URIs (see dm_conn_open; the order is
  * the node numbering and must match on every gateway), then attach to (or create) the
- * pool's RACE table. Blocks while connecting. Returns NULL with a message in err. */
+ * pool's RACE table. Blocks while connecting. Returns NULL with a message in err.
+ * A connection that fails later (lost, timed out, QP in error) fails the batches it
+ * carried (DM_EIO / DM_ETIMEDOUT: the command answers an error, nothing is retried whose
+ * effect is unknown); the next batch to that node opens a new one, at most one attempt a
+ * second (a blocking connect of up to 5 s), and fails with DM_EIO while that fails. */
 dm_worker_t *dm_worker_create(uv_loop_t *loop, const char *const *uris, unsigned n, char *err,
                               size_t errlen);
 /* Close the worker's connections and free it. Run its loop afterwards (uv_run) so libuv
