@@ -35,6 +35,20 @@ void dm_race_addr_cache_stats(uint64_t *hit, uint64_t *dropped)
     *dropped = __atomic_load_n(&stale, __ATOMIC_RELAXED);
 }
 
+/* DMKV_ADDR_CACHE=off turns the cache off for the whole process (the benchmark's
+ * reference run of the previous design). */
+static int cache_enabled(void)
+{
+    static int enabled = -1; /* every worker thread may be first: atomics */
+    int v = __atomic_load_n(&enabled, __ATOMIC_RELAXED);
+    if (v < 0) {
+        const char *e = getenv("DMKV_ADDR_CACHE");
+        v = !(e && (!strcmp(e, "off") || !strcmp(e, "0")));
+        __atomic_store_n(&enabled, v, __ATOMIC_RELAXED);
+    }
+    return v;
+}
+
 static uint64_t key_tag(const void *key, size_t klen)
 {
     uint64_t high, low = race_key_hash(key, klen, &high);
@@ -44,6 +58,7 @@ static uint64_t key_tag(const void *key, size_t klen)
 
 static acache_entry_t *entry_of(dm_race_t *r, uint64_t tag)
 {
+    if (!cache_enabled()) return NULL;
     if (!r->acache) {
         r->acache = calloc(1u << CACHE_BITS, sizeof(acache_entry_t));
         if (!r->acache) return NULL;
