@@ -143,8 +143,10 @@ static int cached_get(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_
 int dm_race_search_hot(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *item)
 {
     int rc = cached_get(ctx, key, klen, item);
+    if (rc == DM_EIO) rc = 0; /* a read is safe to redo: the search reconnects (worker.c) */
     if (rc) return rc;
     rc = dm_race_search(ctx, key, klen, item);
+    if (rc == DM_EIO) rc = dm_race_search(ctx, key, klen, item); /* once, as above */
     if (rc == 1) race_addr_cache_put(ctx->w->race, key, klen, item->slot_addr, item->slot);
     return rc;
 }

@@ -54,7 +54,8 @@ int dm_race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *
  * held (1 RTT) and the answer stands when the word is unchanged and the block holds the
  * key; otherwise (+1 RTT wasted) the full search runs and refills the cache. Only for
  * keys whose presence changes under the CHIME leaf lock (the hybrid protocol), so that no
- * duplicate copy can hold a newer value. Same returns as dm_race_search. */
+ * duplicate copy can hold a newer value. A lost connection (DM_EIO) is retried once, on
+ * a new connection (reads are safe to redo). Same returns as dm_race_search. */
 int dm_race_search_hot(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *item);
 /* Process-wide counters of dm_race_search_hot: answers from the cache, entries dropped. */
 void dm_race_addr_cache_stats(uint64_t *hits, uint64_t *dropped);
