@@ -450,7 +450,10 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
         uint64_t left = c->hdr.body_len - c->body_got;
         uint64_t want = left < (64u << 20) ? left : (64u << 20);
         if (body_reserve(c, want) == 0) {
+            /* A buffer kept from a larger request is bigger than this body: never read past
+             * the body, or the next request's header lands in it and the stream desyncs. */
             uint64_t room = c->body_cap - c->body_got;
+            if (room > left) room = left;
             *buf = uv_buf_init((char *)c->body + c->body_got, (unsigned)room);
             return;
         }
