@@ -332,6 +332,21 @@ static void set_expire(uint8_t *block, uint64_t expire_ms)
     free(tmp);
 }
 
+/* KEEPTTL: give the written block at addr the expiry want_ms (rewriting it, 1 RTT) before
+ * any slot links it. Returns 0 or DM_E*. */
+static int keep_expiry(dm_ctx_t *ctx, uint8_t *block, uint64_t block_len, dm_gaddr_t addr,
+                       uint64_t want_ms)
+{
+    uint64_t have_ms;
+    memcpy(&have_ms, block + 8, 8);
+    if (want_ms == have_ms) return 0;
+    set_expire(block, want_ms);
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_write(&b, addr, block, (uint32_t)block_len);
+    return dm_batch_exec(ctx, &b);
+}
+
 /* An update through the validated address cache (addr_cache.c): WRITE the new block ‖
  * READ the remembered slot word ‖ READ the block it pointed to (1 RTT), then CAS the slot
  * from that word (1 RTT): 2 RTTs instead of 3. The CAS succeeds only if the word is still
@@ -379,15 +394,7 @@ static int cached_update(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *b
         dm_alloc_unused(ctx->w->alloc, addr, block_len); /* never in a slot */
         return 0;
     }
-    uint64_t block_expire, want_expire;
-    memcpy(&block_expire, block + 8, 8);
-    want_expire = keep_ttl ? view.expire_ms : block_expire;
-    if (want_expire != block_expire) { /* KEEPTTL: rewrite before publishing */
-        set_expire(block, want_expire);
-        dm_batch_init(&b);
-        dm_batch_write(&b, addr, block, (uint32_t)block_len);
-        rc = dm_batch_exec(ctx, &b);
-    }
+    if (keep_ttl) rc = keep_expiry(ctx, block, block_len, addr, view.expire_ms);
     if (!rc) rc = dm_ctx_check(ctx);
     uint64_t word = race_slot(race_slot_fp(w), dm_kvblock_len_units(block_len), addr);
     dm_verb_t *v = NULL;
@@ -461,15 +468,8 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
                     dm_alloc_unused(ctx->w->alloc, addr, block_len);
                 return 0;
             }
-            uint64_t want_expire = keep_ttl && cur ? cur->expire_ms : block_expire;
-            uint64_t have_expire;
-            memcpy(&have_expire, block + 8, 8);
-            if (want_expire != have_expire) { /* KEEPTTL: rewrite before publishing */
-                set_expire(block, want_expire);
-                dm_batch_init(&b);
-                dm_batch_write(&b, addr, block, (uint32_t)block_len);
-                rc = dm_batch_exec(ctx, &b);
-            }
+            rc = keep_expiry(ctx, block, block_len, addr,
+                             keep_ttl && cur ? cur->expire_ms : block_expire);
         }
         if (!rc) rc = dm_ctx_check(ctx);
         if (!rc && lk.first >= 0) {
