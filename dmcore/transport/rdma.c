@@ -560,10 +560,16 @@ static void on_timer(uv_timer_t *t)
     if (!c) return;
     rbatch_t *b = c->outstanding.head;
     if (b && now_us() - b->posted_us > (uint64_t)c->timeout_ms * 1000u) {
-        char why[96];
-        snprintf(why, sizeof(why), "a batch got no completion within %u ms", c->timeout_ms);
         c->busy++;
-        fail_all(c, DM_EIO, why);
+        /* After this thread was stalled the completion may be in the CQ already. */
+        drain(c);
+        b = c->outstanding.head;
+        if (!c->broken && !c->closing && b &&
+            now_us() - b->posted_us > (uint64_t)c->timeout_ms * 1000u) {
+            char why[96];
+            snprintf(why, sizeof(why), "a batch got no completion within %u ms", c->timeout_ms);
+            fail_all(c, DM_EIO, why);
+        }
         conn_unref(c);
     } else if (!b) {
         uv_timer_stop(t);
