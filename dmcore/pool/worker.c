@@ -272,6 +272,11 @@ int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b)
         dm_verb_t *dst = &b->v[map[k]];
         dst->status = tmp[k].status;
         dst->result = tmp[k].result;
+        /* A masked CAS sent as a plain CAS is judged by what was sent (result == compare):
+         * the caller sees the verb that executed, not the one it asked for. */
+        dst->op = tmp[k].op;
+        dst->compare = tmp[k].compare;
+        dst->swap = tmp[k].swap;
         if (dst->status && !first) first = dst->status;
     }
     return first;

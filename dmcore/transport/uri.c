@@ -4,6 +4,14 @@
 
 #include "dmkv/transport.h"
 
+/* DMKV_NO_MASKED_CAS=1 (tests): local and tcp connections report no native masked CAS, so
+ * the batch layer's CAS fallback, the path every rdma connection takes, runs everywhere. */
+static int masked_cas_disabled(void)
+{
+    const char *e = getenv("DMKV_NO_MASKED_CAS");
+    return e && *e && strcmp(e, "0") != 0;
+}
+
 dm_conn_t *dm_conn_open(uv_loop_t *loop, const char *uri, unsigned node_id, char *err,
                         size_t errlen)
 {
@@ -38,6 +46,9 @@ dm_conn_t *dm_conn_open(uv_loop_t *loop, const char *uri, unsigned node_id, char
                  uri);
         return NULL;
     }
-    if (c) c->node_id = node_id;
+    if (c) {
+        c->node_id = node_id;
+        if (masked_cas_disabled()) c->caps &= ~DM_CAP_MASKED_CAS;
+    }
     return c;
 }
