@@ -302,10 +302,11 @@ static void sec_dmkv(gw_buf_t *b)
     gw_buf_printf(b,
                   "race_splits:%llu\r\nrace_splits_in_progress:%llu\r\n"
                   "race_directory_doublings:%llu\r\n"
-                  "race_addr_cache_hits:%llu\r\nrace_addr_cache_dropped:%llu\r\n",
+                  "race_addr_cache_hits:%llu\r\nrace_addr_cache_dropped:%llu\r\n"
+                  "hybrid_repairs:%llu\r\n",
                   (unsigned long long)splits, (unsigned long long)splitting,
                   (unsigned long long)doublings, (unsigned long long)ac_hits,
-                  (unsigned long long)ac_dropped);
+                  (unsigned long long)ac_dropped, (unsigned long long)dm_kv_repairs());
     sec_dmkv_chime(b);
     for (int k = 0; k < DM_CLS_COUNT; k++) {
         dm_cls_stats_t s;

@@ -12,11 +12,12 @@
  *            [8..15] key record gaddr and [16..31] the key's first 16 bytes
  * Storing the home index lets a reader of a whole leaf rebuild every bitmap without keys.
  *
- * Lock word (§4.2.1), deviation: bit 0 lock, bits 1..31 the lease start (wall clock in
- * 16 ms units, mod 2^31), bits 32..63 the vacancy bitmap (bit v covers entries
+ * Lock word (§4.2.1), deviation: bit 0 lock, bits 1..31 the holder's lease token (random,
+ * fresh per acquisition; dmkv/lease.h times it without trusting any clock but the
+ * observer's), bits 32..63 the vacancy bitmap (bit v covers entries
  * [v*span/32, (v+1)*span/32); 1 = all occupied). The paper's 6-bit argmax is replaced by the
  * high-fence record in the replicas: argmax points at a hole after deletes (NOTES.md §2.11),
- * and the lease time lets another gateway take over the lock of a gateway that died.
+ * and the lease token lets another gateway take over the lock of a gateway that died.
  *
  * Inner node (B-link, §4.1): DM_CHIME_INNER_BYTES of 64-byte lines, each starting with the
  * node's 8-bit version (all equal = untorn; inner nodes only see node writes, under their
@@ -51,8 +52,7 @@
 #define CH_REC_MAGIC 0x43524b44u /* "DKRC" */
 #define CH_REC_HDR 16u
 
-#define CH_LEASE_UNIT_MS 16u
-#define CH_LEASE_MS 3000u    /* a lock held longer than this is presumed dead */
+#define CH_LEASE_MS 3000u    /* a lock word seen unchanged this long is presumed dead */
 #define CH_HOLD_MAX_MS 2000u /* a holder that held it this long gives up before writing */
 
 /* Root word in the superblock: level (8 bits) << 48 | gaddr. */
@@ -156,13 +156,10 @@ static inline uint32_t ch_lock_vacancy(uint64_t w)
 {
     return (uint32_t)(w >> 32);
 }
-static inline uint32_t ch_lock_time(uint64_t w)
+static inline uint32_t ch_lock_token(uint64_t w)
 {
     return (uint32_t)(w >> 1) & 0x7fffffffu;
 }
-uint32_t ch_lease_now(void);
-/* Milliseconds since a lease time (mod 2^31 units). */
-uint64_t ch_lease_age_ms(uint32_t t);
 /* Vacancy bits of a leaf image (1 = every entry the bit covers is used). */
 uint32_t ch_vacancy_of(const ch_geo_t *g, const uint8_t *leaf);
 /* vac with the bits of fully read groups replaced by what img shows. */

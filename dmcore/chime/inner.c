@@ -8,6 +8,7 @@
 #include "dmkv/alloc.h"
 #include "dmkv/errors.h"
 #include "dmkv/kv.h"
+#include "dmkv/lease.h"
 #include "dmkv/superblock.h"
 
 #define MAX_TORN_READS 64
@@ -324,7 +325,7 @@ static int inner_lock(dm_ctx_t *ctx, dm_gaddr_t a, uint64_t *word)
 {
     uint64_t expect = 0;
     for (int tries = 0; tries < 100000; tries++) {
-        uint64_t mine = 1 | ((uint64_t)ch_lease_now() << 1);
+        uint64_t mine = 1 | ((uint64_t)dm_lease_token() << 1);
         dm_batch_t b;
         dm_batch_init(&b);
         dm_verb_t *v = dm_batch_cas(&b, inner_lock_addr(a), expect, mine);
@@ -332,10 +333,12 @@ static int inner_lock(dm_ctx_t *ctx, dm_gaddr_t a, uint64_t *word)
         if (rc) return rc;
         if (v->result == expect) {
             *word = mine;
+            dm_lease_forget(inner_lock_addr(a));
             return 0;
         }
         expect = 0;
-        if (ch_lock_held(v->result) && ch_lease_age_ms(ch_lock_time(v->result)) > CH_LEASE_MS) {
+        if (ch_lock_held(v->result) &&
+            dm_lease_observed_us(inner_lock_addr(a), v->result) > (uint64_t)CH_LEASE_MS * 1000) {
             expect = v->result; /* the holder died mid-propagation: take the lock over */
             ch_count(&ch_stats.takeovers, 1);
             continue;
@@ -349,14 +352,19 @@ static int inner_lock(dm_ctx_t *ctx, dm_gaddr_t a, uint64_t *word)
     return DM_ETIMEDOUT;
 }
 
-/* Write img as node a's new content and unlock, in one batch (Sherman's combined write). */
-static int inner_write_unlock(dm_ctx_t *ctx, dm_gaddr_t a, const uint8_t *img)
+/* Write img as node a's new content and unlock, in one batch (Sherman's combined write).
+ * held: the lock word we hold (the unlock is a CAS from it, so a holder whose lease was
+ * taken over never frees the taker's lock), or 0 for a node nobody can reach yet. */
+static int inner_write_unlock(dm_ctx_t *ctx, dm_gaddr_t a, const uint8_t *img, uint64_t held)
 {
     static const uint64_t zero = 0;
     dm_batch_t b;
     dm_batch_init(&b);
-    dm_batch_write(&b, a, img, CH_INNER_BYTES);
-    dm_batch_write(&b, inner_lock_addr(a), &zero, 8);
+    if (img) dm_batch_write(&b, a, img, CH_INNER_BYTES);
+    if (held)
+        dm_batch_cas(&b, inner_lock_addr(a), held, 0);
+    else
+        dm_batch_write(&b, inner_lock_addr(a), &zero, 8);
     return dm_batch_exec(ctx, &b);
 }
 
@@ -438,7 +446,7 @@ static int grow_root(dm_ctx_t *ctx, uint64_t rootw, int *published)
     if (!rc) rc = img ? ch_inner_encode(&n, 0, img) : DM_ENOMEM;
     if (!rc && count < 2) rc = DM_ERETRY; /* the chain is still being written */
     if (!rc) rc = dm_alloc_block(ctx, CH_INNER_BYTES + CH_LINE, &na);
-    if (!rc) rc = inner_write_unlock(ctx, na, img);
+    if (!rc) rc = inner_write_unlock(ctx, na, img, 0);
     if (!rc) {
         dm_batch_t b;
         dm_batch_init(&b);
@@ -479,7 +487,8 @@ static int inner_insert(ch_inner_t *n, const uint8_t *sep, uint32_t seplen, dm_g
 
 /* Split a full, locked node n into n and a new right node; writes both, unlocks n.
  * Returns the separator pushed up (malloc'd) and the new node's address. */
-static int inner_split(dm_ctx_t *ctx, ch_inner_t *n, uint8_t ver, ch_sep_t *up, dm_gaddr_t *ra)
+static int inner_split(dm_ctx_t *ctx, ch_inner_t *n, uint64_t held, uint8_t ver, ch_sep_t *up,
+                       dm_gaddr_t *ra)
 {
     size_t total = ch_inner_size(n), acc = CH_INNER_HDR;
     unsigned m = 1;
@@ -500,7 +509,7 @@ static int inner_split(dm_ctx_t *ctx, ch_inner_t *n, uint8_t ver, ch_sep_t *up, 
     if (!img) return DM_ENOMEM;
     int rc = ch_inner_encode(&r, 0, img);
     if (!rc) rc = dm_alloc_block(ctx, CH_INNER_BYTES + CH_LINE, ra);
-    if (!rc) rc = inner_write_unlock(ctx, *ra, img); /* unreachable until n points to it */
+    if (!rc) rc = inner_write_unlock(ctx, *ra, img, 0); /* unreachable until n points to it */
     if (rc) {
         free(img);
         return rc;
@@ -517,7 +526,7 @@ static int inner_split(dm_ctx_t *ctx, ch_inner_t *n, uint8_t ver, ch_sep_t *up, 
         n->sibling = *ra;
         n->sib_first_child = r.child[0];
         rc = ch_inner_encode(n, ver, img);
-        if (!rc) rc = inner_write_unlock(ctx, n->addr, img);
+        if (!rc) rc = inner_write_unlock(ctx, n->addr, img, held);
         n->count = count;
         n->has_high = had_high;
         n->high = old_high;
@@ -563,39 +572,33 @@ int ch_propagate(dm_ctx_t *ctx, unsigned level, dm_gaddr_t left, const uint8_t *
             rc = dm_batch_exec(ctx, &b);
             ch_inner_t *n = rc ? NULL : ch_inner_decode(a, img); /* locked: never torn */
             if (!n) {
-                static const uint64_t zero = 0;
-                dm_batch_init(&b);
-                dm_batch_write(&b, inner_lock_addr(a), &zero, 8);
-                dm_batch_exec(ctx, &b);
+                inner_write_unlock(ctx, a, NULL, word);
                 rc = rc ? rc : DM_ECORRUPT;
                 break;
             }
             uint8_t ver = (uint8_t)(img[0] + 1);
             if (n->has_high && ch_key_cmp(sep, seplen, n->high.key, n->high.len) >= 0) {
-                static const uint64_t zero = 0;
-                dm_batch_init(&b);
-                dm_batch_write(&b, inner_lock_addr(a), &zero, 8);
-                rc = dm_batch_exec(ctx, &b);
+                rc = inner_write_unlock(ctx, a, NULL, word);
                 a = n->sibling;
                 ch_inner_free(n);
                 continue;
             }
             rc = inner_insert(n, sep, seplen, right);
             if (rc == 1) { /* a helper already linked it */
-                rc = inner_write_unlock(ctx, a, img);
+                rc = inner_write_unlock(ctx, a, img, word);
                 ch_inner_free(n);
                 goto out;
             }
             if (!rc && ch_inner_size(n) <= CH_INNER_PAYLOAD && n->count <= inner_fanout) {
                 rc = ch_inner_encode(n, ver, img);
-                if (!rc) rc = inner_write_unlock(ctx, a, img);
+                if (!rc) rc = inner_write_unlock(ctx, a, img, word);
                 ch_cache_drop(c, a);
                 ch_inner_free(n);
                 goto out;
             }
             ch_sep_t up = {0};
             dm_gaddr_t ra = 0;
-            if (!rc) rc = inner_split(ctx, n, ver, &up, &ra);
+            if (!rc) rc = inner_split(ctx, n, word, ver, &up, &ra);
             ch_cache_drop(c, a);
             ch_inner_free(n);
             if (!rc) rc = ch_propagate(ctx, level + 1, a, up.key, up.len, ra);

@@ -68,21 +68,6 @@ int ch_entry_cmp_key(const uint8_t *e, const void *key, size_t klen, int *need_r
     return 2;
 }
 
-uint32_t ch_lease_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_REALTIME, &ts);
-    uint64_t ms = (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
-    return (uint32_t)(ms / CH_LEASE_UNIT_MS) & 0x7fffffffu;
-}
-
-uint64_t ch_lease_age_ms(uint32_t t)
-{
-    uint32_t d = (ch_lease_now() - t) & 0x7fffffffu;
-    if (d > 0x40000000u) return 0; /* in the future: clocks disagree, treat as fresh */
-    return (uint64_t)d * CH_LEASE_UNIT_MS;
-}
-
 uint32_t ch_vacancy_of(const ch_geo_t *g, const uint8_t *leaf)
 {
     uint32_t v = 0;

@@ -7,6 +7,7 @@
 #include "chime_internal.h"
 #include "dmkv/alloc.h"
 #include "dmkv/errors.h"
+#include "dmkv/lease.h"
 #include "leaf_lock.h"
 
 #define MAX_LOCK_TRIES 200000
@@ -66,7 +67,9 @@ static uint64_t *guess_slot(dm_chime_t *c, dm_gaddr_t leaf)
 
 /* Acquire leaf's lock, reading `runs` of entries in the same batch (READs after the CAS on
  * the same connection execute after it). Takes over an expired lease (*took_over = 1; the
- * reads are then redone by the caller). */
+ * reads are then redone by the caller). The lease is timed by dmkv/lease.h's rules: the
+ * word carries a fresh token, the hold is timed from before the CAS was posted, and a held
+ * word is expired only once this thread has seen it unchanged for CH_LEASE_MS. */
 int ch_lock_leaf(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_gaddr_t leaf, int *took_over)
 {
     dm_chime_t *c = ctx->w->chime;
@@ -75,7 +78,7 @@ int ch_lock_leaf(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_gaddr_t leaf, int *took_
     uint64_t steal_from = 0;
     *took_over = 0;
     for (int tries = 0; tries < MAX_LOCK_TRIES; tries++) {
-        uint64_t time_bits = (uint64_t)ch_lease_now() << 1;
+        uint64_t time_bits = (uint64_t)dm_lease_token() << 1;
         dm_batch_t b;
         dm_batch_init(&b);
         dm_verb_t *v;
@@ -98,6 +101,7 @@ int ch_lock_leaf(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_gaddr_t leaf, int *took_
         }
         for (unsigned i = 1; i < b.n; i++)
             b.v[i].fence = 1; /* the reads must see the leaf as locked by the CAS */
+        uint64_t posted_us = dm_now_us();
         int rc = dm_batch_exec(ctx, &b);
         if (rc) return rc;
         uint64_t old = v->result;
@@ -105,7 +109,8 @@ int ch_lock_leaf(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_gaddr_t leaf, int *took_
             lk->leaf = leaf;
             lk->word = (old & ~0xffffffffull) | time_bits | 1;
             lk->remote_word = lk->word;
-            lk->locked_us = dm_now_us();
+            lk->locked_us = posted_us;
+            dm_lease_forget(lock_addr(g, leaf));
             *gs = old & ~0xffffffffull;
             if (steal_from) {
                 *took_over = 1;
@@ -118,7 +123,7 @@ int ch_lock_leaf(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_gaddr_t leaf, int *took_
             *gs = old; /* the CAS fallback guessed the vacancy bits wrong: retry now */
             continue;
         }
-        if (ch_lease_age_ms(ch_lock_time(old)) > CH_LEASE_MS) {
+        if (dm_lease_observed_us(lock_addr(g, leaf), old) > (uint64_t)CH_LEASE_MS * 1000) {
             steal_from = old;
             continue;
         }
@@ -151,6 +156,11 @@ static int hold_expired(const dm_chime_lock_t *lk)
 int dm_chime_lock_valid(const dm_chime_lock_t *lk)
 {
     return !hold_expired(lk);
+}
+
+int dm_chime_lock_in_doubt(const dm_chime_lock_t *lk)
+{
+    return dm_now_us() - lk->locked_us > (uint64_t)CH_LEASE_MS * 1000;
 }
 
 /* Find key among the entries read: index or -1. Reads long keys' records when their
@@ -400,10 +410,8 @@ static int write_dirty(dm_ctx_t *ctx, dm_chime_lock_t *lk, int unlock, int wait)
     }
     memset(lk->dirty, 0, sizeof(lk->dirty));
     if (rc) return rc;
-    if (unlock) {
-        lk->unlock_word = lk->word & ~0xffffffffull;
-        dm_batch_write(&b, lock_addr(g, lk->leaf), &lk->unlock_word, 8);
-    }
+    if (unlock) /* by CAS: a holder whose lease was taken over must not free the taker's */
+        dm_batch_cas(&b, lock_addr(g, lk->leaf), lk->remote_word, lk->word & ~0xffffffffull);
     if (wait && ctx->ride && b.n + ctx->ride->n <= DM_BATCH_MAX) {
         /* Ride along with the caller's next batch (the RACE write): one RTT saved. */
         for (unsigned i = 0; i < b.n; i++) {

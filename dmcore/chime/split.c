@@ -154,15 +154,21 @@ static skey_t hop_median(const ch_geo_t *g, const dm_chime_lock_t *lk, skey_t *k
     return c[m / 2];
 }
 
+/* Write a leaf image and its lock word in one batch. held: the lock word we hold there (the
+ * word is then set by CAS from it: never over a taker's lock), 0 for a leaf nobody can
+ * reach yet. */
 static int write_leaf(dm_ctx_t *ctx, const ch_geo_t *g, dm_gaddr_t a, const uint8_t *img,
-                      const uint64_t *word, dm_gaddr_t rec, const uint8_t *recbuf,
+                      const uint64_t *word, uint64_t held, dm_gaddr_t rec, const uint8_t *recbuf,
                       uint32_t recbytes)
 {
     dm_batch_t b;
     dm_batch_init(&b);
     if (recbuf) dm_batch_write(&b, rec, recbuf, recbytes);
     dm_batch_write(&b, a, img, g->lock_off);
-    dm_batch_write(&b, a + g->lock_off, word, 8);
+    if (held)
+        dm_batch_cas(&b, a + g->lock_off, held, *word);
+    else
+        dm_batch_write(&b, a + g->lock_off, word, 8);
     return dm_batch_exec(ctx, &b);
 }
 
@@ -226,8 +232,12 @@ int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk)
     uint64_t held = lk->word & 0xffffffffull;
     uint64_t rword = ((uint64_t)ch_vacancy_of(g, right) << 32) | (key_right ? held : 0);
     uint64_t lword = ((uint64_t)ch_vacancy_of(g, lk->img) << 32) | (key_right ? 0 : held);
-    rc = write_leaf(ctx, g, ra, right, &rword, rec, recbuf, recbytes);
-    if (!rc) rc = write_leaf(ctx, g, lk->leaf, lk->img, &lword, 0, NULL, 0);
+    if (!dm_chime_lock_valid(lk)) {
+        rc = DM_ERETRY; /* held too long: a waiter may take the lease over before we write */
+        goto out;
+    }
+    rc = write_leaf(ctx, g, ra, right, &rword, 0, rec, recbuf, recbytes);
+    if (!rc) rc = write_leaf(ctx, g, lk->leaf, lk->img, &lword, lk->remote_word, 0, NULL, 0);
     if (rc) goto out;
     ch_count(&ch_stats.leaf_splits, 1);
     dm_gaddr_t left = lk->leaf;

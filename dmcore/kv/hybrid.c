@@ -3,6 +3,7 @@
 
 #include "dmkv/chime.h"
 #include "dmkv/errors.h"
+#include "dmkv/log.h"
 #include "guard.h"
 
 #include <stdlib.h>
@@ -81,6 +82,55 @@ static void flush_ride(dm_ctx_t *ctx)
 
 #define MAX_LOCKED_TRIES 8
 
+static uint64_t repairs;
+
+uint64_t dm_kv_repairs(void)
+{
+    return __atomic_load_n(&repairs, __ATOMIC_RELAXED);
+}
+
+static void count_repair(const void *key, size_t klen, const char *what)
+{
+    __atomic_fetch_add(&repairs, 1, __ATOMIC_RELAXED);
+    dm_log(DM_LOG_WARNING, "hybrid: repaired key '%.*s' (%zu bytes): %s",
+           (int)(klen > 64 ? 64 : klen), (const char *)key, klen, what);
+}
+
+int dm_hybrid_reconcile(dm_ctx_t *ctx, const void *key, size_t klen)
+{
+    dm_chime_lock_t *lk;
+    int has_entry = dm_chime_lock_key(ctx, key, klen, &lk);
+    if (has_entry < 0) return has_entry;
+    const uint8_t *k = key;
+    uint8_t present = 0;
+    int rc = dm_race_probe(ctx, &k, &klen, 1, &present, NULL);
+    if (rc) {
+        dm_chime_unlock(ctx, lk, -1);
+        return rc;
+    }
+    if (present && !has_entry) {
+        rc = dm_chime_mark_pending(ctx, lk);
+        if (rc) {
+            dm_chime_unlock(ctx, lk, -1);
+            return rc;
+        }
+        count_repair(key, klen, "in RACE without a CHIME entry: entry inserted");
+    } else if (!present && has_entry) {
+        count_repair(key, klen, "CHIME entry without the key in RACE: entry removed");
+    }
+    rc = dm_chime_unlock(ctx, lk, has_entry || present ? present : -1);
+    return rc ? rc : present != has_entry;
+}
+
+/* After a presence change whose writes may have landed after a takeover: repair. */
+static void reconcile_if_in_doubt(dm_ctx_t *ctx, int in_doubt, const void *key, size_t klen)
+{
+    if (!in_doubt) return;
+    dm_log(DM_LOG_WARNING, "hybrid: a presence change completed past the leaf lease: reconciling");
+    ctx->start_us = dm_now_us();
+    dm_hybrid_reconcile(ctx, key, klen);
+}
+
 /* One locked attempt of a SET of an absent key: lock, pending entry, RACE write, unlock. */
 static int set_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen, uint8_t *block,
                       uint64_t block_len, int keep_ttl, dm_race_item_t *old)
@@ -106,7 +156,9 @@ static int set_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen, ui
     flush_ride(ctx);
     g->lk = NULL;
     int present = rc == 1 ? 1 : rc == 0 ? g->seen_present : -1;
+    int in_doubt = rc == 1 && dm_chime_lock_in_doubt(lk);
     dm_chime_unlock(ctx, lk, present); /* a failed unlock leaves the lease to expire */
+    reconcile_if_in_doubt(ctx, in_doubt, key, klen);
     return rc;
 }
 
@@ -132,9 +184,15 @@ static int delete_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen)
     int rc = dm_chime_lock_existing(ctx, key, klen, &lk);
     if (rc < 0) return rc;
     if (rc == 0) {
-        /* CHIME ⊇ RACE: no entry, no key. */
+        /* CHIME ⊇ RACE says no entry, no key; a key there anyway (a violation) goes now,
+         * still under the lock: RACE has no candidate for a truly absent key (1 RTT). */
+        g->lk = lk;
+        ctx->start_us = dm_now_us();
+        rc = dm_race_delete(ctx, key, klen, gate_decide, g);
+        g->lk = NULL;
+        if (rc == 1) count_repair(key, klen, "in RACE without a CHIME entry: deleted by DEL");
         dm_chime_unlock(ctx, lk, -1);
-        return 0;
+        return rc;
     }
     dm_batch_t ride;
     dm_batch_init(&ride);
@@ -151,7 +209,9 @@ static int delete_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen)
     flush_ride(ctx);
     g->lk = NULL;
     int present = rc == 1 ? 0 : rc == 0 ? g->seen_present : -1;
+    int in_doubt = rc == 1 && dm_chime_lock_in_doubt(lk);
     dm_chime_unlock(ctx, lk, present);
+    reconcile_if_in_doubt(ctx, in_doubt, key, klen);
     return rc;
 }
 

@@ -14,10 +14,19 @@
 int dm_hybrid_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uint64_t block_len,
                   dm_race_decide_fn decide, void *arg, int keep_ttl, dm_race_item_t *old);
 
-/* dm_race_delete with the protocol: lock the leaf (1 RTT); no entry means the key is absent
- * (0, nothing else read); else flag the entry pending (1 RTT), delete from RACE, remove the
- * entry with the unlock. Same arguments and results as dm_race_delete. */
+/* dm_race_delete with the protocol: lock the leaf (1 RTT), flag the key's entry pending
+ * (1 RTT), delete from RACE, remove the entry with the unlock. Without an entry the RACE
+ * delete still runs under the lock (1 RTT when RACE has no candidate): a key in RACE
+ * without its entry breaks CHIME ⊇ RACE, and DEL is its repair (logged, INFO
+ * hybrid_repairs). Same arguments and results as dm_race_delete. */
 int dm_hybrid_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide_fn decide,
                      void *arg);
+
+/* Make key's CHIME entry agree with RACE under the leaf lock: RACE holds it and no entry →
+ * a settled entry is inserted; an entry but RACE lacks it → removed; pending → settled.
+ * Runs after a presence change whose writes completed so late that the lease may have been
+ * taken over meanwhile (dm_chime_lock_in_doubt). 3-5 RTTs. Returns 1 when something was
+ * repaired, 0 when they agreed, or DM_E*. */
+int dm_hybrid_reconcile(dm_ctx_t *ctx, const void *key, size_t klen);
 
 #endif

@@ -9,9 +9,12 @@
 #include <string.h>
 
 #include "../dmcore/chime/leaf_lock.h"
+#include "../dmcore/kv/hybrid.h"
 #include "dmkv/chime.h"
 #include "dmkv/errors.h"
 #include "dmkv/kv.h"
+#include "dmkv/kvblock.h"
+#include "dmkv/race.h"
 #include "dmkv/superblock.h"
 #include "harness.h"
 #include "worker_util.h"
@@ -392,6 +395,49 @@ static void test_lease_takeover(void)
     uv_loop_close(&loop);
 }
 
+/* ---- a RACE key without its CHIME entry (a broken invariant) is repaired, not kept ---- */
+static void inject_orphan(dm_ctx_t *ctx, const char *key)
+{
+    uint64_t size = dm_kvblock_size(strlen(key), 1);
+    uint8_t *block = calloc(1, size);
+    CHECK(block);
+    dm_kvblock_build(block, key, strlen(key), "x", 1, 0);
+    CHECK(dm_race_set(ctx, key, strlen(key), block, size, NULL, NULL, 0, NULL) == 1);
+    free(block);
+}
+
+static void test_orphan_repair(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = worker_on(&loop, "local:chime-orphan");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    CHECK(dm_kv_set(&ctx, "anchor", 6, "v", 1, 0, 0, NULL) == 1);
+    inject_orphan(&ctx, "orphan1"); /* straight into RACE, as a late slot CAS would */
+    inject_orphan(&ctx, "orphan2");
+    int pending = 0;
+    CHECK(dm_chime_search(&ctx, "orphan1", 7, &pending) == 0);
+    uint64_t before = dm_kv_repairs();
+    /* DEL finds it although CHIME has no entry, and removes it. */
+    CHECK(dm_kv_del(&ctx, "orphan1", 7) == 1);
+    CHECK(dm_kv_del(&ctx, "orphan1", 7) == 0);
+    CHECK(dm_kv_repairs() == before + 1);
+    /* Reconcile gives the other one its entry: SCAN now returns it. */
+    CHECK(scan_all(&ctx, NULL, 0) == 1);
+    CHECK(dm_hybrid_reconcile(&ctx, "orphan2", 7) == 1);
+    CHECK(dm_chime_search(&ctx, "orphan2", 7, &pending) == 1 && !pending);
+    CHECK(scan_all(&ctx, NULL, 0) == 2);
+    CHECK(dm_hybrid_reconcile(&ctx, "orphan2", 7) == 0);
+    CHECK(dm_hybrid_reconcile(&ctx, "anchor", 6) == 0);
+    CHECK(dm_hybrid_reconcile(&ctx, "nothing", 7) == 0);
+    CHECK(dm_kv_del(&ctx, "orphan2", 7) == 1);
+    CHECK(scan_all(&ctx, NULL, 0) == 1);
+    dm_worker_destroy(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+}
+
 int main(void)
 {
     dm_local_set_size(512ull << 20);
@@ -401,6 +447,7 @@ int main(void)
     RUN(test_torn_reads);
     RUN(test_speculative_reads);
     RUN(test_lease_takeover);
+    RUN(test_orphan_repair);
     RUN(test_concurrent_writers);
     return 0;
 }

@@ -72,6 +72,12 @@ int dm_chime_unlock(dm_ctx_t *ctx, dm_chime_lock_t *lk, int present);
  * less than 2 s ago (a waiter takes an expired lease over after 3 s). 0 after that. */
 int dm_chime_lock_valid(const dm_chime_lock_t *lk);
 
+/* 1 when a write that completed just now may have landed after a waiter took lk's lease
+ * over: more than CH_LEASE_MS (3 s) passed since the acquiring CAS was posted (a stall, a
+ * stopped process, a slow network). The caller then repairs what the write touched
+ * (dm_hybrid_reconcile). dmkv/lease.h has the timing argument. */
+int dm_chime_lock_in_doubt(const dm_chime_lock_t *lk);
+
 /* Lock-free point lookup (§4.4 "Search"): speculative single-entry READ when the hotspot
  * buffer has a candidate (§4.3), else the neighborhood; three-level checks, sibling-based
  * cache and half-split validation. Returns 1 (entry present; *pending set when flagged),

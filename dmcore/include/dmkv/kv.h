@@ -154,4 +154,9 @@ int dm_kv_slot(dm_ctx_t *ctx, const void *key, size_t klen, uint64_t *slot);
  * removed, 0 when the key is absent or live (left untouched), or DM_E*. */
 int dm_kv_del_expired(dm_ctx_t *ctx, const void *key, size_t klen);
 
+/* Repairs of the hybrid invariant (CHIME ⊇ RACE) this process made since it started: a DEL
+ * that found its key in RACE without a CHIME entry, or a reconcile after a presence change
+ * completed past its leaf lease (dmcore/kv/hybrid.c). INFO hybrid_repairs. */
+uint64_t dm_kv_repairs(void);
+
 #endif

@@ -1,0 +1,31 @@
+/* Leases on remote lock words that no clock but the observer's own decides (docs/leases.md).
+ *
+ * A lock word names its holding by a lease token: a random 31-bit value written with every
+ * acquisition (never a timestamp), so one holding never looks like another. The holder
+ * times its hold on its monotonic clock from just BEFORE it posted the acquiring CAS; a
+ * waiter times a holding from the first time it READ that exact word, on its own monotonic
+ * clock. The CAS executed before the waiter's read, so the waiter's start is never earlier
+ * than the holder's, whatever the wall clocks say: a holder that stops using the lock
+ * within hold_ms is never overtaken by a waiter that waits lease_ms > hold_ms.
+ *
+ * Observations live in a per-thread table (1024 words, direct-mapped by address): a word
+ * evicted by a collision is observed again from scratch, which only delays a takeover. */
+#ifndef DMKV_LEASE_H
+#define DMKV_LEASE_H
+
+#include <stdint.h>
+
+#include "dmkv/gaddr.h"
+
+/* A fresh lease token: random, nonzero, 31 bits. Thread-safe (per-thread generator). */
+uint32_t dm_lease_token(void);
+
+/* Note that the lock word at addr read as word (held) just now. Returns how long, in
+ * microseconds of this thread's monotonic clock, this thread has seen exactly that word
+ * there (0 on first sight or after the word changed). */
+uint64_t dm_lease_observed_us(dm_gaddr_t addr, uint64_t word);
+
+/* Forget the observation of addr (after taking the lock over or seeing it free). */
+void dm_lease_forget(dm_gaddr_t addr);
+
+#endif

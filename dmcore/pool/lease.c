@@ -1,0 +1,58 @@
+/* Lease tokens and waiter-side lease observation (dmkv/lease.h). */
+#include "dmkv/lease.h"
+
+#include <sys/random.h>
+#include <time.h>
+
+#define OBS_SLOTS 1024u
+
+typedef struct obs {
+    dm_gaddr_t addr;
+    uint64_t word;
+    uint64_t first_us;
+} obs_t;
+
+static _Thread_local obs_t table[OBS_SLOTS];
+static _Thread_local uint64_t rng;
+
+static uint64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+uint32_t dm_lease_token(void)
+{
+    while (!rng)
+        if (getrandom(&rng, sizeof(rng), 0) != sizeof(rng)) rng = mono_us() | 1;
+    for (;;) {
+        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17; /* xorshift64 */
+        uint32_t t = (uint32_t)(rng >> 33) & 0x7fffffffu;
+        if (t) return t;
+    }
+}
+
+static obs_t *slot_of(dm_gaddr_t addr)
+{
+    return &table[(addr >> 3) * 0x9e3779b97f4a7c15ull >> 54];
+}
+
+uint64_t dm_lease_observed_us(dm_gaddr_t addr, uint64_t word)
+{
+    obs_t *o = slot_of(addr);
+    uint64_t now = mono_us();
+    if (o->addr != addr || o->word != word || !o->first_us) {
+        o->addr = addr;
+        o->word = word;
+        o->first_us = now;
+        return 0;
+    }
+    return now - o->first_us;
+}
+
+void dm_lease_forget(dm_gaddr_t addr)
+{
+    obs_t *o = slot_of(addr);
+    if (o->addr == addr) o->first_us = 0;
+}
