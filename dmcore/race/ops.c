@@ -254,8 +254,47 @@ static unsigned bucket_ld_of(const lookup_t *lk, dm_gaddr_t slot)
  * smallest (bucket, slot) (RACE §3.3 "duplicate keys"). If a split moved past our bucket
  * before our CAS landed (its header no longer covers the key), take our slot back and
  * report DM_ERETRY so the insert is redone in the right subtable (RACE §3.4.2). */
+/* Take a stranded insert's slot back (RACE §3.4.2). Another gateway may have updated the
+ * stranded copy meanwhile (found it before the split published): then the slot holds the
+ * key's newest value, not ours, and that value is what must move; our SET is ordered just
+ * before that update. Returns DM_ERETRY with *adopt = 0 (redo our insert), DM_ERETRY with
+ * *adopt = the newer word (insert that word instead: the update freed our block), or 1
+ * when the splitter froze or moved the slot itself. */
+static int take_back_stranded(dm_ctx_t *ctx, const void *key, size_t klen, dm_gaddr_t mine,
+                              uint64_t my_word, uint64_t *adopt)
+{
+    uint64_t cur = my_word;
+    *adopt = 0;
+    for (int tries = 0; tries < 16; tries++) {
+        dm_batch_t b;
+        dm_batch_init(&b);
+        dm_verb_t *v = dm_batch_cas(&b, mine, cur, 0);
+        if (dm_batch_exec(ctx, &b) != 0) return 1; /* fate unknown: leave it to the splitter */
+        uint64_t got = v->result;
+        if (got == cur) {
+            count_keys(ctx, -1);
+            *adopt = cur == my_word ? 0 : cur;
+            return DM_ERETRY;
+        }
+        if (!got || race_slot_moving(got) || race_slot_fp(got) != race_slot_fp(my_word))
+            return 1; /* the splitter froze or moved it (then the slot is another key's) */
+        /* Same fingerprint: is it our key, updated in place? 1 RTT, rare. */
+        uint32_t len = (uint32_t)race_slot_len(got) * DM_UNIT;
+        uint8_t *blk = malloc(len);
+        if (!blk) return 1;
+        dm_batch_init(&b);
+        dm_batch_read(&b, race_slot_ptr(got), blk, len);
+        int ours = dm_batch_exec(ctx, &b) == 0 && dm_kvblock_key_equals(blk, len, key, klen);
+        free(blk);
+        if (!ours) return 1;
+        cur = got;
+    }
+    return 1;
+}
+
 static int dedupe_after_insert(dm_ctx_t *ctx, const void *key, size_t klen, dm_gaddr_t mine,
-                               uint64_t my_word, uint64_t hash, unsigned ld, uint64_t *lease)
+                               uint64_t my_word, uint64_t hash, unsigned ld, uint64_t *lease,
+                               uint64_t *adopt)
 {
     lookup_t lk;
     dm_batch_t b;
@@ -273,17 +312,10 @@ static int dedupe_after_insert(dm_ctx_t *ctx, const void *key, size_t klen, dm_g
     uint64_t mask = (1ull << race_hdr_ld(hdr)) - 1;
     int stranded = hdr && ((hash & mask) != race_hdr_suffix(hdr) ||
                            (*lease && ld < DM_RACE_MAX_DEPTH && ((hash >> ld) & 1)));
-    {
-        if (stranded) {
-            cands_free(lk.c, lk.n);
-            dm_batch_init(&b);
-            dm_verb_t *v = dm_batch_cas(&b, mine, my_word, 0);
-            if (dm_batch_exec(ctx, &b) == 0 && v->result == my_word) {
-                count_keys(ctx, -1);
-                return DM_ERETRY; /* redo the insert; our block is still ours */
-            }
-            return 1; /* the splitter moved our slot: it is in the right place now */
-        }
+    *adopt = 0;
+    if (stranded) {
+        cands_free(lk.c, lk.n);
+        return take_back_stranded(ctx, key, klen, mine, my_word, adopt);
     }
     if (rc) {
         /* Our key is in place; the duplicate check could not run (another copy is
@@ -426,7 +458,7 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
     dm_gaddr_t addr;
     int rc = dm_alloc_block(ctx, block_len, &addr);
     if (rc) return rc;
-    uint64_t word = 0;
+    uint64_t word = 0, adopted = 0; /* adopted: a newer word taken back from a stranded slot */
     int written = 0, posted_cas = 0;
     retry_t rt = {0};
     uint64_t block_expire; /* as asked for: a KEEPTTL rewrite below may change block's */
@@ -453,7 +485,13 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
             if (rt.since_us && dm_now_us() - rt.since_us > 1000ull * RACE_LEASE_MS)
                 race_split(ctx, &lk.loc, 1); /* ... or finish it if its splitter died */
         }
-        if (!rc) {
+        if (!rc && adopted && lk.first >= 0) {
+            cands_free(lk.c, lk.n); /* someone wrote it where it lives now: after us */
+            return 1;
+        }
+        if (!rc && adopted) {
+            word = adopted; /* re-insert the newer value where the key lives now */
+        } else if (!rc) {
             word = race_slot(lk.loc.fp, dm_kvblock_len_units(block_len), addr);
             dm_kv_view_t *cur = lk.first >= 0 ? &lk.c[lk.first].view : NULL;
             if (cur) cur->slot = lk.c[lk.first].ref.word & ~RACE_SLOT_MOVING;
@@ -495,7 +533,7 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
                 rc = race_split(ctx, &lk.loc, 0);
                 if (rc == 0) continue;
                 if (rc == DM_ERETRY && should_retry(ctx, rc, &rt)) continue;
-                dm_alloc_free(ctx->w->alloc, addr, block_len);
+                if (!adopted) dm_alloc_free(ctx->w->alloc, addr, block_len);
                 return rc;
             }
             dm_batch_init(&b);
@@ -505,9 +543,10 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
             if (!rc && v->result == 0) {
                 cands_free(lk.c, lk.n);
                 if (old) memset(old, 0, sizeof(*old));
-                uint64_t lease = 0;
+                uint64_t lease = 0, adopt = 0;
                 rc = dedupe_after_insert(ctx, key, klen, slot, word, lk.loc.hash,
-                                         bucket_ld_of(&lk, slot), &lease);
+                                         bucket_ld_of(&lk, slot), &lease, &adopt);
+                if (adopt) adopted = adopt;
                 if (rc == DM_ERETRY) {
                     /* Inserted behind a split: wait for it (or finish it, if its splitter
                      * died) and redo the insert where the key belongs. */
@@ -522,8 +561,8 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
         if (rc && !should_retry(ctx, rc, &rt)) {
             /* After a CAS whose fate is unknown (connection lost) the block may be
              * published: leak it rather than free it. */
-            if (!(posted_cas && (rc == DM_EIO || rc == DM_ETIMEDOUT)))
-                dm_alloc_free(ctx->w->alloc, addr, block_len);
+            if (!adopted && !(posted_cas && (rc == DM_EIO || rc == DM_ETIMEDOUT)))
+                dm_alloc_free(ctx->w->alloc, addr, block_len); /* adopted: the update freed it */
             return rc;
         }
         /* Failed CAS: someone changed a slot; search again and redo (RACE §3.3). */
