@@ -11,6 +11,7 @@
 
 #include "dmkv/alloc.h"
 #include "dmkv/chime.h"
+#include "dmkv/clock.h"
 #include "dmkv/kv.h"
 #include "dmkv/race.h"
 #include "dmkv/stats.h"
@@ -307,6 +308,13 @@ static void sec_dmkv(gw_buf_t *b)
                   (unsigned long long)splits, (unsigned long long)splitting,
                   (unsigned long long)doublings, (unsigned long long)ac_hits,
                   (unsigned long long)ac_dropped, (unsigned long long)dm_kv_repairs());
+    dm_clock_status_t cs;
+    dm_clock_status(&cs);
+    gw_buf_printf(b,
+                  "clock_peers:%d\r\nclock_far_peers:%d\r\nclock_offset_min_ms:%lld\r\n"
+                  "clock_offset_max_ms:%lld\r\nclock_skewed:%d\r\nmax_clock_skew_ms:%u\r\n",
+                  cs.peers, cs.far_peers, (long long)cs.lo_ms, (long long)cs.hi_ms, cs.skewed,
+                  dm_clock_bound_ms());
     sec_dmkv_chime(b);
     for (int k = 0; k < DM_CLS_COUNT; k++) {
         dm_cls_stats_t s;

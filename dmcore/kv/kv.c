@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dmkv/clock.h"
 #include "dmkv/chime.h"
 #include "dmkv/errors.h"
 #include "dmkv/superblock.h"
@@ -65,7 +66,9 @@ static int decide_set(void *arg, const dm_kv_view_t *v)
 {
     set_decide_t *d = arg;
     d->existed = live(v, d->now_ms);
-    if ((d->flags & DM_SET_NX) && d->existed) return 0;
+    /* NX waits the skew bound out: a key expired by our clock may still be live by the
+     * writer's (a lock taken with SET NX PX on a gateway whose clock lags). */
+    if ((d->flags & DM_SET_NX) && live(v, d->now_ms - dm_clock_margin_ms())) return 0;
     if ((d->flags & DM_SET_XX) && !d->existed) return 0;
     return 1;
 }
@@ -199,6 +202,7 @@ static int settle_page(dm_ctx_t *ctx, const dm_chime_key_t *ck, size_t n, dm_key
     }
     if (!rc && m) rc = dm_race_probe(ctx, keys, lens, (unsigned)m, present, expire);
     uint64_t now = dm_wall_ms();
+    if (want_expired) now -= dm_clock_margin_ms(); /* delete only what is expired everywhere */
     for (size_t i = 0, j = 0; i < n && !rc; i++) {
         int in = 1, live = 1;
         if (probe_all || ck[i].pending) {

@@ -8,6 +8,7 @@
 
 #include <xxhash.h>
 
+#include "dmkv/clock.h"
 #include "dmkv/errors.h"
 #include "dmkv/kv.h"
 #include "dmkv/race.h"
@@ -120,7 +121,7 @@ int dm_kv_slot(dm_ctx_t *ctx, const void *key, size_t klen, uint64_t *slot)
 static int decide_expired(void *arg, const dm_kv_view_t *v)
 {
     (void)arg;
-    return v && !is_live(v, dm_wall_ms());
+    return v && !is_live(v, dm_wall_ms() - dm_clock_margin_ms()); /* expired everywhere */
 }
 
 int dm_kv_del_expired(dm_ctx_t *ctx, const void *key, size_t klen)

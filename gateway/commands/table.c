@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "dmkv/clock.h"
 #include "dmkv/errors.h"
 #include "resp/reply.h"
 #include "server/server.h"
@@ -209,6 +210,20 @@ bool gw_command_exec(gw_conn_t *c, gw_cmd_t *cmd)
             rejected(c);
             return false;
         }
+    }
+    if (gc->first > 0 && dm_clock_skewed()) {
+        /* Expiry written here would be judged by the other gateways' clocks. */
+        dm_clock_status_t cs;
+        dm_clock_status(&cs);
+        char msg[200];
+        snprintf(msg, sizeof(msg),
+                 "ERR dmkv: this gateway's clock is off by %lld..%lld ms from %d of %d other "
+                 "gateways (max-clock-skew-ms %u): fix the clock (NTP)",
+                 (long long)cs.lo_ms, (long long)cs.hi_ms, cs.far_peers, cs.peers,
+                 dm_clock_bound_ms());
+        reply_error(&c->out, msg);
+        rejected(c);
+        return false;
     }
     if (c->in_multi && !runs_in_multi(gc)) {
         cmd->next = NULL;

@@ -7,6 +7,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "dmkv/clock.h"
 #include "dmkv/chime.h"
 #include "dmkv/log.h"
 #include "util/buf.h"
@@ -27,6 +28,9 @@ void gw_config_usage(FILE *f, const char *prog)
         "order; required)\n"
         "  --chime-leaf-span <n>  CHIME leaf entries for a pool this gateway creates (default 64)\n"
         "  --chime-neighborhood <n> hopscotch neighborhood H of those leaves (default 8)\n"
+        "  --max-clock-skew-ms <ms> refuse key commands while this gateway's clock is surely\n"
+        "                         further than this from the other gateways' (default 500, 0 "
+        "off)\n"
         "  --loglevel <level>     debug | verbose | notice | warning (default notice)\n"
         "  --maxclients <n>       maximum number of client connections (default 10000)\n"
         "  --local-size <bytes>   size of the in-process pool for --memnode local (e.g. "
@@ -137,6 +141,13 @@ static int apply(gw_config_t *cfg, bool from_cli, const char *name, int argc, ch
             cfg->chime_span = v;
         else
             cfg->chime_nbhd = v;
+    } else if (!strcasecmp(name, "max-clock-skew-ms") && argc == 1) {
+        int v;
+        if (!parse_int(argv[0], 0, 60000, &v)) {
+            snprintf(err, errlen, "Invalid max-clock-skew-ms '%s' (0..60000, 0 = off)", argv[0]);
+            return -1;
+        }
+        dm_clock_set_bound_ms((uint32_t)v);
     } else if (!strcasecmp(name, "memnode") && argc >= 1) {
         for (int i = 0; i < argc; i++) {
             if (cfg->nmemnodes == GW_MAX_MEMNODES) {
@@ -267,7 +278,8 @@ int gw_config_parse(gw_config_t *cfg, int argc, char **argv, char *err, size_t e
                                       "local-size",
                                       "local-delay-us",
                                       "chime-leaf-span",
-                                      "chime-neighborhood"};
+                                      "chime-neighborhood",
+                                      "max-clock-skew-ms"};
         bool is_known = false;
         for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++)
             if (!strcasecmp(name, known[k])) is_known = true;

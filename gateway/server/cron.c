@@ -8,6 +8,7 @@
 
 #include <stdlib.h>
 
+#include "dmkv/clock.h"
 #include "dmkv/coro.h"
 #include "dmkv/kv.h"
 #include "net/conn.h"
@@ -17,7 +18,18 @@
 static void expire_step(void *arg)
 {
     gw_thread_t *th = arg;
-    uint64_t now = dm_wall_ms();
+    if (th->index == 0) {
+        dm_ctx_t cctx;
+        dm_ctx_init(&cctx, th->w, DM_CLS_ADMIN);
+        dm_clock_tick(&cctx); /* the clock board: one thread per process */
+    }
+    if (dm_clock_skewed()) { /* our clock would delete other gateways' keys early */
+        th->expire_running = false;
+        return;
+    }
+    /* A key is removed only once expired by more than the skew bound: a clock up to that
+     * far ahead of the writer's never deletes a key early for everyone. */
+    uint64_t now = dm_wall_ms() - dm_clock_margin_ms();
     char *key;
     size_t klen;
     for (int i = 0;

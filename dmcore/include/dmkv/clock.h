@@ -1,0 +1,54 @@
+/* Clock skew between gateways, measured through the pool (issue 10 item 6, docs/clocks.md).
+ *
+ * Expiry is wall-clock time written by one gateway and judged by another, so their clocks
+ * must agree. Each gateway process publishes its wall clock every tick in one word of the
+ * superblock's clock board (tag:16 | wall ms:48) and reads the others' words in the same
+ * batch. A peer word that changed since our previous read was written after that read was
+ * posted and before this one completed, so, with d = our wall clock at completion minus
+ * the peer's published time and w = the time between the two (our monotonic clock):
+ *     our clock - peer clock  in  (d - w, d]
+ * No round trip to the peer and no clock of the peer's is trusted beyond its own reading.
+ * A gateway whose clock is surely more than the bound (default 500 ms) away from a
+ * majority of the live peers is skewed: it refuses commands (gateway/server) until its
+ * clock agrees again; expiry decisions that others depend on (active expiry deletes, SET NX
+ * over an expired key) wait the bound out. */
+#ifndef DMKV_CLOCK_H
+#define DMKV_CLOCK_H
+
+#include <stdint.h>
+
+#include "dmkv/worker.h"
+
+#define DM_CLOCK_SLOTS 32
+#define DM_CLOCK_BOUND_MS_DEFAULT 500u
+#define DM_CLOCK_STALE_MS 5000u /* a peer word unchanged this long is a stopped gateway */
+
+/* Skew bound in milliseconds (CONFIG / --max-clock-skew-ms); 0 turns the checks off. */
+void dm_clock_set_bound_ms(uint32_t ms);
+uint32_t dm_clock_bound_ms(void);
+
+/* One clock-board step: READ the board ‖ WRITE our word (claimed by CAS on first use:
+ * an empty slot or one unchanged for 2 * DM_CLOCK_STALE_MS). 1 RTT on node 0. Call from
+ * one thread of the process about every 100 ms. Returns 0 or DM_E* (DM_EFULL: no slot). */
+int dm_clock_tick(dm_ctx_t *ctx);
+
+typedef struct dm_clock_status {
+    int peers;     /* live peers measured */
+    int far_peers; /* of which surely more than the bound away */
+    int64_t lo_ms; /* the bounds of (our clock - peer clock) of the farthest peer */
+    int64_t hi_ms;
+    int skewed; /* far from a majority of the live peers (at least one) */
+} dm_clock_status_t;
+
+/* Current verdict (thread-safe). */
+void dm_clock_status(dm_clock_status_t *s);
+
+/* Milliseconds that expiry decisions other gateways depend on wait out (active expiry,
+ * SET NX over an expired key): the bound while other gateways share the pool, else 0 (one
+ * gateway has one clock, and Redis's exact behaviour holds). */
+uint32_t dm_clock_margin_ms(void);
+
+/* 1 when this gateway must not serve (dm_clock_status().skewed with the bound on). */
+int dm_clock_skewed(void);
+
+#endif

@@ -1,0 +1,156 @@
+/* The clock board (dmkv/clock.h): publish our wall clock, bound our offset to every peer. */
+#include "dmkv/clock.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/random.h>
+
+#include "dmkv/errors.h"
+#include "dmkv/superblock.h"
+
+#define MS_BITS 48
+#define MS_MASK ((1ull << MS_BITS) - 1)
+
+typedef struct peer {
+    uint64_t word;    /* last word seen in the slot */
+    uint64_t seen_us; /* monotonic time the word last changed (our reads) */
+    int64_t lo, hi;   /* (our clock - its clock) in (lo, hi], ms; valid when measured */
+    int measured;
+} peer_t;
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static peer_t peers[DM_CLOCK_SLOTS];
+static uint32_t bound_ms = DM_CLOCK_BOUND_MS_DEFAULT;
+static int my_slot = -1;
+static uint16_t my_tag;
+static uint64_t prev_issue_us; /* when the previous board read was posted, 0 = none */
+static dm_clock_status_t verdict;
+
+void dm_clock_set_bound_ms(uint32_t ms)
+{
+    __atomic_store_n(&bound_ms, ms, __ATOMIC_RELAXED);
+}
+
+uint32_t dm_clock_bound_ms(void)
+{
+    return __atomic_load_n(&bound_ms, __ATOMIC_RELAXED);
+}
+
+static dm_gaddr_t slot_addr(int i)
+{
+    return dm_gaddr_make(0, DM_SB_OFF(clock_board) + 8u * (unsigned)i);
+}
+
+static uint64_t my_word(uint64_t wall)
+{
+    return (uint64_t)my_tag << MS_BITS | (wall & MS_MASK);
+}
+
+/* Judge the peers (mu held). */
+static void judge(uint64_t now_us)
+{
+    dm_clock_status_t s = {0};
+    int64_t b = (int64_t)dm_clock_bound_ms(), worst = -1;
+    for (int i = 0; i < DM_CLOCK_SLOTS; i++) {
+        peer_t *p = &peers[i];
+        if (i == my_slot || !p->measured || now_us - p->seen_us > DM_CLOCK_STALE_MS * 1000ull)
+            continue;
+        s.peers++;
+        int64_t far = p->lo >= 0 ? p->lo : -p->hi; /* how surely far it is */
+        if (b && (p->lo >= b || p->hi <= -b)) s.far_peers++;
+        if (far > worst) {
+            worst = far;
+            s.lo_ms = p->lo;
+            s.hi_ms = p->hi;
+        }
+    }
+    /* Far from a strict majority (or from the only peer: then both stop, which is safe). */
+    s.skewed = b && s.far_peers > 0 && (2 * s.far_peers > s.peers || s.peers == 1);
+    verdict = s;
+}
+
+int dm_clock_tick(dm_ctx_t *ctx)
+{
+    uint64_t board[DM_CLOCK_SLOTS];
+    pthread_mutex_lock(&mu);
+    while (!my_tag)
+        if (getrandom(&my_tag, sizeof(my_tag), 0) != sizeof(my_tag)) my_tag = 1;
+    int slot = my_slot;
+    pthread_mutex_unlock(&mu);
+
+    dm_batch_t b;
+    dm_batch_init(&b);
+    uint64_t mine = my_word(dm_wall_ms());
+    if (slot >= 0) dm_batch_write(&b, slot_addr(slot), &mine, 8);
+    dm_batch_read(&b, slot_addr(0), board, sizeof(board));
+    uint64_t issue_us = dm_now_us();
+    int rc = dm_batch_exec(ctx, &b);
+    if (rc) return rc;
+    uint64_t done_us = dm_now_us();
+    int64_t wall = (int64_t)(dm_wall_ms() & MS_MASK);
+
+    pthread_mutex_lock(&mu);
+    int64_t window = prev_issue_us ? (int64_t)((done_us - prev_issue_us + 999) / 1000) : -1;
+    int claim = -1;
+    for (int i = 0; i < DM_CLOCK_SLOTS; i++) {
+        peer_t *p = &peers[i];
+        uint64_t w = board[i];
+        if (i == my_slot) {
+            if (w >> MS_BITS != my_tag) my_slot = -1; /* taken from us while we stood still */
+            continue;
+        }
+        if (w != p->word || !p->seen_us) {
+            int changed = p->seen_us && w != p->word;
+            p->word = w;
+            p->seen_us = done_us;
+            if (changed && w && window >= 0) {
+                int64_t d = wall - (int64_t)(w & MS_MASK);
+                p->lo = d - window;
+                p->hi = d;
+                p->measured = 1;
+            }
+        }
+        int stale = done_us - p->seen_us > 2ull * DM_CLOCK_STALE_MS * 1000;
+        if (claim < 0 && (!w || stale)) claim = i;
+    }
+    prev_issue_us = issue_us;
+    judge(done_us);
+    int need_claim = my_slot < 0;
+    pthread_mutex_unlock(&mu);
+    if (!need_claim) return 0;
+    if (claim < 0) return DM_EFULL;
+    dm_batch_init(&b);
+    mine = my_word(dm_wall_ms());
+    dm_verb_t *v = dm_batch_cas(&b, slot_addr(claim), board[claim], mine);
+    rc = dm_batch_exec(ctx, &b);
+    if (rc) return rc;
+    if (v->result == board[claim]) {
+        pthread_mutex_lock(&mu);
+        my_slot = claim;
+        memset(&peers[claim], 0, sizeof(peers[claim]));
+        pthread_mutex_unlock(&mu);
+    }
+    return 0;
+}
+
+void dm_clock_status(dm_clock_status_t *s)
+{
+    pthread_mutex_lock(&mu);
+    *s = verdict;
+    pthread_mutex_unlock(&mu);
+}
+
+int dm_clock_skewed(void)
+{
+    dm_clock_status_t s;
+    dm_clock_status(&s);
+    return s.skewed;
+}
+
+uint32_t dm_clock_margin_ms(void)
+{
+    dm_clock_status_t s;
+    dm_clock_status(&s);
+    return s.peers ? dm_clock_bound_ms() : 0;
+}
