@@ -16,13 +16,16 @@
 #      deploy/docker-compose.host.yml runs them (host networking, rxe created once, shared;
 #      plus a DMKV_TRANSPORT=tcp gateway on the same memory node)
 # Every step has its own time limit (busybox timeout in the guest); the whole VM has
-# DMKV_VM_TIMEOUT (default 540 s here: generous, for hosts busy with other tests). Wall time on 2 host cores (qemu TCG, ASan build):
+# DMKV_VM_TIMEOUT (default 1200 s here: generous, for hosts busy with other tests). Wall time on 2 host cores (qemu TCG, ASan build):
 # ~3 minutes, plus ~20 s once to build the guest image (cached in RXE_VM_CACHE).
 #
 # Usage
 #   tests/rdma/it-in-vm.sh [--build DIR]      (default DIR: the repository's build-test)
 # Environment
-#   DMKV_IT_TESTS   integration tests to run in the guest (default "it_basic it_protocol").
+#   DMKV_IT_TESTS   integration tests to run in the guest (default "it_basic it_protocol
+#                   it_incr_gateways it_chime_storm": three gateways on one memory node over
+#                   rdma, the leaf-lock path without masked CAS; it_chime_storm runs
+#                   DMKV_IT_STORM_OPS commands per client, default 1500 here).
 #                   The others take minutes each under emulation (measured with the ASan
 #                   build: it_pipeline ~110 s, it_redis_cli ~120 s, it_concurrency ~170 s;
 #                   it_scan, it_resize longer): opt in, e.g. DMKV_IT_TESTS="it_basic
@@ -99,10 +102,10 @@ steps=("timeout 90 $G start $MEMNODE $GATEWAY"
        "timeout 60 $G cli"
        "timeout 240 $G bench")
 STEP_T=${DMKV_IT_STEP_TIMEOUT:-200}
-for t in ${DMKV_IT_TESTS:-it_basic it_protocol}; do
+for t in ${DMKV_IT_TESTS:-it_basic it_protocol it_incr_gateways it_chime_storm}; do
     bin=$BUILD/tests/$t
     [ -x "$bin" ] || { say "warning: $bin is not built, left out"; continue; }
-    steps+=("DMKV_IT_MEMNODE_RDMA=$ADDR DMKV_IT_MEMNODE_SIZE=128m DMKV_MEMNODE=$MEMNODE DMKV_GATEWAY=$GATEWAY timeout $STEP_T $bin")
+    steps+=("DMKV_IT_MEMNODE_RDMA=$ADDR DMKV_IT_MEMNODE_SIZE=128m DMKV_IT_STORM_OPS=${DMKV_IT_STORM_OPS:-1500} DMKV_MEMNODE=$MEMNODE DMKV_GATEWAY=$GATEWAY timeout $STEP_T $bin")
 done
 [ -x "$BUILD/tests/test_race" ] && steps+=("timeout 240 $BUILD/tests/test_race")
 steps+=("timeout 90 $G stop")
@@ -110,7 +113,7 @@ steps+=("timeout 90 $G stop")
 
 say "one VM boot, ${#steps[@]} steps; redis-benchmark numbers under TCG emulation are not performance figures"
 t0=$(date +%s)
-DMKV_VM_TIMEOUT=${DMKV_VM_TIMEOUT:-540} "$HERE/run-in-vm.sh" --share "$BUILD" -- "${steps[@]}"
+DMKV_VM_TIMEOUT=${DMKV_VM_TIMEOUT:-1200} "$HERE/run-in-vm.sh" --share "$BUILD" -- "${steps[@]}"
 rc=$?
 say "exit $rc after $(($(date +%s) - t0)) s"
 if [ "$rc" = 1 ]; then

@@ -102,7 +102,8 @@ trap 'rm -rf "$RUN"' EXIT
 } > "$RUN/guest.sh"
 
 # --- boot (TCG unless DMKV_VM_KVM=1) ---
-vm=("$RXEVM" -s "$SHARE" -t "${DMKV_VM_TIMEOUT:-900}" -- sh "$RUN/guest.sh")
+# 4 GiB: several ASan-built memory nodes and gateways run at once in the multi-gateway steps
+vm=("$RXEVM" -s "$SHARE" -m "${DMKV_VM_MEM:-4096}" -t "${DMKV_VM_TIMEOUT:-900}" -- sh "$RUN/guest.sh")
 if [ "${DMKV_VM_KVM:-0}" != 1 ] && [ -e /dev/kvm ] && command -v unshare >/dev/null &&
     unshare -m true 2>/dev/null; then
     : > "$RUN/nokvm"
