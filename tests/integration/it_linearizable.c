@@ -1,0 +1,523 @@
+/* Histories under faults, judged by the linearizability checker (issue 10, tests/lincheck).
+ *
+ * Two memory nodes, three gateways (the third with its wall clock shifted by ±1 s through
+ * libfaketime when installed; max-clock-skew-ms 2000 so it keeps serving and its leases
+ * and locks are exercised under skew). Twelve clients, four per gateway, run GET, SET,
+ * SET NX/XX/GET, DEL, INCR, GETSET, GETDEL and APPEND on 16 keys with values unique per
+ * write, recording invoke and return times. Meanwhile a fault thread, in turn:
+ *   - SIGSTOPs a gateway for 2.5-4 s (its clients time out after 2 s: unknown outcomes),
+ *   - SIGKILLs a gateway mid-operation and starts a new one on the same memory nodes,
+ * and a scanner runs full SCANs: keys written before the run and never touched must be
+ * returned, keys outside the test's key set never. Afterwards, with every gateway alive:
+ * each gateway GETs the same value for every key, SCAN returns exactly the present keys,
+ * DBSIZE agrees, every key can be DELeted. The history, end-state reads included, must be
+ * linearizable; a failing one is written to /tmp for dmkv-lincheck.
+ *
+ *   it_linearizable [--ops N] [--fault-rounds R] [--seconds S] [--no-faults] [--seed S]
+ *                   [--keep FILE]
+ * Default (make test): at least 40000 operations and 6 fault rounds (3 stops, 3 kills),
+ * within 240 s; tests/lincheck/long-run.sh runs 1e6 operations. */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "integration/it_check.h"
+#include "integration/procs.h"
+#include "lincheck/lincheck.h"
+
+#define NGW 3
+#define CLIENTS_PER_GW 4
+#define NCLIENTS (NGW * CLIENTS_PER_GW)
+#define NSTR 12
+#define NCNT 4
+#define NSTABLE 64
+#define FAKETIME_LIB "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+
+static lc_history_t *hist;
+static long ops_total = 40000, seconds_max = 240, min_rounds = 6;
+static atomic_long rounds; /* fault rounds completed */
+static int faults = 1;
+static unsigned seed = 1;
+static atomic_long ops_done, unknown_ops, stops, kills, scans;
+static atomic_int stop_all, fault_exit;
+static uint64_t deadline_ns;
+
+static pthread_mutex_t gw_mu = PTHREAD_MUTEX_INITIALIZER;
+static it_proc_t gw[NGW];
+static int gw_port[NGW];
+static it_pool_t pools[2];
+static const char *skew = NULL; /* the third gateway's faketime offset, or NULL */
+
+static uint64_t now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static void key_name(char *buf, size_t n, int k)
+{
+    if (k < NSTR)
+        snprintf(buf, n, "lin:s:%02d", k);
+    else
+        snprintf(buf, n, "lin:n:%02d", k - NSTR);
+}
+
+static void start_gateway(int i)
+{
+    const char *uris[2] = {pools[0].uri, pools[1].uri};
+    const char *extra[] = {"--max-clock-skew-ms", "2000", NULL};
+    if (i == NGW - 1 && skew) {
+        setenv("LD_PRELOAD", FAKETIME_LIB, 1);
+        setenv("FAKETIME", skew, 1);
+        setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
+        setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
+    }
+    it_proc_t p;
+    it_gateway_start(&p, uris, 2, 1, extra);
+    if (i == NGW - 1 && skew) {
+        unsetenv("LD_PRELOAD");
+        unsetenv("FAKETIME");
+        unsetenv("ASAN_OPTIONS");
+    }
+    pthread_mutex_lock(&gw_mu);
+    gw[i] = p;
+    gw_port[i] = p.port;
+    pthread_mutex_unlock(&gw_mu);
+}
+
+static redisContext *connect_gw(int i)
+{
+    pthread_mutex_lock(&gw_mu);
+    int port = gw_port[i];
+    pthread_mutex_unlock(&gw_mu);
+    struct timeval tv = {2, 0};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (!c || c->err) {
+        if (c) redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    return c;
+}
+
+/* Map a reply to a checker result; UNKNOWN for anything that does not say what happened. */
+static lc_result_t classify(redisReply *r, lc_op_t op)
+{
+    lc_result_t res = {.kind = LC_R_UNKNOWN};
+    if (!r) return res;
+    switch (r->type) {
+    case REDIS_REPLY_NIL:
+        res.kind = LC_R_NIL;
+        break;
+    case REDIS_REPLY_STATUS:
+        if (!strcmp(r->str, "OK")) res.kind = LC_R_OK;
+        break;
+    case REDIS_REPLY_STRING:
+        res.kind = LC_R_STR;
+        res.str = r->str;
+        res.len = r->len;
+        break;
+    case REDIS_REPLY_INTEGER:
+        res.kind = LC_R_INT;
+        res.num = r->integer;
+        break;
+    case REDIS_REPLY_ERROR:
+        if (op == LC_INCR && strstr(r->str, "not an integer")) res.kind = LC_R_NOTINT;
+        break;
+    }
+    return res;
+}
+
+/* Run one command and record it. Returns the reply (caller frees) or NULL (connection
+ * lost or timed out: the caller reconnects). */
+static redisReply *record(redisContext *c, int client, lc_op_t op, unsigned flags, int k,
+                          const char *arg)
+{
+    char key[32];
+    key_name(key, sizeof(key), k);
+    const char *argv[6];
+    size_t lens[6];
+    int n = 0;
+    static const char *names[] = {"GET", "SET", "DEL", "INCR", "GETSET", "GETDEL", "APPEND"};
+    argv[n] = names[op], lens[n] = strlen(argv[n]), n++;
+    argv[n] = key, lens[n] = strlen(key), n++;
+    if (arg) argv[n] = arg, lens[n] = strlen(arg), n++;
+    if (flags & LC_NX) argv[n] = "NX", lens[n++] = 2;
+    if (flags & LC_XX) argv[n] = "XX", lens[n++] = 2;
+    if (flags & LC_GETOLD) argv[n] = "GET", lens[n++] = 3;
+    uint64_t t0 = now_ns();
+    redisReply *r = redisCommandArgv(c, n, argv, lens);
+    uint64_t t1 = now_ns();
+    lc_result_t res = classify(r, op);
+    if (res.kind == LC_R_UNKNOWN) atomic_fetch_add(&unknown_ops, 1);
+    /* A read with no answer changed nothing: left out (it only widens the search). */
+    if (!(op == LC_GET && res.kind == LC_R_UNKNOWN)) {
+        size_t idx =
+            lc_invoke(hist, client, op, flags, key, strlen(key), arg, arg ? strlen(arg) : 0, t0);
+        if (res.kind != LC_R_UNKNOWN) lc_return(hist, idx, &res, t1);
+    }
+    atomic_fetch_add(&ops_done, 1);
+    if (!r || c->err) {
+        if (r) freeReplyObject(r);
+        return NULL;
+    }
+    return r;
+}
+
+static void *client_main(void *arg)
+{
+    int id = (int)(intptr_t)arg, g = id % NGW;
+    unsigned rs = seed * 7919u + (unsigned)id;
+    redisContext *c = NULL;
+    char val[64];
+    /* Until the operations are done and, with faults, min_rounds faults have happened. */
+    for (long j = 0;
+         !atomic_load(&stop_all) && now_ns() < deadline_ns &&
+         (atomic_load(&ops_done) < ops_total || (faults && atomic_load(&rounds) < min_rounds));
+         j++) {
+        if (!c) {
+            c = connect_gw(g);
+            if (!c) {
+                g = (g + 1) % NGW; /* a killed or restarting gateway: try the next */
+                usleep(50000);
+                j--;
+                continue;
+            }
+        }
+        snprintf(val, sizeof(val), "c%d.%ld", id, j);
+        int k = rand_r(&rs) % (NSTR + NCNT);
+        int p = rand_r(&rs) % 100;
+        lc_op_t op;
+        unsigned fl = 0;
+        const char *a = NULL;
+        if (k >= NSTR) { /* counters */
+            if (p < 70)
+                op = LC_INCR;
+            else if (p < 90)
+                op = LC_GET;
+            else if (p < 95)
+                op = LC_DEL;
+            else
+                op = LC_SET, a = "100";
+        } else if (p < 30)
+            op = LC_GET;
+        else if (p < 50)
+            op = LC_SET, a = val;
+        else if (p < 60)
+            op = LC_SET, a = val, fl = LC_NX;
+        else if (p < 65)
+            op = LC_SET, a = val, fl = LC_XX;
+        else if (p < 70)
+            op = LC_SET, a = val, fl = LC_GETOLD;
+        else if (p < 80)
+            op = LC_DEL;
+        else if (p < 85)
+            op = LC_GETSET, a = val;
+        else if (p < 90)
+            op = LC_GETDEL;
+        else
+            op = LC_APPEND, a = val;
+        redisReply *r = record(c, id, op, fl, k, a);
+        if (!r) {
+            redisFree(c);
+            c = NULL;
+            g = (g + 1) % NGW;
+            continue;
+        }
+        freeReplyObject(r);
+    }
+    if (c) redisFree(c);
+    return NULL;
+}
+
+/* Full SCAN iterations: every stable key returned, nothing outside the key set. */
+static void *scanner_main(void *arg)
+{
+    (void)arg;
+    int g = 0;
+    redisContext *c = NULL;
+    while (!atomic_load(&stop_all) && now_ns() < deadline_ns) {
+        if (!c) {
+            c = connect_gw(g); /* one connection until it fails, then the next gateway */
+            g = (g + 1) % NGW;
+        }
+        if (!c) {
+            usleep(100000);
+            continue;
+        }
+        char seen[NSTABLE] = {0};
+        char cursor[32] = "0";
+        int ok = 1;
+        do {
+            redisReply *r = redisCommand(c, "SCAN %s MATCH lin:* COUNT 50", cursor);
+            if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+                ok = 0; /* a stopped or killed gateway: this iteration does not count */
+                if (r) freeReplyObject(r);
+                break;
+            }
+            snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
+            for (size_t i = 0; i < r->element[1]->elements; i++) {
+                const char *k = r->element[1]->element[i]->str;
+                int n;
+                if (sscanf(k, "lin:stable:%d", &n) == 1 && n >= 0 && n < NSTABLE) {
+                    seen[n] = 1;
+                } else {
+                    int valid = 0;
+                    for (int q = 0; q < NSTR + NCNT && !valid; q++) {
+                        char name[32];
+                        key_name(name, sizeof(name), q);
+                        valid = !strcmp(name, k);
+                    }
+                    CHECKF(valid, "SCAN returned '%s', a key the test never wrote", k);
+                }
+            }
+            freeReplyObject(r);
+        } while (strcmp(cursor, "0") != 0 && !atomic_load(&stop_all));
+        if (ok && !strcmp(cursor, "0")) {
+            for (int i = 0; i < NSTABLE; i++)
+                CHECKF(seen[i], "a full SCAN missed lin:stable:%d (present throughout)", i);
+            atomic_fetch_add(&scans, 1);
+        }
+        if (!ok) {
+            redisFree(c);
+            c = NULL;
+        }
+        usleep(20000);
+    }
+    if (c) redisFree(c);
+    return NULL;
+}
+
+static void sleep_ms(long ms)
+{
+    while (ms > 0 && !atomic_load(&stop_all)) {
+        long s = ms > 100 ? 100 : ms;
+        usleep((useconds_t)s * 1000);
+        ms -= s;
+    }
+}
+
+static void *fault_main(void *arg)
+{
+    (void)arg;
+    unsigned rs = seed * 31u + 7;
+    sleep_ms(1500);
+    for (int round = 0; !atomic_load(&stop_all) && now_ns() < deadline_ns; round++) {
+        int victim = rand_r(&rs) % NGW;
+        if (round % 2 == 0) {
+            long ms = 2500 + rand_r(&rs) % 1500;
+            pthread_mutex_lock(&gw_mu);
+            pid_t pid = gw[victim].pid;
+            pthread_mutex_unlock(&gw_mu);
+            kill(pid, SIGSTOP);
+            atomic_fetch_add(&stops, 1);
+            sleep_ms(ms);
+            kill(pid, SIGCONT);
+        } else {
+            pthread_mutex_lock(&gw_mu);
+            it_proc_t p = gw[victim];
+            pthread_mutex_unlock(&gw_mu);
+            kill(p.pid, SIGKILL);
+            it_proc_stop(&p); /* reaps it */
+            atomic_fetch_add(&kills, 1);
+            usleep(300000);
+            start_gateway(victim);
+        }
+        atomic_fetch_add(&rounds, 1);
+        sleep_ms(1500 + rand_r(&rs) % 1500);
+    }
+    /* Gateways this thread started die with it (PR_SET_PDEATHSIG follows the forking
+     * thread): stay until the test is over. */
+    while (!atomic_load(&fault_exit))
+        usleep(10000);
+    return NULL;
+}
+
+/* After the run: every gateway agrees on every key; SCAN, DBSIZE and DEL agree with GET. */
+static void check_end_state(void)
+{
+    redisContext *c[NGW];
+    for (int i = 0; i < NGW; i++) {
+        uint64_t t0 = now_ns();
+        c[i] = connect_gw(i);
+        for (int tries = 0; !c[i] && tries < 30; tries++) {
+            sleep(1);
+            c[i] = connect_gw(i);
+        }
+        CHECKF(c[i], "gateway %d (pid %d) does not accept connections after the run", i,
+               (int)gw[i].pid);
+        if (now_ns() - t0 > 1000000000ull)
+            fprintf(stderr, "gateway %d accepted again after %.1f s\n", i,
+                    (double)(now_ns() - t0) / 1e9);
+        struct timeval tv = {30, 0};
+        redisSetTimeout(c[i], tv);
+    }
+    int present = NSTABLE;
+    char present_key[NSTR + NCNT] = {0};
+    for (int k = 0; k < NSTR + NCNT; k++) {
+        redisReply *first = NULL;
+        for (int i = 0; i < NGW; i++) {
+            redisReply *r = record(c[i], 100 + i, LC_GET, 0, k, NULL);
+            CHECKF(r && (r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_NIL),
+                   "final GET on gateway %d (pid %d %s, port %d) failed: %s", i, (int)gw[i].pid,
+                   kill(gw[i].pid, 0) == 0 ? "alive" : "dead", gw_port[i],
+                   r && r->type == REDIS_REPLY_ERROR ? r->str : c[i]->errstr);
+            if (!first) {
+                first = r;
+                continue;
+            }
+            CHECKF(r->type == first->type && r->len == first->len &&
+                       (r->type == REDIS_REPLY_NIL || !memcmp(r->str, first->str, r->len)),
+                   "gateways disagree on key %d", k);
+            freeReplyObject(r);
+        }
+        if (first->type == REDIS_REPLY_STRING) present_key[k] = 1, present++;
+        freeReplyObject(first);
+    }
+    /* A full SCAN returns exactly the present keys. */
+    int scanned = 0;
+    char cursor[32] = "0";
+    do {
+        redisReply *r = it_cmd(c[0], "SCAN %s COUNT 100", cursor);
+        CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+        snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
+        for (size_t i = 0; i < r->element[1]->elements; i++) {
+            const char *key = r->element[1]->element[i]->str;
+            int n, found = 0;
+            if (sscanf(key, "lin:stable:%d", &n) == 1) found = 1;
+            for (int k = 0; k < NSTR + NCNT && !found; k++) {
+                char name[32];
+                key_name(name, sizeof(name), k);
+                if (!strcmp(name, key)) {
+                    CHECKF(present_key[k], "SCAN returned '%s', which GET finds absent", key);
+                    found = 1;
+                }
+            }
+            CHECKF(found, "SCAN returned a stranger '%s'", key);
+            scanned++;
+        }
+        freeReplyObject(r);
+    } while (strcmp(cursor, "0") != 0);
+    CHECKF(scanned == present, "SCAN returned %d keys, GET found %d", scanned, present);
+    redisReply *r = it_cmd(c[1], "DBSIZE");
+    CHECKF(r->type == REDIS_REPLY_INTEGER && r->integer == present, "DBSIZE %lld, want %d",
+           r->integer, present);
+    freeReplyObject(r);
+    /* Every key can be deleted, through the history too. */
+    for (int k = 0; k < NSTR + NCNT; k++) {
+        r = record(c[k % NGW], 100 + k % NGW, LC_DEL, 0, k, NULL);
+        CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer == present_key[k]);
+        freeReplyObject(r);
+    }
+    for (int i = 0; i < NSTABLE; i++)
+        EXPECT_INT(it_cmd(c[i % NGW], "DEL lin:stable:%d", i), 1);
+    for (int i = 0; i < NGW; i++) {
+        EXPECT_INT(it_cmd(c[i], "DBSIZE"), 0);
+        for (int k = 0; k < NSTR + NCNT; k++) {
+            r = record(c[i], 100 + i, LC_GET, 0, k, NULL);
+            CHECK(r && r->type == REDIS_REPLY_NIL);
+            freeReplyObject(r);
+        }
+        redisFree(c[i]);
+    }
+}
+
+int main(int argc, char **argv)
+{
+    const char *keep = NULL;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--ops") && i + 1 < argc)
+            ops_total = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--seconds") && i + 1 < argc)
+            seconds_max = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--no-faults"))
+            faults = 0;
+        else if (!strcmp(argv[i], "--seed") && i + 1 < argc)
+            seed = (unsigned)atol(argv[++i]);
+        else if (!strcmp(argv[i], "--fault-rounds") && i + 1 < argc)
+            min_rounds = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--keep") && i + 1 < argc)
+            keep = argv[++i];
+    }
+    it_begin("linearizable", (unsigned)seconds_max + 300);
+    it_pool_start(&pools[0]);
+    if (!pools[0].shared) {
+        fprintf(stderr, "SKIP: needs real memory nodes\n");
+        return IT_SKIP;
+    }
+    it_pool_start(&pools[1]);
+    if (faults && access(FAKETIME_LIB, R_OK) == 0) skew = seed % 2 ? "+1s" : "-1s";
+    for (int i = 0; i < NGW; i++)
+        start_gateway(i);
+    fprintf(stderr, "2 memory nodes, %d gateways (the third %s), %d clients, %ld operations%s\n",
+            NGW, skew ? skew : "unshifted", NCLIENTS, ops_total,
+            faults ? ", faults: SIGSTOP 2.5-4 s / SIGKILL + restart in turn" : "");
+    redisContext *c0 = it_connect(gw_port[0]);
+    for (int i = 0; i < NSTABLE; i++)
+        EXPECT_STATUS(it_cmd(c0, "SET lin:stable:%d v", i), "OK");
+    redisFree(c0);
+
+    hist = lc_history_new();
+    deadline_ns = now_ns() + (uint64_t)seconds_max * 1000000000ull;
+    uint64_t t0 = now_ns();
+    pthread_t th[NCLIENTS], sc, ft;
+    for (int i = 0; i < NCLIENTS; i++)
+        pthread_create(&th[i], NULL, client_main, (void *)(intptr_t)i);
+    pthread_create(&sc, NULL, scanner_main, NULL);
+    if (faults) pthread_create(&ft, NULL, fault_main, NULL);
+    for (int i = 0; i < NCLIENTS; i++)
+        pthread_join(th[i], NULL);
+    atomic_store(&stop_all, 1);
+    pthread_join(sc, NULL);
+    double secs = (double)(now_ns() - t0) / 1e9;
+    fprintf(stderr,
+            "%ld operations in %.1f s (%ld unknown); faults: %ld SIGSTOP, %ld SIGKILL; %ld full "
+            "SCANs checked\n",
+            atomic_load(&ops_done), secs, atomic_load(&unknown_ops), atomic_load(&stops),
+            atomic_load(&kills), atomic_load(&scans));
+    check_end_state();
+
+    lc_report_t rep;
+    uint64_t c1 = now_ns();
+    int rc = lc_check(hist, 0, &rep, NULL);
+    fprintf(stderr, "checker: %zu operations (%zu unknown) on %zu keys, %llu steps, %.2f s: %s\n",
+            rep.ops, rep.unknown, rep.keys, (unsigned long long)rep.steps,
+            (double)(now_ns() - c1) / 1e9,
+            rc == 0   ? "linearizable"
+            : rc == 1 ? "NOT LINEARIZABLE"
+                      : "undecided");
+    if (rc != 0 || keep) {
+        char path[256];
+        snprintf(path, sizeof(path), "%s", keep ? keep : "");
+        if (!keep) snprintf(path, sizeof(path), "/tmp/dmkv-lin-%d.hist", (int)getpid());
+        FILE *f = fopen(path, "w");
+        if (f) {
+            lc_history_write(hist, f);
+            fclose(f);
+            fprintf(stderr, "history written to %s (dmkv-lincheck %s)\n", path, path);
+        }
+    }
+    if (rc == 1) {
+        fprintf(stderr, "first bad key: %s\n", rep.first_bad_key);
+        lc_check(hist, 0, &rep, stderr);
+    }
+    lc_history_free(hist);
+    for (int i = 0; i < NGW; i++)
+        it_proc_stop(&gw[i]);
+    atomic_store(&fault_exit, 1);
+    if (faults) pthread_join(ft, NULL);
+    it_proc_stop(&pools[0].memnode);
+    it_proc_stop(&pools[1].memnode);
+    CHECKF(rc == 0, "the history is not linearizable (or undecided)");
+    fprintf(stderr, "it_linearizable: OK\n");
+    return 0;
+}

@@ -1,0 +1,689 @@
+/* Linearizability checker (lincheck.h): per-key Wing & Gong search with Lowe's memo. */
+#include "lincheck.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define T_INF UINT64_MAX
+
+typedef struct rec {
+    int client;
+    lc_op_t op;
+    unsigned flags;
+    uint8_t *key, *arg, *rstr;
+    size_t klen, alen, rlen;
+    uint64_t t_inv, t_ret;
+    lc_kind_t kind;
+    long long rnum;
+} rec_t;
+
+struct lc_history {
+    pthread_mutex_t mu;
+    rec_t *r;
+    size_t n, cap;
+};
+
+static void *xmalloc(size_t n)
+{
+    void *p = malloc(n ? n : 1);
+    if (!p) abort();
+    return p;
+}
+
+static uint8_t *dup_bytes(const void *p, size_t n)
+{
+    if (!p) return NULL;
+    uint8_t *d = xmalloc(n + 1);
+    memcpy(d, p, n);
+    d[n] = 0;
+    return d;
+}
+
+lc_history_t *lc_history_new(void)
+{
+    lc_history_t *h = calloc(1, sizeof(*h));
+    if (!h) abort();
+    pthread_mutex_init(&h->mu, NULL);
+    return h;
+}
+
+void lc_history_free(lc_history_t *h)
+{
+    if (!h) return;
+    for (size_t i = 0; i < h->n; i++) {
+        free(h->r[i].key);
+        free(h->r[i].arg);
+        free(h->r[i].rstr);
+    }
+    free(h->r);
+    pthread_mutex_destroy(&h->mu);
+    free(h);
+}
+
+size_t lc_history_size(lc_history_t *h)
+{
+    pthread_mutex_lock(&h->mu);
+    size_t n = h->n;
+    pthread_mutex_unlock(&h->mu);
+    return n;
+}
+
+size_t lc_invoke(lc_history_t *h, int client, lc_op_t op, unsigned flags, const void *key,
+                 size_t klen, const void *arg, size_t alen, uint64_t t_ns)
+{
+    rec_t r = {.client = client,
+               .op = op,
+               .flags = flags,
+               .key = dup_bytes(key, klen),
+               .klen = klen,
+               .arg = dup_bytes(arg, alen),
+               .alen = alen,
+               .t_inv = t_ns,
+               .t_ret = T_INF,
+               .kind = LC_R_UNKNOWN};
+    pthread_mutex_lock(&h->mu);
+    if (h->n == h->cap) {
+        h->cap = h->cap ? 2 * h->cap : 1024;
+        h->r = realloc(h->r, h->cap * sizeof(*h->r));
+        if (!h->r) abort();
+    }
+    size_t idx = h->n++;
+    h->r[idx] = r;
+    pthread_mutex_unlock(&h->mu);
+    return idx;
+}
+
+void lc_return(lc_history_t *h, size_t idx, const lc_result_t *res, uint64_t t_ns)
+{
+    uint8_t *s = res->kind == LC_R_STR ? dup_bytes(res->str ? res->str : "", res->len) : NULL;
+    pthread_mutex_lock(&h->mu);
+    rec_t *r = &h->r[idx];
+    r->kind = res->kind;
+    if (res->kind != LC_R_UNKNOWN) r->t_ret = t_ns;
+    free(r->rstr);
+    r->rstr = s;
+    r->rlen = res->len;
+    r->rnum = res->num;
+    pthread_mutex_unlock(&h->mu);
+}
+
+/* ---- the model: interned states, 0 = absent ---- */
+
+typedef struct states {
+    uint8_t **v;
+    size_t *len;
+    size_t n, cap;
+    uint32_t *tab; /* open addressing: state id + 1 */
+    size_t tcap;
+} states_t;
+
+static uint64_t hash_bytes(const uint8_t *p, size_t n, uint64_t h)
+{
+    h ^= 0xcbf29ce484222325ull;
+    for (size_t i = 0; i < n; i++)
+        h = (h ^ p[i]) * 0x100000001b3ull;
+    return h ^ (h >> 29);
+}
+
+static void states_grow_tab(states_t *s)
+{
+    size_t nc = s->tcap ? 2 * s->tcap : 1024;
+    uint32_t *nt = calloc(nc, sizeof(*nt));
+    if (!nt) abort();
+    for (size_t id = 1; id < s->n; id++) {
+        size_t j = hash_bytes(s->v[id], s->len[id], 0) & (nc - 1);
+        while (nt[j])
+            j = (j + 1) & (nc - 1);
+        nt[j] = (uint32_t)id + 1;
+    }
+    free(s->tab);
+    s->tab = nt;
+    s->tcap = nc;
+}
+
+/* State id of a present value. */
+static uint32_t intern(states_t *s, const uint8_t *p, size_t n)
+{
+    if (!s->n) { /* id 0 = absent */
+        s->cap = 64;
+        s->v = xmalloc(s->cap * sizeof(*s->v));
+        s->len = xmalloc(s->cap * sizeof(*s->len));
+        s->v[0] = NULL;
+        s->len[0] = 0;
+        s->n = 1;
+    }
+    if (2 * s->n >= s->tcap) states_grow_tab(s);
+    size_t j = hash_bytes(p, n, 0) & (s->tcap - 1);
+    while (s->tab[j]) {
+        uint32_t id = s->tab[j] - 1;
+        if (s->len[id] == n && memcmp(s->v[id], p, n) == 0) return id;
+        j = (j + 1) & (s->tcap - 1);
+    }
+    if (s->n == s->cap) {
+        s->cap *= 2;
+        s->v = realloc(s->v, s->cap * sizeof(*s->v));
+        s->len = realloc(s->len, s->cap * sizeof(*s->len));
+        if (!s->v || !s->len) abort();
+    }
+    uint32_t id = (uint32_t)s->n++;
+    s->v[id] = dup_bytes(p, n);
+    s->len[id] = n;
+    s->tab[j] = id + 1;
+    return id;
+}
+
+static void states_free(states_t *s)
+{
+    for (size_t i = 1; i < s->n; i++)
+        free(s->v[i]);
+    free(s->v);
+    free(s->len);
+    free(s->tab);
+}
+
+/* Redis's string2ll for INCR: optional '-', digits, no leading zeros, no overflow. */
+static int parse_ll(const uint8_t *p, size_t n, long long *out)
+{
+    if (n == 0 || n > 20) return 0;
+    size_t i = 0;
+    int neg = 0;
+    if (p[0] == '-') {
+        neg = 1;
+        i = 1;
+        if (n == 1) return 0;
+    }
+    if (p[i] == '0' && n > i + 1) return 0;
+    unsigned long long v = 0;
+    for (; i < n; i++) {
+        if (p[i] < '0' || p[i] > '9') return 0;
+        unsigned d = (unsigned)(p[i] - '0');
+        if (v > (ULLONG_MAX - d) / 10) return 0;
+        v = v * 10 + d;
+    }
+    if (neg) {
+        if (v > (unsigned long long)LLONG_MAX + 1) return 0;
+        *out = v == (unsigned long long)LLONG_MAX + 1 ? LLONG_MIN : -(long long)v;
+    } else {
+        if (v > (unsigned long long)LLONG_MAX) return 0;
+        *out = (long long)v;
+    }
+    return 1;
+}
+
+static int out_str(const rec_t *r, const states_t *s, uint32_t st)
+{
+    if (!st) return r->kind == LC_R_NIL;
+    return r->kind == LC_R_STR && r->rlen == s->len[st] && memcmp(r->rstr, s->v[st], r->rlen) == 0;
+}
+
+/* Apply r to state st: 1 and *next when r's recorded output fits, else 0. */
+static int step(states_t *s, const rec_t *r, uint32_t st, uint32_t *next)
+{
+    int any = r->kind == LC_R_UNKNOWN;
+    *next = st;
+    switch (r->op) {
+    case LC_GET:
+        return any || out_str(r, s, st);
+    case LC_SET: {
+        int ok = !((r->flags & LC_NX) && st) && !((r->flags & LC_XX) && !st);
+        int fits = any || ((r->flags & LC_GETOLD) ? out_str(r, s, st)
+                                                  : r->kind == (ok ? LC_R_OK : LC_R_NIL));
+        if (fits && ok) *next = intern(s, r->arg, r->alen);
+        return fits;
+    }
+    case LC_DEL:
+        *next = 0;
+        return any || (r->kind == LC_R_INT && r->rnum == (st ? 1 : 0));
+    case LC_GETSET:
+        if (!(any || out_str(r, s, st))) return 0;
+        *next = intern(s, r->arg, r->alen);
+        return 1;
+    case LC_GETDEL:
+        *next = 0;
+        return any || out_str(r, s, st);
+    case LC_APPEND: {
+        size_t ol = st ? s->len[st] : 0;
+        if (!(any || (r->kind == LC_R_INT && (size_t)r->rnum == ol + r->alen))) return 0;
+        uint8_t *buf = xmalloc(ol + r->alen);
+        if (ol) memcpy(buf, s->v[st], ol);
+        if (r->alen) memcpy(buf + ol, r->arg, r->alen);
+        *next = intern(s, buf, ol + r->alen);
+        free(buf);
+        return 1;
+    }
+    case LC_INCR: {
+        long long v = 0;
+        if (st && !parse_ll(s->v[st], s->len[st], &v)) return any || r->kind == LC_R_NOTINT;
+        if (v == LLONG_MAX) return any || r->kind == LC_R_NOTINT;
+        if (!(any || (r->kind == LC_R_INT && r->rnum == v + 1))) return 0;
+        char buf[32];
+        int n = snprintf(buf, sizeof(buf), "%lld", v + 1);
+        *next = intern(s, (const uint8_t *)buf, (size_t)n);
+        return 1;
+    }
+    default:
+        return 0;
+    }
+}
+
+/* ---- Wing & Gong over one key's operations ---- */
+
+typedef struct node {
+    struct node *prev, *next, *match; /* match: a call's return node */
+    size_t op;                        /* index into the key's operation list */
+    int is_call;
+    uint64_t t;
+} node_t;
+
+static int ev_cmp(const void *a, const void *b)
+{
+    const node_t *x = *(node_t *const *)a, *y = *(node_t *const *)b;
+    if (x->t != y->t) return x->t < y->t ? -1 : 1;
+    if (x->is_call != y->is_call) return x->is_call ? -1 : 1; /* ties overlap */
+    return x->op < y->op ? -1 : x->op > y->op;
+}
+
+static void lift(node_t *call)
+{
+    call->prev->next = call->next;
+    if (call->next) call->next->prev = call->prev;
+    node_t *ret = call->match;
+    ret->prev->next = ret->next;
+    if (ret->next) ret->next->prev = ret->prev;
+}
+
+static void unlift(node_t *call)
+{
+    node_t *ret = call->match;
+    ret->prev->next = ret;
+    if (ret->next) ret->next->prev = ret;
+    call->prev->next = call;
+    if (call->next) call->next->prev = call;
+}
+
+/* Memo of (bitset, state). */
+typedef struct memo {
+    uint64_t *keys; /* hash per entry, 0 = empty */
+    uint64_t **bits;
+    uint32_t *state;
+    size_t cap, n, words;
+} memo_t;
+
+static uint64_t bits_hash(const uint64_t *b, size_t words, uint32_t st)
+{
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ st;
+    for (size_t i = 0; i < words; i++)
+        h = (h ^ b[i]) * 0xff51afd7ed558ccdull, h ^= h >> 32;
+    return h ? h : 1;
+}
+
+static void memo_grow(memo_t *m)
+{
+    size_t nc = m->cap ? 2 * m->cap : 4096;
+    uint64_t *nk = calloc(nc, sizeof(*nk));
+    uint64_t **nb = calloc(nc, sizeof(*nb));
+    uint32_t *ns = calloc(nc, sizeof(*ns));
+    if (!nk || !nb || !ns) abort();
+    for (size_t i = 0; i < m->cap; i++) {
+        if (!m->keys[i]) continue;
+        size_t j = m->keys[i] & (nc - 1);
+        while (nk[j])
+            j = (j + 1) & (nc - 1);
+        nk[j] = m->keys[i];
+        nb[j] = m->bits[i];
+        ns[j] = m->state[i];
+    }
+    free(m->keys);
+    free(m->bits);
+    free(m->state);
+    m->keys = nk;
+    m->bits = nb;
+    m->state = ns;
+    m->cap = nc;
+}
+
+/* Add (b, st); 0 when it was there already. */
+static int memo_add(memo_t *m, const uint64_t *b, uint32_t st)
+{
+    if (2 * (m->n + 1) > m->cap) memo_grow(m);
+    uint64_t h = bits_hash(b, m->words, st);
+    size_t j = h & (m->cap - 1);
+    while (m->keys[j]) {
+        if (m->keys[j] == h && m->state[j] == st && memcmp(m->bits[j], b, m->words * 8) == 0)
+            return 0;
+        j = (j + 1) & (m->cap - 1);
+    }
+    m->keys[j] = h;
+    m->bits[j] = xmalloc(m->words * 8);
+    memcpy(m->bits[j], b, m->words * 8);
+    m->state[j] = st;
+    m->n++;
+    return 1;
+}
+
+static void memo_free(memo_t *m)
+{
+    for (size_t i = 0; i < m->cap; i++)
+        free(m->bits[i]);
+    free(m->keys);
+    free(m->bits);
+    free(m->state);
+}
+
+static void print_bytes(FILE *f, const uint8_t *p, size_t n)
+{
+    fputc('\'', f);
+    for (size_t i = 0; i < n && i < 48; i++)
+        fputc(p[i] >= 32 && p[i] < 127 ? p[i] : '.', f);
+    fputs(n > 48 ? "...'" : "'", f);
+}
+
+static const char *op_name[] = {"GET", "SET", "DEL", "INCR", "GETSET", "GETDEL", "APPEND"};
+
+static void print_op(FILE *f, const rec_t *r, uint64_t t0)
+{
+    fprintf(f, "  c%-3d [%10.3f, ", r->client, (double)(r->t_inv - t0) / 1e6);
+    if (r->t_ret == T_INF)
+        fprintf(f, "      inf] ");
+    else
+        fprintf(f, "%10.3f] ", (double)(r->t_ret - t0) / 1e6);
+    fprintf(f, "%s", op_name[r->op]);
+    if (r->arg) fputc(' ', f), print_bytes(f, r->arg, r->alen);
+    if (r->flags & LC_NX) fputs(" NX", f);
+    if (r->flags & LC_XX) fputs(" XX", f);
+    if (r->flags & LC_GETOLD) fputs(" GET", f);
+    fputs(" -> ", f);
+    switch (r->kind) {
+    case LC_R_UNKNOWN:
+        fputs("?", f);
+        break;
+    case LC_R_NIL:
+        fputs("nil", f);
+        break;
+    case LC_R_OK:
+        fputs("OK", f);
+        break;
+    case LC_R_STR:
+        print_bytes(f, r->rstr, r->rlen);
+        break;
+    case LC_R_INT:
+        fprintf(f, "%lld", r->rnum);
+        break;
+    case LC_R_NOTINT:
+        fputs("ERR not an integer", f);
+        break;
+    }
+    fputc('\n', f);
+}
+
+/* Check one key's operations ops[0..n). 1 linearizable, 0 not, -1 undecided. */
+static int check_key(rec_t **ops, size_t n, uint64_t max_steps, uint64_t *steps, FILE *explain)
+{
+    node_t *ev = xmalloc(2 * n * sizeof(*ev));
+    node_t **sorted = xmalloc(2 * n * sizeof(*sorted));
+    for (size_t i = 0; i < n; i++) {
+        ev[2 * i] = (node_t){.op = i, .is_call = 1, .t = ops[i]->t_inv, .match = &ev[2 * i + 1]};
+        ev[2 * i + 1] = (node_t){.op = i, .is_call = 0, .t = ops[i]->t_ret};
+        sorted[2 * i] = &ev[2 * i];
+        sorted[2 * i + 1] = &ev[2 * i + 1];
+    }
+    qsort(sorted, 2 * n, sizeof(*sorted), ev_cmp);
+    node_t head = {0};
+    node_t *prev = &head;
+    for (size_t i = 0; i < 2 * n; i++) {
+        sorted[i]->prev = prev;
+        prev->next = sorted[i];
+        prev = sorted[i];
+    }
+    prev->next = NULL;
+    states_t st = {0};
+    intern(&st, (const uint8_t *)"", 0); /* creates id 0 (absent); "" is id 1 */
+    memo_t memo = {.words = (n + 63) / 64};
+    uint64_t *lin = calloc(memo.words ? memo.words : 1, 8);
+    node_t **stack = xmalloc((n + 1) * sizeof(*stack));
+    uint32_t *stack_state = xmalloc((n + 1) * sizeof(*stack_state));
+    size_t depth = 0, best = 0;
+    uint32_t state = 0;
+    int result = 1;
+    node_t *e = head.next;
+    uint64_t local = 0;
+    while (head.next) {
+        if (++local > max_steps) {
+            result = -1;
+            break;
+        }
+        if (e->is_call) {
+            uint32_t next;
+            if (step(&st, ops[e->op], state, &next)) {
+                lin[e->op / 64] |= 1ull << (e->op % 64);
+                if (memo_add(&memo, lin, next)) {
+                    stack[depth] = e;
+                    stack_state[depth++] = state;
+                    if (depth > best) best = depth;
+                    state = next;
+                    lift(e);
+                    e = head.next;
+                    continue;
+                }
+                lin[e->op / 64] &= ~(1ull << (e->op % 64));
+            }
+            e = e->next;
+        } else {
+            if (!depth) {
+                result = 0;
+                break;
+            }
+            e = stack[--depth];
+            state = stack_state[depth];
+            lin[e->op / 64] &= ~(1ull << (e->op % 64));
+            unlift(e);
+            e = e->next;
+        }
+    }
+    *steps += local;
+    if (result == 0 && explain) {
+        uint64_t t0 = ops[0]->t_inv;
+        for (size_t i = 0; i < n; i++)
+            if (ops[i]->t_inv < t0) t0 = ops[i]->t_inv;
+        fprintf(explain,
+                "  not linearizable: at most %zu of %zu operations linearize "
+                "(times in ms)\n",
+                best, n);
+        /* Sort by invocation for reading. */
+        rec_t **by = xmalloc(n * sizeof(*by));
+        memcpy(by, ops, n * sizeof(*by));
+        for (size_t i = 1; i < n; i++)
+            for (size_t j = i; j > 0 && by[j - 1]->t_inv > by[j]->t_inv; j--) {
+                rec_t *t = by[j];
+                by[j] = by[j - 1];
+                by[j - 1] = t;
+            }
+        for (size_t i = 0; i < n && i < 400; i++)
+            print_op(explain, by[i], t0);
+        if (n > 400) fprintf(explain, "  ... %zu more\n", n - 400);
+        free(by);
+    }
+    free(stack);
+    free(stack_state);
+    free(lin);
+    memo_free(&memo);
+    states_free(&st);
+    free(sorted);
+    free(ev);
+    return result;
+}
+
+static int rec_key_cmp(const void *a, const void *b)
+{
+    const rec_t *x = *(rec_t *const *)a, *y = *(rec_t *const *)b;
+    size_t n = x->klen < y->klen ? x->klen : y->klen;
+    int c = memcmp(x->key, y->key, n);
+    if (c) return c;
+    if (x->klen != y->klen) return x->klen < y->klen ? -1 : 1;
+    return x->t_inv < y->t_inv ? -1 : x->t_inv > y->t_inv;
+}
+
+int lc_check(lc_history_t *h, uint64_t max_steps, lc_report_t *rep, FILE *explain)
+{
+    memset(rep, 0, sizeof(*rep));
+    if (!max_steps) max_steps = 50000000ull;
+    pthread_mutex_lock(&h->mu);
+    rec_t **all = xmalloc(h->n * sizeof(*all));
+    for (size_t i = 0; i < h->n; i++) {
+        all[i] = &h->r[i];
+        if (h->r[i].kind == LC_R_UNKNOWN) {
+            h->r[i].t_ret = T_INF;
+            rep->unknown++;
+        }
+    }
+    rep->ops = h->n;
+    qsort(all, h->n, sizeof(*all), rec_key_cmp);
+    int rc = 0;
+    for (size_t i = 0; i < h->n;) {
+        size_t j = i + 1;
+        while (j < h->n && all[j]->klen == all[i]->klen &&
+               memcmp(all[j]->key, all[i]->key, all[i]->klen) == 0)
+            j++;
+        rep->keys++;
+        FILE *ex = explain; /* the search runs again with output for a bad key only */
+        int r = check_key(all + i, j - i, max_steps, &rep->steps, NULL);
+        if (r == 0) {
+            if (!rep->bad_keys) {
+                size_t n = all[i]->klen < sizeof(rep->first_bad_key) - 1
+                               ? all[i]->klen
+                               : sizeof(rep->first_bad_key) - 1;
+                for (size_t k = 0; k < n; k++) {
+                    uint8_t c = all[i]->key[k];
+                    rep->first_bad_key[k] = c >= 32 && c < 127 ? (char)c : '.';
+                }
+                rep->first_bad_key[n] = 0;
+            }
+            rep->bad_keys++;
+            rc = 1;
+            if (ex) {
+                fprintf(ex, "key ");
+                print_bytes(ex, all[i]->key, all[i]->klen);
+                fprintf(ex, ": %zu operations\n", j - i);
+                uint64_t ignore = 0;
+                check_key(all + i, j - i, max_steps, &ignore, ex);
+            }
+        } else if (r < 0) {
+            rep->undecided_keys++;
+            if (!rc) rc = 2;
+        }
+        i = j;
+    }
+    if (rc == 2 && rep->bad_keys) rc = 1;
+    free(all);
+    pthread_mutex_unlock(&h->mu);
+    return rc;
+}
+
+/* ---- text format ---- */
+
+static void write_hex(FILE *f, const uint8_t *p, size_t n)
+{
+    if (!p || !n) {
+        fputc('-', f);
+        return;
+    }
+    for (size_t i = 0; i < n; i++)
+        fprintf(f, "%02x", p[i]);
+}
+
+int lc_history_write(lc_history_t *h, FILE *f)
+{
+    pthread_mutex_lock(&h->mu);
+    for (size_t i = 0; i < h->n; i++) {
+        rec_t *r = &h->r[i];
+        fprintf(f, "%d %d %u %llu ", r->client, (int)r->op, r->flags, (unsigned long long)r->t_inv);
+        if (r->kind == LC_R_UNKNOWN)
+            fputc('-', f);
+        else
+            fprintf(f, "%llu", (unsigned long long)r->t_ret);
+        fprintf(f, " %d ", (int)r->kind);
+        write_hex(f, r->key, r->klen);
+        fputc(' ', f);
+        if (r->arg && !r->alen)
+            fputc('=', f); /* an empty argument, not a missing one */
+        else
+            write_hex(f, r->arg, r->alen);
+        fputc(' ', f);
+        if (r->kind == LC_R_INT)
+            fprintf(f, "%lld", r->rnum);
+        else if (r->kind == LC_R_STR && !r->rlen)
+            fputc('=', f);
+        else
+            write_hex(f, r->rstr, r->rlen);
+        fputc('\n', f);
+    }
+    pthread_mutex_unlock(&h->mu);
+    return ferror(f) ? -1 : 0;
+}
+
+/* Parse hex (or "-" / "=") into a malloc'd buffer; -1 on bad input. */
+static int read_hex(const char *s, uint8_t **out, size_t *len)
+{
+    *out = NULL;
+    *len = 0;
+    if (!strcmp(s, "-")) return 0;
+    size_t n = strlen(s);
+    if (!strcmp(s, "=")) n = 0;
+    if (n % 2) return -1;
+    *out = xmalloc(n / 2 + 1);
+    for (size_t i = 0; i < n / 2; i++) {
+        unsigned v;
+        if (sscanf(s + 2 * i, "%2x", &v) != 1) return -1;
+        (*out)[i] = (uint8_t)v;
+    }
+    (*out)[n / 2] = 0;
+    *len = n / 2;
+    return 0;
+}
+
+lc_history_t *lc_history_read(FILE *f, char *err, size_t errlen)
+{
+    lc_history_t *h = lc_history_new();
+    char line[1 << 16];
+    size_t lineno = 0;
+    while (fgets(line, sizeof(line), f)) {
+        lineno++;
+        if (line[0] == '\n' || line[0] == '#') continue;
+        int client, op, kind;
+        unsigned flags;
+        unsigned long long tinv;
+        char tret[32], key[1 << 14], arg[1 << 14], res[1 << 14];
+        if (sscanf(line, "%d %d %u %llu %31s %d %16383s %16383s %16383s", &client, &op, &flags,
+                   &tinv, tret, &kind, key, arg, res) != 9 ||
+            op < 0 || op >= LC_OP_COUNT || kind < LC_R_UNKNOWN || kind > LC_R_NOTINT) {
+            snprintf(err, errlen, "line %zu: cannot parse", lineno);
+            lc_history_free(h);
+            return NULL;
+        }
+        uint8_t *k, *a, *rs;
+        size_t kl, al, rl;
+        if (read_hex(key, &k, &kl) || read_hex(arg, &a, &al) ||
+            (kind != LC_R_INT && read_hex(res, &rs, &rl))) {
+            snprintf(err, errlen, "line %zu: bad hex field", lineno);
+            lc_history_free(h);
+            return NULL;
+        }
+        size_t idx = lc_invoke(h, client, (lc_op_t)op, flags, k, kl, a, al, tinv);
+        lc_result_t r = {.kind = (lc_kind_t)kind};
+        if (kind == LC_R_INT) {
+            r.num = atoll(res);
+            rs = NULL;
+        } else {
+            r.str = rs;
+            r.len = rl;
+        }
+        if (kind != LC_R_UNKNOWN) lc_return(h, idx, &r, strtoull(tret, NULL, 10));
+        free(k);
+        free(a);
+        free(rs);
+    }
+    return h;
+}
