@@ -106,14 +106,17 @@ int dm_kv_rmw(dm_ctx_t *ctx, const void *key, size_t klen, dm_kv_rmw_fn fn, void
     return rc < 0 ? rc : action;
 }
 
-int dm_kv_slot(dm_ctx_t *ctx, const void *key, size_t klen, uint64_t *slot)
+int dm_kv_slot(dm_ctx_t *ctx, const void *key, size_t klen, uint64_t *slot, uint64_t *write_id)
 {
     dm_race_item_t it;
     memset(&it, 0, sizeof(it));
-    *slot = 0;
+    *slot = *write_id = 0;
     int rc = dm_race_search(ctx, key, klen, &it);
     if (rc < 0) return rc;
-    if (rc == 1 && is_live(&it.view, dm_wall_ms())) *slot = it.slot;
+    if (rc == 1 && is_live(&it.view, dm_wall_ms())) {
+        *slot = it.slot;
+        *write_id = it.view.write_id;
+    }
     free(it.block);
     return 0;
 }

@@ -1,6 +1,7 @@
 #include "dmkv/kvblock.h"
 
 #include <string.h>
+#include <sys/random.h>
 #include <xxhash.h>
 
 #include "dmkv/errors.h"
@@ -29,6 +30,16 @@ uint64_t dm_kvblock_size(size_t klen, size_t vlen)
     return (sum_off(klen, vlen) + 8 + 63) & ~63ull;
 }
 
+/* Write ids: a random per-thread base plus a counter, never 0. */
+static uint64_t next_write_id(void)
+{
+    static _Thread_local uint64_t base, n;
+    while (!base)
+        if (getrandom(&base, sizeof(base), 0) != sizeof(base)) base = (uint64_t)(uintptr_t)&n;
+    uint64_t id = base + (n++ << 1);
+    return id ? id : base + (n++ << 1);
+}
+
 void dm_kvblock_build(uint8_t *buf, const void *key, size_t klen, const void *val, size_t vlen,
                       uint64_t expire_ms)
 {
@@ -37,6 +48,8 @@ void dm_kvblock_build(uint8_t *buf, const void *key, size_t klen, const void *va
     memcpy(buf, &k, 4);
     memcpy(buf + 4, &vl, 4);
     memcpy(buf + 8, &expire_ms, 8);
+    uint64_t wid = next_write_id();
+    memcpy(buf + 16, &wid, 8);
     if (klen) memcpy(buf + DM_KV_HDR, key, klen);
     if (vlen) memcpy(buf + DM_KV_HDR + klen, val, vlen);
     uint64_t so = sum_off(klen, vlen);
@@ -71,6 +84,7 @@ int dm_kvblock_parse(const uint8_t *buf, size_t have, dm_kv_view_t *v)
     v->val = buf + DM_KV_HDR + k;
     v->val_len = vl;
     v->expire_ms = ld64(buf + 8);
+    v->write_id = ld64(buf + 16);
     return 0;
 }
 

@@ -20,7 +20,8 @@
 typedef struct gw_watch {
     char *key;
     size_t klen;
-    uint64_t slot; /* slot word at WATCH time, 0 = absent */
+    uint64_t slot;     /* slot word at WATCH time, 0 = absent */
+    uint64_t write_id; /* its block's write id (a reused block recurs the slot word) */
 } gw_watch_t;
 
 static void unwatch_all(gw_conn_t *c)
@@ -79,12 +80,12 @@ static int watches_hold(gw_conn_t *c)
 {
     for (size_t i = 0; i < c->nwatches; i++) {
         dm_ctx_t ctx;
-        uint64_t slot;
+        uint64_t slot, wid;
         dm_ctx_init(&ctx, c->th->w, DM_CLS_GET);
-        int rc = dm_kv_slot(&ctx, c->watches[i].key, c->watches[i].klen, &slot);
+        int rc = dm_kv_slot(&ctx, c->watches[i].key, c->watches[i].klen, &slot, &wid);
         dm_stats_op(DM_CLS_GET);
         if (rc < 0) return rc;
-        if (slot != c->watches[i].slot) return 0;
+        if (slot != c->watches[i].slot || wid != c->watches[i].write_id) return 0;
     }
     return 1;
 }
@@ -118,7 +119,8 @@ void cmd_exec(gw_conn_t *c, gw_cmd_t *cmd)
     dm_kv_guard_t *guards = calloc(nw ? nw : 1, sizeof(*guards));
     if (!guards) abort();
     for (size_t i = 0; i < nw; i++)
-        guards[i] = (dm_kv_guard_t){(const uint8_t *)ws[i].key, ws[i].klen, ws[i].slot, 0};
+        guards[i] =
+            (dm_kv_guard_t){(const uint8_t *)ws[i].key, ws[i].klen, ws[i].slot, ws[i].write_id, 0};
     dm_kv_guard_set_t gs = {.g = guards, .n = nw};
     gw_cmd_t *q = c->mq_head;
     int n = c->mq_n;
@@ -163,9 +165,9 @@ void cmd_watch(gw_conn_t *c, gw_cmd_t *cmd)
     }
     for (int i = 1; i < cmd->argc; i++) {
         dm_ctx_t ctx;
-        uint64_t slot;
+        uint64_t slot, wid;
         dm_ctx_init(&ctx, c->th->w, DM_CLS_GET);
-        int rc = dm_kv_slot(&ctx, cmd->argv[i], cmd->argvlen[i], &slot);
+        int rc = dm_kv_slot(&ctx, cmd->argv[i], cmd->argvlen[i], &slot, &wid);
         dm_stats_op(DM_CLS_GET);
         if (rc < 0) {
             gw_reply_dm_error(c, rc);
@@ -187,6 +189,7 @@ void cmd_watch(gw_conn_t *c, gw_cmd_t *cmd)
         memcpy(w->key, cmd->argv[i], cmd->argvlen[i] + 1);
         w->klen = cmd->argvlen[i];
         w->slot = slot;
+        w->write_id = wid;
     }
     reply_status(&c->out, "OK");
 }

@@ -128,8 +128,9 @@ int dm_kv_mark_volatile(dm_ctx_t *ctx);
 typedef struct dm_kv_guard {
     const uint8_t *key;
     size_t klen;
-    uint64_t slot; /* from dm_kv_slot at WATCH time */
-    int done;      /* written once under the guard */
+    uint64_t slot;     /* from dm_kv_slot at WATCH time */
+    uint64_t write_id; /* the block's write id then (0 when absent) */
+    int done;          /* written once under the guard */
 } dm_kv_guard_t;
 
 typedef struct dm_kv_guard_set {
@@ -145,10 +146,11 @@ typedef struct dm_kv_guard_set {
 void dm_kv_guard_begin(dm_kv_guard_set_t *s);
 void dm_kv_guard_end(dm_kv_guard_set_t *s);
 
-/* The key's current RACE slot word (fingerprint, length, block address) when the key is
- * live, 0 when absent or expired. Any write of the key changes the word (blocks are out of
- * place and quarantined before reuse), so WATCH compares it. Returns 0 or DM_E*. */
-int dm_kv_slot(dm_ctx_t *ctx, const void *key, size_t klen, uint64_t *slot);
+/* The key's current RACE slot word (fingerprint, length, block address) and its block's
+ * write id when the key is live, 0 and 0 when absent or expired. WATCH compares both: the
+ * slot word alone recurs once a freed block (quarantined 2 s) is reused for the same key
+ * with the same length; the write id never does. Returns 0 or DM_E*. */
+int dm_kv_slot(dm_ctx_t *ctx, const void *key, size_t klen, uint64_t *slot, uint64_t *write_id);
 
 /* Remove key only if it is expired now (active expiry). Returns 1 when an expired item was
  * removed, 0 when the key is absent or live (left untouched), or DM_E*. */

@@ -1,7 +1,10 @@
 /* KV blocks: out-of-place, immutable once published (DESIGN.md "KV block").
  * Layout, all little-endian, 64-byte aligned, size a multiple of 64 bytes:
  *   [0]  u32 key_len   [4] u32 val_len   [8] u64 expire_ms (0 = none)
- *   [16] key bytes, value bytes, zero padding to 8
+ *   [16] u64 write id: unique per dm_kvblock_build (per-thread random base + counter), so
+ *        a block reused for the same key with the same length never looks like the old
+ *        write to WATCH (a slot word alone recurs once a freed block is reused)
+ *   [24] key bytes, value bytes, zero padding to 8
  *   [..] u64 checksum = XXH3-64 of bytes [0, 16 + key_len + val_len)
  * A RACE slot's 8-bit length gives the block size in 64-byte units, saturating at 255:
  * a reader reads that much first and, for bigger blocks, the rest after the header.
@@ -12,7 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define DM_KV_HDR 16u
+#define DM_KV_HDR 24u
 #define DM_KV_LEN_MAX_UNITS 255u /* slot length field saturates here (16320 bytes) */
 
 typedef struct dm_kv_view {
@@ -21,7 +24,8 @@ typedef struct dm_kv_view {
     const uint8_t *val;
     uint32_t val_len;
     uint64_t expire_ms;
-    uint64_t slot; /* the RACE slot word the item was found under (set for decide callbacks) */
+    uint64_t write_id; /* the block's write id (see the layout above) */
+    uint64_t slot;     /* the RACE slot word the item was found under (set for decide callbacks) */
 } dm_kv_view_t;
 
 /* Total block bytes (multiple of 64) for a key and value of these lengths. */
