@@ -10,7 +10,8 @@
 #   4. the integration test binaries (tests/integration, DMKV_IT_TESTS), each starting its
 #      own memory node and gateways with DMKV_IT_MEMNODE_RDMA=192.168.77.1, so every
 #      gateway reaches its memory node(s) over rdma (hook in tests/integration/procs.c)
-#   5. test_race (the RACE unit test; it runs on the local backend: guest coverage only)
+#   5. it_linearizable over rdma (histories under SIGSTOP/SIGKILL, checked), then test_race
+#      (the RACE unit test; it runs on the local backend: guest coverage only)
 #   6. stop:  the servers of step 1 are still alive, exit 0 on SIGTERM, no sanitizer reports
 #   7. entrypoint: deploy/entrypoint.sh's memnode/gateway/client roles as
 #      deploy/docker-compose.host.yml runs them (host networking, rxe created once, shared;
@@ -107,6 +108,11 @@ for t in ${DMKV_IT_TESTS:-it_basic it_protocol it_incr_gateways it_chime_storm};
     [ -x "$bin" ] || { say "warning: $bin is not built, left out"; continue; }
     steps+=("DMKV_IT_MEMNODE_RDMA=$ADDR DMKV_IT_MEMNODE_SIZE=128m DMKV_IT_STORM_OPS=${DMKV_IT_STORM_OPS:-1500} DMKV_MEMNODE=$MEMNODE DMKV_GATEWAY=$GATEWAY timeout $STEP_T $bin")
 done
+# The linearizability run over rdma: 2 memory nodes, 3 gateways, SIGSTOP and SIGKILL faults
+# (no clock shift: the guest has no libfaketime), a smaller run than on the host.
+if [ -x "$BUILD/tests/it_linearizable" ]; then
+    steps+=("DMKV_IT_MEMNODE_RDMA=$ADDR DMKV_IT_MEMNODE_SIZE=128m DMKV_MEMNODE=$MEMNODE DMKV_GATEWAY=$GATEWAY timeout 400 $BUILD/tests/it_linearizable --ops ${DMKV_IT_LIN_OPS:-4000} --fault-rounds 4 --seconds 200")
+fi
 [ -x "$BUILD/tests/test_race" ] && steps+=("timeout 240 $BUILD/tests/test_race")
 steps+=("timeout 90 $G stop")
 [ -f "$D/entrypoint.sh" ] && steps+=("timeout 150 $G entrypoint $MEMNODE $GATEWAY")
