@@ -37,17 +37,32 @@ static int copy_value(const dm_kv_view_t *v, dm_value_t *out)
     return 0;
 }
 
+/* A read inside EXEC of a key WATCHed and not yet written by the transaction: a value
+ * other than the watched one trips the guard set (the EXEC aborts if nothing was written
+ * yet), as the check before EXEC would have. */
+static void check_read_guard(const void *key, size_t klen, uint64_t slot, uint64_t write_id)
+{
+    dm_kv_guard_set_t *gs = kv_guard_current();
+    dm_kv_guard_t *g = kv_guard_find(gs, key, klen);
+    if (g && !g->done && (slot != g->slot || write_id != g->write_id)) gs->tripped = 1;
+}
+
 int dm_kv_get(dm_ctx_t *ctx, const void *key, size_t klen, dm_value_t *out)
 {
     dm_race_item_t it;
     int rc = dm_race_search_hot(ctx, key, klen, &it);
+    uint64_t slot = 0, wid = 0;
     if (rc == 1) {
-        if (live(&it.view, dm_wall_ms()))
+        if (live(&it.view, dm_wall_ms())) {
+            slot = it.slot;
+            wid = it.view.write_id;
             rc = out ? copy_value(&it.view, out) == 0 ? 1 : DM_ENOMEM : 1;
-        else
+        } else {
             rc = 0;
+        }
         free(it.block);
     }
+    if (rc >= 0) check_read_guard(key, klen, slot, wid);
     return rc;
 }
 

@@ -3,7 +3,9 @@
  * quarantine), so its RACE slot word recurs: WATCH must compare more than the slot word.
  * 40 connections WATCH k; a writer rewrites k every 50 ms for 4 s; after each rewrite past
  * the first 2 s one watcher runs MULTI / SET / EXEC, which must abort every time. Then the
- * positive control: a WATCH with 2.5 s of think time and no write in between commits. */
+ * positive control: a WATCH with 2.5 s of think time and no write in between commits.
+ * Last, reads inside EXEC are validated (reads_in_exec). */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -12,6 +14,61 @@
 #include "integration/procs.h"
 
 #define WATCHERS 40
+
+/* A writer on a second gateway rewrites k as fast as it can; a transaction WATCH k /
+ * MULTI / GET k / GET k / EXEC that commits must have read the watched value twice: reads
+ * inside EXEC are validated against the watch (a change aborts the EXEC, nothing having
+ * been written). */
+static volatile int writer_stop;
+static int writer_port;
+static void *writer_main(void *arg)
+{
+    (void)arg;
+    redisContext *c = it_connect(writer_port);
+    for (int i = 0; !writer_stop && i < 400000; i++) {
+        redisReply *r = redisCommand(c, "SET k w%06d", i);
+        if (!r) break; /* the gateway is being stopped */
+        freeReplyObject(r);
+    }
+    redisFree(c);
+    return NULL;
+}
+
+static void reads_in_exec(const it_pool_t *pool, it_proc_t *gw)
+{
+    it_proc_t gw2;
+    const char *uris[1] = {pool->uri};
+    it_gateway_start(&gw2, uris, 1, 1, NULL);
+    writer_port = gw2.port;
+    pthread_t t;
+    pthread_create(&t, NULL, writer_main, NULL);
+    redisContext *c = it_connect(gw->port);
+    int commits = 0, aborts = 0;
+    for (int i = 0; i < 1000; i++) {
+        EXPECT_STATUS(it_cmd(c, "WATCH k"), "OK");
+        EXPECT_STATUS(it_cmd(c, "MULTI"), "OK");
+        EXPECT_STATUS(it_cmd(c, "GET k"), "QUEUED");
+        EXPECT_STATUS(it_cmd(c, "GET k"), "QUEUED");
+        redisReply *r = it_cmd(c, "EXEC");
+        if (r->type == REDIS_REPLY_NIL) {
+            aborts++;
+        } else {
+            CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+            CHECKF(r->element[0]->len == r->element[1]->len &&
+                       !memcmp(r->element[0]->str, r->element[1]->str, r->element[0]->len),
+                   "a committed EXEC read '%s' then '%s' of its watched key", r->element[0]->str,
+                   r->element[1]->str);
+            commits++;
+        }
+        freeReplyObject(r);
+    }
+    writer_stop = 1;
+    pthread_join(t, NULL);
+    redisFree(c);
+    it_proc_stop(&gw2);
+    fprintf(stderr, "reads inside EXEC under a concurrent writer: %d commits, %d aborts\n", commits,
+            aborts);
+}
 
 int main(void)
 {
@@ -55,6 +112,7 @@ int main(void)
     for (int i = 0; i < WATCHERS; i++)
         redisFree(wat[i]);
     redisFree(w);
+    reads_in_exec(&pool, &gw);
     it_proc_stop(&gw);
     it_proc_stop(&pool.memnode);
     fprintf(stderr, "it_watch: OK\n");
