@@ -37,7 +37,33 @@ static int speculate(dm_ctx_t *ctx, dm_gaddr_t leaf, unsigned idx, const ch_khas
     return 1;
 }
 
+/* A signature of the neighborhood read: the leaf and the version byte (NV:4 | EV:4) of
+ * every object read. */
+static uint64_t neighborhood_sig(const ch_geo_t *g, dm_gaddr_t leaf, const uint8_t *img,
+                                 const uint8_t *have)
+{
+    uint64_t h = leaf * 0x9e3779b97f4a7c15ull;
+    for (unsigned o = 0; o < g->groups * (g->nbhd + 1); o++)
+        if (have[o]) h = (h ^ ((uint64_t)o << 8 | img[o * CH_OBJ])) * 0x100000001b3ull;
+    return h ? h : 1;
+}
+
+static int search(dm_ctx_t *ctx, const void *key, size_t klen, int *pending, uint64_t *sig);
+
 int dm_chime_search(dm_ctx_t *ctx, const void *key, size_t klen, int *pending)
+{
+    return search(ctx, key, klen, pending, NULL);
+}
+
+int dm_chime_watch_sig(dm_ctx_t *ctx, const void *key, size_t klen, uint64_t *sig)
+{
+    int pending;
+    *sig = 0;
+    int rc = search(ctx, key, klen, &pending, sig);
+    return rc < 0 ? rc : 0;
+}
+
+static int search(dm_ctx_t *ctx, const void *key, size_t klen, int *pending, uint64_t *sig)
 {
     dm_chime_t *c = ctx->w->chime;
     const ch_geo_t *g = &c->geo;
@@ -53,7 +79,7 @@ int dm_chime_search(dm_ctx_t *ctx, const void *key, size_t klen, int *pending)
         rc = ch_find_leaf(ctx, key, klen, fresh, &p);
         if (rc) break;
         dm_gaddr_t leaf = p.leaf;
-        int spec = ch_hot_find(c, leaf, kh.home, kh.fp);
+        int spec = sig ? -1 : ch_hot_find(c, leaf, kh.home, kh.fp);
         if (spec >= 0) {
             ch_count(&ch_stats.hot_lookups, 1);
             rc = speculate(ctx, leaf, (unsigned)spec, &kh, key, klen, pending);
@@ -79,6 +105,7 @@ int dm_chime_search(dm_ctx_t *ctx, const void *key, size_t klen, int *pending)
             }
             if (rc) goto out;
             const uint8_t *rep = ch_any_replica(g, img, have);
+            if (sig) *sig = neighborhood_sig(g, leaf, img, have);
             int idx = ch_find_entry(ctx, g, img, have, &kh, key, klen);
             if (idx < -1 || !rep) {
                 rc = idx < -1 ? idx : DM_ECORRUPT;

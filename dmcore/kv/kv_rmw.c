@@ -8,6 +8,7 @@
 
 #include <xxhash.h>
 
+#include "dmkv/chime.h"
 #include "dmkv/clock.h"
 #include "dmkv/errors.h"
 #include "dmkv/kv.h"
@@ -104,6 +105,11 @@ int dm_kv_rmw(dm_ctx_t *ctx, const void *key, size_t klen, dm_kv_rmw_fn fn, void
     }
     dm_keyq_leave(ctx->w, &q, rc < 0 ? rc : 1);
     return rc < 0 ? rc : action;
+}
+
+int dm_kv_absent_sig(dm_ctx_t *ctx, const void *key, size_t klen, uint64_t *sig)
+{
+    return dm_chime_watch_sig(ctx, key, klen, sig);
 }
 
 int dm_kv_slot(dm_ctx_t *ctx, const void *key, size_t klen, uint64_t *slot, uint64_t *write_id)

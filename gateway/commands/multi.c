@@ -20,8 +20,9 @@
 typedef struct gw_watch {
     char *key;
     size_t klen;
-    uint64_t slot;     /* slot word at WATCH time, 0 = absent */
-    uint64_t write_id; /* its block's write id (a reused block recurs the slot word) */
+    uint64_t slot;       /* slot word at WATCH time, 0 = absent */
+    uint64_t write_id;   /* its block's write id (a reused block recurs the slot word) */
+    uint64_t absent_sig; /* absent at WATCH time: dm_kv_absent_sig (SET + DEL changes it) */
 } gw_watch_t;
 
 static void unwatch_all(gw_conn_t *c)
@@ -86,6 +87,12 @@ static int watches_hold(gw_conn_t *c)
         dm_stats_op(DM_CLS_GET);
         if (rc < 0) return rc;
         if (slot != c->watches[i].slot || wid != c->watches[i].write_id) return 0;
+        if (!slot) {
+            uint64_t sig;
+            rc = dm_kv_absent_sig(&ctx, c->watches[i].key, c->watches[i].klen, &sig);
+            if (rc < 0) return rc;
+            if (sig != c->watches[i].absent_sig) return 0; /* created and deleted since */
+        }
     }
     return 1;
 }
@@ -168,6 +175,8 @@ void cmd_watch(gw_conn_t *c, gw_cmd_t *cmd)
         uint64_t slot, wid;
         dm_ctx_init(&ctx, c->th->w, DM_CLS_GET);
         int rc = dm_kv_slot(&ctx, cmd->argv[i], cmd->argvlen[i], &slot, &wid);
+        uint64_t sig = 0;
+        if (rc == 0 && !slot) rc = dm_kv_absent_sig(&ctx, cmd->argv[i], cmd->argvlen[i], &sig);
         dm_stats_op(DM_CLS_GET);
         if (rc < 0) {
             gw_reply_dm_error(c, rc);
@@ -190,6 +199,7 @@ void cmd_watch(gw_conn_t *c, gw_cmd_t *cmd)
         w->klen = cmd->argvlen[i];
         w->slot = slot;
         w->write_id = wid;
+        w->absent_sig = sig;
     }
     reply_status(&c->out, "OK");
 }

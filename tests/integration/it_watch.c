@@ -109,6 +109,22 @@ int main(void)
     CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 1);
     freeReplyObject(r);
     EXPECT_BULKS(it_cmd(w, "GET k"), "mine");
+    /* WATCH of an absent key: SET k2 then DEL k2 from another client must abort the EXEC;
+     * with no change in between it commits. */
+    EXPECT_STATUS(it_cmd(wat[1], "WATCH absent"), "OK");
+    EXPECT_STATUS(it_cmd(w, "SET absent x"), "OK");
+    EXPECT_INT(it_cmd(w, "DEL absent"), 1);
+    EXPECT_STATUS(it_cmd(wat[1], "MULTI"), "OK");
+    EXPECT_STATUS(it_cmd(wat[1], "SET absent y"), "QUEUED");
+    EXPECT_NIL(it_cmd(wat[1], "EXEC"));
+    EXPECT_NIL(it_cmd(w, "GET absent"));
+    EXPECT_STATUS(it_cmd(wat[1], "WATCH absent"), "OK");
+    EXPECT_STATUS(it_cmd(wat[1], "MULTI"), "OK");
+    EXPECT_STATUS(it_cmd(wat[1], "SET absent y"), "QUEUED");
+    r = it_cmd(wat[1], "EXEC");
+    CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 1);
+    freeReplyObject(r);
+    EXPECT_BULKS(it_cmd(w, "GET absent"), "y");
     for (int i = 0; i < WATCHERS; i++)
         redisFree(wat[i]);
     redisFree(w);

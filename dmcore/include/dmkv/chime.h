@@ -84,6 +84,13 @@ int dm_chime_lock_in_doubt(const dm_chime_lock_t *lk);
  * 0 absent, or DM_E*. */
 int dm_chime_search(dm_ctx_t *ctx, const void *key, size_t klen, int *pending);
 
+/* WATCH of an absent key: a signature of the key's leaf neighborhood (leaf address and the
+ * versions of the entries a lock-free search reads, §4.1). Creating the key and deleting
+ * it again both write an entry there (EV+1 each) and a split changes the node version, so
+ * SET k + DEL k changes the signature; so may changes of neighbor keys (a false abort).
+ * 1 RTT with cached inner nodes. Returns 0 or DM_E*. */
+int dm_chime_watch_sig(dm_ctx_t *ctx, const void *key, size_t klen, uint64_t *sig);
+
 /* One key of a leaf as SCAN sees it. */
 typedef struct dm_chime_key {
     uint8_t *data; /* malloc'd */

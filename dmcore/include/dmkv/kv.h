@@ -152,6 +152,11 @@ void dm_kv_guard_end(dm_kv_guard_set_t *s);
  * with the same length; the write id never does. Returns 0 or DM_E*. */
 int dm_kv_slot(dm_ctx_t *ctx, const void *key, size_t klen, uint64_t *slot, uint64_t *write_id);
 
+/* For WATCH of an absent key: a token that changes when the key is created and deleted
+ * again (dm_chime_watch_sig: its leaf neighborhood's versions; a neighbor key's change may
+ * change it too). Returns 0 or DM_E*. */
+int dm_kv_absent_sig(dm_ctx_t *ctx, const void *key, size_t klen, uint64_t *sig);
+
 /* Remove key only if it is expired now (active expiry). Returns 1 when an expired item was
  * removed, 0 when the key is absent or live (left untouched), or DM_E*. */
 int dm_kv_del_expired(dm_ctx_t *ctx, const void *key, size_t klen);
