@@ -1,17 +1,17 @@
 #!/bin/sh
 # long-run.sh BUILD_DIR [OPS] [RUNS]: the linearizability run at scale (not in make test).
-# Runs it_linearizable RUNS times (default 10) with OPS operations each (default 100000,
+# Runs it_linearizable RUNS times (default 4) with OPS operations each (default 250000,
 # so 1e6 in all) and fault rounds in proportion, alternating native masked CAS and the
 # CAS fallback (DMKV_NO_MASKED_CAS=1, the rdma path) and the clock shift's sign (seed),
 # each run's history checked; prints one summary line per run and the totals. Stops at
 # the first failing run (its history file is named in the output).
 set -eu
 B=${1:?usage: long-run.sh BUILD_DIR [OPS] [RUNS]}
-OPS=${2:-100000}
-RUNS=${3:-10}
+OPS=${2:-250000}
+RUNS=${3:-4}
 B=$(cd "$B" && pwd)
 export DMKV_MEMNODE="$B/memnode/dmkv-memnode" DMKV_GATEWAY="$B/gateway/dmkv-gateway"
-ROUNDS=$((OPS / 4000 < 6 ? 6 : OPS / 4000))
+ROUNDS=$((OPS / 20000 < 6 ? 6 : OPS / 20000))
 SECS=$((OPS / 200 + 120))
 total=0
 i=1
