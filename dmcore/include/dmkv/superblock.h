@@ -8,9 +8,9 @@
 #include <stdint.h>
 
 #define DM_SB_MAGIC 0x31764b4d44ull /* "DMKv1" */
-#define DM_SB_VERSION 2 /* 2: clock board, 24-byte KV block header with a write id */
-#define DM_SB_SIZE 4096           /* bytes reserved at offset 0 */
-#define DM_CHUNK_SIZE (16u << 20) /* bytes handed out per chunk FAA */
+#define DM_SB_VERSION 2             /* 2: clock board, 24-byte KV block header with a write id */
+#define DM_SB_SIZE 4096             /* bytes reserved at offset 0 */
+#define DM_CHUNK_SIZE (16u << 20)   /* bytes handed out per chunk FAA */
 
 typedef struct dm_superblock {
     uint64_t magic;         /* DM_SB_MAGIC once formatted */
