@@ -235,16 +235,25 @@ static int clear_moving(dm_ctx_t *ctx, dm_gaddr_t N, unsigned d, uint32_t ns)
 
 /* Point the directory at N for suffix s|2^l and at X for s, both at depth l+1, doubling the
  * directory first when l == GD (RACE §3.4 "directory doubling"). Under the directory lease:
- * the whole used directory is written from a cache read under the same lease. */
-static int publish(dm_ctx_t *ctx, uint32_t s, unsigned l, dm_gaddr_t X, dm_gaddr_t N)
+ * the whole used directory is written from a cache read under the same lease. The split's
+ * subtable lease (sub_lock, *sub_mine) is renewed while we wait for the directory lease, and
+ * both leases are renewed (CAS) just before the directory WRITE: a splitter whose lease was
+ * taken over meanwhile stops there instead of writing a stale directory. */
+static int publish(dm_ctx_t *ctx, uint32_t s, unsigned l, dm_gaddr_t X, dm_gaddr_t N,
+                   dm_gaddr_t sub_lock, uint64_t *sub_mine)
 {
     dm_race_t *r = ctx->w->race;
     dm_gaddr_t dlock = r->root + RACE_HDR_DIRLOCK_OFF;
     uint64_t mine;
     int rc;
-    uint64_t since = dm_now_us();
+    uint64_t since = dm_now_us(), renewed = since;
     while ((rc = lease_take(ctx, dlock, &mine)) == DM_ERETRY) {
         if (dm_now_us() - since > 2000ull * RACE_LEASE_MS) return DM_ERETRY;
+        if (dm_now_us() - renewed > 250000u * RACE_LEASE_MS / 1000) {
+            rc = lease_renew(ctx, sub_lock, sub_mine); /* still ours while we wait */
+            if (rc) return rc;
+            renewed = dm_now_us();
+        }
         race_pause(ctx, 200);
     }
     if (rc < 0) return rc;
@@ -261,6 +270,8 @@ static int publish(dm_ctx_t *ctx, uint32_t s, unsigned l, dm_gaddr_t X, dm_gaddr
             ngd = gd + 1;
         }
     }
+    if (!rc) rc = lease_renew(ctx, dlock, &mine);
+    if (!rc) rc = lease_renew(ctx, sub_lock, sub_mine);
     if (!rc) {
         for (uint64_t i = s; i < (1ull << ngd); i += 1ull << l)
             dir[i] = ((i >> l) & 1) ? race_dir_entry(N, l + 1) : race_dir_entry(X, l + 1);
@@ -356,7 +367,7 @@ static int split_locked(dm_ctx_t *ctx, dm_gaddr_t X, unsigned l, uint32_t s, dm_
     }
     free(image);
     if (!rc) split_test_pause(ctx);
-    if (!rc) rc = publish(ctx, s, l, X, N);
+    if (!rc) rc = publish(ctx, s, l, X, N, lock, mine);
     if (!rc) split_test_pause(ctx);
     if (!rc) rc = clear_phase(ctx, X, l + 1, s, lock, mine);
     if (!rc) rc = clear_moving(ctx, N, l + 1, ns);
