@@ -224,7 +224,7 @@ static int splice_fn(void *arg, const dm_value_t *cur, dm_value_t *out)
         return DM_RMW_KEEP;
     }
     long long at = a->offset < 0 ? (long long)olen : a->offset;
-    if (at + (long long)a->vlen > MAX_BULK) {
+    if (at > MAX_BULK || (long long)a->vlen > MAX_BULK - at) { /* no overflow for huge at */
         a->err = e_toobig;
         return DM_RMW_ABORT;
     }

@@ -251,6 +251,20 @@ static void test_quit(int port)
     redisFree(q);
 }
 
+/* SETRANGE at offsets near 2^63: Redis's error, no signed overflow (UBSan aborts on one). */
+static void test_setrange_huge(void)
+{
+    EXPECT_STATUS(it_cmd(c, "SET sr abc"), "OK");
+    EXPECT_ERR(it_cmd(c, "SETRANGE sr 9223372036854775807 x"),
+               "ERR string exceeds maximum allowed size (proto-max-bulk-len)");
+    EXPECT_ERR(it_cmd(c, "SETRANGE sr 536870912 x"),
+               "ERR string exceeds maximum allowed size (proto-max-bulk-len)");
+    EXPECT_ERR(it_cmd(c, "SETRANGE nokey 9223372036854775807 x"),
+               "ERR string exceeds maximum allowed size (proto-max-bulk-len)");
+    EXPECT_INT(it_cmd(c, "SETRANGE sr 1 Z"), 3);
+    EXPECT_BULKS(it_cmd(c, "GET sr"), "aZc");
+}
+
 int main(void)
 {
     it_begin("basic", 300);
@@ -262,6 +276,7 @@ int main(void)
     c = it_connect(gw.port);
     EXPECT_STATUS(it_cmd(c, "FLUSHALL"), "OK");
     RUN(test_binary);
+    RUN(test_setrange_huge);
     RUN(test_big_values);
     RUN(test_set_options);
     RUN(test_errors);
