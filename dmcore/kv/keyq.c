@@ -1,12 +1,15 @@
 #include "keyq.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #define KEYQ_BUCKETS 1024
 
 /* A key in flight: its current writer and the writes queued behind it. */
 typedef struct busy_key {
     uint64_t hash;
+    size_t klen;
+    uint8_t *key;                 /* a copy: the owner's entry may go before the queue does */
     dm_keyq_entry_t *head, *tail; /* waiting writes, in arrival order */
     struct busy_key *next;
 } busy_key_t;
@@ -14,6 +17,12 @@ typedef struct busy_key {
 struct dm_keyq {
     busy_key_t *b[KEYQ_BUCKETS];
 };
+
+static void busy_free(busy_key_t *k)
+{
+    free(k->key);
+    free(k);
+}
 
 dm_keyq_t *dm_keyq_create(void)
 {
@@ -27,15 +36,16 @@ void dm_keyq_destroy(dm_keyq_t *q)
         while (q->b[i]) {
             busy_key_t *k = q->b[i];
             q->b[i] = k->next;
-            free(k);
+            busy_free(k);
         }
     free(q);
 }
 
-static busy_key_t **find(dm_keyq_t *q, uint64_t hash)
+static busy_key_t **find(dm_keyq_t *q, const dm_keyq_entry_t *e)
 {
-    busy_key_t **p = &q->b[hash % KEYQ_BUCKETS];
-    while (*p && (*p)->hash != hash)
+    busy_key_t **p = &q->b[e->hash % KEYQ_BUCKETS];
+    while (*p && ((*p)->hash != e->hash || (*p)->klen != e->klen ||
+                  (e->klen && memcmp((*p)->key, e->key, e->klen) != 0)))
         p = &(*p)->next;
     return p;
 }
@@ -44,11 +54,17 @@ int dm_keyq_enter(dm_worker_t *w, dm_keyq_entry_t *e)
 {
     e->next = e->riders = NULL;
     e->absorbed = 0;
-    busy_key_t **p = find(w->keyq, e->hash);
+    busy_key_t **p = find(w->keyq, e);
     if (!*p) {
         busy_key_t *k = calloc(1, sizeof(*k));
-        if (!k) return 1; /* no queue: just race at the CAS */
+        if (k) k->key = malloc(e->klen ? e->klen : 1);
+        if (!k || !k->key) {
+            free(k);
+            return 1; /* no queue: just race at the CAS */
+        }
         k->hash = e->hash;
+        k->klen = e->klen;
+        if (e->klen) memcpy(k->key, e->key, e->klen);
         *p = k;
         return 1;
     }
@@ -70,12 +86,12 @@ void dm_keyq_leave(dm_worker_t *w, dm_keyq_entry_t *e, int rc)
         r->result = rc;
         dm_worker_wake(w, &r->wake);
     }
-    busy_key_t **p = find(w->keyq, e->hash);
+    busy_key_t **p = find(w->keyq, e);
     busy_key_t *k = *p;
     if (!k) return;
     if (!k->head) {
         *p = k->next;
-        free(k);
+        busy_free(k);
         return;
     }
     /* The next writer: the last of a leading run of plain SETs carries the others. */

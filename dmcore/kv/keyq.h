@@ -17,7 +17,9 @@ typedef struct dm_keyq dm_keyq_t;
 /* One write waiting for, or holding, its key. */
 typedef struct dm_keyq_entry {
     dm_wake_t wake;
-    uint64_t hash;
+    uint64_t hash;   /* XXH3 of the key: the bucket */
+    const void *key; /* the key itself (keys that share a hash are still different keys) */
+    size_t klen;
     int blind;                    /* a plain SET: may be combined with later plain SETs */
     int absorbed;                 /* completed by a later SET of the run */
     int result;                   /* the result to report when absorbed */

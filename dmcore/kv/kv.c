@@ -115,6 +115,8 @@ int dm_kv_set(dm_ctx_t *ctx, const void *key, size_t klen, const void *val, size
     dm_kvblock_build(block, key, klen, val, vlen, expire_ms);
     /* A guarded (WATCH) write is never combined: its guard must see its own slot CAS. */
     dm_keyq_entry_t q = {.hash = XXH3_64bits(key, klen),
+                         .key = key,
+                         .klen = klen,
                          .blind = flags == 0 && !kv_guard_current()};
     if (!dm_keyq_enter(ctx->w, &q)) {
         free(block);
@@ -146,7 +148,7 @@ static int decide_del(void *arg, const dm_kv_view_t *v)
 int dm_kv_del(dm_ctx_t *ctx, const void *key, size_t klen)
 {
     int was_live = 0;
-    dm_keyq_entry_t q = {.hash = XXH3_64bits(key, klen), .blind = 0};
+    dm_keyq_entry_t q = {.hash = XXH3_64bits(key, klen), .key = key, .klen = klen, .blind = 0};
     dm_keyq_enter(ctx->w, &q);
     int rc = dm_hybrid_delete(ctx, key, klen, decide_del, &was_live);
     dm_keyq_leave(ctx->w, &q, rc);

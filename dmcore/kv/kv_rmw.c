@@ -95,7 +95,7 @@ int dm_kv_rmw(dm_ctx_t *ctx, const void *key, size_t klen, dm_kv_rmw_fn fn, void
     if (klen > DM_KV_MAX_KEY) return DM_ETOOBIG;
     /* Writes to this key from this worker wait their turn, so local RMWs do not veto each
      * other; other gateways meet us at the slot CAS. */
-    dm_keyq_entry_t q = {.hash = XXH3_64bits(key, klen), .blind = 0};
+    dm_keyq_entry_t q = {.hash = XXH3_64bits(key, klen), .key = key, .klen = klen, .blind = 0};
     dm_keyq_enter(ctx->w, &q);
     int rc = DM_ERETRY, action = DM_RMW_KEEP;
     for (int attempt = 0; attempt < RMW_MAX_ATTEMPTS; attempt++) {
@@ -135,7 +135,7 @@ static int decide_expired(void *arg, const dm_kv_view_t *v)
 
 int dm_kv_del_expired(dm_ctx_t *ctx, const void *key, size_t klen)
 {
-    dm_keyq_entry_t q = {.hash = XXH3_64bits(key, klen), .blind = 0};
+    dm_keyq_entry_t q = {.hash = XXH3_64bits(key, klen), .key = key, .klen = klen, .blind = 0};
     dm_keyq_enter(ctx->w, &q);
     int rc = dm_hybrid_delete(ctx, key, klen, decide_expired, NULL);
     dm_keyq_leave(ctx->w, &q, rc);
