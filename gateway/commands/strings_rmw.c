@@ -331,14 +331,32 @@ void cmd_getrange(gw_conn_t *c, gw_cmd_t *cmd)
 
 /* ---- MSETNX ---- */
 
+/* Undo of a key this MSETNX created: delete it only while it still holds our value. */
+typedef struct undo_arg {
+    const char *val;
+    size_t vlen;
+} undo_arg_t;
+
+static int undo_fn(void *arg, const dm_value_t *cur, dm_value_t *out)
+{
+    (void)out;
+    undo_arg_t *u = arg;
+    if (cur && cur->len == u->vlen && (!u->vlen || !memcmp(cur->data, u->val, u->vlen)))
+        return DM_RMW_DELETE;
+    return DM_RMW_KEEP; /* someone wrote it since: theirs now */
+}
+
+/* MSETNX: every key is written with NX, so an existing key is never overwritten, also when
+ * another client creates it between the check and the write. If a key turns out to exist
+ * after some were created, those are deleted again (each only while it still holds this
+ * command's value) and the reply is 0. Not atomic across keys (README "Transactions"):
+ * another client may see the created keys before the undo. */
 void cmd_msetnx(gw_conn_t *c, gw_cmd_t *cmd)
 {
     if (cmd->argc % 2 == 0) {
         gw_reply_arity(c, "msetnx");
         return;
     }
-    /* Not atomic across keys (README "Transactions"): check that all are absent, then
-     * set each (a key created meanwhile by another client is overwritten). */
     for (int i = 1; i < cmd->argc; i += 2) {
         dm_ctx_t ctx;
         dm_ctx_init(&ctx, c->th->w, DM_CLS_GET);
@@ -353,16 +371,30 @@ void cmd_msetnx(gw_conn_t *c, gw_cmd_t *cmd)
             return;
         }
     }
-    for (int i = 1; i < cmd->argc; i += 2) {
+    int done = 1, err = 0, i;
+    for (i = 1; i < cmd->argc && done == 1; i += 2) {
         dm_ctx_t ctx;
         dm_ctx_init(&ctx, c->th->w, DM_CLS_SET);
-        int rc = dm_kv_set(&ctx, cmd->argv[i], cmd->argvlen[i], cmd->argv[i + 1],
-                           cmd->argvlen[i + 1], 0, 0, NULL);
+        done = dm_kv_set(&ctx, cmd->argv[i], cmd->argvlen[i], cmd->argv[i + 1], cmd->argvlen[i + 1],
+                         0, DM_SET_NX, NULL);
         dm_stats_op(DM_CLS_SET);
-        if (rc < 0) {
-            gw_reply_dm_error(c, rc);
-            return;
-        }
     }
-    reply_int(&c->out, 1);
+    if (done == 1) {
+        reply_int(&c->out, 1);
+        return;
+    }
+    if (done < 0) err = done;
+    /* Keys [1, i - 2) were created by us: take them back. */
+    for (int k = 1; k < i - 2; k += 2) {
+        dm_ctx_t ctx;
+        dm_ctx_init(&ctx, c->th->w, DM_CLS_DEL);
+        undo_arg_t u = {cmd->argv[k + 1], cmd->argvlen[k + 1]};
+        int rc = dm_kv_rmw(&ctx, cmd->argv[k], cmd->argvlen[k], undo_fn, &u);
+        dm_stats_op(DM_CLS_DEL);
+        if (rc < 0 && !err) err = rc;
+    }
+    if (err)
+        gw_reply_dm_error(c, err);
+    else
+        reply_int(&c->out, 0);
 }
