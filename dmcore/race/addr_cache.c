@@ -107,6 +107,23 @@ void race_addr_cache_hit(void)
     __atomic_fetch_add(&hits, 1, __ATOMIC_RELAXED);
 }
 
+int race_read_slot_then_block(dm_ctx_t *ctx, dm_batch_t *b, dm_gaddr_t sa, uint64_t *word,
+                              dm_gaddr_t blk, void *buf, uint32_t len)
+{
+    dm_batch_read(b, sa, word, 8);
+    if (dm_gaddr_node(sa) == dm_gaddr_node(blk)) {
+        dm_verb_t *v = dm_batch_read(b, blk, buf, len);
+        if (v) v->fence = 1; /* rdma: after the slot read on the same QP */
+        return dm_batch_exec(ctx, b);
+    }
+    int rc = dm_batch_exec(ctx, b);
+    if (rc) return rc;
+    dm_batch_t b2;
+    dm_batch_init(&b2);
+    dm_batch_read(&b2, blk, buf, len);
+    return dm_batch_exec(ctx, &b2);
+}
+
 /* 1 and *item filled when the cached slot still holds the key; 0 when there is no usable
  * entry (the caller searches); DM_E* when the batch failed. */
 static int cached_get(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *item)
@@ -121,10 +138,9 @@ static int cached_get(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_
     uint64_t now = 0;
     dm_batch_t b;
     dm_batch_init(&b);
-    dm_batch_read(&b, want.slot_addr, &now, 8);
-    dm_batch_read(&b, race_slot_ptr(want.word), block, (uint32_t)len);
     ctx->start_us = dm_now_us();
-    int rc = dm_batch_exec(ctx, &b);
+    int rc = race_read_slot_then_block(ctx, &b, want.slot_addr, &now, race_slot_ptr(want.word),
+                                       block, (uint32_t)len);
     if (!rc) rc = dm_ctx_check(ctx);
     dm_kv_view_t view;
     if (!rc && now == want.word && dm_kvblock_key_equals(block, len, key, klen) &&

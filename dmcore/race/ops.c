@@ -401,9 +401,7 @@ static int cached_update(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *b
     dm_batch_init(&b);
     ctx->start_us = dm_now_us();
     dm_batch_write(&b, addr, block, (uint32_t)block_len);
-    dm_batch_read(&b, sa, &now, 8);
-    dm_batch_read(&b, race_slot_ptr(w), ob, (uint32_t)olen);
-    int rc = dm_batch_exec(ctx, &b);
+    int rc = race_read_slot_then_block(ctx, &b, sa, &now, race_slot_ptr(w), ob, (uint32_t)olen);
     if (rc) {
         free(ob);
         return rc;

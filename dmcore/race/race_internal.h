@@ -128,6 +128,14 @@ int race_addr_cache_get(dm_race_t *r, const void *key, size_t klen, dm_gaddr_t *
 void race_addr_cache_stale(dm_race_t *r, const void *key, size_t klen);
 /* Count an answer given through the cache (INFO race_addr_cache_hits). */
 void race_addr_cache_hit(void);
+/* Add to b a READ of the slot word at sa (into *word) and a READ of len bytes of the block
+ * at blk (into buf) that executes after it, and run b (1 RTT; 2 when slot and block are on
+ * different memory nodes, whose connections do not order against each other). A block read
+ * before the slot read could see what the block held before it was freed and reused for the
+ * same key (2 s earlier) while the slot read then sees the recurring word. Returns 0 or
+ * DM_E*. race/addr_cache.c */
+int race_read_slot_then_block(dm_ctx_t *ctx, dm_batch_t *b, dm_gaddr_t sa, uint64_t *word,
+                              dm_gaddr_t blk, void *buf, uint32_t len);
 void race_locate(const dm_race_t *r, const void *key, size_t klen, race_loc_t *loc);
 /* Same key, buckets in another subtable (same bucket indices). */
 void race_locate_in(race_loc_t *loc, dm_gaddr_t subtable, unsigned ld);
