@@ -10,6 +10,7 @@
 
 #if defined(__SANITIZE_ADDRESS__)
 #define DM_ASAN 1
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 #if defined(__SANITIZE_THREAD__)
@@ -197,6 +198,11 @@ dm_coro_t *dm_coro_spawn(dm_coro_fn fn, void *arg)
     /* A finished coroutine never returned from its frames: a fresh fiber for each use. */
     if (co->tsan_fiber) __tsan_destroy_fiber(co->tsan_fiber);
     co->tsan_fiber = __tsan_create_fiber(0);
+#endif
+#ifdef DM_ASAN
+    /* A pooled stack still carries the redzones of the frames its last coroutine never
+     * returned from (trampoline's, and any frame left by a switch away): a fresh start. */
+    __asan_unpoison_memory_region(co->stack, CORO_STACK);
 #endif
     co->ctx = make_fcontext((char *)co->stack + CORO_STACK, CORO_STACK, trampoline);
     live++;

@@ -346,6 +346,16 @@ static int undo_fn(void *arg, const dm_value_t *cur, dm_value_t *out)
     return DM_RMW_KEEP; /* someone wrote it since: theirs now */
 }
 
+/* 1 when the key at argv[i] appears again later in the command. */
+static int later_same_key(const gw_cmd_t *cmd, int i)
+{
+    for (int j = i + 2; j < cmd->argc; j += 2)
+        if (cmd->argvlen[j] == cmd->argvlen[i] &&
+            !memcmp(cmd->argv[j], cmd->argv[i], cmd->argvlen[i]))
+            return 1;
+    return 0;
+}
+
 /* MSETNX: every key is written with NX, so an existing key is never overwritten, also when
  * another client creates it between the check and the write. If a key turns out to exist
  * after some were created, those are deleted again (each only while it still holds this
@@ -373,6 +383,7 @@ void cmd_msetnx(gw_conn_t *c, gw_cmd_t *cmd)
     }
     int done = 1, err = 0, i;
     for (i = 1; i < cmd->argc && done == 1; i += 2) {
+        if (later_same_key(cmd, i)) continue; /* a repeated key: its last value wins */
         dm_ctx_t ctx;
         dm_ctx_init(&ctx, c->th->w, DM_CLS_SET);
         done = dm_kv_set(&ctx, cmd->argv[i], cmd->argvlen[i], cmd->argv[i + 1], cmd->argvlen[i + 1],
@@ -386,6 +397,7 @@ void cmd_msetnx(gw_conn_t *c, gw_cmd_t *cmd)
     if (done < 0) err = done;
     /* Keys [1, i - 2) were created by us: take them back. */
     for (int k = 1; k < i - 2; k += 2) {
+        if (later_same_key(cmd, k)) continue; /* not written (a later value was) */
         dm_ctx_t ctx;
         dm_ctx_init(&ctx, c->th->w, DM_CLS_DEL);
         undo_arg_t u = {cmd->argv[k + 1], cmd->argvlen[k + 1]};
