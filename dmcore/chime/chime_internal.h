@@ -156,10 +156,6 @@ static inline uint32_t ch_lock_vacancy(uint64_t w)
 {
     return (uint32_t)(w >> 32);
 }
-static inline uint32_t ch_lock_token(uint64_t w)
-{
-    return (uint32_t)(w >> 1) & 0x7fffffffu;
-}
 /* Vacancy bits of a leaf image (1 = every entry the bit covers is used). */
 uint32_t ch_vacancy_of(const ch_geo_t *g, const uint8_t *leaf);
 /* vac with the bits of fully read groups replaced by what img shows. */

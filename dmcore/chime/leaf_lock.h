@@ -14,7 +14,6 @@ struct dm_chime_lock {
     dm_gaddr_t leaf;
     uint64_t word;             /* the lock word as held: locked, our lease time, vacancy */
     uint64_t remote_word;      /* the lock word as it is in the pool now (CAS-unlock expects it) */
-    uint64_t unlock_word;      /* buffer of the unlocking WRITE */
     uint64_t locked_us;        /* monotonic time the lock was taken */
     uint8_t *img;              /* leaf image, geo.bytes (same allocation as the handle) */
     uint8_t have[CH_MAX_OBJS]; /* per 32-byte object: read into img */

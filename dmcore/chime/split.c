@@ -234,6 +234,8 @@ int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk)
     uint64_t lword = ((uint64_t)ch_vacancy_of(g, lk->img) << 32) | (key_right ? 0 : held);
     if (!dm_chime_lock_valid(lk)) {
         rc = DM_ERETRY; /* held too long: a waiter may take the lease over before we write */
+        dm_alloc_unused(ctx->w->alloc, ra, g->bytes); /* never linked */
+        dm_alloc_unused(ctx->w->alloc, rec, recbytes);
         goto out;
     }
     rc = write_leaf(ctx, g, ra, right, &rword, 0, rec, recbuf, recbytes);

@@ -9,20 +9,14 @@
 typedef struct busy_key {
     uint64_t hash;
     size_t klen;
-    uint8_t *key;                 /* a copy: the owner's entry may go before the queue does */
     dm_keyq_entry_t *head, *tail; /* waiting writes, in arrival order */
     struct busy_key *next;
+    uint8_t key[]; /* a copy: the owner's entry may go before the queue does */
 } busy_key_t;
 
 struct dm_keyq {
     busy_key_t *b[KEYQ_BUCKETS];
 };
-
-static void busy_free(busy_key_t *k)
-{
-    free(k->key);
-    free(k);
-}
 
 dm_keyq_t *dm_keyq_create(void)
 {
@@ -36,7 +30,7 @@ void dm_keyq_destroy(dm_keyq_t *q)
         while (q->b[i]) {
             busy_key_t *k = q->b[i];
             q->b[i] = k->next;
-            busy_free(k);
+            free(k);
         }
     free(q);
 }
@@ -56,12 +50,8 @@ int dm_keyq_enter(dm_worker_t *w, dm_keyq_entry_t *e)
     e->absorbed = 0;
     busy_key_t **p = find(w->keyq, e);
     if (!*p) {
-        busy_key_t *k = calloc(1, sizeof(*k));
-        if (k) k->key = malloc(e->klen ? e->klen : 1);
-        if (!k || !k->key) {
-            free(k);
-            return 1; /* no queue: just race at the CAS */
-        }
+        busy_key_t *k = calloc(1, sizeof(*k) + e->klen);
+        if (!k) return 1; /* no queue: just race at the CAS */
         k->hash = e->hash;
         k->klen = e->klen;
         if (e->klen) memcpy(k->key, e->key, e->klen);
@@ -91,7 +81,7 @@ void dm_keyq_leave(dm_worker_t *w, dm_keyq_entry_t *e, int rc)
     if (!k) return;
     if (!k->head) {
         *p = k->next;
-        busy_free(k);
+        free(k);
         return;
     }
     /* The next writer: the last of a leading run of plain SETs carries the others. */

@@ -30,14 +30,13 @@ uint64_t dm_kvblock_size(size_t klen, size_t vlen)
     return (sum_off(klen, vlen) + 8 + 63) & ~63ull;
 }
 
-/* Write ids: a random per-thread base plus a counter, never 0. */
+/* Write ids: a random odd per-thread base plus even steps, so never 0. */
 static uint64_t next_write_id(void)
 {
     static _Thread_local uint64_t base, n;
-    while (!base)
-        if (getrandom(&base, sizeof(base), 0) != sizeof(base)) base = (uint64_t)(uintptr_t)&n;
-    uint64_t id = base + (n++ << 1);
-    return id ? id : base + (n++ << 1);
+    if (!base && getrandom(&base, sizeof(base), 0) != sizeof(base)) base = (uint64_t)(uintptr_t)&n;
+    base |= 1;
+    return base + (n++ << 1);
 }
 
 void dm_kvblock_build(uint8_t *buf, const void *key, size_t klen, const void *val, size_t vlen,

@@ -26,6 +26,8 @@ static int my_slot = -1;
 static uint16_t my_tag;
 static uint64_t prev_issue_us; /* when the previous board read was posted, 0 = none */
 static dm_clock_status_t verdict;
+/* verdict.skewed and verdict.peers, read without the mutex on every key command */
+static int verdict_skewed, verdict_peers;
 
 void dm_clock_set_bound_ms(uint32_t ms)
 {
@@ -68,6 +70,8 @@ static void judge(uint64_t now_us)
     /* Far from a strict majority (or from the only peer: then both stop, which is safe). */
     s.skewed = b && s.far_peers > 0 && (2 * s.far_peers > s.peers || s.peers == 1);
     verdict = s;
+    __atomic_store_n(&verdict_skewed, s.skewed, __ATOMIC_RELAXED);
+    __atomic_store_n(&verdict_peers, s.peers, __ATOMIC_RELAXED);
 }
 
 int dm_clock_tick(dm_ctx_t *ctx)
@@ -143,14 +147,10 @@ void dm_clock_status(dm_clock_status_t *s)
 
 int dm_clock_skewed(void)
 {
-    dm_clock_status_t s;
-    dm_clock_status(&s);
-    return s.skewed;
+    return __atomic_load_n(&verdict_skewed, __ATOMIC_RELAXED);
 }
 
 uint32_t dm_clock_margin_ms(void)
 {
-    dm_clock_status_t s;
-    dm_clock_status(&s);
-    return s.peers ? dm_clock_bound_ms() : 0;
+    return __atomic_load_n(&verdict_peers, __ATOMIC_RELAXED) ? dm_clock_bound_ms() : 0;
 }

@@ -2,7 +2,8 @@
 #include "dmkv/lease.h"
 
 #include <sys/random.h>
-#include <time.h>
+
+#include "dmkv/worker.h"
 
 #define OBS_SLOTS 1024u
 
@@ -15,17 +16,10 @@ typedef struct obs {
 static _Thread_local obs_t table[OBS_SLOTS];
 static _Thread_local uint64_t rng;
 
-static uint64_t mono_us(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
-}
-
 uint32_t dm_lease_token(void)
 {
     while (!rng)
-        if (getrandom(&rng, sizeof(rng), 0) != sizeof(rng)) rng = mono_us() | 1;
+        if (getrandom(&rng, sizeof(rng), 0) != sizeof(rng)) rng = dm_now_us() | 1;
     for (;;) {
         rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17; /* xorshift64 */
         uint32_t t = (uint32_t)(rng >> 33) & 0x7fffffffu;
@@ -41,7 +35,7 @@ static obs_t *slot_of(dm_gaddr_t addr)
 uint64_t dm_lease_observed_us(dm_gaddr_t addr, uint64_t word)
 {
     obs_t *o = slot_of(addr);
-    uint64_t now = mono_us();
+    uint64_t now = dm_now_us();
     if (o->addr != addr || o->word != word || !o->first_us) {
         o->addr = addr;
         o->word = word;

@@ -519,7 +519,7 @@ int main(int argc, char **argv)
 
     lc_report_t rep;
     uint64_t c1 = now_ns();
-    int rc = lc_check(hist, 0, &rep, NULL);
+    int rc = lc_check(hist, 0, &rep, stderr); /* a bad key's operations go to stderr */
     fprintf(stderr, "checker: %zu operations (%zu unknown) on %zu keys, %llu steps, %.2f s: %s\n",
             rep.ops, rep.unknown, rep.keys, (unsigned long long)rep.steps,
             (double)(now_ns() - c1) / 1e9,
@@ -539,7 +539,6 @@ int main(int argc, char **argv)
     }
     if (rc == 1) {
         fprintf(stderr, "first bad key: %s\n", rep.first_bad_key);
-        lc_check(hist, 0, &rep, stderr);
     }
     lc_history_free(hist);
     for (int i = 0; i < NGW; i++)

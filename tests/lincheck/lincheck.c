@@ -488,6 +488,9 @@ static int check_key(rec_t **ops, size_t n, uint64_t max_steps, uint64_t *steps,
         uint64_t t0 = ops[0]->t_inv;
         for (size_t i = 0; i < n; i++)
             if (ops[i]->t_inv < t0) t0 = ops[i]->t_inv;
+        fprintf(explain, "key ");
+        print_bytes(explain, ops[0]->key, ops[0]->klen);
+        fprintf(explain, ": %zu operations\n", n);
         fprintf(explain,
                 "  not linearizable: at most %zu of %zu operations linearize "
                 "(times in ms)\n",
@@ -548,8 +551,7 @@ int lc_check(lc_history_t *h, uint64_t max_steps, lc_report_t *rep, FILE *explai
                memcmp(all[j]->key, all[i]->key, all[i]->klen) == 0)
             j++;
         rep->keys++;
-        FILE *ex = explain; /* the search runs again with output for a bad key only */
-        int r = check_key(all + i, j - i, max_steps, &rep->steps, NULL);
+        int r = check_key(all + i, j - i, max_steps, &rep->steps, explain);
         if (r == 0) {
             if (!rep->bad_keys) {
                 size_t n = all[i]->klen < sizeof(rep->first_bad_key) - 1
@@ -563,13 +565,6 @@ int lc_check(lc_history_t *h, uint64_t max_steps, lc_report_t *rep, FILE *explai
             }
             rep->bad_keys++;
             rc = 1;
-            if (ex) {
-                fprintf(ex, "key ");
-                print_bytes(ex, all[i]->key, all[i]->klen);
-                fprintf(ex, ": %zu operations\n", j - i);
-                uint64_t ignore = 0;
-                check_key(all + i, j - i, max_steps, &ignore, ex);
-            }
         } else if (r < 0) {
             rep->undecided_keys++;
             if (!rc) rc = 2;

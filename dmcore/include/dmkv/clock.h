@@ -48,7 +48,8 @@ void dm_clock_status(dm_clock_status_t *s);
  * gateway has one clock, and Redis's exact behaviour holds). */
 uint32_t dm_clock_margin_ms(void);
 
-/* 1 when this gateway must not serve (dm_clock_status().skewed with the bound on). */
+/* 1 when this gateway must not serve (dm_clock_status().skewed with the bound on). Lock-free:
+ * checked on every key command. */
 int dm_clock_skewed(void);
 
 #endif
