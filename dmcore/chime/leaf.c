@@ -413,7 +413,9 @@ static int write_dirty(dm_ctx_t *ctx, dm_chime_lock_t *lk, int unlock, int wait)
     if (unlock) /* by CAS: a holder whose lease was taken over must not free the taker's */
         dm_batch_cas(&b, lock_addr(g, lk->leaf), lk->remote_word, lk->word & ~0xffffffffull);
     if (wait && ctx->ride && b.n + ctx->ride->n <= DM_BATCH_MAX) {
-        /* Ride along with the caller's next batch (the RACE write): one RTT saved. */
+        /* Ride along with the caller's next batch (the RACE write): one RTT saved, but
+         * dropped if this hold has ended by the time that batch is posted. */
+        ctx->ride_until_us = lk->locked_us + (uint64_t)CH_HOLD_MAX_MS * 1000;
         for (unsigned i = 0; i < b.n; i++) {
             ctx->ride->v[ctx->ride->n] = b.v[i];
             ctx->ride->node[ctx->ride->n++] = b.node[i];

@@ -3,6 +3,7 @@
 
 #include "dmkv/chime.h"
 #include "dmkv/errors.h"
+#include "dmkv/fault.h"
 #include "dmkv/log.h"
 #include "guard.h"
 
@@ -73,12 +74,11 @@ static int gate_decide(void *p, const dm_kv_view_t *v)
     return g->lock_expired ? 0 : yes;
 }
 
-/* Verbs still riding (RACE returned before posting anything) go out now, before unlock. */
+/* Verbs still riding (RACE returned before posting anything) go out now, before unlock
+ * (or never, if the lease ended: dm_ctx_flush_ride). */
 static void flush_ride(dm_ctx_t *ctx)
 {
-    dm_batch_t *r = ctx->ride;
-    ctx->ride = NULL;
-    if (r && r->n) dm_batch_exec(ctx, r);
+    dm_ctx_flush_ride(ctx);
 }
 
 #define MAX_LOCKED_TRIES 8
@@ -142,6 +142,7 @@ static int set_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen, ui
     dm_batch_t ride;
     dm_batch_init(&ride);
     ctx->ride = &ride; /* the pending entry's WRITE goes with RACE's first batch */
+    ctx->ride_until_us = 0;
     /* No entry yet: insert it pending. An entry that exists means RACE may hold the key
      * already (an update), or it is pending from a dead gateway: settled below either way. */
     rc = rc == 0 ? dm_chime_mark_pending(ctx, lk) : 0;
@@ -152,6 +153,7 @@ static int set_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen, ui
     }
     g->locked = 1;
     g->lk = lk;
+    dm_fault_point(ctx, DM_FAULT_LOCKED);
     ctx->start_us = dm_now_us(); /* a fresh RACE operation: the lock wait does not count */
     rc = dm_race_set(ctx, key, klen, block, block_len, gate_decide, g, keep_ttl, old);
     flush_ride(ctx);
@@ -198,6 +200,7 @@ static int delete_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen)
     dm_batch_t ride;
     dm_batch_init(&ride);
     ctx->ride = &ride; /* the pending flag's WRITE goes with RACE's first READ */
+    ctx->ride_until_us = 0;
     rc = dm_chime_mark_pending(ctx, lk);
     if (rc < 0) {
         flush_ride(ctx);
@@ -205,6 +208,7 @@ static int delete_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen)
         return rc;
     }
     g->lk = lk;
+    dm_fault_point(ctx, DM_FAULT_LOCKED);
     ctx->start_us = dm_now_us();
     rc = dm_race_delete(ctx, key, klen, gate_decide, g);
     flush_ride(ctx);

@@ -34,6 +34,29 @@ void dm_ctx_init(dm_ctx_t *ctx, dm_worker_t *w, dm_cls_t cls)
     ctx->cls = cls;
     ctx->start_us = dm_now_us();
     ctx->ride = NULL;
+    ctx->ride_until_us = 0;
+}
+
+/* Has the lease the ride's writes rely on ended? Then they are dropped, never posted late. */
+static int ride_expired(const dm_ctx_t *ctx)
+{
+    if (!ctx->ride_until_us || dm_now_us() <= ctx->ride_until_us) return 0;
+    dm_log(DM_LOG_WARNING, "a leaf lease ended before its writes were posted: dropped");
+    return 1;
+}
+
+int dm_ctx_flush_ride(dm_ctx_t *ctx)
+{
+    dm_batch_t *r = ctx->ride;
+    ctx->ride = NULL;
+    if (!r || !r->n) return 0;
+    if (ride_expired(ctx)) {
+        r->n = 0;
+        return DM_ERETRY;
+    }
+    int rc = dm_batch_exec(ctx, r);
+    r->n = 0;
+    return rc;
 }
 
 static dm_verb_t *batch_add(dm_batch_t *b, dm_gaddr_t a, uint8_t op)
@@ -169,6 +192,10 @@ static int exec_with_ride(dm_ctx_t *ctx, dm_batch_t *b)
 {
     dm_batch_t *r = ctx->ride;
     ctx->ride = NULL;
+    if (ride_expired(ctx)) {
+        r->n = 0;
+        return dm_batch_exec(ctx, b);
+    }
     if (r->n + b->n > DM_BATCH_MAX) {
         int rc = dm_batch_exec(ctx, r);
         r->n = 0;

@@ -6,6 +6,7 @@
 
 #include "dmkv/alloc.h"
 #include "dmkv/errors.h"
+#include "dmkv/fault.h"
 #include "dmkv/superblock.h"
 #include "race_internal.h"
 
@@ -542,6 +543,7 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
                 cands_free(lk.c, lk.n);
                 if (old) memset(old, 0, sizeof(*old));
                 uint64_t lease = 0, adopt = 0;
+                dm_fault_point(ctx, DM_FAULT_INSERTED);
                 rc = dedupe_after_insert(ctx, key, klen, slot, word, lk.loc.hash,
                                          bucket_ld_of(&lk, slot), &lease, &adopt);
                 if (adopt) adopted = adopt;

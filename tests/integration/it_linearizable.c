@@ -32,6 +32,7 @@
 #include "integration/it_check.h"
 #include "integration/procs.h"
 #include "lincheck/lincheck.h"
+#include "lincheck/scancheck.h"
 
 #define NGW 3
 #define CLIENTS_PER_GW 4
@@ -42,6 +43,8 @@
 #define FAKETIME_LIB "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 static lc_history_t *hist;
+static sc_log_t *scans_log; /* the same commands as presence changes and witnesses */
+static long timeout_ms = 2000; /* clients give up (outcome unknown) after this */
 static long ops_total = 40000, seconds_max = 240, min_rounds = 6;
 static atomic_long rounds; /* fault rounds completed */
 static int faults = 1;
@@ -66,6 +69,7 @@ static it_proc_t gw[NGW];
 static int gw_port[NGW];
 static it_pool_t pools[2];
 static const char *skew = NULL; /* the third gateway's faketime offset, or NULL */
+static const char *stall = NULL; /* DMKV_FAULT_STALL for the first gateway, or NULL */
 
 static uint64_t now_ns(void)
 {
@@ -92,8 +96,10 @@ static void start_gateway(int i)
         setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
         setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
     }
+    if (i == 0 && stall) setenv("DMKV_FAULT_STALL", stall, 1);
     it_proc_t p;
     it_gateway_start(&p, uris, 2, 1, extra);
+    unsetenv("DMKV_FAULT_STALL");
     if (i == NGW - 1 && skew) {
         unsetenv("LD_PRELOAD");
         unsetenv("FAKETIME");
@@ -110,7 +116,7 @@ static redisContext *connect_gw(int i)
     pthread_mutex_lock(&gw_mu);
     int port = gw_port[i];
     pthread_mutex_unlock(&gw_mu);
-    struct timeval tv = {2, 0};
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
     redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
     if (!c || c->err) {
         if (c) redisFree(c);
@@ -148,6 +154,29 @@ static lc_result_t classify(redisReply *r, lc_op_t op)
     return res;
 }
 
+/* What a command can do to its key's presence and what its reply proves (scancheck.h). */
+static unsigned presence_of(lc_op_t op, unsigned flags, const lc_result_t *res)
+{
+    int known = res->kind != LC_R_UNKNOWN;
+    switch (op) {
+    case LC_GET:
+        return !known ? 0 : res->kind == LC_R_NIL ? SC_SAW_ABSENT : SC_SAW_PRESENT;
+    case LC_SET:
+        if (!known) return SC_MAKES;
+        if ((flags & LC_XX) && res->kind == LC_R_NIL) return SC_MAKES | SC_SAW_ABSENT;
+        return SC_MAKES | SC_SAW_PRESENT; /* set, or NX found it there */
+    case LC_INCR:
+    case LC_APPEND:
+    case LC_GETSET:
+        return SC_MAKES | (known ? SC_SAW_PRESENT : 0);
+    case LC_DEL:
+    case LC_GETDEL:
+        return SC_DELETES | (known ? SC_SAW_ABSENT : 0);
+    default:
+        return 0;
+    }
+}
+
 /* Run one command and record it. Returns the reply (caller frees) or NULL (connection
  * lost or timed out: the caller reconnects). */
 static redisReply *record(redisContext *c, int client, lc_op_t op, unsigned flags, int k,
@@ -176,6 +205,8 @@ static redisReply *record(redisContext *c, int client, lc_op_t op, unsigned flag
             lc_invoke(hist, client, op, flags, key, strlen(key), arg, arg ? strlen(arg) : 0, t0);
         if (res.kind != LC_R_UNKNOWN) lc_return(hist, idx, &res, t1);
     }
+    sc_log_op(scans_log, (unsigned)k, presence_of(op, flags, &res), t0,
+              res.kind == LC_R_UNKNOWN ? SC_UNKNOWN : t1);
     atomic_fetch_add(&ops_done, 1);
     if (!r || c->err) {
         if (r) freeReplyObject(r);
@@ -266,8 +297,10 @@ static void *scanner_main(void *arg)
             continue;
         }
         char seen[NSTABLE] = {0};
+        unsigned char returned[NSTR + NCNT] = {0};
         char cursor[32] = "0";
         int ok = 1;
+        uint64_t t0 = now_ns();
         do {
             redisReply *r = redisCommand(c, "SCAN %s MATCH lin:* COUNT 50", cursor);
             if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
@@ -287,6 +320,7 @@ static void *scanner_main(void *arg)
                         char name[32];
                         key_name(name, sizeof(name), q);
                         valid = !strcmp(name, k);
+                        if (valid) returned[q] = 1;
                     }
                     CHECKF(valid, "SCAN returned '%s', a key the test never wrote", k);
                 }
@@ -294,6 +328,7 @@ static void *scanner_main(void *arg)
             freeReplyObject(r);
         } while (strcmp(cursor, "0") != 0 && !atomic_load(&stop_all));
         if (ok && !strcmp(cursor, "0")) {
+            sc_log_scan(scans_log, t0, now_ns(), returned);
             for (int i = 0; i < NSTABLE; i++)
                 CHECKF(seen[i], "a full SCAN missed lin:stable:%d (present throughout)", i);
             atomic_fetch_add(&scans, 1);
@@ -372,6 +407,17 @@ static void check_end_state(void)
         struct timeval tv = {30, 0};
         redisSetTimeout(c[i], tv);
     }
+    long long takeovers = 0, repaired = 0;
+    for (int i = 0; i < NGW; i++) {
+        redisReply *r = it_cmd(c[i], "INFO");
+        const char *t = r->type == REDIS_REPLY_STRING ? strstr(r->str, "chime_lease_takeovers:") : 0;
+        const char *h = r->type == REDIS_REPLY_STRING ? strstr(r->str, "hybrid_repairs:") : 0;
+        if (t) takeovers += atoll(t + strlen("chime_lease_takeovers:"));
+        if (h) repaired += atoll(h + strlen("hybrid_repairs:"));
+        freeReplyObject(r);
+    }
+    fprintf(stderr, "gateways now up: %lld leaf lease takeovers, %lld hybrid repairs\n", takeovers,
+            repaired);
     int present = NSTABLE;
     char present_key[NSTR + NCNT] = {0};
     for (int k = 0; k < NSTR + NCNT; k++) {
@@ -399,7 +445,8 @@ static void check_end_state(void)
     char cursor[32] = "0";
     do {
         redisReply *r = it_cmd(c[0], "SCAN %s COUNT 100", cursor);
-        CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+        CHECKF(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2, "final SCAN answered %s",
+               r && r->type == REDIS_REPLY_ERROR ? r->str : "no array");
         snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
         for (size_t i = 0; i < r->element[1]->elements; i++) {
             const char *key = r->element[1]->element[i]->str;
@@ -472,6 +519,10 @@ int main(int argc, char **argv)
             seed = (unsigned)atol(argv[++i]);
         else if (!strcmp(argv[i], "--fault-rounds") && i + 1 < argc)
             min_rounds = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--timeout-ms") && i + 1 < argc)
+            timeout_ms = atol(argv[++i]);
+        else if (!strcmp(argv[i], "--stall") && i + 1 < argc)
+            stall = argv[++i];
         else if (!strcmp(argv[i], "--keep") && i + 1 < argc)
             keep = argv[++i];
     }
@@ -494,6 +545,7 @@ int main(int argc, char **argv)
     redisFree(c0);
 
     hist = lc_history_new();
+    scans_log = sc_log_new(NSTR + NCNT);
     deadline_ns = now_ns() + (uint64_t)seconds_max * 1000000000ull;
     uint64_t t0 = now_ns();
     pthread_t th[NCLIENTS], sc, ft;
@@ -540,6 +592,10 @@ int main(int argc, char **argv)
     if (rc == 1) {
         fprintf(stderr, "first bad key: %s\n", rep.first_bad_key);
     }
+    size_t judged, scan_bad = sc_check(scans_log, stderr, &judged);
+    fprintf(stderr, "SCAN guarantee on the %d workload keys: %zu scans judged, %zu violations\n",
+            NSTR + NCNT, judged, scan_bad);
+    sc_log_free(scans_log);
     lc_history_free(hist);
     for (int i = 0; i < NGW; i++)
         it_proc_stop(&gw[i]);
@@ -548,6 +604,7 @@ int main(int argc, char **argv)
     it_proc_stop(&pools[0].memnode);
     it_proc_stop(&pools[1].memnode);
     CHECKF(rc == 0, "the history is not linearizable (or undecided)");
+    CHECKF(scan_bad == 0, "%zu SCAN results break SCAN's guarantee (above)", scan_bad);
     CHECKF(end_failures == 0, "%d end-state checks failed (above)", end_failures);
     fprintf(stderr, "it_linearizable: OK\n");
     return 0;

@@ -1,0 +1,23 @@
+/* Test-only fault points: stall one operation at a named instant of a protocol, the worst
+ * moment for a SIGSTOP, so tests and the linearizability checker can aim at a race
+ * window instead of hoping a random stop lands in it (docs/testing-concurrency.md).
+ *
+ * Configured once per process from DMKV_FAULT_STALL, a comma-separated list of
+ * "site:ms:one_in" (for example "locked:3500:40,inserted:30:4"): at each pass through site,
+ * with probability 1/one_in, the calling coroutine sleeps ms milliseconds (the rest of its
+ * worker keeps running). Unset in production: one predictable branch per pass. */
+#ifndef DMKV_FAULT_H
+#define DMKV_FAULT_H
+
+#include "dmkv/worker.h"
+
+typedef enum {
+    DM_FAULT_LOCKED,   /* a leaf lock held, before the RACE slot CAS (kv/hybrid.c) */
+    DM_FAULT_INSERTED, /* a new key's slot CAS done, before its duplicate check (race/ops.c) */
+    DM_FAULT_NSITES
+} dm_fault_site_t;
+
+/* Maybe stall the calling coroutine at site (see above). Returns 1 if it stalled. */
+int dm_fault_point(dm_ctx_t *ctx, dm_fault_site_t site);
+
+#endif
