@@ -297,16 +297,19 @@ static void sec_dmkv(gw_buf_t *b)
     header(b, "dmkv");
     for (int i = 0; i < gw_server.cfg->nmemnodes; i++)
         gw_buf_printf(b, "memnode%d:%s\r\n", i, gw_server.cfg->memnodes[i]);
-    uint64_t splits, splitting, doublings, ac_hits, ac_dropped;
+    uint64_t splits, splitting, doublings, ac_hits, ac_dropped, stranded, adopted;
     dm_race_split_stats(&splits, &splitting, &doublings);
+    dm_race_stranded_stats(&stranded, &adopted);
     dm_race_addr_cache_stats(&ac_hits, &ac_dropped);
     gw_buf_printf(b,
                   "race_splits:%llu\r\nrace_splits_in_progress:%llu\r\n"
                   "race_directory_doublings:%llu\r\n"
+                  "race_stranded_inserts:%llu\r\nrace_stranded_adopted:%llu\r\n"
                   "race_addr_cache_hits:%llu\r\nrace_addr_cache_dropped:%llu\r\n"
                   "hybrid_repairs:%llu\r\n",
                   (unsigned long long)splits, (unsigned long long)splitting,
-                  (unsigned long long)doublings, (unsigned long long)ac_hits,
+                  (unsigned long long)doublings, (unsigned long long)stranded,
+                  (unsigned long long)adopted, (unsigned long long)ac_hits,
                   (unsigned long long)ac_dropped, (unsigned long long)dm_kv_repairs());
     dm_clock_status_t cs;
     dm_clock_status(&cs);

@@ -261,6 +261,14 @@ static unsigned bucket_ld_of(const lookup_t *lk, dm_gaddr_t slot)
  * before that update. Returns DM_ERETRY with *adopt = 0 (redo our insert), DM_ERETRY with
  * *adopt = the newer word (insert that word instead: the update freed our block), or 1
  * when the splitter froze or moved the slot itself. */
+static uint64_t stranded_taken_back, stranded_adopted;
+
+void dm_race_stranded_stats(uint64_t *taken_back, uint64_t *adopted)
+{
+    *taken_back = __atomic_load_n(&stranded_taken_back, __ATOMIC_RELAXED);
+    *adopted = __atomic_load_n(&stranded_adopted, __ATOMIC_RELAXED);
+}
+
 static int take_back_stranded(dm_ctx_t *ctx, const void *key, size_t klen, dm_gaddr_t mine,
                               uint64_t my_word, uint64_t *adopt)
 {
@@ -275,6 +283,8 @@ static int take_back_stranded(dm_ctx_t *ctx, const void *key, size_t klen, dm_ga
         if (got == cur) {
             count_keys(ctx, -1);
             *adopt = cur == my_word ? 0 : cur;
+            __atomic_fetch_add(&stranded_taken_back, 1, __ATOMIC_RELAXED);
+            if (*adopt) __atomic_fetch_add(&stranded_adopted, 1, __ATOMIC_RELAXED);
             return DM_ERETRY;
         }
         if (!got || race_slot_moving(got) || race_slot_fp(got) != race_slot_fp(my_word))

@@ -25,14 +25,12 @@ void dm_race_split_stats(uint64_t *done, uint64_t *running, uint64_t *doublings)
 }
 
 /* Test hook: DMKV_SPLIT_PAUSE_MS holds every split for that long after its copy phase
- * and after publishing, so a test can kill a gateway in the middle of one. */
+ * and after publishing, so a test can kill a gateway in the middle of one (read at each
+ * split: splits are rare, and unit tests change it in-process). */
 static void split_test_pause(dm_ctx_t *ctx)
 {
-    static int ms = -1;
-    if (ms < 0) {
-        const char *env = getenv("DMKV_SPLIT_PAUSE_MS");
-        ms = env ? atoi(env) : 0;
-    }
+    const char *env = getenv("DMKV_SPLIT_PAUSE_MS");
+    int ms = env ? atoi(env) : 0;
     if (ms > 0) race_pause(ctx, (uint32_t)ms * 1000u);
 }
 

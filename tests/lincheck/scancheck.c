@@ -166,8 +166,7 @@ size_t sc_check(sc_log_t *l, FILE *out, size_t *judged)
                 if (out)
                     fprintf(out, "scan %zu [%llu, %llu]: key %u %s for the whole scan, %s\n", i,
                             (unsigned long long)sc->t0, (unsigned long long)sc->t1, k,
-                            present ? "present" : "absent",
-                            present ? "not returned" : "returned");
+                            present ? "present" : "absent", present ? "not returned" : "returned");
             }
         }
         nj += any;

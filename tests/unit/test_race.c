@@ -9,10 +9,12 @@
 #include "dmkv/alloc.h"
 #include "dmkv/coro.h"
 #include "dmkv/errors.h"
+#include "dmkv/fault.h"
 #include "dmkv/kv.h"
 #include "dmkv/race.h"
 #include "dmkv/superblock.h"
 #include "harness.h"
+#include "lincheck/lincheck.h"
 #include "worker_util.h"
 #include "../dmcore/race/race_internal.h"
 
@@ -638,6 +640,107 @@ static void test_concurrent_resize(void)
     uv_loop_close(&loop);
 }
 
+/* Item 3 of issue 10, RACE §3.4.2: gateway A inserts a new key into a subtable whose split
+ * has already copied its bucket (stranded); before A's duplicate check takes the slot back,
+ * gateway B finds that copy and updates it. A's CAS-back then fails: A must take back B's
+ * newer value and re-insert it where the key lives after the split. Three workers (three
+ * gateways' views) on one region, one loop; the split is held open with
+ * DMKV_SPLIT_PAUSE_MS and A is stalled after its slot CAS (fault point 'inserted'). The
+ * history (A's SET, B's SET, a GET after both) is judged by the linearizability checker. */
+typedef struct strand_step {
+    dm_worker_t *w;
+    int role; /* 0 splitter, 1 inserter A, 2 updater B */
+    uint32_t start_ms;
+    const char *key;
+    lc_history_t *h;
+    int rc, *done;
+} strand_step_t;
+
+static void strand_run(void *arg)
+{
+    strand_step_t *st = arg;
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, st->w, DM_CLS_SET);
+    if (st->start_ms) dm_ctx_sleep(&ctx, st->start_ms * 1000u);
+    size_t kl = strlen(st->key);
+    if (st->role == 0) {
+        race_loc_t loc;
+        race_locate(st->w->race, st->key, kl, &loc);
+        st->rc = race_split(&ctx, &loc, 0);
+    } else {
+        const char *val = st->role == 1 ? "from-A" : "from-B";
+        size_t i = lc_invoke(st->h, st->role, LC_SET, 0, st->key, kl, val, 6, dm_now_us() * 1000);
+        st->rc = dm_kv_set(&ctx, st->key, kl, val, 6, 0, 0, NULL);
+        lc_result_t ok = {.kind = LC_R_OK};
+        if (st->rc == 1) lc_return(st->h, i, &ok, dm_now_us() * 1000);
+    }
+    (*st->done)++;
+}
+
+static void test_stranded_update(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_race_set_create_groups(8);
+    dm_worker_t *w[3];
+    for (int i = 0; i < 3; i++)
+        w[i] = worker_on(&loop, "local:strand");
+    dm_race_set_create_groups(0);
+    /* A key in the half of its subtable that the split moves. */
+    char key[32];
+    for (int n = 0;; n++) {
+        snprintf(key, sizeof(key), "strand:%d", n);
+        race_loc_t loc;
+        race_locate(w[0]->race, key, strlen(key), &loc);
+        if ((loc.hash >> loc.ld) & 1) break;
+    }
+    setenv("DMKV_SPLIT_PAUSE_MS", "600", 1);
+    dm_fault_configure("inserted:300:1");
+    lc_history_t *h = lc_history_new();
+    int done = 0;
+    strand_step_t st[3] = {
+        {.w = w[0], .role = 0, .start_ms = 0, .key = key, .h = h, .done = &done},
+        {.w = w[1], .role = 1, .start_ms = 100, .key = key, .h = h, .done = &done},
+        {.w = w[2], .role = 2, .start_ms = 200, .key = key, .h = h, .done = &done},
+    };
+    uint64_t taken0, adopted0, taken1, adopted1;
+    dm_race_stranded_stats(&taken0, &adopted0);
+    for (int i = 0; i < 3; i++)
+        dm_coro_spawn(strand_run, &st[i]);
+    while (done < 3)
+        uv_run(&loop, UV_RUN_ONCE);
+    dm_fault_configure(NULL);
+    unsetenv("DMKV_SPLIT_PAUSE_MS");
+    CHECKF(st[0].rc == 0, "split: %s", dm_strerror(st[0].rc));
+    CHECKF(st[1].rc == 1 && st[2].rc == 1, "SETs answered %d and %d", st[1].rc, st[2].rc);
+    /* Every view reads the key; the checker judges the values. */
+    for (int i = 0; i < 3; i++) {
+        dm_ctx_t ctx;
+        dm_ctx_init(&ctx, w[i], DM_CLS_GET);
+        CHECK(race_refresh(&ctx, w[i]->race) == 0);
+        size_t idx = lc_invoke(h, 10 + i, LC_GET, 0, key, strlen(key), NULL, 0, dm_now_us() * 1000);
+        dm_value_t v;
+        int rc = dm_kv_get(&ctx, key, strlen(key), &v);
+        CHECK(rc == 0 || rc == 1);
+        lc_result_t res = {.kind = rc ? LC_R_STR : LC_R_NIL};
+        if (rc) res.str = v.data, res.len = v.len;
+        lc_return(h, idx, &res, dm_now_us() * 1000);
+        if (rc) dm_value_free(&v);
+    }
+    lc_report_t rep;
+    CHECKF(lc_check(h, 0, &rep, stderr) == 0, "history not linearizable (key %s)",
+           rep.first_bad_key);
+    /* And the scenario did happen: A took B's value back from the stranded slot. */
+    dm_race_stranded_stats(&taken1, &adopted1);
+    CHECKF(adopted1 > adopted0, "A's insert was not stranded under B's update (taken back %llu)",
+           (unsigned long long)(taken1 - taken0));
+    lc_history_free(h);
+    for (int i = 0; i < 3; i++)
+        dm_worker_destroy(w[i]);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+}
+
 int main(void)
 {
     dm_local_set_size(512ull << 20);
@@ -649,6 +752,7 @@ int main(void)
     RUN(test_pool_full);
     RUN(test_concurrent);
     RUN(test_concurrent_resize);
+    RUN(test_stranded_update);
     fprintf(stderr, "test_race: all passed\n");
     return 0;
 }

@@ -17,6 +17,10 @@ typedef enum {
     DM_FAULT_NSITES
 } dm_fault_site_t;
 
+/* Replace the configuration with spec (same syntax; NULL or "" for none). For tests that
+ * aim at one window in-process; not safe while other threads pass fault points. */
+void dm_fault_configure(const char *spec);
+
 /* Maybe stall the calling coroutine at site (see above). Returns 1 if it stalled. */
 int dm_fault_point(dm_ctx_t *ctx, dm_fault_site_t site);
 

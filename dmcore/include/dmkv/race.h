@@ -97,6 +97,9 @@ int64_t dm_race_count(dm_ctx_t *ctx);
 /* Process-wide split counters: finished splits, splits in progress, directory doublings
  * done by this process (INFO). */
 void dm_race_split_stats(uint64_t *done, uint64_t *running, uint64_t *doublings);
+/* Inserts of this process that landed behind a split and were taken back (RACE §3.4.2),
+ * and of those, how many took back another gateway's newer value of the key instead. */
+void dm_race_stranded_stats(uint64_t *taken_back, uint64_t *adopted);
 
 /* Current global depth of the cached directory (tests, INFO). */
 unsigned dm_race_global_depth(const dm_race_t *r);
