@@ -23,6 +23,8 @@ static dm_gaddr_t lock_addr(const ch_geo_t *g, dm_gaddr_t leaf)
     return leaf + g->lock_off;
 }
 
+static void drop_duplicates(dm_chime_lock_t *lk, const ch_geo_t *g, unsigned idx);
+
 /* Add READs of entries [from, from+n) (circular) to b, with a replica: the group's replica
  * when from starts a group, else the one the run crosses (or replica 0 on wrap-around). */
 void ch_read_run(const ch_geo_t *g, dm_batch_t *b, dm_gaddr_t leaf, uint8_t *img, uint8_t *have,
@@ -353,6 +355,7 @@ int ch_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int speculate, dm_c
                 break;
             }
             lk->idx = idx;
+            if (idx >= 0) drop_duplicates(lk, &c->geo, (unsigned)idx);
             if (idx >= 0) ch_hot_touch(c, lk->leaf, (unsigned)idx, lk->kh.fp);
             *out = lk;
             return idx >= 0;
@@ -388,25 +391,41 @@ static void update_vacancy(dm_chime_lock_t *lk, const ch_geo_t *g, unsigned i)
 
 /* WRITE the dirty entries (one verb per run of adjacent dirty objects; several batches
  * only for huge hop ranges) plus, optionally, the lock word (Sherman's combined write:
- * same connection, in order). */
+ * same connection, in order).
+ * Order: a hop moves an entry forward (circularly) from k to e and may refill k, so e's
+ * run must be written before k's: runs go out in reverse circular order, starting just
+ * before the widest clean gap. A chain cut short (connection lost after a prefix executed)
+ * then leaves an entry twice, which lookups and SCAN tolerate, never nowhere. */
 static int write_dirty(dm_ctx_t *ctx, dm_chime_lock_t *lk, int unlock, int wait)
 {
     const ch_geo_t *g = &ctx->w->chime->geo;
     unsigned objs = objs_of(g);
-    dm_batch_t b;
-    dm_batch_init(&b);
-    int rc = 0;
-    for (unsigned o = 0; o < objs && !rc; o++) {
+    unsigned rs[CH_MAX_OBJS], rn[CH_MAX_OBJS], nr = 0;
+    for (unsigned o = 0; o < objs; o++) {
         if (!lk->dirty[o]) continue;
         unsigned end = o;
         while (end + 1 < objs && lk->dirty[end + 1])
             end++;
+        rs[nr] = o;
+        rn[nr++] = end - o + 1;
+        o = end;
+    }
+    unsigned first = 0, widest = 0; /* first run in circular order: after the widest gap */
+    for (unsigned j = 0; j < nr; j++) {
+        unsigned prev_end = j ? rs[j - 1] + rn[j - 1] : rs[nr - 1] + rn[nr - 1];
+        unsigned gap = (rs[j] + objs - prev_end) % objs;
+        if (gap > widest) widest = gap, first = j;
+    }
+    dm_batch_t b;
+    dm_batch_init(&b);
+    int rc = 0;
+    for (unsigned k = 0; k < nr && !rc; k++) {
+        unsigned j = (first + nr - 1 - k) % nr;
         if (b.n == DM_BATCH_MAX - 1) {
             rc = dm_batch_exec(ctx, &b);
             dm_batch_init(&b);
         }
-        dm_batch_write(&b, lk->leaf + o * CH_OBJ, lk->img + o * CH_OBJ, (end - o + 1) * CH_OBJ);
-        o = end;
+        dm_batch_write(&b, lk->leaf + rs[j] * CH_OBJ, lk->img + rs[j] * CH_OBJ, rn[j] * CH_OBJ);
     }
     memset(lk->dirty, 0, sizeof(lk->dirty));
     if (rc) return rc;
@@ -428,6 +447,31 @@ static int write_dirty(dm_ctx_t *ctx, dm_chime_lock_t *lk, int unlock, int wait)
 static unsigned dist(const ch_geo_t *g, unsigned from, unsigned to)
 {
     return (to + g->span - from) % g->span;
+}
+
+/* A hop chain cut short can leave the moved entry at both ends (write_dirty): byte-equal
+ * copies of entry idx (key, home, record, everything but version and bitmap). Clear them
+ * with this holder's next write, so a DEL leaves no phantom behind. */
+static void drop_duplicates(dm_chime_lock_t *lk, const ch_geo_t *g, unsigned idx)
+{
+    const uint8_t *e = lk->img + ch_entry_off(g, idx);
+    unsigned home = e[6];
+    for (unsigned d = 0; d < g->nbhd; d++) {
+        unsigned i = (home + d) % g->span;
+        uint32_t off = ch_entry_off(g, i);
+        uint8_t *x = lk->img + off;
+        if (i == idx || !lk->have[off / CH_OBJ] || !ch_e_used(x) ||
+            memcmp(x + 4, e + 4, CH_OBJ - 4) != 0)
+            continue;
+        x[1] = 0;
+        memset(x + 4, 0, CH_OBJ - 4);
+        uint8_t *eh = lk->img + ch_entry_off(g, home);
+        uint16_t bm = (uint16_t)((ch_e_bitmap(eh) & ~(1u << d)) | (1u << dist(g, home, idx)));
+        ch_e_set_bitmap(eh, bm);
+        touch(lk, g, i);
+        touch(lk, g, home);
+        update_vacancy(lk, g, i);
+    }
 }
 
 /* Place a new entry for lk's key by hopping (§2.3). Needs entries [home, e] in img, e the

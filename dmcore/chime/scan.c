@@ -76,12 +76,23 @@ static int take_leaf(dm_ctx_t *ctx, const uint8_t *img, dm_chime_key_t **keys, s
     for (int i = 0; i < m; i++)
         lk[i] = (lkey_t){k[i], l[i], (img[ch_entry_off(g, idx[i]) + 1] & CH_F_PENDING) != 0};
     qsort(lk, (size_t)m, sizeof(*lk), lkey_cmp);
+    /* A hop chain cut short leaves an entry twice (leaf.c write_dirty): return it once. */
+    int u = 0;
+    for (int i = 0; i < m; i++) {
+        if (u && lkey_cmp(&lk[u - 1], &lk[i]) == 0) {
+            lk[u - 1].pending &= lk[i].pending;
+            free(lk[i].key);
+            continue;
+        }
+        lk[u++] = lk[i];
+    }
+    m = u;
     if (*n + (size_t)m > *cap) {
         size_t nc = (*cap ? *cap * 2 : 64) + (size_t)m;
         dm_chime_key_t *nk = realloc(*keys, nc * sizeof(*nk));
         if (!nk) {
             for (int i = 0; i < m; i++)
-                free(k[i]);
+                free(lk[i].key);
             return DM_ENOMEM;
         }
         *keys = nk;

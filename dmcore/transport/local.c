@@ -30,6 +30,8 @@ static struct {
     dm_local_hook_fn hook;
     void *hook_arg;
     uint64_t batches;
+    uint32_t cut_every;
+    uint64_t write_batches, cut;
 } inject;
 
 typedef struct local_conn {
@@ -64,6 +66,26 @@ void dm_local_inject(uint32_t delay_us, uint32_t fail_every, dm_local_hook_fn ho
     inject.hook = hook;
     inject.hook_arg = arg;
     pthread_mutex_unlock(&regions_lock);
+}
+
+uint64_t dm_local_inject_cut(uint32_t cut_every)
+{
+    __atomic_store_n(&inject.cut_every, cut_every, __ATOMIC_RELAXED);
+    return __atomic_load_n(&inject.cut, __ATOMIC_RELAXED);
+}
+
+/* How many of n verbs to run: n, or a prefix when this batch is to be cut. */
+static size_t cut_point(const dm_verb_t *verbs, size_t n)
+{
+    uint32_t every = __atomic_load_n(&inject.cut_every, __ATOMIC_RELAXED);
+    if (!every) return n;
+    unsigned writes = 0;
+    for (size_t i = 0; i < n; i++)
+        writes += verbs[i].op == DM_OP_WRITE;
+    if (writes < 2 || __atomic_add_fetch(&inject.write_batches, 1, __ATOMIC_RELAXED) % every)
+        return n;
+    __atomic_add_fetch(&inject.cut, 1, __ATOMIC_RELAXED);
+    return n / 2;
 }
 
 static local_region_t *region_find(const char *name, int create)
@@ -112,11 +134,14 @@ static int run_batch(local_conn_t *c, dm_verb_t *verbs, size_t n)
             verbs[i].status = DM_EIO;
         return DM_EIO;
     }
-    for (size_t i = 0; i < n; i++) {
+    size_t run = cut_point(verbs, n);
+    for (size_t i = 0; i < run; i++) {
         if (hook) hook(&verbs[i], inject.hook_arg);
         verbs[i].status = dm_region_exec(c->region->base, c->region->size, &verbs[i]);
     }
-    return 0;
+    for (size_t i = run; i < n; i++)
+        verbs[i].status = DM_EIO;
+    return run < n ? DM_EIO : 0;
 }
 
 static void delayed_closed(uv_handle_t *h)

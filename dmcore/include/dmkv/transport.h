@@ -64,6 +64,11 @@ void dm_local_set_size(uint64_t bytes);
 typedef void (*dm_local_hook_fn)(const dm_verb_t *v, void *arg);
 void dm_local_inject(uint32_t delay_us, uint32_t fail_every, dm_local_hook_fn hook, void *arg);
 
+/* Partial execution (tests): every cut_every-th batch that carries two or more WRITEs runs
+ * only its first half of verbs and fails with DM_EIO, as when a connection is lost after
+ * an RNIC executed a prefix of a posted chain. 0 turns it off. Returns batches cut so far. */
+uint64_t dm_local_inject_cut(uint32_t cut_every);
+
 /* Pointer to byte 0 of a local region (tests only; NULL if not created). */
 uint8_t *dm_local_region_base(const char *name, uint64_t *size);
 
