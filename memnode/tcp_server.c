@@ -3,8 +3,10 @@
  * Per client: bytes are read into a 64 KiB buffer and parsed incrementally (header, then
  * body); large bodies are read straight into the body buffer, which grows as data arrives
  * (a header that merely claims a big body costs nothing). A complete request is executed
- * at once and its reply queued with one uv_write. Reading stops while queued replies exceed
- * the high-water mark; the unparsed rest of the read buffer waits until they drain. */
+ * at once; the replies to every request of one read go out together in one uv_write
+ * (writev of several buffers), the server half of doorbell batching. Reading stops while
+ * queued replies exceed the high-water mark; the unparsed rest of the read buffer waits
+ * until they drain. */
 #include "tcp_server.h"
 
 #include <stdarg.h>
@@ -32,7 +34,9 @@ struct mn_client {
     int hello_done; /* HELLO accepted */
     int reading;    /* uv_read_start in effect */
     uint64_t wq_bytes;
-    unsigned wq_reqs;
+    unsigned wq_reqs;    /* uv_writes in flight */
+    struct reply **outq; /* replies of this read, not yet written */
+    unsigned outn, outcap;
     /* parser */
     uint8_t hbuf[sizeof(dm_tcp_hdr_t)];
     size_t hgot;
@@ -45,11 +49,21 @@ struct mn_client {
 };
 
 typedef struct reply {
-    uv_write_t req;
     mn_client_t *c;
     size_t len;
     uint8_t data[]; /* dm_tcp_hdr_t + body */
 } reply_t;
+
+/* One uv_write carrying several replies. */
+typedef struct reply_write {
+    uv_write_t req;
+    mn_client_t *c;
+    size_t bytes;
+    unsigned n;
+    reply_t *r[];
+} reply_write_t;
+
+static void flush_replies(mn_client_t *c);
 
 static void parse(mn_client_t *c);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
@@ -75,6 +89,9 @@ static void on_client_closed(uv_handle_t *h)
         s->clients = c->next;
     if (c->next) c->next->prev = c->prev;
     s->stats.connections--;
+    for (unsigned i = 0; i < c->outn; i++)
+        free(c->outq[i]);
+    free(c->outq);
     free(c->body);
     free(c);
 }
@@ -107,12 +124,13 @@ static reply_t *reply_new(mn_client_t *c, uint8_t type, int status, uint32_t seq
 
 static void on_write(uv_write_t *req, int status)
 {
-    reply_t *r = (reply_t *)req;
-    mn_client_t *c = r->c;
-    size_t len = r->len;
-    free(r);
-    c->wq_bytes -= len;
+    reply_write_t *w = (reply_write_t *)req;
+    mn_client_t *c = w->c;
+    for (unsigned i = 0; i < w->n; i++)
+        free(w->r[i]);
+    c->wq_bytes -= w->bytes;
     c->wq_reqs--;
+    free(w);
     if (c->closing) return;
     if (status < 0) {
         dm_log(DM_LOG_VERBOSE, "Client %s: write failed: %s", c->peer, uv_strerror(status));
@@ -129,17 +147,54 @@ static void on_write(uv_write_t *req, int status)
     }
 }
 
-/* Queue r on c's socket (takes ownership). */
+/* Queue r for c (takes ownership); flush_replies writes the queue. */
 static void reply_send(mn_client_t *c, reply_t *r)
 {
-    uv_buf_t b = uv_buf_init((char *)r->data, (unsigned)r->len);
+    if (c->outn == c->outcap) {
+        unsigned cap = c->outcap ? c->outcap * 2 : 16;
+        reply_t **q = realloc(c->outq, cap * sizeof(*q));
+        if (!q) {
+            free(r);
+            client_close(c);
+            return;
+        }
+        c->outq = q, c->outcap = cap;
+    }
+    c->outq[c->outn++] = r;
     c->wq_bytes += r->len;
+}
+
+/* Write the queued replies with one uv_write. */
+static void flush_replies(mn_client_t *c)
+{
+    if (!c->outn || c->closing) return;
+    reply_write_t *w = malloc(sizeof(*w) + c->outn * sizeof(reply_t *));
+    uv_buf_t small[16], *b = c->outn <= 16 ? small : malloc(c->outn * sizeof(*b));
+    if (!w || !b) {
+        free(w);
+        if (b != small) free(b);
+        client_close(c);
+        return;
+    }
+    w->c = c;
+    w->n = c->outn;
+    w->bytes = 0;
+    for (unsigned i = 0; i < c->outn; i++) {
+        w->r[i] = c->outq[i];
+        w->bytes += c->outq[i]->len;
+        b[i] = uv_buf_init((char *)c->outq[i]->data, (unsigned)c->outq[i]->len);
+    }
+    c->outn = 0;
     c->wq_reqs++;
-    int rc = uv_write(&r->req, (uv_stream_t *)&c->sock, &b, 1, on_write);
+    c->s->stats.reply_writes++;
+    int rc = uv_write(&w->req, (uv_stream_t *)&c->sock, b, w->n, on_write);
+    if (b != small) free(b);
     if (rc) {
-        c->wq_bytes -= r->len;
+        for (unsigned i = 0; i < w->n; i++)
+            free(w->r[i]);
+        c->wq_bytes -= w->bytes;
         c->wq_reqs--;
-        free(r);
+        free(w);
         dm_log(DM_LOG_VERBOSE, "Client %s: write failed: %s", c->peer, uv_strerror(rc));
         client_close(c);
     }
@@ -402,9 +457,17 @@ static void header_done(mn_client_t *c)
     if (c->hdr.body_len == 0) dispatch(c);
 }
 
-/* Consume rbuf[rpos, rlen) until it is empty, the client is paused or failed. Restarts
- * reading when the buffer is consumed. */
+static void parse_requests(mn_client_t *c);
+
+/* Consume rbuf[rpos, rlen) until it is empty, the client is paused or failed, then write
+ * the replies of everything executed. Restarts reading when the buffer is consumed. */
 static void parse(mn_client_t *c)
+{
+    parse_requests(c);
+    flush_replies(c);
+}
+
+static void parse_requests(mn_client_t *c)
 {
     while (c->rpos < c->rlen && !c->closing && !c->draining && !c->paused) {
         const uint8_t *d = c->rbuf + c->rpos;
@@ -486,6 +549,7 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     }
     c->rpos = 0;
     c->rlen = (size_t)nread;
+    c->s->stats.reads++;
     parse(c);
 }
 

@@ -436,6 +436,7 @@ static int try_post(rdma_conn_t *c, rbatch_t *b)
     struct ibv_send_wr *bad = NULL;
     int rc = ibv_post_send(c->id->qp, c->wrs, &bad);
     COUNT(post_send_calls, 1);
+    if (!rc) dm_conn_count_message(&c->base, k);
     if (rc) {
         c->ring_head = save_head;
         c->ring_used = save_used;

@@ -1,6 +1,9 @@
 /* The `tcp` backend, client side: one connection to dmkv-memnode, which executes our verbs
- * against its region (a software RNIC). Each posted batch becomes ONE VERBS message (one
- * uv_write); replies come back in order and are matched to a FIFO of outstanding batches,
+ * against its region (a software RNIC). Each posted batch becomes one VERBS request; the
+ * requests posted in one event-loop turn (by all of the worker's coroutines) go out
+ * together in one uv_write (doorbell batching: one writev instead of one per batch),
+ * flushed from a check handle after I/O callbacks and a prepare handle before the loop
+ * polls. Replies come back in order and are matched to a FIFO of outstanding batches,
  * parsed incrementally (large READ payloads are received straight into verb->buf).
  * Connection loss, a protocol violation, or no progress for the timeout (default 10 s,
  * env DMKV_TCP_TIMEOUT_MS) fails every outstanding batch (DM_EIO / DM_ETIMEDOUT); later
@@ -54,18 +57,40 @@ typedef struct tcp_conn {
     size_t vi;       /* RESULTS: next result; PAYLOAD: verb receiving bytes */
     uint64_t got;    /* PAYLOAD: bytes of verbs[vi] received */
     uint64_t expect; /* body bytes still to come for the current reply */
+    /* outbox: requests posted this turn, written together by flush() */
+    uv_check_t flush_check;
+    uv_prepare_t flush_prepare;
+    uv_buf_t *obufs;
+    unsigned on, ocap;
+    void **oblocks; /* serialized blocks to free once written */
+    unsigned onb, obcap;
+    uint64_t overbs; /* verbs in the outbox */
     uint8_t rbuf[RBUF_SIZE];
 } tcp_conn_t;
 
 typedef struct write_req {
-    uv_write_t req;
-    uint8_t data[]; /* header, descriptors, small WRITE payloads */
+    uint8_t data[1]; /* header, descriptors, small WRITE payloads */
 } write_req_t;
+
+/* One coalesced message in flight: the blocks it carries are freed when it is written. */
+typedef struct flush_req {
+    uv_write_t req;
+    unsigned nblocks;
+    void *blocks[];
+} flush_req_t;
 
 static void on_handle_closed(uv_handle_t *h)
 {
     tcp_conn_t *c = h->data;
     if (--c->handles_open == 0 && c->user_closed) free(c);
+}
+
+static void outbox_drop(tcp_conn_t *c)
+{
+    for (unsigned i = 0; i < c->onb; i++)
+        free(c->oblocks[i]);
+    c->on = c->onb = 0;
+    c->overbs = 0;
 }
 
 /* Mark c broken: close the socket first (libuv never touches a posted buffer after that),
@@ -77,6 +102,14 @@ static void conn_fail(tcp_conn_t *c, int st)
         c->base.failed = 1;
         uv_close((uv_handle_t *)&c->sock, on_handle_closed);
         uv_close((uv_handle_t *)&c->timer, on_handle_closed);
+        uv_close((uv_handle_t *)&c->flush_check, on_handle_closed);
+        uv_close((uv_handle_t *)&c->flush_prepare, on_handle_closed);
+        outbox_drop(c);
+        free(c->obufs);
+        free(c->oblocks);
+        c->obufs = NULL;
+        c->oblocks = NULL;
+        c->ocap = c->obcap = 0;
     }
     while (c->head) {
         pending_t *p = c->head;
@@ -92,8 +125,66 @@ static void conn_fail(tcp_conn_t *c, int st)
 static void on_write(uv_write_t *req, int status)
 {
     tcp_conn_t *c = req->handle->data;
-    free(req);
+    flush_req_t *f = (flush_req_t *)req;
+    for (unsigned i = 0; i < f->nblocks; i++)
+        free(f->blocks[i]);
+    free(f);
     if (status < 0 && !c->broken) conn_fail(c, DM_EIO);
+}
+
+/* Write everything posted since the last flush as one message (one uv_write). */
+static void flush(tcp_conn_t *c)
+{
+    uv_check_stop(&c->flush_check);
+    uv_prepare_stop(&c->flush_prepare);
+    if (c->broken || !c->on) return;
+    flush_req_t *f = malloc(sizeof(*f) + c->onb * sizeof(void *));
+    if (!f) {
+        conn_fail(c, DM_ENOMEM);
+        return;
+    }
+    f->nblocks = c->onb;
+    memcpy(f->blocks, c->oblocks, c->onb * sizeof(void *));
+    dm_conn_count_message(&c->base, c->overbs);
+    c->overbs = 0;
+    int rc = uv_write(&f->req, (uv_stream_t *)&c->sock, c->obufs, c->on, on_write);
+    c->on = c->onb = 0;
+    if (rc) {
+        for (unsigned i = 0; i < f->nblocks; i++)
+            free(f->blocks[i]);
+        free(f);
+        conn_fail(c, DM_EIO);
+    }
+}
+
+static void on_flush_check(uv_check_t *h)
+{
+    flush(h->data);
+}
+
+static void on_flush_prepare(uv_prepare_t *h)
+{
+    flush(h->data);
+}
+
+/* Room for nb more buffers and one more block in the outbox. */
+static int outbox_reserve(tcp_conn_t *c, unsigned nb)
+{
+    if (c->on + nb > c->ocap) {
+        unsigned cap = c->ocap ? c->ocap : 16;
+        while (cap < c->on + nb)
+            cap *= 2;
+        uv_buf_t *b = realloc(c->obufs, cap * sizeof(*b));
+        if (!b) return DM_ENOMEM;
+        c->obufs = b, c->ocap = cap;
+    }
+    if (c->onb + 1 > c->obcap) {
+        unsigned cap = c->obcap ? c->obcap * 2 : 16;
+        void **b = realloc(c->oblocks, cap * sizeof(*b));
+        if (!b) return DM_ENOMEM;
+        c->oblocks = b, c->obcap = cap;
+    }
+    return 0;
 }
 
 static void on_timer(uv_timer_t *t)
@@ -345,28 +436,20 @@ static int tcp_post(dm_conn_t *base, dm_verb_t *verbs, size_t n, dm_post_cb cb, 
         if (verbs[i].op == DM_OP_WRITE) body_len += verbs[i].len;
     size_t block = sizeof(dm_tcp_hdr_t) + n * sizeof(dm_tcp_verb_t) + (size_t)inline_bytes;
     pending_t *p = malloc(sizeof(*p));
-    write_req_t *w = malloc(sizeof(*w) + block);
-    uv_buf_t small_bufs[8], *bufs = small_bufs;
-    size_t max_bufs = 2 * big + 1;
-    if (max_bufs > 8) bufs = malloc(max_bufs * sizeof(*bufs));
-    if (!p || !w || !bufs) {
+    write_req_t *w = malloc(block);
+    if (!p || !w || outbox_reserve(c, (unsigned)(2 * big + 1))) {
         free(p);
         free(w);
-        if (bufs != small_bufs) free(bufs);
         return DM_ENOMEM;
     }
     uint32_t seq = c->next_seq++;
-    unsigned nb = serialize(w, verbs, n, seq, body_len, bufs);
-    rc = uv_write(&w->req, (uv_stream_t *)&c->sock, bufs, nb, on_write);
-    if (bufs != small_bufs) free(bufs);
-    if (rc) {
-        free(p);
-        free(w);
-        conn_fail(c, DM_EIO);
-        for (size_t i = 0; i < n; i++)
-            verbs[i].status = DM_EIO;
-        return DM_EIO;
+    if (!c->on) {
+        uv_check_start(&c->flush_check, on_flush_check);
+        uv_prepare_start(&c->flush_prepare, on_flush_prepare);
     }
+    c->on += serialize(w, verbs, n, seq, body_len, c->obufs + c->on);
+    c->oblocks[c->onb++] = w;
+    c->overbs += n;
     *p = (pending_t){.seq = seq, .verbs = verbs, .n = n, .cb = cb, .arg = arg};
     if (c->tail) {
         c->tail->next = p;
@@ -414,9 +497,13 @@ dm_conn_t *dm_tcp_open(uv_loop_t *loop, const char *host, int port, char *err, s
     if (t && atol(t) > 0) c->timeout_ms = (uint64_t)atol(t);
     uv_tcp_init(loop, &c->sock);
     uv_timer_init(loop, &c->timer);
+    uv_check_init(loop, &c->flush_check);
+    uv_prepare_init(loop, &c->flush_prepare);
     c->sock.data = c;
     c->timer.data = c;
-    c->handles_open = 2;
+    c->flush_check.data = c;
+    c->flush_prepare.data = c;
+    c->handles_open = 4;
     int rc = uv_tcp_open(&c->sock, fd);
     if (rc == 0) rc = uv_read_start((uv_stream_t *)&c->sock, on_alloc, on_read);
     if (rc) {

@@ -12,6 +12,24 @@ static int masked_cas_disabled(void)
     return e && *e && strcmp(e, "0") != 0;
 }
 
+#define STAT_NODES 64
+static uint64_t node_messages[STAT_NODES], node_verbs[STAT_NODES];
+
+void dm_conn_count_message(dm_conn_t *c, uint64_t verbs)
+{
+    c->messages++;
+    c->verbs_posted += verbs;
+    if (c->node_id >= STAT_NODES) return;
+    __atomic_fetch_add(&node_messages[c->node_id], 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&node_verbs[c->node_id], verbs, __ATOMIC_RELAXED);
+}
+
+void dm_conn_node_stats(unsigned node, uint64_t *messages, uint64_t *verbs)
+{
+    *messages = node < STAT_NODES ? __atomic_load_n(&node_messages[node], __ATOMIC_RELAXED) : 0;
+    *verbs = node < STAT_NODES ? __atomic_load_n(&node_verbs[node], __ATOMIC_RELAXED) : 0;
+}
+
 dm_conn_t *dm_conn_open(uv_loop_t *loop, const char *uri, unsigned node_id, char *err,
                         size_t errlen)
 {

@@ -742,6 +742,43 @@ static void t_shutdown(void)
     }
 }
 
+/* Doorbell batching across batches: everything posted in one loop turn leaves as one
+ * message, and the memory node answers one read's requests with one write. */
+static void t_coalesce(void)
+{
+    enum { N = 64 };
+    dm_tcp_stats_t before, after;
+    char err[256];
+    uint64_t ctr = SCRATCH + 32768;
+    put64(ctr, 0);
+    CHECK(dm_tcp_query_stats("127.0.0.1", memnode_port, &before, err, sizeof(err)) == 0);
+    uint64_t msgs0 = conn->messages, verbs0 = conn->verbs_posted;
+    dm_verb_t v[N][2];
+    uint64_t back[N];
+    done_t d[N];
+    memset(d, 0, sizeof(d));
+    for (int i = 0; i < N; i++) {
+        v[i][0] = atomic(DM_OP_FAA, ctr, 1, 0);
+        v[i][1] = rd(ctr, &back[i], 8);
+        CHECK(conn->ops->post(conn, v[i], 2, on_done, &d[i]) == 0);
+    }
+    for (int i = 0; i < N; i++)
+        wait_done(&d[i]);
+    for (int i = 0; i < N; i++)
+        CHECK(d[i].status == 0 && v[i][0].result == (uint64_t)i && back[i] == (uint64_t)i + 1);
+    CHECK(dm_tcp_query_stats("127.0.0.1", memnode_port, &after, err, sizeof(err)) == 0);
+    fprintf(stderr,
+            "   %d batches: %llu message(s) of %llu verbs; memory node: %llu reads, %llu "
+            "reply writes\n",
+            N, (unsigned long long)(conn->messages - msgs0),
+            (unsigned long long)(conn->verbs_posted - verbs0),
+            (unsigned long long)(after.reads - before.reads),
+            (unsigned long long)(after.reply_writes - before.reply_writes));
+    CHECK(conn->messages - msgs0 == 1 && conn->verbs_posted - verbs0 == 2 * N);
+    CHECK(after.batches - before.batches == N);
+    CHECK(after.reply_writes - before.reply_writes <= 4); /* one per read, not one per batch */
+}
+
 static void run_tcp(const char *bin)
 {
     dm_tcp_set_auth(TOKEN);
@@ -754,6 +791,7 @@ static void run_tcp(const char *bin)
     RUN(t_hostile);
     RUN(t_auth);
     RUN(t_stats);
+    RUN(t_coalesce);
     RUN(t_backpressure);
     RUN(t_timeout);
     RUN(t_shutdown);

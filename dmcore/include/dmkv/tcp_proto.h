@@ -92,6 +92,8 @@ typedef struct dm_tcp_stats {
     uint64_t alloc_ptr;     /* superblock alloc_ptr (next free offset) */
     uint64_t connections;   /* clients connected now */
     uint64_t uptime_ms;     /* since the memory node started */
+    uint64_t reads;         /* socket reads that carried requests */
+    uint64_t reply_writes;  /* reply writes (one per read's worth of replies) */
 } dm_tcp_stats_t;
 
 _Static_assert(sizeof(dm_tcp_hdr_t) == 24, "dm_tcp_hdr_t wire size");
@@ -99,7 +101,7 @@ _Static_assert(sizeof(dm_tcp_hello_t) == 8, "dm_tcp_hello_t wire size");
 _Static_assert(sizeof(dm_tcp_hello_reply_t) == 16, "dm_tcp_hello_reply_t wire size");
 _Static_assert(sizeof(dm_tcp_verb_t) == 48, "dm_tcp_verb_t wire size");
 _Static_assert(sizeof(dm_tcp_result_t) == 16, "dm_tcp_result_t wire size");
-_Static_assert(sizeof(dm_tcp_stats_t) == 64, "dm_tcp_stats_t wire size");
+_Static_assert(sizeof(dm_tcp_stats_t) == 80, "dm_tcp_stats_t wire size");
 #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "the tcp transport's wire structs assume a little-endian host"
 #endif

@@ -30,12 +30,20 @@ typedef struct dm_conn_ops {
 
 struct dm_conn {
     const dm_conn_ops_t *ops;
-    uint32_t caps;        /* DM_CAP_* */
-    uint64_t region_size; /* bytes in the memory node's region (from HELLO) */
-    unsigned node_id;     /* position of this memory node in the pool */
-    int failed;           /* set by the backend once the connection is unusable (lost, timed
-                             out, QP in error): the worker opens a new one (pool/worker.c) */
+    uint32_t caps;         /* DM_CAP_* */
+    uint64_t region_size;  /* bytes in the memory node's region (from HELLO) */
+    unsigned node_id;      /* position of this memory node in the pool */
+    int failed;            /* set by the backend once the connection is unusable (lost, timed
+                              out, QP in error): the worker opens a new one (pool/worker.c) */
+    uint64_t messages;     /* messages sent (tcp: one per coalesced write; INFO) */
+    uint64_t verbs_posted; /* verbs in them */
 };
+
+/* Count messages sent to c's memory node (one write, one doorbell) and the verbs in them:
+ * process-wide per node, for INFO (verbs per message shows doorbell batching). */
+void dm_conn_count_message(dm_conn_t *c, uint64_t verbs);
+/* Totals for memory node `node` (0 for nodes never used). Thread-safe. */
+void dm_conn_node_stats(unsigned node, uint64_t *messages, uint64_t *verbs);
 
 /* Open a connection to a memory node given by URI:
  *   "local"          in-process region (created on first use, size from dm_local_set_size)
