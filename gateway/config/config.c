@@ -5,6 +5,7 @@
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <strings.h>
 
 #include "dmkv/clock.h"
@@ -23,7 +24,8 @@ void gw_config_usage(FILE *f, const char *prog)
         "Usage: %s [/path/to/gateway.conf] [options]\n"
         "  --port <port>          TCP port to listen on (default 6379)\n"
         "  --bind <addr> [...]    addresses to listen on (default 127.0.0.1)\n"
-        "  --threads <n>          worker threads, each with its own event loop (default 1)\n"
+        "  --threads <n>          worker threads, each with its own event loop (default: the\n"
+        "                         number of online CPUs)\n"
         "  --memnode <uri>        memory node: local | tcp://host:port (repeat, in node "
         "order; required)\n"
         "  --chime-leaf-span <n>  CHIME leaf entries for a pool this gateway creates (default 64)\n"
@@ -46,7 +48,8 @@ static void set_defaults(gw_config_t *cfg)
 {
     memset(cfg, 0, sizeof(*cfg));
     cfg->port = 6379;
-    cfg->threads = 1;
+    long cpus = sysconf(_SC_NPROCESSORS_ONLN); /* issue 11: use the machine */
+    cfg->threads = cpus < 1 ? 1 : cpus > GW_MAX_THREADS ? GW_MAX_THREADS : (int)cpus;
     cfg->loglevel = DM_LOG_NOTICE;
     cfg->maxclients = 10000;
     cfg->chime_span = DM_CHIME_SPAN;

@@ -13,7 +13,7 @@ typedef struct gw_config {
     int port;                /* TCP port, 1..65535 (default 6379) */
     char *bind[GW_MAX_BIND]; /* addresses to listen on (default 127.0.0.1) */
     int nbind;
-    int threads;                     /* worker threads (default 1) */
+    int threads;                     /* worker threads (default: online CPUs) */
     int chime_span, chime_nbhd;      /* CHIME leaf geometry for a pool this gateway creates */
     char *memnodes[GW_MAX_MEMNODES]; /* pool URIs in node order (required) */
     int nmemnodes;
