@@ -36,6 +36,7 @@ struct dm_coro {
     fcontext_t caller; /* where to jump to on yield/finish */
     dm_coro_fn fn;
     void *arg;
+    void *local; /* dm_coro_set_local */
     void *stack; /* base of the mmap'd stack */
     int done;
     struct dm_coro *next_free;
@@ -43,6 +44,7 @@ struct dm_coro {
     void *fake_stack;
     const void *caller_bottom;
     size_t caller_size;
+    void *caller_fake_stack; /* the switching-in context's (a coroutine may spawn another) */
 #endif
 #ifdef DM_TSAN
     void *tsan_fiber;  /* this coroutine's */
@@ -54,9 +56,6 @@ static __thread dm_coro_t *current;
 static __thread dm_coro_t *pool;
 static __thread size_t pool_n;
 static __thread size_t live;
-#ifdef DM_ASAN
-static __thread void *main_fake_stack;
-#endif
 
 static void start_switch(dm_coro_t *co, int into)
 {
@@ -70,7 +69,7 @@ static void start_switch(dm_coro_t *co, int into)
 #endif
 #ifdef DM_ASAN
     if (into)
-        __sanitizer_start_switch_fiber(&main_fake_stack, co->stack, CORO_STACK);
+        __sanitizer_start_switch_fiber(&co->caller_fake_stack, co->stack, CORO_STACK);
     else
         __sanitizer_start_switch_fiber(co->done ? NULL : &co->fake_stack, co->caller_bottom,
                                        co->caller_size);
@@ -86,7 +85,7 @@ static void finish_switch(dm_coro_t *co, int into)
     if (into)
         __sanitizer_finish_switch_fiber(co->fake_stack, &co->caller_bottom, &co->caller_size);
     else
-        __sanitizer_finish_switch_fiber(main_fake_stack, NULL, NULL);
+        __sanitizer_finish_switch_fiber(co->caller_fake_stack, NULL, NULL);
 #else
     (void)co;
     (void)into;
@@ -193,6 +192,7 @@ dm_coro_t *dm_coro_spawn(dm_coro_fn fn, void *arg)
     }
     co->fn = fn;
     co->arg = arg;
+    co->local = NULL;
     co->done = 0;
 #ifdef DM_TSAN
     /* A finished coroutine never returned from its frames: a fresh fiber for each use. */
@@ -228,6 +228,16 @@ void dm_coro_resume(dm_coro_t *co)
 dm_coro_t *dm_coro_self(void)
 {
     return current;
+}
+
+void dm_coro_set_local(void *p)
+{
+    if (current) current->local = p;
+}
+
+void *dm_coro_get_local(void)
+{
+    return current ? current->local : NULL;
 }
 
 size_t dm_coro_live(void)

@@ -3,9 +3,12 @@
  * requests posted in one event-loop turn (by all of the worker's coroutines) go out
  * together in one uv_write (doorbell batching: one writev instead of one per batch),
  * flushed from a check handle after I/O callbacks and a prepare handle before the loop
- * polls. Replies come back in order and are matched to a FIFO of outstanding batches,
- * parsed incrementally (large READ payloads are received straight into verb->buf).
- * Connection loss, a protocol violation, or no progress for the timeout (default 10 s,
+ * polls. A verb posted without waiting (dm_batch_post_async: the key counter's FAA, an
+ * unlock) may therefore leave after the client's reply, by up to one loop turn; a gateway
+ * killed in between loses it (a counter off by one, a lease that must expire), as a
+ * kill between the reply and the post always could. Replies come back in order and are matched to a
+ * FIFO of outstanding batches, parsed incrementally (large READ payloads are received straight into
+ * verb->buf). Connection loss, a protocol violation, or no progress for the timeout (default 10 s,
  * env DMKV_TCP_TIMEOUT_MS) fails every outstanding batch (DM_EIO / DM_ETIMEDOUT); later
  * posts fail with DM_EIO at once and base.failed tells the worker to open a new
  * connection (pool/worker.c). Never a hang. */

@@ -72,20 +72,20 @@ void gw_client_kill(gw_conn_t *c, gw_cmd_t *cmd)
         long long n = flag_victims(c, &f);
         close_local(c);
         if (n)
-            reply_status(&c->out, "OK");
+            reply_status(gw_conn_out(c), "OK");
         else
-            reply_error(&c->out, "ERR No such client");
+            reply_error(gw_conn_out(c), "ERR No such client");
         return;
     }
     if (cmd->argc < 3 || cmd->argc % 2 != 0) {
-        reply_error(&c->out, "ERR syntax error");
+        reply_error(gw_conn_out(c), "ERR syntax error");
         return;
     }
     for (int i = 2; i < cmd->argc; i += 2) {
         const char *o = cmd->argv[i], *v = cmd->argv[i + 1];
         if (!strcasecmp(o, "id")) {
             if (!gw_str2ll(v, cmd->argvlen[i + 1], &f.id) || f.id <= 0) {
-                reply_error(&c->out, "ERR client-id should be greater than 0");
+                reply_error(gw_conn_out(c), "ERR client-id should be greater than 0");
                 return;
             }
         } else if (!strcasecmp(o, "addr")) {
@@ -100,15 +100,15 @@ void gw_client_kill(gw_conn_t *c, gw_cmd_t *cmd)
             else if (!strcasecmp(v, "no"))
                 f.skipme = false;
             else {
-                reply_error(&c->out, "ERR syntax error");
+                reply_error(gw_conn_out(c), "ERR syntax error");
                 return;
             }
         } else {
-            reply_error(&c->out, "ERR syntax error");
+            reply_error(gw_conn_out(c), "ERR syntax error");
             return;
         }
     }
     long long n = flag_victims(c, &f);
     close_local(c);
-    reply_int(&c->out, n);
+    reply_int(gw_conn_out(c), n);
 }

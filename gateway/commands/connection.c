@@ -14,14 +14,14 @@ void cmd_ping(gw_conn_t *c, gw_cmd_t *cmd)
     if (cmd->argc > 2)
         gw_reply_arity(c, "ping");
     else if (cmd->argc == 2)
-        reply_bulk(&c->out, cmd->argv[1], cmd->argvlen[1]);
+        reply_bulk(gw_conn_out(c), cmd->argv[1], cmd->argvlen[1]);
     else
-        reply_status(&c->out, "PONG");
+        reply_status(gw_conn_out(c), "PONG");
 }
 
 void cmd_echo(gw_conn_t *c, gw_cmd_t *cmd)
 {
-    reply_bulk(&c->out, cmd->argv[1], cmd->argvlen[1]);
+    reply_bulk(gw_conn_out(c), cmd->argv[1], cmd->argvlen[1]);
 }
 
 void cmd_select(gw_conn_t *c, gw_cmd_t *cmd)
@@ -29,19 +29,19 @@ void cmd_select(gw_conn_t *c, gw_cmd_t *cmd)
     long long id;
     if (!gw_arg_ll(c, cmd, 1, &id)) return;
     if (id < -2147483648LL || id > 2147483647LL) {
-        reply_error(&c->out, "ERR value is not an integer or out of range");
+        reply_error(gw_conn_out(c), "ERR value is not an integer or out of range");
         return;
     }
     if (id != 0)
-        reply_error(&c->out, "ERR DB index is out of range");
+        reply_error(gw_conn_out(c), "ERR DB index is out of range");
     else
-        reply_status(&c->out, "OK");
+        reply_status(gw_conn_out(c), "OK");
 }
 
 void cmd_quit(gw_conn_t *c, gw_cmd_t *cmd)
 {
     (void)cmd;
-    reply_status(&c->out, "OK");
+    reply_status(gw_conn_out(c), "OK");
     c->close_after_reply = true;
 }
 
@@ -58,27 +58,28 @@ static const char wrongpass[] = "WRONGPASS invalid username-password pair or use
 void cmd_auth(gw_conn_t *c, gw_cmd_t *cmd)
 {
     if (cmd->argc > 3) {
-        reply_error(&c->out, "ERR syntax error");
+        reply_error(gw_conn_out(c), "ERR syntax error");
         return;
     }
     if (cmd->argc == 2) {
         if (!gw_server_requirepass_set()) {
-            reply_error(&c->out, "ERR AUTH <password> called without any password configured "
-                                 "for the default user. Are you sure your configuration is "
-                                 "correct?");
+            reply_error(gw_conn_out(c),
+                        "ERR AUTH <password> called without any password configured "
+                        "for the default user. Are you sure your configuration is "
+                        "correct?");
         } else if (gw_server_check_pass(cmd->argv[1], cmd->argvlen[1])) {
             c->authed = true;
-            reply_status(&c->out, "OK");
+            reply_status(gw_conn_out(c), "OK");
         } else {
-            reply_error(&c->out, wrongpass);
+            reply_error(gw_conn_out(c), wrongpass);
         }
         return;
     }
     if (auth_ok(cmd->argv[1], cmd->argv[2], cmd->argvlen[2])) {
         c->authed = true;
-        reply_status(&c->out, "OK");
+        reply_status(gw_conn_out(c), "OK");
     } else {
-        reply_error(&c->out, wrongpass);
+        reply_error(gw_conn_out(c), wrongpass);
     }
 }
 
@@ -105,11 +106,11 @@ void cmd_hello(gw_conn_t *c, gw_cmd_t *cmd)
     long long ver = 0;
     if (cmd->argc >= 2) {
         if (!gw_str2ll(cmd->argv[1], cmd->argvlen[1], &ver)) {
-            reply_error(&c->out, "ERR Protocol version is not an integer or out of range");
+            reply_error(gw_conn_out(c), "ERR Protocol version is not an integer or out of range");
             return;
         }
         if (ver != 2 && ver != 3) {
-            reply_error(&c->out, "NOPROTO unsupported protocol version");
+            reply_error(gw_conn_out(c), "NOPROTO unsupported protocol version");
             return;
         }
         j = 2;
@@ -128,48 +129,50 @@ void cmd_hello(gw_conn_t *c, gw_cmd_t *cmd)
             setname_len = cmd->argvlen[j + 1];
             j++;
         } else {
-            reply_errorf(&c->out, "ERR Syntax error in HELLO option '%.128s'", cmd->argv[j]);
+            reply_errorf(gw_conn_out(c), "ERR Syntax error in HELLO option '%.128s'", cmd->argv[j]);
             return;
         }
     }
     if (user) {
         if (!auth_ok(user, pass, pass_len)) {
-            reply_error(&c->out, wrongpass);
+            reply_error(gw_conn_out(c), wrongpass);
             return;
         }
         c->authed = true;
     }
     if (!c->authed) {
-        reply_error(&c->out, "NOAUTH HELLO must be called with the client already "
-                             "authenticated, otherwise the HELLO AUTH <user> <pass> option can "
-                             "be used to authenticate the client and select the RESP protocol "
-                             "version at the same time");
+        reply_error(gw_conn_out(c),
+                    "NOAUTH HELLO must be called with the client already "
+                    "authenticated, otherwise the HELLO AUTH <user> <pass> option can "
+                    "be used to authenticate the client and select the RESP protocol "
+                    "version at the same time");
         return;
     }
     if (setname) {
         if (!valid_name(setname, setname_len)) {
-            reply_error(&c->out, "ERR Client names cannot contain spaces, newlines or special "
-                                 "characters.");
+            reply_error(gw_conn_out(c),
+                        "ERR Client names cannot contain spaces, newlines or special "
+                        "characters.");
             return;
         }
         set_str(c, &c->name, setname, setname_len);
     }
     if (ver) c->resp = (int)ver;
     gw_reply_map(c, 7);
-    reply_bulk_cstr(&c->out, "server");
-    reply_bulk_cstr(&c->out, "redis");
-    reply_bulk_cstr(&c->out, "version");
-    reply_bulk_cstr(&c->out, GW_REDIS_VERSION);
-    reply_bulk_cstr(&c->out, "proto");
-    reply_int(&c->out, c->resp);
-    reply_bulk_cstr(&c->out, "id");
-    reply_int(&c->out, (long long)c->id);
-    reply_bulk_cstr(&c->out, "mode");
-    reply_bulk_cstr(&c->out, "standalone");
-    reply_bulk_cstr(&c->out, "role");
-    reply_bulk_cstr(&c->out, "master");
-    reply_bulk_cstr(&c->out, "modules");
-    reply_array(&c->out, 0);
+    reply_bulk_cstr(gw_conn_out(c), "server");
+    reply_bulk_cstr(gw_conn_out(c), "redis");
+    reply_bulk_cstr(gw_conn_out(c), "version");
+    reply_bulk_cstr(gw_conn_out(c), GW_REDIS_VERSION);
+    reply_bulk_cstr(gw_conn_out(c), "proto");
+    reply_int(gw_conn_out(c), c->resp);
+    reply_bulk_cstr(gw_conn_out(c), "id");
+    reply_int(gw_conn_out(c), (long long)c->id);
+    reply_bulk_cstr(gw_conn_out(c), "mode");
+    reply_bulk_cstr(gw_conn_out(c), "standalone");
+    reply_bulk_cstr(gw_conn_out(c), "role");
+    reply_bulk_cstr(gw_conn_out(c), "master");
+    reply_bulk_cstr(gw_conn_out(c), "modules");
+    reply_array(gw_conn_out(c), 0);
 }
 
 static void client_list(gw_conn_t *c)
@@ -221,14 +224,14 @@ void cmd_client(gw_conn_t *c, gw_cmd_t *cmd)
             gw_reply_arity(c, "client|id");
             return;
         }
-        reply_int(&c->out, (long long)c->id);
+        reply_int(gw_conn_out(c), (long long)c->id);
     } else if (!strcasecmp(sub, "getname")) {
         if (argc != 2) {
             gw_reply_arity(c, "client|getname");
             return;
         }
         if (c->name)
-            reply_bulk_cstr(&c->out, c->name);
+            reply_bulk_cstr(gw_conn_out(c), c->name);
         else
             gw_reply_null(c);
     } else if (!strcasecmp(sub, "setname")) {
@@ -237,12 +240,12 @@ void cmd_client(gw_conn_t *c, gw_cmd_t *cmd)
             return;
         }
         if (!valid_name(cmd->argv[2], cmd->argvlen[2])) {
-            reply_error(&c->out,
+            reply_error(gw_conn_out(c),
                         "ERR Client names cannot contain spaces, newlines or special characters.");
             return;
         }
         set_str(c, &c->name, cmd->argv[2], cmd->argvlen[2]);
-        reply_status(&c->out, "OK");
+        reply_status(gw_conn_out(c), "OK");
     } else if (!strcasecmp(sub, "setinfo")) {
         if (argc != 4) {
             gw_reply_arity(c, "client|setinfo");
@@ -254,16 +257,17 @@ void cmd_client(gw_conn_t *c, gw_cmd_t *cmd)
         else if (!strcasecmp(cmd->argv[2], "lib-ver"))
             field = &c->lib_ver;
         else {
-            reply_errorf(&c->out, "ERR Unrecognized option '%.128s'", cmd->argv[2]);
+            reply_errorf(gw_conn_out(c), "ERR Unrecognized option '%.128s'", cmd->argv[2]);
             return;
         }
         if (!valid_name(cmd->argv[3], cmd->argvlen[3])) {
-            reply_errorf(&c->out, "ERR %s cannot contain spaces, newlines or special characters.",
+            reply_errorf(gw_conn_out(c),
+                         "ERR %s cannot contain spaces, newlines or special characters.",
                          field == &c->lib_name ? "lib-name" : "lib-ver");
             return;
         }
         set_str(c, field, cmd->argv[3], cmd->argvlen[3]);
-        reply_status(&c->out, "OK");
+        reply_status(gw_conn_out(c), "OK");
     } else if (!strcasecmp(sub, "list")) {
         client_list(c);
     } else if (!strcasecmp(sub, "info")) {
@@ -285,15 +289,15 @@ void cmd_client(gw_conn_t *c, gw_cmd_t *cmd)
             gw_reply_arity(c, "client|no-evict");
         } else if (!strcasecmp(cmd->argv[2], "on") || !strcasecmp(cmd->argv[2], "off")) {
             c->no_evict = !strcasecmp(cmd->argv[2], "on");
-            reply_status(&c->out, "OK");
+            reply_status(gw_conn_out(c), "OK");
         } else {
-            reply_error(&c->out, "ERR syntax error");
+            reply_error(gw_conn_out(c), "ERR syntax error");
         }
     } else if (!strcasecmp(sub, "help") && argc == 2) {
         size_t n = sizeof(client_help) / sizeof(client_help[0]);
-        reply_array(&c->out, (long long)n);
+        reply_array(gw_conn_out(c), (long long)n);
         for (size_t i = 0; i < n; i++)
-            reply_status(&c->out, client_help[i]);
+            reply_status(gw_conn_out(c), client_help[i]);
     } else {
         gw_reply_unknown_subcommand(c, cmd);
     }

@@ -60,17 +60,17 @@ static void expire_generic(gw_conn_t *c, gw_cmd_t *cmd, bool secs, bool relative
         else if (!strcasecmp(o, "lt"))
             flags |= F_LT;
         else {
-            reply_errorf(&c->out, "ERR Unsupported option %.128s", o);
+            reply_errorf(gw_conn_out(c), "ERR Unsupported option %.128s", o);
             return;
         }
     }
     if ((flags & F_NX) && (flags & (F_XX | F_GT | F_LT))) {
-        reply_error(&c->out, "ERR NX and XX, GT or LT options at the same time are not "
-                             "compatible");
+        reply_error(gw_conn_out(c), "ERR NX and XX, GT or LT options at the same time are not "
+                                    "compatible");
         return;
     }
     if ((flags & F_GT) && (flags & F_LT)) {
-        reply_error(&c->out, "ERR GT and LT options at the same time are not compatible");
+        reply_error(gw_conn_out(c), "ERR GT and LT options at the same time are not compatible");
         return;
     }
     long long when;
@@ -94,11 +94,11 @@ static void expire_generic(gw_conn_t *c, gw_cmd_t *cmd, bool secs, bool relative
     else {
         if (rc == DM_RMW_WRITE)
             gw_expiry_track(c->th, cmd->argv[1], cmd->argvlen[1], (uint64_t)a.when);
-        reply_int(&c->out, a.result);
+        reply_int(gw_conn_out(c), a.result);
     }
     return;
 bad:
-    reply_errorf(&c->out, "ERR invalid expire time in '%s' command", c->last_cmd);
+    reply_errorf(gw_conn_out(c), "ERR invalid expire time in '%s' command", c->last_cmd);
 }
 
 void cmd_expire(gw_conn_t *c, gw_cmd_t *cmd)
@@ -149,7 +149,7 @@ void cmd_persist(gw_conn_t *c, gw_cmd_t *cmd)
     else if (rc == DM_RMW_ABORT)
         gw_reply_dm_error(c, DM_ENOMEM);
     else
-        reply_int(&c->out, result);
+        reply_int(gw_conn_out(c), result);
 }
 
 /* ---- EXPIRETIME, PEXPIRETIME ---- */
@@ -160,15 +160,15 @@ static void expiretime_generic(gw_conn_t *c, gw_cmd_t *cmd, bool ms)
     int rc = gw_get_key(c, cmd, &v);
     if (rc < 0) return;
     if (rc == 0) {
-        reply_int(&c->out, -2);
+        reply_int(gw_conn_out(c), -2);
         return;
     }
     long long exp = (long long)v.expire_ms;
     dm_value_free(&v);
     if (exp == 0)
-        reply_int(&c->out, -1);
+        reply_int(gw_conn_out(c), -1);
     else
-        reply_int(&c->out, ms ? exp : (exp + 500) / 1000);
+        reply_int(gw_conn_out(c), ms ? exp : (exp + 500) / 1000);
 }
 
 void cmd_expiretime(gw_conn_t *c, gw_cmd_t *cmd)
@@ -240,7 +240,7 @@ void cmd_getex(gw_conn_t *c, gw_cmd_t *cmd)
             a.kind = k;
             arg = ++j;
         } else {
-            reply_error(&c->out, "ERR syntax error");
+            reply_error(gw_conn_out(c), "ERR syntax error");
             return;
         }
     }
@@ -266,11 +266,11 @@ void cmd_getex(gw_conn_t *c, gw_cmd_t *cmd)
     if (rc < 0)
         gw_reply_dm_error(c, rc);
     else if (rc == DM_RMW_ABORT)
-        a.err ? reply_error(&c->out, a.err) : gw_reply_dm_error(c, DM_ENOMEM);
+        a.err ? reply_error(gw_conn_out(c), a.err) : gw_reply_dm_error(c, DM_ENOMEM);
     else if (a.got.data) {
         if (rc == DM_RMW_WRITE && a.kind != GX_PERSIST)
             gw_expiry_track(c->th, cmd->argv[1], cmd->argvlen[1], (uint64_t)a.when);
-        reply_bulk(&c->out, a.got.data, a.got.len);
+        reply_bulk(gw_conn_out(c), a.got.data, a.got.len);
     } else
         gw_reply_null(c);
     dm_value_free(&a.got);

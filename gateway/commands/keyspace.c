@@ -28,7 +28,7 @@ void cmd_del(gw_conn_t *c, gw_cmd_t *cmd)
         n += rc;
     }
     dm_stats_op(DM_CLS_DEL);
-    reply_int(&c->out, n);
+    reply_int(gw_conn_out(c), n);
 }
 
 void cmd_exists(gw_conn_t *c, gw_cmd_t *cmd)
@@ -46,7 +46,7 @@ void cmd_exists(gw_conn_t *c, gw_cmd_t *cmd)
         n += rc;
     }
     dm_stats_op(DM_CLS_GET);
-    reply_int(&c->out, n);
+    reply_int(gw_conn_out(c), n);
 }
 
 void cmd_dbsize(gw_conn_t *c, gw_cmd_t *cmd)
@@ -59,14 +59,14 @@ void cmd_dbsize(gw_conn_t *c, gw_cmd_t *cmd)
     if (n < 0)
         gw_reply_dm_error(c, (int)n);
     else
-        reply_int(&c->out, n);
+        reply_int(gw_conn_out(c), n);
 }
 
 void cmd_flushall(gw_conn_t *c, gw_cmd_t *cmd)
 {
     if (cmd->argc > 2 ||
         (cmd->argc == 2 && strcasecmp(cmd->argv[1], "async") && strcasecmp(cmd->argv[1], "sync"))) {
-        reply_error(&c->out, "ERR syntax error");
+        reply_error(gw_conn_out(c), "ERR syntax error");
         return;
     }
     dm_ctx_t ctx;
@@ -76,7 +76,7 @@ void cmd_flushall(gw_conn_t *c, gw_cmd_t *cmd)
     if (rc < 0)
         gw_reply_dm_error(c, rc);
     else
-        reply_status(&c->out, "OK");
+        reply_status(gw_conn_out(c), "OK");
 }
 
 /* Does a pattern need matching at all ("*" matches everything)? */
@@ -99,13 +99,13 @@ static bool scan_parse(gw_conn_t *c, gw_cmd_t *cmd, scan_opts_t *o)
     *o = (scan_opts_t){.count = 10, .type_ok = true};
     for (int i = 2; i < cmd->argc; i += 2) {
         if (i + 1 >= cmd->argc) {
-            reply_error(&c->out, "ERR syntax error");
+            reply_error(gw_conn_out(c), "ERR syntax error");
             return false;
         }
         if (!strcasecmp(cmd->argv[i], "count")) {
             if (!gw_arg_ll(c, cmd, i + 1, &o->count)) return false;
             if (o->count < 1) {
-                reply_error(&c->out, "ERR syntax error");
+                reply_error(gw_conn_out(c), "ERR syntax error");
                 return false;
             }
         } else if (!strcasecmp(cmd->argv[i], "match")) {
@@ -115,7 +115,7 @@ static bool scan_parse(gw_conn_t *c, gw_cmd_t *cmd, scan_opts_t *o)
         } else if (!strcasecmp(cmd->argv[i], "type")) {
             o->type_ok = !strcasecmp(cmd->argv[i + 1], "string");
         } else {
-            reply_error(&c->out, "ERR syntax error");
+            reply_error(gw_conn_out(c), "ERR syntax error");
             return false;
         }
     }
@@ -157,7 +157,7 @@ void cmd_scan(gw_conn_t *c, gw_cmd_t *cmd)
 {
     uint64_t cursor;
     if (!gw_str2cursor(cmd->argv[1], cmd->argvlen[1], &cursor)) {
-        reply_error(&c->out, "ERR invalid cursor");
+        reply_error(gw_conn_out(c), "ERR invalid cursor");
         return;
     }
     scan_opts_t o;
@@ -174,18 +174,18 @@ void cmd_scan(gw_conn_t *c, gw_cmd_t *cmd)
     if (rc < 0) {
         dm_keylist_free(&l);
         if (rc == DM_EINVAL)
-            reply_error(&c->out, "ERR invalid cursor");
+            reply_error(gw_conn_out(c), "ERR invalid cursor");
         else
             gw_reply_dm_error(c, rc);
         return;
     }
     /* Another TYPE still advances the cursor, with empty pages (as in Redis). */
     filter_keys(&l, o.pat, o.patlen, o.type_ok);
-    reply_array(&c->out, 2);
-    reply_bulk_u64(&c->out, next);
-    reply_array(&c->out, (long long)l.n);
+    reply_array(gw_conn_out(c), 2);
+    reply_bulk_u64(gw_conn_out(c), next);
+    reply_array(gw_conn_out(c), (long long)l.n);
     for (size_t i = 0; i < l.n; i++)
-        reply_bulk(&c->out, l.keys[i].data, l.keys[i].len);
+        reply_bulk(gw_conn_out(c), l.keys[i].data, l.keys[i].len);
     dm_keylist_free(&l);
 }
 
@@ -279,8 +279,8 @@ void cmd_keys(gw_conn_t *c, gw_cmd_t *cmd)
         if (rc < 0) {
             gw_reply_dm_error(c, rc);
         } else {
-            reply_array(&c->out, rc);
-            if (rc) reply_bulk(&c->out, pat, patlen);
+            reply_array(gw_conn_out(c), rc);
+            if (rc) reply_bulk(gw_conn_out(c), pat, patlen);
         }
         return;
     }
@@ -297,9 +297,9 @@ void cmd_keys(gw_conn_t *c, gw_cmd_t *cmd)
         return;
     }
     keys_sort_unique(&acc);
-    reply_array(&c->out, (long long)acc.n);
+    reply_array(gw_conn_out(c), (long long)acc.n);
     for (size_t i = 0; i < acc.n; i++)
-        reply_bulk(&c->out, acc.keys[i].data, acc.keys[i].len);
+        reply_bulk(gw_conn_out(c), acc.keys[i].data, acc.keys[i].len);
     dm_keylist_free(&acc);
 }
 
@@ -312,7 +312,7 @@ void cmd_type(gw_conn_t *c, gw_cmd_t *cmd)
     if (rc < 0)
         gw_reply_dm_error(c, rc);
     else
-        reply_status(&c->out, rc ? "string" : "none");
+        reply_status(gw_conn_out(c), rc ? "string" : "none");
 }
 
 static void ttl_generic(gw_conn_t *c, gw_cmd_t *cmd, bool ms)
@@ -321,18 +321,18 @@ static void ttl_generic(gw_conn_t *c, gw_cmd_t *cmd, bool ms)
     int rc = gw_get_key(c, cmd, &v);
     if (rc < 0) return;
     if (rc == 0) {
-        reply_int(&c->out, -2);
+        reply_int(gw_conn_out(c), -2);
         return;
     }
     uint64_t exp = v.expire_ms;
     dm_value_free(&v);
     if (exp == 0) {
-        reply_int(&c->out, -1);
+        reply_int(gw_conn_out(c), -1);
         return;
     }
     uint64_t now = dm_wall_ms();
     long long left = exp > now ? (long long)(exp - now) : 0;
-    reply_int(&c->out, ms ? left : (left + 500) / 1000);
+    reply_int(gw_conn_out(c), ms ? left : (left + 500) / 1000);
 }
 
 void cmd_ttl(gw_conn_t *c, gw_cmd_t *cmd)

@@ -60,15 +60,15 @@ static void rename_generic(gw_conn_t *c, gw_cmd_t *cmd, bool nx)
     int rc = read_key(c, cmd, 1, &v);
     if (rc < 0) return;
     if (rc == 0) {
-        reply_error(&c->out, "ERR no such key");
+        reply_error(gw_conn_out(c), "ERR no such key");
         return;
     }
     if (cmd->argvlen[1] == cmd->argvlen[2] &&
         !memcmp(cmd->argv[1], cmd->argv[2], cmd->argvlen[1])) {
         if (nx)
-            reply_int(&c->out, 0);
+            reply_int(gw_conn_out(c), 0);
         else
-            reply_status(&c->out, "OK");
+            reply_status(gw_conn_out(c), "OK");
         dm_value_free(&v);
         return;
     }
@@ -81,11 +81,11 @@ static void rename_generic(gw_conn_t *c, gw_cmd_t *cmd, bool nx)
         if (rc < 0)
             gw_reply_dm_error(c, rc);
         else if (nx)
-            reply_int(&c->out, 1);
+            reply_int(gw_conn_out(c), 1);
         else
-            reply_status(&c->out, "OK");
+            reply_status(gw_conn_out(c), "OK");
     } else if (rc == 0) {
-        reply_int(&c->out, 0);
+        reply_int(gw_conn_out(c), 0);
     }
     dm_value_free(&v);
 }
@@ -110,29 +110,29 @@ void cmd_copy(gw_conn_t *c, gw_cmd_t *cmd)
             long long db;
             if (!gw_arg_ll(c, cmd, j + 1, &db)) return;
             if (db != 0) { /* dmkv has one database */
-                reply_error(&c->out, "ERR DB index is out of range");
+                reply_error(gw_conn_out(c), "ERR DB index is out of range");
                 return;
             }
             j++;
         } else {
-            reply_error(&c->out, "ERR syntax error");
+            reply_error(gw_conn_out(c), "ERR syntax error");
             return;
         }
     }
     if (cmd->argvlen[1] == cmd->argvlen[2] &&
         !memcmp(cmd->argv[1], cmd->argv[2], cmd->argvlen[1])) {
-        reply_error(&c->out, "ERR source and destination objects are the same");
+        reply_error(gw_conn_out(c), "ERR source and destination objects are the same");
         return;
     }
     dm_value_t v = {0};
     int rc = read_key(c, cmd, 1, &v);
     if (rc < 0) return;
     if (rc == 0) {
-        reply_int(&c->out, 0);
+        reply_int(gw_conn_out(c), 0);
         return;
     }
     rc = write_key(c, cmd, 2, &v, !replace);
-    if (rc >= 0) reply_int(&c->out, rc);
+    if (rc >= 0) reply_int(gw_conn_out(c), rc);
     dm_value_free(&v);
 }
 
@@ -150,7 +150,7 @@ void cmd_touch(gw_conn_t *c, gw_cmd_t *cmd)
         }
         n += rc;
     }
-    reply_int(&c->out, n);
+    reply_int(gw_conn_out(c), n);
 }
 
 void cmd_randomkey(gw_conn_t *c, gw_cmd_t *cmd)
@@ -166,7 +166,7 @@ void cmd_randomkey(gw_conn_t *c, gw_cmd_t *cmd)
     } else if (rc == 0) {
         gw_reply_null(c);
     } else {
-        reply_bulk(&c->out, k.data, k.len);
+        reply_bulk(gw_conn_out(c), k.data, k.len);
         free(k.data);
     }
 }

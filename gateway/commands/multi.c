@@ -57,23 +57,23 @@ void cmd_multi(gw_conn_t *c, gw_cmd_t *cmd)
 {
     (void)cmd;
     if (c->in_multi) {
-        reply_error(&c->out, "ERR MULTI calls can not be nested");
+        reply_error(gw_conn_out(c), "ERR MULTI calls can not be nested");
         return;
     }
     c->in_multi = true;
     c->multi_dirty = false;
-    reply_status(&c->out, "OK");
+    reply_status(gw_conn_out(c), "OK");
 }
 
 void cmd_discard(gw_conn_t *c, gw_cmd_t *cmd)
 {
     (void)cmd;
     if (!c->in_multi) {
-        reply_error(&c->out, "ERR DISCARD without MULTI");
+        reply_error(gw_conn_out(c), "ERR DISCARD without MULTI");
         return;
     }
     gw_conn_reset_multi(c);
-    reply_status(&c->out, "OK");
+    reply_status(gw_conn_out(c), "OK");
 }
 
 /* 1 when every watched key still has its recorded slot word, 0 if one changed, DM_E*. */
@@ -101,12 +101,12 @@ void cmd_exec(gw_conn_t *c, gw_cmd_t *cmd)
 {
     (void)cmd;
     if (!c->in_multi) {
-        reply_error(&c->out, "ERR EXEC without MULTI");
+        reply_error(gw_conn_out(c), "ERR EXEC without MULTI");
         return;
     }
     if (c->multi_dirty) {
         gw_conn_reset_multi(c);
-        reply_error(&c->out, "EXECABORT Transaction discarded because of previous errors.");
+        reply_error(gw_conn_out(c), "EXECABORT Transaction discarded because of previous errors.");
         return;
     }
     int ok = c->nwatches ? watches_hold(c) : 1;
@@ -134,8 +134,8 @@ void cmd_exec(gw_conn_t *c, gw_cmd_t *cmd)
     c->mq_head = c->mq_tail = NULL;
     c->mq_n = 0;
     c->in_multi = false;
-    size_t mark = c->out.len; /* nothing is flushed while EXEC runs */
-    reply_array(&c->out, n);
+    size_t mark = gw_conn_out(c)->len; /* nothing is flushed while EXEC runs */
+    reply_array(gw_conn_out(c), n);
     dm_kv_guard_begin(&gs);
     while (q) {
         gw_cmd_t *next = q->next;
@@ -153,7 +153,7 @@ void cmd_exec(gw_conn_t *c, gw_cmd_t *cmd)
                 gw_cmd_free(q);
                 q = next;
             }
-            c->out.len = mark;
+            gw_conn_out(c)->len = mark;
             gw_reply_null_array(c);
         }
     }
@@ -167,7 +167,7 @@ void cmd_exec(gw_conn_t *c, gw_cmd_t *cmd)
 void cmd_watch(gw_conn_t *c, gw_cmd_t *cmd)
 {
     if (c->in_multi) {
-        reply_error(&c->out, "ERR WATCH inside MULTI is not allowed");
+        reply_error(gw_conn_out(c), "ERR WATCH inside MULTI is not allowed");
         return;
     }
     for (int i = 1; i < cmd->argc; i++) {
@@ -201,14 +201,14 @@ void cmd_watch(gw_conn_t *c, gw_cmd_t *cmd)
         w->write_id = wid;
         w->absent_sig = sig;
     }
-    reply_status(&c->out, "OK");
+    reply_status(gw_conn_out(c), "OK");
 }
 
 void cmd_unwatch(gw_conn_t *c, gw_cmd_t *cmd)
 {
     (void)cmd;
     unwatch_all(c);
-    reply_status(&c->out, "OK");
+    reply_status(gw_conn_out(c), "OK");
 }
 
 void cmd_reset(gw_conn_t *c, gw_cmd_t *cmd)
@@ -222,5 +222,5 @@ void cmd_reset(gw_conn_t *c, gw_cmd_t *cmd)
     free(c->name);
     c->name = NULL;
     uv_mutex_unlock(&c->th->lock);
-    reply_status(&c->out, "RESET");
+    reply_status(gw_conn_out(c), "RESET");
 }

@@ -5,39 +5,39 @@
 void gw_reply_null(gw_conn_t *c)
 {
     if (c->resp == 3)
-        reply_null3(&c->out);
+        reply_null3(gw_conn_out(c));
     else
-        reply_null(&c->out);
+        reply_null(gw_conn_out(c));
 }
 
 void gw_reply_null_array(gw_conn_t *c)
 {
     if (c->resp == 3)
-        reply_null3(&c->out);
+        reply_null3(gw_conn_out(c));
     else
-        reply_null_array(&c->out);
+        reply_null_array(gw_conn_out(c));
 }
 
 void gw_reply_map(gw_conn_t *c, long long n)
 {
     if (c->resp == 3)
-        reply_map(&c->out, n);
+        reply_map(gw_conn_out(c), n);
     else
-        reply_array(&c->out, 2 * n);
+        reply_array(gw_conn_out(c), 2 * n);
 }
 
 void gw_reply_set(gw_conn_t *c, long long n)
 {
     if (c->resp == 3)
-        reply_set(&c->out, n);
+        reply_set(gw_conn_out(c), n);
     else
-        reply_array(&c->out, n);
+        reply_array(gw_conn_out(c), n);
 }
 
 void gw_reply_verbatim(gw_conn_t *c, const void *p, size_t len)
 {
     if (c->resp == 3)
-        reply_verbatim(&c->out, p, len);
+        reply_verbatim(gw_conn_out(c), p, len);
     else
-        reply_bulk(&c->out, p, len);
+        reply_bulk(gw_conn_out(c), p, len);
 }

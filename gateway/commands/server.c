@@ -48,7 +48,7 @@ static void reply_words(gw_conn_t *c, const char *s)
             size_t n = (size_t)(e - s) < sizeof(w) - 1 ? (size_t)(e - s) : sizeof(w) - 1;
             memcpy(w, s, n);
             w[n] = 0;
-            reply_status(&c->out, w);
+            reply_status(gw_conn_out(c), w);
         }
         s = e;
     }
@@ -58,13 +58,13 @@ static void reply_words(gw_conn_t *c, const char *s)
  * tips, key specs, subcommands. */
 static void reply_command_entry(gw_conn_t *c, const gw_command_t *gc)
 {
-    reply_array(&c->out, 10);
-    reply_bulk_cstr(&c->out, gc->name);
-    reply_int(&c->out, gc->arity);
+    reply_array(gw_conn_out(c), 10);
+    reply_bulk_cstr(gw_conn_out(c), gc->name);
+    reply_int(gw_conn_out(c), gc->arity);
     reply_words(c, gc->flags);
-    reply_int(&c->out, gc->first);
-    reply_int(&c->out, gc->last);
-    reply_int(&c->out, gc->step);
+    reply_int(gw_conn_out(c), gc->first);
+    reply_int(gw_conn_out(c), gc->last);
+    reply_int(gw_conn_out(c), gc->step);
     reply_words(c, gc->acl);
     gw_reply_set(c, 0); /* tips */
     gw_reply_set(c, 0); /* key specs */
@@ -92,7 +92,7 @@ void cmd_command(gw_conn_t *c, gw_cmd_t *cmd)
     size_t n;
     const gw_command_t *t = gw_command_table(&n);
     if (cmd->argc == 1) {
-        reply_array(&c->out, (long long)n);
+        reply_array(gw_conn_out(c), (long long)n);
         for (size_t i = 0; i < n; i++)
             reply_command_entry(c, &t[i]);
         return;
@@ -103,17 +103,17 @@ void cmd_command(gw_conn_t *c, gw_cmd_t *cmd)
             gw_reply_arity(c, "command|count");
             return;
         }
-        reply_int(&c->out, (long long)n);
+        reply_int(gw_conn_out(c), (long long)n);
     } else if (!strcasecmp(sub, "docs")) {
-        reply_array(&c->out, 0);
+        reply_array(gw_conn_out(c), 0);
     } else if (!strcasecmp(sub, "info")) {
         if (cmd->argc == 2) {
-            reply_array(&c->out, (long long)n);
+            reply_array(gw_conn_out(c), (long long)n);
             for (size_t i = 0; i < n; i++)
                 reply_command_entry(c, &t[i]);
             return;
         }
-        reply_array(&c->out, cmd->argc - 2);
+        reply_array(gw_conn_out(c), cmd->argc - 2);
         for (int i = 2; i < cmd->argc; i++) {
             const gw_command_t *gc = gw_command_lookup(cmd->argv[i], cmd->argvlen[i]);
             if (gc)
@@ -122,14 +122,14 @@ void cmd_command(gw_conn_t *c, gw_cmd_t *cmd)
                 gw_reply_null_array(c);
         }
     } else if (!strcasecmp(sub, "list")) {
-        reply_array(&c->out, (long long)n);
+        reply_array(gw_conn_out(c), (long long)n);
         for (size_t i = 0; i < n; i++)
-            reply_bulk_cstr(&c->out, t[i].name);
+            reply_bulk_cstr(gw_conn_out(c), t[i].name);
     } else if (!strcasecmp(sub, "help") && cmd->argc == 2) {
         size_t h = sizeof(command_help) / sizeof(command_help[0]);
-        reply_array(&c->out, (long long)h);
+        reply_array(gw_conn_out(c), (long long)h);
         for (size_t i = 0; i < h; i++)
-            reply_status(&c->out, command_help[i]);
+            reply_status(gw_conn_out(c), command_help[i]);
     } else {
         gw_reply_unknown_subcommand(c, cmd);
     }
@@ -250,7 +250,7 @@ static void config_get(gw_conn_t *c, gw_cmd_t *cmd)
     gw_buf_init(&v);
     for (size_t p = 0; p < NPARAMS; p++) {
         if (!hit[p]) continue;
-        reply_bulk_cstr(&c->out, config_params[p].name);
+        reply_bulk_cstr(gw_conn_out(c), config_params[p].name);
         v.len = 0;
         if (config_params[p].fixed)
             gw_buf_puts(&v, config_params[p].fixed);
@@ -258,7 +258,7 @@ static void config_get(gw_conn_t *c, gw_cmd_t *cmd)
             config_params[p].fn(&v);
         else
             v_maxmemory(c, &v);
-        reply_bulk(&c->out, v.data ? v.data : "", v.len);
+        reply_bulk(gw_conn_out(c), v.data ? v.data : "", v.len);
     }
     gw_buf_free(&v);
 }
@@ -273,14 +273,14 @@ static void config_set(gw_conn_t *c, gw_cmd_t *cmd)
         for (size_t p = 0; p < NPARAMS; p++)
             if (!strcasecmp(cmd->argv[i], config_params[p].name)) known = true;
         if (!known) {
-            reply_errorf(&c->out,
+            reply_errorf(gw_conn_out(c),
                          "ERR Unknown option or number of arguments for CONFIG SET - '%.128s'",
                          cmd->argv[i]);
             return;
         }
         if (!strcasecmp(cmd->argv[i], "maxmemory")) {
             if (parse_memory(cmd->argv[i + 1]) < 0) {
-                reply_errorf(&c->out,
+                reply_errorf(gw_conn_out(c),
                              "ERR CONFIG SET failed (possibly related to argument 'maxmemory') "
                              "- argument must be a memory value");
                 return;
@@ -289,7 +289,7 @@ static void config_set(gw_conn_t *c, gw_cmd_t *cmd)
             continue;
         }
         if (strcasecmp(cmd->argv[i], "requirepass")) {
-            reply_errorf(&c->out,
+            reply_errorf(gw_conn_out(c),
                          "ERR CONFIG SET failed (possibly related to argument '%.128s') - "
                          "dmkv does not support changing it at run time",
                          cmd->argv[i]);
@@ -302,7 +302,7 @@ static void config_set(gw_conn_t *c, gw_cmd_t *cmd)
         dm_ctx_init(&ctx, c->th->w, DM_CLS_ADMIN);
         int rc = dm_pool_set_maxmemory(&ctx, (uint64_t)parse_memory(cmd->argv[mem_arg]));
         if (rc) {
-            reply_errorf(&c->out, "ERR dmkv: %s", dm_strerror(rc));
+            reply_errorf(gw_conn_out(c), "ERR dmkv: %s", dm_strerror(rc));
             return;
         }
     }
@@ -311,7 +311,7 @@ static void config_set(gw_conn_t *c, gw_cmd_t *cmd)
         /* Like Redis, the connection that sets the password stays authenticated. */
         c->authed = true;
     }
-    reply_status(&c->out, "OK");
+    reply_status(gw_conn_out(c), "OK");
 }
 
 static const char *config_help[] = {
@@ -348,14 +348,14 @@ void cmd_config(gw_conn_t *c, gw_cmd_t *cmd)
         }
         gw_stats_reset();
         dm_stats_reset();
-        reply_status(&c->out, "OK");
+        reply_status(gw_conn_out(c), "OK");
     } else if (!strcasecmp(sub, "rewrite")) {
-        reply_error(&c->out, "ERR The server is running without a config file");
+        reply_error(gw_conn_out(c), "ERR The server is running without a config file");
     } else if (!strcasecmp(sub, "help") && cmd->argc == 2) {
         size_t h = sizeof(config_help) / sizeof(config_help[0]);
-        reply_array(&c->out, (long long)h);
+        reply_array(gw_conn_out(c), (long long)h);
         for (size_t i = 0; i < h; i++)
-            reply_status(&c->out, config_help[i]);
+            reply_status(gw_conn_out(c), config_help[i]);
     } else {
         gw_reply_unknown_subcommand(c, cmd);
     }
@@ -378,9 +378,9 @@ void cmd_time(gw_conn_t *c, gw_cmd_t *cmd)
     struct timeval tv;
     gettimeofday(&tv, NULL);
     char s[32];
-    reply_array(&c->out, 2);
+    reply_array(gw_conn_out(c), 2);
     snprintf(s, sizeof(s), "%lld", (long long)tv.tv_sec);
-    reply_bulk_cstr(&c->out, s);
+    reply_bulk_cstr(gw_conn_out(c), s);
     snprintf(s, sizeof(s), "%lld", (long long)tv.tv_usec);
-    reply_bulk_cstr(&c->out, s);
+    reply_bulk_cstr(gw_conn_out(c), s);
 }

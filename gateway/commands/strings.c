@@ -40,7 +40,7 @@ void cmd_get(gw_conn_t *c, gw_cmd_t *cmd)
     } else if (rc == 0) {
         gw_reply_null(c);
     } else {
-        reply_bulk(&c->out, v.data, v.len);
+        reply_bulk(gw_conn_out(c), v.data, v.len);
         dm_value_free(&v);
     }
 }
@@ -50,7 +50,7 @@ void cmd_strlen(gw_conn_t *c, gw_cmd_t *cmd)
     dm_value_t v;
     int rc = gw_get_key(c, cmd, &v);
     if (rc >= 0) {
-        reply_int(&c->out, rc ? (long long)v.len : 0);
+        reply_int(gw_conn_out(c), rc ? (long long)v.len : 0);
         if (rc) dm_value_free(&v);
     }
 }
@@ -74,7 +74,7 @@ static bool expire_abs_ms(gw_conn_t *c, gw_cmd_t *cmd, int argi, int kind, const
     *out = (uint64_t)v;
     return true;
 bad:
-    reply_errorf(&c->out, "ERR invalid expire time in '%s' command", name);
+    reply_errorf(gw_conn_out(c), "ERR invalid expire time in '%s' command", name);
     return false;
 }
 
@@ -95,12 +95,12 @@ static void do_set(gw_conn_t *c, gw_cmd_t *cmd, uint64_t expire_ms, unsigned fla
     if (rc == 1) gw_expiry_track(c->th, cmd->argv[1], cmd->argvlen[1], expire_ms);
     if (flags & DM_SET_GET) {
         if (old.data)
-            reply_bulk(&c->out, old.data, old.len);
+            reply_bulk(gw_conn_out(c), old.data, old.len);
         else
             gw_reply_null(c);
         dm_value_free(&old);
     } else if (rc == 1) {
-        reply_status(&c->out, "OK");
+        reply_status(gw_conn_out(c), "OK");
     } else {
         gw_reply_null(c);
     }
@@ -138,7 +138,7 @@ void cmd_set(gw_conn_t *c, gw_cmd_t *cmd)
             kind = EXP_PXAT;
             exp_arg = ++j;
         } else {
-            reply_error(&c->out, "ERR syntax error");
+            reply_error(gw_conn_out(c), "ERR syntax error");
             return;
         }
     }
@@ -157,7 +157,7 @@ void cmd_setnx(gw_conn_t *c, gw_cmd_t *cmd)
     if (rc < 0)
         gw_reply_dm_error(c, rc);
     else
-        reply_int(&c->out, rc);
+        reply_int(gw_conn_out(c), rc);
 }
 
 /* SETEX/PSETEX key expire value: rearranged into do_set's argv shape. */
@@ -210,10 +210,10 @@ void cmd_mget(gw_conn_t *c, gw_cmd_t *cmd)
     if (err) {
         gw_reply_dm_error(c, err);
     } else {
-        reply_array(&c->out, n);
+        reply_array(gw_conn_out(c), n);
         for (int i = 0; i < n; i++) {
             if (found[i])
-                reply_bulk(&c->out, vals[i].data, vals[i].len);
+                reply_bulk(gw_conn_out(c), vals[i].data, vals[i].len);
             else
                 gw_reply_null(c);
         }
@@ -242,5 +242,5 @@ void cmd_mset(gw_conn_t *c, gw_cmd_t *cmd)
         }
     }
     dm_stats_op(DM_CLS_SET);
-    reply_status(&c->out, "OK");
+    reply_status(gw_conn_out(c), "OK");
 }

@@ -87,9 +87,9 @@ static void incr_generic(gw_conn_t *c, gw_cmd_t *cmd, long long by)
     int act;
     if (!run_rmw(c, cmd, incr_fn, &a, &act)) return;
     if (act == DM_RMW_ABORT)
-        reply_error(&c->out, a.err);
+        reply_error(gw_conn_out(c), a.err);
     else
-        reply_int(&c->out, a.result);
+        reply_int(gw_conn_out(c), a.result);
 }
 
 void cmd_incr(gw_conn_t *c, gw_cmd_t *cmd)
@@ -114,7 +114,7 @@ void cmd_decrby(gw_conn_t *c, gw_cmd_t *cmd)
     long long by;
     if (!gw_arg_ll(c, cmd, 2, &by)) return;
     if (by == LLONG_MIN) {
-        reply_error(&c->out, "ERR decrement would overflow");
+        reply_error(gw_conn_out(c), "ERR decrement would overflow");
         return;
     }
     incr_generic(c, cmd, -by);
@@ -194,12 +194,12 @@ void cmd_incrbyfloat(gw_conn_t *c, gw_cmd_t *cmd)
     if (!a) abort();
     int act;
     if (!str2ld(cmd->argv[2], cmd->argvlen[2], &a->by)) {
-        reply_error(&c->out, e_notfloat);
+        reply_error(gw_conn_out(c), e_notfloat);
     } else if (run_rmw(c, cmd, fincr_fn, a, &act)) {
         if (act == DM_RMW_ABORT)
-            reply_error(&c->out, a->err);
+            reply_error(gw_conn_out(c), a->err);
         else
-            reply_bulk(&c->out, a->result, (size_t)a->rlen); /* a bulk string in RESP3 too */
+            reply_bulk(gw_conn_out(c), a->result, (size_t)a->rlen); /* a bulk string in RESP3 too */
     }
     free(a);
 }
@@ -249,9 +249,9 @@ static void splice_generic(gw_conn_t *c, gw_cmd_t *cmd, long long offset, int vi
     int act;
     if (!run_rmw(c, cmd, splice_fn, &a, &act)) return;
     if (act == DM_RMW_ABORT)
-        reply_error(&c->out, a.err);
+        reply_error(gw_conn_out(c), a.err);
     else
-        reply_int(&c->out, a.result);
+        reply_int(gw_conn_out(c), a.result);
 }
 
 void cmd_append(gw_conn_t *c, gw_cmd_t *cmd)
@@ -264,7 +264,7 @@ void cmd_setrange(gw_conn_t *c, gw_cmd_t *cmd)
     long long off;
     if (!gw_arg_ll(c, cmd, 2, &off)) return;
     if (off < 0) {
-        reply_error(&c->out, "ERR offset is out of range");
+        reply_error(gw_conn_out(c), "ERR offset is out of range");
         return;
     }
     splice_generic(c, cmd, off, 3);
@@ -295,7 +295,7 @@ void cmd_getdel(gw_conn_t *c, gw_cmd_t *cmd)
         return;
     }
     if (act == DM_RMW_DELETE && a.got.data)
-        reply_bulk(&c->out, a.got.data, a.got.len);
+        reply_bulk(gw_conn_out(c), a.got.data, a.got.len);
     else if (act == DM_RMW_ABORT)
         gw_reply_dm_error(c, DM_ENOMEM);
     else
@@ -314,7 +314,7 @@ void cmd_getrange(gw_conn_t *c, gw_cmd_t *cmd)
     if (rc < 0) return;
     long long len = rc ? (long long)v.len : 0;
     if (rc == 0 || (start < 0 && end < 0 && start > end)) {
-        reply_bulk(&c->out, "", 0);
+        reply_bulk(gw_conn_out(c), "", 0);
     } else {
         if (start < 0) start = len + start;
         if (end < 0) end = len + end;
@@ -322,9 +322,9 @@ void cmd_getrange(gw_conn_t *c, gw_cmd_t *cmd)
         if (end < 0) end = 0;
         if (end >= len) end = len - 1;
         if (start > end || len == 0)
-            reply_bulk(&c->out, "", 0);
+            reply_bulk(gw_conn_out(c), "", 0);
         else
-            reply_bulk(&c->out, v.data + start, (size_t)(end - start + 1));
+            reply_bulk(gw_conn_out(c), v.data + start, (size_t)(end - start + 1));
     }
     if (rc) dm_value_free(&v);
 }
@@ -377,7 +377,7 @@ void cmd_msetnx(gw_conn_t *c, gw_cmd_t *cmd)
             return;
         }
         if (rc) {
-            reply_int(&c->out, 0);
+            reply_int(gw_conn_out(c), 0);
             return;
         }
     }
@@ -391,7 +391,7 @@ void cmd_msetnx(gw_conn_t *c, gw_cmd_t *cmd)
         dm_stats_op(DM_CLS_SET);
     }
     if (done == 1) {
-        reply_int(&c->out, 1);
+        reply_int(gw_conn_out(c), 1);
         return;
     }
     if (done < 0) err = done;
@@ -408,5 +408,5 @@ void cmd_msetnx(gw_conn_t *c, gw_cmd_t *cmd)
     if (err)
         gw_reply_dm_error(c, err);
     else
-        reply_int(&c->out, 0);
+        reply_int(gw_conn_out(c), 0);
 }

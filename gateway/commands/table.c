@@ -117,14 +117,14 @@ const gw_command_t *gw_command_lookup(const char *name, size_t len)
 void gw_reply_dm_error(gw_conn_t *c, int rc)
 {
     if (rc == DM_ENOMEM || rc == DM_EFULL)
-        reply_error(&c->out, "OOM command not allowed when used memory > 'maxmemory'.");
+        reply_error(gw_conn_out(c), "OOM command not allowed when used memory > 'maxmemory'.");
     else
-        reply_errorf(&c->out, "ERR dmkv: %s", dm_strerror(rc));
+        reply_errorf(gw_conn_out(c), "ERR dmkv: %s", dm_strerror(rc));
 }
 
 void gw_reply_arity(gw_conn_t *c, const char *name)
 {
-    reply_errorf(&c->out, "ERR wrong number of arguments for '%s' command", name);
+    reply_errorf(gw_conn_out(c), "ERR wrong number of arguments for '%s' command", name);
 }
 
 void gw_reply_unknown_subcommand(gw_conn_t *c, gw_cmd_t *cmd)
@@ -134,13 +134,13 @@ void gw_reply_unknown_subcommand(gw_conn_t *c, gw_cmd_t *cmd)
     for (; cmd->argv[0][n] && n < sizeof(up) - 1; n++)
         up[n] = (char)toupper((unsigned char)cmd->argv[0][n]);
     up[n] = 0;
-    reply_errorf(&c->out, "ERR unknown subcommand '%.128s'. Try %s HELP.", cmd->argv[1], up);
+    reply_errorf(gw_conn_out(c), "ERR unknown subcommand '%.128s'. Try %s HELP.", cmd->argv[1], up);
 }
 
 bool gw_arg_ll(gw_conn_t *c, gw_cmd_t *cmd, int i, long long *out)
 {
     if (!gw_str2ll(cmd->argv[i], cmd->argvlen[i], out)) {
-        reply_error(&c->out, "ERR value is not an integer or out of range");
+        reply_error(gw_conn_out(c), "ERR value is not an integer or out of range");
         return false;
     }
     return true;
@@ -153,7 +153,7 @@ static void reply_unknown(gw_conn_t *c, gw_cmd_t *cmd)
     gw_buf_init(&args);
     for (int i = 1; i < cmd->argc && args.len < 128; i++)
         gw_buf_printf(&args, "'%.*s' ", (int)(128 - args.len), cmd->argv[i]);
-    reply_errorf(&c->out, "ERR unknown command '%.128s', with args beginning with: %s",
+    reply_errorf(gw_conn_out(c), "ERR unknown command '%.128s', with args beginning with: %s",
                  cmd->argv[0], args.data ? args.data : "");
     gw_buf_free(&args);
 }
@@ -174,19 +174,19 @@ static void rejected(gw_conn_t *c)
 
 void gw_command_run(gw_conn_t *c, const gw_command_t *gc, gw_cmd_t *cmd)
 {
-    size_t before = c->out.len;
+    size_t before = gw_conn_out(c)->len;
     __atomic_store_n(&c->last_cmd, gc->name, __ATOMIC_RELAXED);
     __atomic_store_n(&c->last_ms, dm_wall_ms(), __ATOMIC_RELAXED);
     gc->proc(c, cmd);
     GW_STAT_ADD(total_commands_processed, 1);
-    if (!c->closing && c->out.len > before && c->out.data[before] == '-')
+    if (!c->closing && gw_conn_out(c)->len > before && gw_conn_out(c)->data[before] == '-')
         GW_STAT_ADD(total_error_replies, 1);
 }
 
 bool gw_command_exec(gw_conn_t *c, gw_cmd_t *cmd)
 {
     if (cmd->proto_err) {
-        reply_error(&c->out, cmd->proto_err);
+        reply_error(gw_conn_out(c), cmd->proto_err);
         c->close_after_reply = true;
         GW_STAT_ADD(total_error_replies, 1);
         return false;
@@ -206,7 +206,7 @@ bool gw_command_exec(gw_conn_t *c, gw_cmd_t *cmd)
         if (!gw_server_requirepass_set()) {
             c->authed = true; /* the password was cleared meanwhile */
         } else {
-            reply_error(&c->out, "NOAUTH Authentication required.");
+            reply_error(gw_conn_out(c), "NOAUTH Authentication required.");
             rejected(c);
             return false;
         }
@@ -221,7 +221,7 @@ bool gw_command_exec(gw_conn_t *c, gw_cmd_t *cmd)
                  "gateways (max-clock-skew-ms %u): fix the clock (NTP)",
                  (long long)cs.lo_ms, (long long)cs.hi_ms, cs.far_peers, cs.peers,
                  dm_clock_bound_ms());
-        reply_error(&c->out, msg);
+        reply_error(gw_conn_out(c), msg);
         rejected(c);
         return false;
     }
@@ -233,7 +233,7 @@ bool gw_command_exec(gw_conn_t *c, gw_cmd_t *cmd)
             c->mq_head = cmd;
         c->mq_tail = cmd;
         c->mq_n++;
-        reply_status(&c->out, "QUEUED");
+        reply_status(gw_conn_out(c), "QUEUED");
         return true;
     }
     gw_command_run(c, gc, cmd);

@@ -1,7 +1,20 @@
 /* Client connections: read -> parse -> queue -> one coroutine per connection runs the queue
  * in order -> replies buffered and written. Lifetime: refs counts the libuv handle, the
- * running coroutine and each write in flight; a coroutine suspended in a memory-node round
- * trip when the peer goes away finds c->closing set when it resumes and stops. */
+ * running coroutine, each concurrent read and each write in flight; a coroutine suspended
+ * in a memory-node round trip when the peer goes away finds c->closing set when it resumes
+ * and stops.
+ *
+ * Pipelines (issue 11): consecutive read-only fast commands (GET, MGET, EXISTS, STRLEN...)
+ * of one connection run concurrently, up to GW_READS_MAX, each on its own coroutine with
+ * its own reply buffer (gw_conn_out); replies are moved to the output in pipeline order as
+ * the oldest ones finish, so a long pipeline streams. Every other command is a barrier: it
+ * starts after all earlier commands finished and nothing later starts before it finishes.
+ * Hence, as in Redis, a read sees every earlier write of its connection, a write is never
+ * visible before an earlier write (writes run one at a time, in order), and a write is
+ * never visible before an earlier read ran; what is weaker than Redis is only the order of
+ * a run of reads among themselves against other clients' concurrent writes (two GETs of one
+ * pipeline may observe another client's two SETs in either order). MULTI/EXEC, WATCH,
+ * SCAN, KEYS and admin commands are barriers and behave as before. */
 #include "net/conn.h"
 
 #include <arpa/inet.h>
@@ -99,8 +112,8 @@ static void update_reading(gw_conn_t *c)
 /* Close a QUIT / protocol-error connection once everything queued for it is written. */
 static void maybe_close_after_reply(gw_conn_t *c)
 {
-    if (!c->closing && c->close_after_reply && !c->coro_running && c->out_inflight == 0 &&
-        c->out.len == 0)
+    if (!c->closing && c->close_after_reply && !c->coro_running && c->rinflight == 0 &&
+        c->out_inflight == 0 && c->out.len == 0)
         gw_conn_close(c);
 }
 
@@ -174,19 +187,136 @@ void gw_conn_flush(gw_conn_t *c)
     }
 }
 
-/* The connection's command loop: runs queued commands strictly in order on one coroutine. */
+#define GW_READS_MAX 64 /* concurrent reads per connection */
+
+/* Test-only: DMKV_TEST_UNORDERED_WRITES=1 lets key writes run concurrently too, so their
+ * commit order is lost; it_pipeline_order shows that its readers then catch it. */
+static bool unordered_writes(void)
+{
+    static int on = -1;
+    if (on < 0) {
+        const char *e = getenv("DMKV_TEST_UNORDERED_WRITES");
+        on = e && !strcmp(e, "1");
+    }
+    return on;
+}
+
+/* May cmd run concurrently with the reads before it (see the header comment)? */
+static bool concurrent_read(const gw_conn_t *c, const gw_cmd_t *cmd)
+{
+    if (cmd->proto_err || c->in_multi || !c->authed || c->close_after_reply) return false;
+    const gw_command_t *gc = gw_command_lookup(cmd->argv[0], cmd->argvlen[0]);
+    if (gc && unordered_writes() && gc->first > 0) return true;
+    return gc && strstr(gc->flags, "readonly") && strstr(gc->flags, "fast");
+}
+
+/* Move the replies of finished reads to c->out, oldest first, stopping at the first read
+ * still running. */
+static void emit_reads(gw_conn_t *c)
+{
+    bool any = false;
+    while (c->rhead && c->rhead->done) {
+        gw_read_slot_t *s = c->rhead;
+        c->rhead = s->next;
+        if (!c->rhead) c->rtail = NULL;
+        if (!c->closing) gw_buf_append(&c->out, s->out.data, s->out.len);
+        gw_buf_free(&s->out);
+        free(s);
+        any = true;
+    }
+    /* The command loop flushes when it runs; while it waits for reads, stream here. */
+    if (any && !c->closing && (c->drain_waiter || c->out.len >= GW_FLUSH_AT)) gw_conn_flush(c);
+}
+
+static void wake_loop(gw_conn_t *c)
+{
+    if (!c->drain_waiter) return;
+    dm_wake_t *wk = c->drain_waiter;
+    c->drain_waiter = NULL;
+    dm_worker_wake(c->th->w, wk);
+}
+
+static void read_coro(void *arg)
+{
+    gw_read_slot_t *s = arg;
+    gw_conn_t *c = s->c;
+    dm_coro_set_local(s);
+    bool kept = !c->closing && gw_command_exec(c, s->cmd);
+    dm_coro_set_local(NULL);
+    if (!kept) gw_cmd_free(s->cmd);
+    s->done = true;
+    c->rinflight--;
+    emit_reads(c);
+    wake_loop(c);
+    conn_unref(c);
+}
+
+/* Wait (on the command loop's coroutine) until fewer than `below` reads are running. */
+static void wait_reads(gw_conn_t *c, int below)
+{
+    while (c->rinflight >= below && c->rinflight > 0) {
+        dm_wake_t wk = {0};
+        c->drain_waiter = &wk;
+        dm_worker_park(c->th->w, &wk);
+    }
+}
+
+/* Start cmd as a concurrent read (slot in pipeline order). False when it cannot start. */
+static bool start_read(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    gw_read_slot_t *s = calloc(1, sizeof(*s));
+    if (!s) return false;
+    s->c = c;
+    s->cmd = cmd;
+    gw_buf_init(&s->out);
+    if (c->rtail)
+        c->rtail->next = s;
+    else
+        c->rhead = s;
+    c->rtail = s;
+    c->rinflight++;
+    c->refs++;
+    dm_coro_spawn(read_coro, s); /* runs until its first round trip */
+    return true;
+}
+
+/* The connection's command loop: runs queued commands in order on one coroutine, runs of
+ * reads concurrently (see the header comment). */
 static void conn_coro(void *arg)
 {
     gw_conn_t *c = arg;
     c->coro_started = true;
-    while (!c->closing && !c->close_after_reply && c->qhead) {
+    while (!c->closing && !c->close_after_reply && (c->qhead || c->rinflight)) {
+        if (!c->qhead) {
+            wait_reads(c, 1); /* the pipeline's last replies (streamed by emit_reads) */
+            continue;
+        }
         gw_cmd_t *cmd = c->qhead;
         c->qhead = cmd->next;
         if (!c->qhead) c->qtail = NULL;
         c->qbytes -= cmd->bytes;
+        if (concurrent_read(c, cmd)) {
+            wait_reads(c, GW_READS_MAX);
+            if (!c->closing && start_read(c, cmd)) {
+                if (!c->closing && !c->reading) update_reading(c);
+                continue;
+            }
+            if (c->closing) {
+                gw_cmd_free(cmd);
+                break;
+            }
+        }
+        wait_reads(c, 1); /* a barrier: every earlier command has finished */
+        if (c->closing) {
+            gw_cmd_free(cmd);
+            break;
+        }
+        uint64_t t0 = dm_now_us();
         if (!gw_command_exec(c, cmd)) gw_cmd_free(cmd);
         if (c->closing) break;
-        if (c->out.len >= GW_FLUSH_AT) {
+        /* A command that waited on memory nodes: its reply (and those before) go out now,
+         * so a long pipeline of writes streams instead of answering at its end. */
+        if (c->out.len >= GW_FLUSH_AT || (c->out.len && dm_now_us() - t0 >= 50)) {
             gw_conn_flush(c);
             while (!c->closing && c->out_inflight > GW_OUT_HIGH) {
                 c->write_waiter = dm_coro_self();

@@ -39,6 +39,12 @@ struct gw_conn {
     gw_buf_t out;        /* replies not yet handed to uv_write */
     size_t out_inflight; /* bytes in uv_write requests not yet completed */
 
+    /* Reads running concurrently (gw_conn_out, conn.c): oldest first; their replies are
+     * moved to out in this order as the oldest ones finish. */
+    struct gw_read_slot *rhead, *rtail;
+    int rinflight;
+    dm_wake_t *drain_waiter; /* the command loop, waiting for the reads to finish */
+
     gw_conn_t *prev, *next; /* th->conns list (under th->lock) */
     char addr[64];          /* peer "ip:port" */
     char laddr[64];         /* local "ip:port" */
@@ -62,6 +68,23 @@ struct gw_conn {
     struct gw_watch *watches; /* WATCHed keys with their slot words */
     size_t nwatches, capwatches;
 };
+
+/* One read of a pipeline running on its own coroutine, with its own reply buffer. */
+typedef struct gw_read_slot {
+    gw_conn_t *c;
+    gw_cmd_t *cmd;
+    gw_buf_t out;
+    bool done;
+    struct gw_read_slot *next;
+} gw_read_slot_t;
+
+/* Where the running command writes its reply: its slot's buffer when it is one of the
+ * connection's concurrent reads, else c->out. */
+static inline gw_buf_t *gw_conn_out(gw_conn_t *c)
+{
+    gw_read_slot_t *s = dm_coro_get_local();
+    return s && s->c == c ? &s->out : &c->out;
+}
 
 /* uv_connection_cb for the thread's listeners (server->data is the gw_thread_t). */
 void gw_conn_on_accept(uv_stream_t *server, int status);

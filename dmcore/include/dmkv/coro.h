@@ -27,6 +27,10 @@ void dm_coro_resume(dm_coro_t *co);
 /* The coroutine running on this thread, or NULL on the thread's main context. */
 dm_coro_t *dm_coro_self(void);
 
+/* A pointer private to the running coroutine (NULL when unset or outside a coroutine). */
+void dm_coro_set_local(void *p);
+void *dm_coro_get_local(void);
+
 /* Number of live coroutines on this thread (suspended + running). */
 size_t dm_coro_live(void);
 
