@@ -73,3 +73,13 @@ for T in set get; do
     printf '%-6s %14s %14s %14s %9s %9s
 ' "$T" "$r" "$d" "$n" "${rtt:--}" "${nrtt:--}"
 done
+
+# One connection, one 10,000-command pipeline: time to the first and the last reply.
+printf '\none connection, a pipeline of 10000 commands (1000 keys, present)\n'
+printf '%-6s %-6s %12s %12s %14s\n' test server "first ms" "last ms" "rps"
+for T in set get; do
+    for s in redis:"$REDIS_PORT" dmkv:"$DMKV_PORT"; do
+        read -r _ f l r < <("$BUILD/bench/dmkv-bench-pipeline" "${s#*:}" 10000 "$T")
+        printf '%-6s %-6s %12s %12s %14s\n' "$T" "${s%%:*}" "$f" "$l" "$r"
+    done
+done
