@@ -10,7 +10,8 @@
 #   4. the integration test binaries (tests/integration, DMKV_IT_TESTS), each starting its
 #      own memory node and gateways with DMKV_IT_MEMNODE_RDMA=192.168.77.1, so every
 #      gateway reaches its memory node(s) over rdma (hook in tests/integration/procs.c)
-#   5. it_linearizable over rdma (histories under SIGSTOP/SIGKILL, checked), then test_race
+#   5. it_linearizable over rdma (histories under SIGSTOP/SIGKILL, checked; then with a
+#      stalled lock holder), then test_race
 #      (the RACE unit test; it runs on the local backend: guest coverage only)
 #   6. stop:  the servers of step 1 are still alive, exit 0 on SIGTERM, no sanitizer reports
 #   7. entrypoint: deploy/entrypoint.sh's memnode/gateway/client roles as
@@ -112,6 +113,9 @@ done
 # (no clock shift: the guest has no libfaketime), a smaller run than on the host.
 if [ -x "$BUILD/tests/it_linearizable" ]; then
     steps+=("DMKV_IT_MEMNODE_RDMA=$ADDR DMKV_IT_MEMNODE_SIZE=128m DMKV_MEMNODE=$MEMNODE DMKV_GATEWAY=$GATEWAY timeout 400 $BUILD/tests/it_linearizable --ops ${DMKV_IT_LIN_OPS:-4000} --fault-rounds 4 --seconds 200")
+    # A leaf-lock holder stalled 3.5 s before its RACE write (lease takeovers over rdma,
+    # where every lock is the masked-CAS fallback), outcomes known, SCAN judged.
+    steps+=("DMKV_IT_MEMNODE_RDMA=$ADDR DMKV_IT_MEMNODE_SIZE=128m DMKV_MEMNODE=$MEMNODE DMKV_GATEWAY=$GATEWAY timeout 300 $BUILD/tests/it_linearizable --ops ${DMKV_IT_STALL_OPS:-2000} --no-faults --timeout-ms 10000 --stall locked:3500:8 --seconds 150")
 fi
 [ -x "$BUILD/tests/test_race" ] && steps+=("timeout 240 $BUILD/tests/test_race")
 steps+=("timeout 90 $G stop")
