@@ -18,6 +18,7 @@
 #include "net/conn.h"
 
 #include <arpa/inet.h>
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -276,7 +277,20 @@ static bool start_read(gw_conn_t *c, gw_cmd_t *cmd)
     c->rtail = s;
     c->rinflight++;
     c->refs++;
-    dm_coro_spawn(read_coro, s); /* runs until its first round trip */
+    errno = 0;
+    /* Runs until its first round trip; NULL also when it already finished (s may be gone). */
+    if (!dm_coro_spawn(read_coro, s) && errno == ENOMEM) {
+        /* No coroutine: it never ran. Unlink it; the caller runs cmd as a barrier. */
+        gw_read_slot_t **pp = &c->rhead, *prev = NULL;
+        while (*pp != s)
+            prev = *pp, pp = &(*pp)->next;
+        *pp = NULL;
+        c->rtail = prev;
+        c->rinflight--;
+        c->refs--;
+        free(s);
+        return false;
+    }
     return true;
 }
 
