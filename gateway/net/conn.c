@@ -194,12 +194,14 @@ void gw_conn_flush(gw_conn_t *c)
  * commit order is lost; it_pipeline_order shows that its readers then catch it. */
 static bool unordered_writes(void)
 {
-    static int on = -1;
-    if (on < 0) {
+    static int on = -1; /* read by every worker thread: atomic (TSan caught the plain int) */
+    int v = __atomic_load_n(&on, __ATOMIC_RELAXED);
+    if (v < 0) {
         const char *e = getenv("DMKV_TEST_UNORDERED_WRITES");
-        on = e && !strcmp(e, "1");
+        v = e && !strcmp(e, "1");
+        __atomic_store_n(&on, v, __ATOMIC_RELAXED);
     }
-    return on;
+    return v;
 }
 
 /* May cmd run concurrently with the reads before it (see the header comment)? */
