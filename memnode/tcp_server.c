@@ -49,7 +49,6 @@ struct mn_client {
 };
 
 typedef struct reply {
-    mn_client_t *c;
     size_t len;
     uint8_t data[]; /* dm_tcp_hdr_t + body */
 } reply_t;
@@ -105,12 +104,10 @@ static void client_close(mn_client_t *c)
 
 /* Allocate a reply with a header for (type, status, seq, count) and body_len body bytes.
  * NULL when out of memory. */
-static reply_t *reply_new(mn_client_t *c, uint8_t type, int status, uint32_t seq, uint32_t count,
-                          uint64_t body_len)
+static reply_t *reply_new(uint8_t type, int status, uint32_t seq, uint32_t count, uint64_t body_len)
 {
     reply_t *r = malloc(sizeof(*r) + sizeof(dm_tcp_hdr_t) + body_len);
     if (!r) return NULL;
-    r->c = c;
     r->len = sizeof(dm_tcp_hdr_t) + body_len;
     dm_tcp_hdr_t h = {.magic = DM_TCP_MAGIC,
                       .type = type | DM_TCP_REPLY,
@@ -215,7 +212,7 @@ static void fail_client(mn_client_t *c, uint8_t type, int status, const char *fm
     c->draining = 1;
     reading(c, 0);
     size_t n = strlen(text);
-    reply_t *r = reply_new(c, type, status, c->hdr.seq, 0, n);
+    reply_t *r = reply_new(type, status, c->hdr.seq, 0, n);
     if (!r) {
         client_close(c);
         return;
@@ -299,7 +296,7 @@ static void do_hello(mn_client_t *c)
             return;
         }
     }
-    reply_t *r = reply_new(c, DM_TCP_HELLO, 0, c->hdr.seq, 0, sizeof(dm_tcp_hello_reply_t));
+    reply_t *r = reply_new(DM_TCP_HELLO, 0, c->hdr.seq, 0, sizeof(dm_tcp_hello_reply_t));
     if (!r) {
         client_close(c);
         return;
@@ -315,7 +312,7 @@ static void do_hello(mn_client_t *c)
 static void do_stats(mn_client_t *c)
 {
     mn_tcp_server_t *s = c->s;
-    reply_t *r = reply_new(c, DM_TCP_STATS, 0, c->hdr.seq, 0, sizeof(dm_tcp_stats_t));
+    reply_t *r = reply_new(DM_TCP_STATS, 0, c->hdr.seq, 0, sizeof(dm_tcp_stats_t));
     if (!r) {
         client_close(c);
         return;
@@ -363,7 +360,7 @@ static void do_verbs(mn_client_t *c)
         return;
     }
     reply_t *r =
-        reply_new(c, DM_TCP_VERBS, 0, c->hdr.seq, n, (uint64_t)n * sizeof(dm_tcp_result_t) + reads);
+        reply_new(DM_TCP_VERBS, 0, c->hdr.seq, n, (uint64_t)n * sizeof(dm_tcp_result_t) + reads);
     if (!r) {
         fail_client(c, DM_TCP_ERROR, DM_ENOMEM, "out of memory for a %llu-byte reply",
                     (unsigned long long)reads);

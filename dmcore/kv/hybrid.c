@@ -74,13 +74,6 @@ static int gate_decide(void *p, const dm_kv_view_t *v)
     return g->lock_expired ? 0 : yes;
 }
 
-/* Verbs still riding (RACE returned before posting anything) go out now, before unlock
- * (or never, if the lease ended: dm_ctx_flush_ride). */
-static void flush_ride(dm_ctx_t *ctx)
-{
-    dm_ctx_flush_ride(ctx);
-}
-
 #define MAX_LOCKED_TRIES 8
 
 static uint64_t repairs;
@@ -141,13 +134,14 @@ static int set_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen, ui
     if (rc < 0) return rc;
     dm_batch_t ride;
     dm_batch_init(&ride);
-    ctx->ride = &ride; /* the pending entry's WRITE goes with RACE's first batch */
-    ctx->ride_until_us = 0;
+    /* The pending entry's WRITE goes with RACE's first batch; whatever still rides when
+     * RACE returns goes out before the unlock (never past the lease: dm_ctx_ride_end). */
+    dm_ctx_ride_start(ctx, &ride);
     /* No entry yet: insert it pending. An entry that exists means RACE may hold the key
      * already (an update), or it is pending from a dead gateway: settled below either way. */
     rc = rc == 0 ? dm_chime_mark_pending(ctx, lk) : 0;
     if (rc < 0) {
-        flush_ride(ctx);
+        dm_ctx_ride_end(ctx, &ride);
         dm_chime_unlock(ctx, lk, -1);
         return rc;
     }
@@ -156,7 +150,7 @@ static int set_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen, ui
     dm_fault_point(ctx, DM_FAULT_LOCKED);
     ctx->start_us = dm_now_us(); /* a fresh RACE operation: the lock wait does not count */
     rc = dm_race_set(ctx, key, klen, block, block_len, gate_decide, g, keep_ttl, old);
-    flush_ride(ctx);
+    dm_ctx_ride_end(ctx, &ride);
     g->lk = NULL;
     int present = rc == 1 ? 1 : rc == 0 ? g->seen_present : -1;
     int in_doubt = rc == 1 && dm_chime_lock_in_doubt(lk);
@@ -199,11 +193,10 @@ static int delete_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen)
     }
     dm_batch_t ride;
     dm_batch_init(&ride);
-    ctx->ride = &ride; /* the pending flag's WRITE goes with RACE's first READ */
-    ctx->ride_until_us = 0;
+    dm_ctx_ride_start(ctx, &ride); /* the pending flag's WRITE goes with RACE's first READ */
     rc = dm_chime_mark_pending(ctx, lk);
     if (rc < 0) {
-        flush_ride(ctx);
+        dm_ctx_ride_end(ctx, &ride);
         dm_chime_unlock(ctx, lk, -1);
         return rc;
     }
@@ -211,7 +204,7 @@ static int delete_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen)
     dm_fault_point(ctx, DM_FAULT_LOCKED);
     ctx->start_us = dm_now_us();
     rc = dm_race_delete(ctx, key, klen, gate_decide, g);
-    flush_ride(ctx);
+    dm_ctx_ride_end(ctx, &ride);
     g->lk = NULL;
     int present = rc == 1 ? 0 : rc == 0 ? g->seen_present : -1;
     int in_doubt = rc == 1 && dm_chime_lock_in_doubt(lk);

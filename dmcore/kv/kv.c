@@ -245,11 +245,9 @@ static int scan_chime(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *
     dm_batch_t ride;
     dm_batch_init(&ride);
     dm_batch_read(&ride, dm_gaddr_make(0, DM_SB_OFF(volatile_seen)), vol, 8);
-    ctx->ride = &ride;
-    ctx->ride_until_us = 0;
+    dm_ctx_ride_start(ctx, &ride);
     int rc = dm_chime_scan(ctx, cursor, count, prefix, plen, ck, n, cap, next);
-    ctx->ride = &ride;
-    int r2 = dm_ctx_flush_ride(ctx);
+    int r2 = dm_ctx_ride_end(ctx, &ride);
     if (!rc) rc = r2;
     return rc;
 }

@@ -45,11 +45,16 @@ static int ride_expired(const dm_ctx_t *ctx)
     return 1;
 }
 
-int dm_ctx_flush_ride(dm_ctx_t *ctx)
+void dm_ctx_ride_start(dm_ctx_t *ctx, dm_batch_t *ride)
 {
-    dm_batch_t *r = ctx->ride;
+    ctx->ride = ride;
+    ctx->ride_until_us = 0;
+}
+
+int dm_ctx_ride_end(dm_ctx_t *ctx, dm_batch_t *r)
+{
     ctx->ride = NULL;
-    if (!r || !r->n) return 0;
+    if (!r->n) return 0;
     if (ride_expired(ctx)) {
         r->n = 0;
         return DM_ERETRY;

@@ -71,10 +71,6 @@ typedef struct tcp_conn {
     uint8_t rbuf[RBUF_SIZE];
 } tcp_conn_t;
 
-typedef struct write_req {
-    uint8_t data[1]; /* header, descriptors, small WRITE payloads */
-} write_req_t;
-
 /* One coalesced message in flight: the blocks it carries are freed when it is written. */
 typedef struct flush_req {
     uv_write_t req;
@@ -380,9 +376,9 @@ static int check_batch(const dm_verb_t *verbs, size_t n, uint64_t *inline_bytes,
     return rd > DM_TCP_MAX_BATCH_BYTES || wr > DM_TCP_MAX_BATCH_BYTES ? DM_ETOOBIG : 0;
 }
 
-/* Serialize verbs into w->data and bufs (small payloads copied, big ones by reference, in
- * verb order). Returns the number of bufs. */
-static unsigned serialize(write_req_t *w, const dm_verb_t *verbs, size_t n, uint32_t seq,
+/* Serialize verbs into block (header, descriptors, small WRITE payloads) and bufs (small payloads
+ * copied, big ones by reference, in verb order). Returns the number of bufs. */
+static unsigned serialize(uint8_t *block, const dm_verb_t *verbs, size_t n, uint32_t seq,
                           uint64_t body_len, uv_buf_t *bufs)
 {
     dm_tcp_hdr_t h = {.magic = DM_TCP_MAGIC,
@@ -390,7 +386,7 @@ static unsigned serialize(write_req_t *w, const dm_verb_t *verbs, size_t n, uint
                       .seq = seq,
                       .count = (uint32_t)n,
                       .body_len = body_len};
-    uint8_t *out = w->data, *seg = w->data;
+    uint8_t *out = block, *seg = block;
     memcpy(out, &h, sizeof(h));
     out += sizeof(h);
     for (size_t i = 0; i < n; i++) {
@@ -439,7 +435,7 @@ static int tcp_post(dm_conn_t *base, dm_verb_t *verbs, size_t n, dm_post_cb cb, 
         if (verbs[i].op == DM_OP_WRITE) body_len += verbs[i].len;
     size_t block = sizeof(dm_tcp_hdr_t) + n * sizeof(dm_tcp_verb_t) + (size_t)inline_bytes;
     pending_t *p = malloc(sizeof(*p));
-    write_req_t *w = malloc(block);
+    uint8_t *w = malloc(block);
     if (!p || !w || outbox_reserve(c, (unsigned)(2 * big + 1))) {
         free(p);
         free(w);

@@ -1,11 +1,12 @@
 /* Test-only fault points (dmkv/fault.h). */
 #include "dmkv/fault.h"
 
-#include <stdatomic.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dmkv/lease.h"
 #include "dmkv/log.h"
 
 static const char *const site_names[DM_FAULT_NSITES] = {"locked", "inserted"};
@@ -15,8 +16,7 @@ typedef struct {
 } stall_t;
 
 static stall_t stalls[DM_FAULT_NSITES];
-static atomic_int parsed; /* 0 not yet, 1 parsing, 2 done */
-static atomic_uint_fast64_t rng = 0x9E3779B97F4A7C15ull;
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
 static void parse_spec(const char *spec)
 {
@@ -41,34 +41,20 @@ static void parse_spec(const char *spec)
 
 static void parse_env(void)
 {
-    int expect = 0;
-    if (!atomic_compare_exchange_strong(&parsed, &expect, 1)) {
-        while (atomic_load(&parsed) != 2) {
-        }
-        return;
-    }
     parse_spec(getenv("DMKV_FAULT_STALL"));
-    atomic_store(&parsed, 2);
 }
 
 void dm_fault_configure(const char *spec)
 {
-    atomic_store(&parsed, 1);
+    pthread_once(&env_once, parse_env); /* a later first point must not undo this */
     parse_spec(spec);
-    atomic_store(&parsed, 2);
 }
 
 int dm_fault_point(dm_ctx_t *ctx, dm_fault_site_t site)
 {
-    if (atomic_load_explicit(&parsed, memory_order_acquire) != 2) parse_env();
+    pthread_once(&env_once, parse_env);
     const stall_t *s = &stalls[site];
-    if (!s->ms) return 0;
-    /* splitmix64 step on a shared counter: cheap, thread-safe, good enough for a coin. */
-    uint64_t z = atomic_fetch_add(&rng, 0x9E3779B97F4A7C15ull) + 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    z ^= z >> 31;
-    if (z % s->one_in) return 0;
+    if (!s->ms || dm_lease_token() % s->one_in) return 0; /* the per-thread generator */
     dm_log(DM_LOG_NOTICE, "fault: stalling %u ms at '%s'", s->ms, site_names[site]);
     dm_ctx_sleep(ctx, s->ms * 1000u);
     return 1;

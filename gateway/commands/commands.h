@@ -26,6 +26,9 @@ typedef struct gw_command {
 /* Find a command by name (case-insensitive, binary-safe length). NULL when unknown. */
 const gw_command_t *gw_command_lookup(const char *name, size_t len);
 
+/* cmd's table entry (NULL when unknown), looked up once and kept in cmd->def. */
+const gw_command_t *gw_command_of(gw_cmd_t *cmd);
+
 /* The whole table, *n entries (COMMAND, COMMAND COUNT). */
 const gw_command_t *gw_command_table(size_t *n);
 

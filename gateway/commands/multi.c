@@ -140,7 +140,7 @@ void cmd_exec(gw_conn_t *c, gw_cmd_t *cmd)
     while (q) {
         gw_cmd_t *next = q->next;
         if (!c->closing) {
-            const gw_command_t *gc = gw_command_lookup(q->argv[0], q->argvlen[0]);
+            const gw_command_t *gc = gw_command_of(q);
             gw_command_run(c, gc, q);
         }
         gw_cmd_free(q);

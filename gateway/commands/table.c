@@ -93,6 +93,12 @@ const gw_command_t *gw_command_table(size_t *n)
     return table;
 }
 
+const gw_command_t *gw_command_of(gw_cmd_t *cmd)
+{
+    if (!cmd->def && cmd->argc > 0) cmd->def = gw_command_lookup(cmd->argv[0], cmd->argvlen[0]);
+    return cmd->def;
+}
+
 const gw_command_t *gw_command_lookup(const char *name, size_t len)
 {
     char low[32];
@@ -191,7 +197,7 @@ bool gw_command_exec(gw_conn_t *c, gw_cmd_t *cmd)
         GW_STAT_ADD(total_error_replies, 1);
         return false;
     }
-    const gw_command_t *gc = gw_command_lookup(cmd->argv[0], cmd->argvlen[0]);
+    const gw_command_t *gc = gw_command_of(cmd);
     if (!gc) {
         reply_unknown(c, cmd);
         rejected(c);

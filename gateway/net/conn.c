@@ -6,7 +6,8 @@
  *
  * Pipelines (issue 11): consecutive read-only fast commands (GET, MGET, EXISTS, STRLEN...)
  * of one connection run concurrently, up to GW_READS_MAX, each on its own coroutine with
- * its own reply buffer (gw_conn_out); replies are moved to the output in pipeline order as
+ * its own reply buffer (gw_conn_out; slots are reused, and a read with nothing queued
+ * after it runs inline as before); replies are moved to the output in pipeline order as
  * the oldest ones finish, so a long pipeline streams. Every other command is a barrier: it
  * starts after all earlier commands finished and nothing later starts before it finishes.
  * Hence, as in Redis, a read sees every earlier write of its connection, a write is never
@@ -38,6 +39,12 @@ typedef struct wreq {
 static void conn_unref(gw_conn_t *c)
 {
     if (--c->refs > 0) return;
+    while (c->rfree) {
+        gw_read_slot_t *s = c->rfree;
+        c->rfree = s->next;
+        gw_buf_free(&s->out);
+        free(s);
+    }
     gw_conn_reset_multi(c);
     resp_parser_free(&c->parser);
     gw_buf_free(&c->out);
@@ -205,10 +212,10 @@ static bool unordered_writes(void)
 }
 
 /* May cmd run concurrently with the reads before it (see the header comment)? */
-static bool concurrent_read(const gw_conn_t *c, const gw_cmd_t *cmd)
+static bool concurrent_read(const gw_conn_t *c, gw_cmd_t *cmd)
 {
     if (cmd->proto_err || c->in_multi || !c->authed || c->close_after_reply) return false;
-    const gw_command_t *gc = gw_command_lookup(cmd->argv[0], cmd->argvlen[0]);
+    const gw_command_t *gc = gw_command_of(cmd);
     if (gc && unordered_writes() && gc->first > 0) return true;
     return gc && strstr(gc->flags, "readonly") && strstr(gc->flags, "fast");
 }
@@ -223,8 +230,10 @@ static void emit_reads(gw_conn_t *c)
         c->rhead = s->next;
         if (!c->rhead) c->rtail = NULL;
         if (!c->closing) gw_buf_append(&c->out, s->out.data, s->out.len);
-        gw_buf_free(&s->out);
-        free(s);
+        s->out.len = 0;
+        if (s->out.cap > GW_FLUSH_AT) gw_buf_free(&s->out); /* keep small buffers only */
+        s->next = c->rfree; /* reused by the next read: no allocation per command */
+        c->rfree = s;
         any = true;
     }
     /* The command loop flushes when it runs; while it waits for reads, stream here. */
@@ -267,30 +276,40 @@ static void wait_reads(gw_conn_t *c, int below)
 /* Start cmd as a concurrent read (slot in pipeline order). False when it cannot start. */
 static bool start_read(gw_conn_t *c, gw_cmd_t *cmd)
 {
-    gw_read_slot_t *s = calloc(1, sizeof(*s));
-    if (!s) return false;
-    s->c = c;
+    gw_read_slot_t *s = c->rfree;
+    if (s) {
+        c->rfree = s->next;
+    } else {
+        s = calloc(1, sizeof(*s));
+        if (!s) return false;
+        gw_buf_init(&s->out);
+        s->c = c;
+    }
     s->cmd = cmd;
-    gw_buf_init(&s->out);
-    if (c->rtail)
-        c->rtail->next = s;
+    s->done = false;
+    s->next = NULL;
+    gw_read_slot_t *prev = c->rtail;
+    if (prev)
+        prev->next = s;
     else
         c->rhead = s;
     c->rtail = s;
     c->rinflight++;
     c->refs++;
     errno = 0;
-    /* Runs until its first round trip; NULL also when it already finished (s may be gone). */
+    /* Runs until its first round trip; NULL also when it already finished (s then waits
+     * in rfree). */
     if (!dm_coro_spawn(read_coro, s) && errno == ENOMEM) {
-        /* No coroutine: it never ran. Unlink it; the caller runs cmd as a barrier. */
-        gw_read_slot_t **pp = &c->rhead, *prev = NULL;
-        while (*pp != s)
-            prev = *pp, pp = &(*pp)->next;
-        *pp = NULL;
+        /* No coroutine: it never ran. Unlink it (the tail); cmd then runs as a barrier. */
+        if (prev)
+            prev->next = NULL;
+        else
+            c->rhead = NULL;
         c->rtail = prev;
         c->rinflight--;
         c->refs--;
-        free(s);
+        s->next = c->rfree;
+        c->rfree = s;
         return false;
     }
     return true;
@@ -311,7 +330,9 @@ static void conn_coro(void *arg)
         c->qhead = cmd->next;
         if (!c->qhead) c->qtail = NULL;
         c->qbytes -= cmd->bytes;
-        if (concurrent_read(c, cmd)) {
+        /* Alone (nothing queued after it, nothing running) a read gains nothing from its
+         * own coroutine: it runs inline, as every command did before. */
+        if ((c->qhead || c->rinflight) && concurrent_read(c, cmd)) {
             wait_reads(c, GW_READS_MAX);
             if (!c->closing && start_read(c, cmd)) {
                 if (!c->closing && !c->reading) update_reading(c);

@@ -42,6 +42,7 @@ struct gw_conn {
     /* Reads running concurrently (gw_conn_out, conn.c): oldest first; their replies are
      * moved to out in this order as the oldest ones finish. */
     struct gw_read_slot *rhead, *rtail;
+    struct gw_read_slot *rfree; /* finished slots, reused */
     int rinflight;
     dm_wake_t *drain_waiter; /* the command loop, waiting for the reads to finish */
 

@@ -19,6 +19,7 @@ typedef struct gw_cmd {
     size_t *argvlen; /* length in bytes of each argument */
     size_t bytes;    /* sum of argvlen (input backpressure accounting) */
     char *proto_err; /* non-NULL: no command, reply "-<proto_err>" and close the connection */
+    const void *def; /* the gateway's command-table entry, once looked up (NULL before) */
 } gw_cmd_t;
 
 /* Free a command and its arguments (NULL is fine). */

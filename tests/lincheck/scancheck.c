@@ -44,16 +44,22 @@ void sc_log_free(sc_log_t *l)
     free(l);
 }
 
+/* Room for element n of *arr (elements of sz bytes, capacity *cap, doubling). */
+static void grow(void *arr, size_t n, size_t *cap, size_t sz)
+{
+    if (n < *cap) return;
+    size_t nc = *cap ? *cap * 2 : 256;
+    void *p = realloc(*(void **)arr, nc * sz);
+    if (!p) abort();
+    *(void **)arr = p;
+    *cap = nc;
+}
+
 void sc_log_op(sc_log_t *l, unsigned key, unsigned what, uint64_t t0, uint64_t t1)
 {
     if (key >= l->nkeys || !what) return;
     pthread_mutex_lock(&l->mu);
-    if (l->nops == l->capops) {
-        size_t cap = l->capops ? l->capops * 2 : 1024;
-        sc_op_t *n = realloc(l->ops, cap * sizeof(*n));
-        if (!n) abort();
-        l->ops = n, l->capops = cap;
-    }
+    grow(&l->ops, l->nops, &l->capops, sizeof(*l->ops));
     l->ops[l->nops++] = (sc_op_t){t0, t1, key, what};
     pthread_mutex_unlock(&l->mu);
 }
@@ -64,12 +70,7 @@ void sc_log_scan(sc_log_t *l, uint64_t t0, uint64_t t1, const unsigned char *ret
     if (!r) abort();
     memcpy(r, returned, l->nkeys);
     pthread_mutex_lock(&l->mu);
-    if (l->nscans == l->capscans) {
-        size_t cap = l->capscans ? l->capscans * 2 : 256;
-        sc_scan_t *n = realloc(l->scans, cap * sizeof(*n));
-        if (!n) abort();
-        l->scans = n, l->capscans = cap;
-    }
+    grow(&l->scans, l->nscans, &l->capscans, sizeof(*l->scans));
     l->scans[l->nscans++] = (sc_scan_t){t0, t1, r};
     pthread_mutex_unlock(&l->mu);
 }

@@ -5,7 +5,8 @@
  * Configured once per process from DMKV_FAULT_STALL, a comma-separated list of
  * "site:ms:one_in" (for example "locked:3500:40,inserted:30:4"): at each pass through site,
  * with probability 1/one_in, the calling coroutine sleeps ms milliseconds (the rest of its
- * worker keeps running). Unset in production: one predictable branch per pass. */
+ * worker keeps running). Unset in production: a pthread_once and one predictable branch
+ * per pass. */
 #ifndef DMKV_FAULT_H
 #define DMKV_FAULT_H
 

@@ -39,9 +39,9 @@ typedef struct dm_batch dm_batch_t;
 typedef struct dm_ctx {
     dm_worker_t *w;
     dm_cls_t cls;
-    uint64_t start_us; /* monotonic start time, microseconds */
-    dm_batch_t *ride;  /* verbs posted with this operation's next batch (writes only): lets
-                          one index's write share a round trip with the other's (hybrid.c) */
+    uint64_t start_us;      /* monotonic start time, microseconds */
+    dm_batch_t *ride;       /* verbs posted with this operation's next batch (writes only): lets
+                               one index's write share a round trip with the other's (hybrid.c) */
     uint64_t ride_until_us; /* 0, or the monotonic time (us) after which the ride is dropped
                                unposted: the leaf lease its writes rely on has ended */
 } dm_ctx_t;
@@ -75,10 +75,14 @@ void dm_worker_wake(dm_worker_t *w, dm_wake_t *wk);
 /* Start an operation context charged to class cls. */
 void dm_ctx_init(dm_ctx_t *ctx, dm_worker_t *w, dm_cls_t cls);
 
-/* Post ctx's ride-along verbs now, on their own, and clear ctx->ride. Returns 0, DM_E* of
- * the batch, or DM_ERETRY when ride_until_us had passed: nothing was posted (the holder of
- * the lease must not write any more; the caller's lease check then fails too). */
-int dm_ctx_flush_ride(dm_ctx_t *ctx);
+/* Let ride's verbs go out with ctx's next batch (one round trip saved); no deadline until
+ * the verbs' owner sets ctx->ride_until_us. */
+void dm_ctx_ride_start(dm_ctx_t *ctx, dm_batch_t *ride);
+/* End the ride: verbs of ride not posted yet (the operation posted nothing after the
+ * start) go out now on their own. Returns 0, DM_E* of that batch, or DM_ERETRY when
+ * ride_until_us had passed: nothing was posted (the holder of the lease must not write any
+ * more; the caller's lease check then fails too). */
+int dm_ctx_ride_end(dm_ctx_t *ctx, dm_batch_t *ride);
 
 /* Suspend the operation for about us microseconds (libuv timer, millisecond granularity):
  * the coroutine yields, or the loop runs when called outside one. */
