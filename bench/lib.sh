@@ -24,7 +24,8 @@ field() { tr -d '\r' | awk -F: -v k="$1" '$1 == k { print $2 }'; }
 
 # start_servers BUILD THREADS SIZE MEMNODE_PORT...: Debian's redis-server on $REDIS_PORT and
 # dmkv (one dmkv-memnode of SIZE per MEMNODE_PORT over tcp, one dmkv-gateway with THREADS
-# workers on $DMKV_PORT), both answering PING on return; logs in $TMP.
+# workers on $DMKV_PORT), both answering PING on return; logs in $TMP. Sets REDIS_PID and
+# DMKV_PIDS (memory nodes and gateway) for cpu_ticks.
 start_servers() {
     local build=$1 threads=$2 size=$3
     shift 3
@@ -32,15 +33,28 @@ start_servers() {
     redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
         --dir "$TMP" >"$TMP/redis.log" 2>&1 &
     pids+=($!)
+    REDIS_PID=$!
+    DMKV_PIDS=()
     for p in "$@"; do
         "$build/memnode/dmkv-memnode" --port "$p" --size "$size" 2>>"$TMP/memnode.log" &
         pids+=($!)
+        DMKV_PIDS+=($!)
         uris+=(--memnode "tcp://127.0.0.1:$p")
     done
     sleep 0.3
     "$build/gateway/dmkv-gateway" --port "$DMKV_PORT" --threads "$threads" "${uris[@]}" \
         2>"$TMP/gateway.log" &
     pids+=($!)
+    DMKV_PIDS+=($!)
     wait_port "$REDIS_PORT"
     wait_port "$DMKV_PORT"
+}
+
+# cpu_ticks PID...: user + system CPU the processes used so far, in clock ticks.
+cpu_ticks() {
+    local t=0 p
+    for p in "$@"; do
+        t=$((t + $(sed 's/.*) //' "/proc/$p/stat" | awk '{ print $12 + $13 }')))
+    done
+    echo "$t"
 }

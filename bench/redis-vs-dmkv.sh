@@ -1,77 +1,203 @@
 #!/bin/bash
-# Side-by-side: redis-benchmark GET and SET (-c 50, -P 1 and -P 16) against Debian's
-# redis-server and against dmkv (one dmkv-memnode over tcp + one dmkv-gateway), in the
-# same invocation, plus dmkv's machine-independent counters (round trips, verbs and bytes
-# per command) read from INFO. A second table runs hot keys (-r HOT_KEYS, default 1000,
-# all present) against redis-server, dmkv, and a second gateway on the same memory node
-# with the address cache off (DMKV_ADDR_CACHE=off: the previous design, 2 RTT GETs and
-# 3 RTT SETs). Usage: bench/redis-vs-dmkv.sh [BUILD_DIR] [REQUESTS]
+# make bench: dmkv against Debian's redis-server on the same machine, in one invocation.
+# One dmkv-memnode over tcp and one dmkv-gateway (THREADS workers, default 1) beside one
+# redis-server. Rows, in this order:
+#   load        LOAD_KEYS distinct keys (16 B keys, 32 B values), 4 loader connections
+#               x 64 pipelined (dmkv-bench-load), with bytes per key of each server
+#   get/set     redis-benchmark -c 50 -r 100000 -d 32 at -P 1 and -P 16 (keys present,
+#               so SET is an update), and one connection at -P 1000
+#   ycsb-X-D    YCSB-style core workloads A, B, C, D, F, uniform and zipf 0.99 key choice
+#               over the loaded keys (dmkv-bench-ycsb, 16 connections x 16 pipelined)
+# then hot keys with and without the address cache, and one 10,000-command pipeline's first
+# and last reply. Each row gives requests/s of both, the ratio dmkv / redis, CPU µs per
+# operation of each server's processes (redis-server; dmkv-gateway + dmkv-memnode, from
+# /proc), p50/p99 latency, and dmkv's machine-independent counters per operation (round
+# trips, verbs, bytes; verbs per message to the memory node) from INFO dmkv.
+# The table is also written as Markdown to $OUT/bench.md and the ratios drawn by gnuplot
+# to $OUT/ratios.png (OUT defaults to bench/results).
+# Usage: bench/redis-vs-dmkv.sh [BUILD_DIR] [REQUESTS]
+# SERVER_BUILD=DIR runs the dmkv servers of another build (say, the previous design)
+# with this build's drivers; QUICK=1 shrinks every row (a smoke run).
 set -euo pipefail
 BUILD=${1:-build}
 N=${2:-100000}
+SERVER_BUILD=${SERVER_BUILD:-$BUILD}
 REDIS_PORT=${REDIS_PORT:-16379}
 DMKV_PORT=${DMKV_PORT:-16380}
 MEMNODE_PORT=${MEMNODE_PORT:-17000}
 THREADS=${THREADS:-1}
 HOT_KEYS=${HOT_KEYS:-1000}
 NOCACHE_PORT=${NOCACHE_PORT:-16381}
+LOAD_KEYS=${LOAD_KEYS:-1000000}
+YCSB_OPS=${YCSB_OPS:-200000}
+OUT=${OUT:-$(dirname "$0")/results}
+if [ "${QUICK:-0}" = 1 ]; then
+    N=5000 LOAD_KEYS=20000 YCSB_OPS=5000
+fi
 . "$(dirname "$0")/lib.sh"
+HZ=$(getconf CLK_TCK)
+mkdir -p "$OUT"
+MD="$OUT/bench.md"
+DAT="$TMP/ratios.dat"
+: >"$DAT"
 
-start_servers "$BUILD" "$THREADS" 2g "$MEMNODE_PORT"
-DMKV_ADDR_CACHE=off "$BUILD/gateway/dmkv-gateway" --port "$NOCACHE_PORT" --threads "$THREADS" \
-    --memnode "tcp://127.0.0.1:$MEMNODE_PORT" 2>"$TMP/gateway-nocache.log" &
+start_servers "$SERVER_BUILD" "$THREADS" 2g "$MEMNODE_PORT"
+DMKV_ADDR_CACHE=off "$SERVER_BUILD/gateway/dmkv-gateway" --port "$NOCACHE_PORT" \
+    --threads "$THREADS" --memnode "tcp://127.0.0.1:$MEMNODE_PORT" \
+    2>"$TMP/gateway-nocache.log" &
 pids+=($!)
 wait_port "$NOCACHE_PORT"
 
-# rps PORT TEST PIPELINE [KEYSPACE] -> requests per second
-rps() {
-    redis-benchmark -p "$1" -t "$2" -n "$N" -c 50 -P "$3" -r "${4:-100000}" -d 32 --csv -q \
-        2>/dev/null | awk -F'"' 'NR > 1 && $2 != "" { print $4; exit }'
+# dmkv_counters: "ops rtts verbs bytes messages memnode_verbs", summed over INFO dmkv's
+# command classes and memory nodes.
+dmkv_counters() {
+    redis-cli -p "$DMKV_PORT" INFO dmkv | tr -d '\r' | awk -F: '
+        $1 ~ /_ops$/ { o += $2 } $1 ~ /_rtts$/ { r += $2 } $1 ~ /_verbs$/ && $1 !~ /^memnode/ { v += $2 }
+        $1 ~ /_bytes_(read|written)$/ { b += $2 }
+        $1 ~ /^memnode[0-9]+_messages$/ { m += $2 } $1 ~ /^memnode[0-9]+_verbs$/ { mv += $2 }
+        END { printf "%d %d %d %d %d %d\n", o, r, v, b, m, mv }'
 }
 
-printf '\nredis-benchmark -n %s -c 50 -r 100000 -d 32, gateway threads %s, %s\n' \
-    "$N" "$THREADS" "$(date -u +%Y-%m-%dT%H:%MZ)"
-printf '%-6s %-4s %14s %14s %7s %9s %9s %11s\n' test -P "redis rps" "dmkv rps" ratio \
-    "RTT/op" "verbs/op" "bytes/op"
+# A row is measured in two halves: run_redis CMD... then run_dmkv CMD...; each runs CMD
+# (which prints "rps p50_us p99_us" on its last line) with the CPU of that server's
+# processes and, for dmkv, its counters sampled around it. emit NAME OPS prints the row.
+run_redis() {
+    local c0 c1
+    c0=$(cpu_ticks "$REDIS_PID")
+    read -r R_RPS R_P50 R_P99 < <("$@" | tail -1)
+    c1=$(cpu_ticks "$REDIS_PID")
+    R_CPU=$((c1 - c0))
+}
+run_dmkv() {
+    local c0 c1 k0 k1
+    redis-cli -p "$DMKV_PORT" CONFIG RESETSTAT >/dev/null
+    k0=$(dmkv_counters)
+    c0=$(cpu_ticks "${DMKV_PIDS[@]}")
+    read -r D_RPS D_P50 D_P99 < <("$@" | tail -1)
+    c1=$(cpu_ticks "${DMKV_PIDS[@]}")
+    k1=$(dmkv_counters)
+    D_CPU=$((c1 - c0))
+    read -r D_RTT D_VERBS D_BYTES D_VPM < <(echo "$k0 $k1" | awk '{
+        o = $7; if (o == 0) o = 1; m = $11 - $5; if (m == 0) m = 1
+        printf "%.2f %.2f %.0f %.2f\n", $8 / o, $9 / o, $10 / o, ($12 - $6) / m }')
+}
+emit() {
+    local name=$1 ops=$2
+    awk -v n="$name" -v r="$R_RPS" -v d="$D_RPS" -v rc="$R_CPU" -v dc="$D_CPU" -v ops="$ops" \
+        -v hz="$HZ" -v rp50="$R_P50" -v rp99="$R_P99" -v dp50="$D_P50" -v dp99="$D_P99" \
+        -v rtt="$D_RTT" -v vb="$D_VERBS" -v by="$D_BYTES" -v vpm="$D_VPM" -v md="$MD" \
+        -v dat="$DAT" 'BEGIN {
+        ratio = r > 0 ? d / r : 0
+        rcpu = rc * 1e6 / hz / ops; dcpu = dc * 1e6 / hz / ops
+        line = sprintf("| %-14s | %10.0f | %10.0f | %5.2f | %6.1f | %6.1f | %6.0f / %-6.0f | %6.0f / %-6.0f | %5s | %5s | %6s | %5s |",
+                       n, r, d, ratio, rcpu, dcpu, rp50, rp99, dp50, dp99, rtt, vb, by, vpm)
+        print line; print line >> md
+        printf "\"%s\" %.3f\n", n, ratio >> dat }'
+}
+
+# redis-benchmark's CSV -> "rps p50_us p99_us".
+rb() {
+    local port=$1 test=$2 p=$3 c=$4
+    redis-benchmark -p "$port" -t "$test" -n "$N" -c "$c" -P "$p" -r 100000 -d 32 --csv -q \
+        2>/dev/null | awk -F'"' 'NR > 1 && $2 != "" { print $4, $10 * 1000, $14 * 1000; exit }'
+}
+# dmkv-bench-load -> "rps 0 0" (it times the whole load, not single commands).
+load() { "$BUILD/bench/dmkv-bench-load" "$1" "$LOAD_KEYS" 4 64 | awk '{ print $6, 0, 0 }'; }
+# dmkv-bench-ycsb -> "rps p50_us p99_us".
+ycsb() {
+    "$BUILD/bench/dmkv-bench-ycsb" "$1" "$2" "$3" "$LOAD_KEYS" "$YCSB_OPS" 16 16 |
+        awk '{ print $6, $8, $10 }'
+}
+
+{
+    printf '# dmkv vs redis-server, %s\n\n' "$(date -u +%Y-%m-%dT%H:%MZ)"
+    printf 'dmkv: one memnode over tcp, gateway threads %s; %s cores; requests %s, load %s keys, ycsb %s ops\n\n' \
+        "$THREADS" "$(nproc)" "$N" "$LOAD_KEYS" "$YCSB_OPS"
+} >"$MD"
+hdr='| row            | redis rps  | dmkv rps   | ratio | redis µs/op | dmkv µs/op | redis p50/p99 µs | dmkv p50/p99 µs | RTT/op | verbs/op | bytes/op | verbs/msg |'
+printf '\n%s\n' "$hdr"
+printf '%s\n| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n' "$hdr" >>"$MD"
+
+# The load, on fresh servers: rate and memory per key.
+base=$(redis-cli -p "$REDIS_PORT" INFO memory | field used_memory)
+run_redis load "$REDIS_PORT"
+used=$(redis-cli -p "$REDIS_PORT" INFO memory | field used_memory)
+run_dmkv load "$DMKV_PORT"
+pool=$("$BUILD/bench/dmkv-pool-info" "tcp://127.0.0.1:$MEMNODE_PORT")
+emit "load ${LOAD_KEYS}" "$LOAD_KEYS"
+
 for P in 1 16; do
-    for T in set get; do
-        redis-cli -p "$DMKV_PORT" CONFIG RESETSTAT >/dev/null 2>&1 || true
-        r=$(rps "$REDIS_PORT" "$T" "$P")
-        d=$(rps "$DMKV_PORT" "$T" "$P")
-        rtt=$(redis-cli -p "$DMKV_PORT" INFO dmkv | field "${T}_rtts_per_op")
-        verbs=$(redis-cli -p "$DMKV_PORT" INFO dmkv | field "${T}_verbs_per_op")
-        bytes=$(redis-cli -p "$DMKV_PORT" INFO dmkv | field "${T}_bytes_per_op")
-        ratio=$(awk -v a="$d" -v b="$r" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }')
-        printf '%-6s %-4s %14s %14s %7s %9s %9s %11s\n' "$T" "$P" "$r" "$d" "$ratio" \
-            "${rtt:--}" "${verbs:--}" "${bytes:--}"
+    for T in get set; do
+        run_redis rb "$REDIS_PORT" "$T" "$P" 50
+        run_dmkv rb "$DMKV_PORT" "$T" "$P" 50
+        emit "$T -P $P" "$N"
     done
 done
-printf '\nratio = dmkv / redis. RTT, verbs and bytes per op are dmkv counters (INFO dmkv)\n'
-printf 'and do not depend on the machine; requests/s do (shared, noisy hosts).\n'
+for T in get set; do
+    run_redis rb "$REDIS_PORT" "$T" 1000 1
+    run_dmkv rb "$DMKV_PORT" "$T" 1000 1
+    emit "$T -c1 -P1000" "$N"
+done
+for W in a b c f d; do
+    for D in uniform zipf; do
+        run_redis ycsb "$REDIS_PORT" "$W" "$D"
+        run_dmkv ycsb "$DMKV_PORT" "$W" "$D"
+        emit "ycsb-$W $D" "$YCSB_OPS"
+    done
+done
+
+bpk_redis=$(echo "($used - $base) / $LOAD_KEYS" | bc -l)
+bpk_dmkv=$(echo "$(echo "$pool" | awk '$1 == "pool_allocated_bytes" { print $2 }') / $LOAD_KEYS" | bc -l)
+{
+    printf '\nratio = dmkv / redis rps. µs/op: CPU of the server processes per operation (from\n'
+    printf '/proc; dmkv = gateway + memory node). Latency of the load row is not timed per\n'
+    printf 'command. RTT, verbs, bytes per op and verbs per message are dmkv counters (INFO dmkv)\n'
+    printf 'and do not depend on the machine; rates and CPU do (shared, noisy hosts).\n'
+    printf '\nbytes per key after the load: redis-server %.1f (used_memory growth), dmkv %.1f\n' \
+        "$bpk_redis" "$bpk_dmkv"
+    printf '(pool bytes taken from the memory node: KV blocks, subtables, CHIME, partly used chunks)\n'
+} | tee -a "$MD"
+
+if command -v gnuplot >/dev/null; then
+    gnuplot <<EOF
+set terminal png size 1100,520
+set output "$OUT/ratios.png"
+set title "dmkv / redis-server requests per second (same machine, same run)"
+set style data histogram
+set style histogram clustered gap 1
+set style fill solid 0.8
+set boxwidth 0.8
+set yrange [0:*]
+set ylabel "ratio"
+set xtics rotate by -40
+set grid ytics
+set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2
+unset key
+plot "$DAT" using 2:xtic(1) lc rgb "#3b6ea5"
+EOF
+    printf '\n![ratios](ratios.png)\n' >>"$MD"
+    echo "chart: $OUT/ratios.png; table: $MD"
+fi
 
 # Hot keys: every key present (loaded first), so GET and SET find them.
 for p in "$REDIS_PORT" "$DMKV_PORT"; do
     redis-benchmark -p "$p" -t set -n $((HOT_KEYS * 20)) -c 50 -r "$HOT_KEYS" -d 32 -q \
         >/dev/null 2>&1
 done
-printf '
-hot keys: -r %s (all present), -P 1; dmkv with the address cache and without
-' \
+printf '\nhot keys: -r %s (all present), -P 1; dmkv with the address cache and without\n' \
     "$HOT_KEYS"
-printf '%-6s %14s %14s %14s %9s %9s
-' test "redis rps" "dmkv rps" "no-cache rps" "RTT/op" \
+printf '%-6s %14s %14s %14s %9s %9s\n' test "redis rps" "dmkv rps" "no-cache rps" "RTT/op" \
     "no-cache"
 for T in set get; do
     for p in "$DMKV_PORT" "$NOCACHE_PORT"; do
         redis-cli -p "$p" CONFIG RESETSTAT >/dev/null 2>&1 || true
     done
-    r=$(rps "$REDIS_PORT" "$T" 1 "$HOT_KEYS")
-    d=$(rps "$DMKV_PORT" "$T" 1 "$HOT_KEYS")
-    n=$(rps "$NOCACHE_PORT" "$T" 1 "$HOT_KEYS")
+    r=$(rb "$REDIS_PORT" "$T" 1 50 | awk '{ print $1 }')
+    d=$(rb "$DMKV_PORT" "$T" 1 50 | awk '{ print $1 }')
+    n=$(rb "$NOCACHE_PORT" "$T" 1 50 | awk '{ print $1 }')
     rtt=$(redis-cli -p "$DMKV_PORT" INFO dmkv | field "${T}_rtts_per_op")
     nrtt=$(redis-cli -p "$NOCACHE_PORT" INFO dmkv | field "${T}_rtts_per_op")
-    printf '%-6s %14s %14s %14s %9s %9s
-' "$T" "$r" "$d" "$n" "${rtt:--}" "${nrtt:--}"
+    printf '%-6s %14s %14s %14s %9s %9s\n' "$T" "$r" "$d" "$n" "${rtt:--}" "${nrtt:--}"
 done
 
 # One connection, one 10,000-command pipeline: time to the first and the last reply.

@@ -300,10 +300,10 @@ static void sec_dmkv(gw_buf_t *b)
         dm_conn_node_stats((unsigned)i, &msgs, &verbs);
         double up_s = (double)(dm_now_us() - gw_server.start_us) / 1e6;
         gw_buf_printf(b,
-                      "memnode%d:%s\r\nmemnode%d_messages:%llu\r\n"
+                      "memnode%d:%s\r\nmemnode%d_messages:%llu\r\nmemnode%d_verbs:%llu\r\n"
                       "memnode%d_messages_per_sec:%.0f\r\nmemnode%d_verbs_per_message:%.2f\r\n",
                       i, gw_server.cfg->memnodes[i], i, (unsigned long long)msgs, i,
-                      up_s > 0 ? (double)msgs / up_s : 0.0, i,
+                      (unsigned long long)verbs, i, up_s > 0 ? (double)msgs / up_s : 0.0, i,
                       msgs ? (double)verbs / (double)msgs : 0.0);
     }
     uint64_t splits, splitting, doublings, ac_hits, ac_dropped, stranded, adopted;
