@@ -36,7 +36,9 @@ struct dm_coro {
     fcontext_t caller; /* where to jump to on yield/finish */
     dm_coro_fn fn;
     void *arg;
-    void *local; /* dm_coro_set_local */
+    void *local;     /* dm_coro_set_local */
+    dm_turn_fn turn; /* dm_coro_set_turn: called once by dm_coro_wait_turn */
+    void *turn_arg;
     void *stack; /* base of the mmap'd stack */
     int done;
     struct dm_coro *next_free;
@@ -193,6 +195,7 @@ dm_coro_t *dm_coro_spawn(dm_coro_fn fn, void *arg)
     co->fn = fn;
     co->arg = arg;
     co->local = NULL;
+    co->turn = NULL;
     co->done = 0;
 #ifdef DM_TSAN
     /* A finished coroutine never returned from its frames: a fresh fiber for each use. */
@@ -238,6 +241,26 @@ void dm_coro_set_local(void *p)
 void *dm_coro_get_local(void)
 {
     return current ? current->local : NULL;
+}
+
+void dm_coro_set_turn(dm_turn_fn fn, void *arg)
+{
+    if (!current) return;
+    current->turn = fn;
+    current->turn_arg = arg;
+}
+
+int dm_coro_turn_pending(void)
+{
+    return current && current->turn;
+}
+
+void dm_coro_wait_turn(void)
+{
+    if (!current || !current->turn) return;
+    dm_turn_fn fn = current->turn;
+    current->turn = NULL; /* once: the turn is then held until the command ends */
+    fn(current->turn_arg);
 }
 
 size_t dm_coro_live(void)

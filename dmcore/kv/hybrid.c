@@ -2,6 +2,7 @@
 #include "hybrid.h"
 
 #include "dmkv/chime.h"
+#include "dmkv/coro.h"
 #include "dmkv/errors.h"
 #include "dmkv/fault.h"
 #include "dmkv/log.h"
@@ -71,7 +72,12 @@ static int gate_decide(void *p, const dm_kv_view_t *v)
     /* The slot CAS follows within a round trip or two: a lock held so long that a waiter
      * could soon take its lease over must not change the key's presence any more. */
     g->lock_expired = yes && g->lk && !dm_chime_lock_valid(g->lk);
-    return g->lock_expired ? 0 : yes;
+    if (g->lock_expired) return 0;
+    /* The slot CAS is this write's commit point: a write running ahead of earlier writes
+     * of its connection waits here for them (coro.h). Locked writes waited before their
+     * lock, so this returns at once for them. */
+    if (yes) dm_coro_wait_turn();
+    return yes;
 }
 
 #define MAX_LOCKED_TRIES 8
@@ -166,6 +172,9 @@ int dm_hybrid_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, u
     gate_init(&g, decide, arg, 0, key, klen);
     int rc = dm_race_set(ctx, key, klen, block, block_len, gate_decide, &g, keep_ttl, old);
     if (rc != 0 || !g.need_lock) return gate_done(&g, rc);
+    /* Never wait for a turn while holding a leaf lock (an earlier write of the connection
+     * may need that leaf): the turn comes first. */
+    dm_coro_wait_turn();
     for (int tries = 0; tries < MAX_LOCKED_TRIES; tries++) {
         if (old) free(old->block), old->block = NULL;
         rc = set_locked(ctx, &g, key, klen, block, block_len, keep_ttl, old);
@@ -218,6 +227,7 @@ int dm_hybrid_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide
 {
     gate_t g;
     gate_init(&g, decide, arg, 1, key, klen);
+    dm_coro_wait_turn(); /* before the leaf lock, as in dm_hybrid_set */
     int rc = DM_ERETRY;
     for (int tries = 0; tries < MAX_LOCKED_TRIES; tries++) {
         g.lock_expired = 0;

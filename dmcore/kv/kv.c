@@ -7,6 +7,7 @@
 
 #include "dmkv/clock.h"
 #include "dmkv/chime.h"
+#include "dmkv/coro.h"
 #include "dmkv/errors.h"
 #include "dmkv/superblock.h"
 #include "dmkv/race.h"
@@ -113,11 +114,13 @@ int dm_kv_set(dm_ctx_t *ctx, const void *key, size_t klen, const void *val, size
     uint8_t *block = malloc(size);
     if (!block) return DM_ENOMEM;
     dm_kvblock_build(block, key, klen, val, vlen, expire_ms);
-    /* A guarded (WATCH) write is never combined: its guard must see its own slot CAS. */
+    /* A guarded (WATCH) write is never combined: its guard must see its own slot CAS. Nor
+     * is a write running ahead of its connection's earlier writes (coro.h): absorbed by a
+     * later SET, it would take effect after writes of its connection that follow it. */
     dm_keyq_entry_t q = {.hash = XXH3_64bits(key, klen),
                          .key = key,
                          .klen = klen,
-                         .blind = flags == 0 && !kv_guard_current()};
+                         .blind = flags == 0 && !kv_guard_current() && !dm_coro_turn_pending()};
     if (!dm_keyq_enter(ctx->w, &q)) {
         free(block);
         return q.result; /* combined with a later SET of this key (keyq.h) */

@@ -1,21 +1,32 @@
 /* Client connections: read -> parse -> queue -> one coroutine per connection runs the queue
  * in order -> replies buffered and written. Lifetime: refs counts the libuv handle, the
- * running coroutine, each concurrent read and each write in flight; a coroutine suspended
- * in a memory-node round trip when the peer goes away finds c->closing set when it resumes
- * and stops.
+ * running coroutine, each concurrent command and each write in flight; a coroutine
+ * suspended in a memory-node round trip when the peer goes away finds c->closing set when
+ * it resumes and stops.
  *
- * Pipelines (issue 11): consecutive read-only fast commands (GET, MGET, EXISTS, STRLEN...)
- * of one connection run concurrently, up to GW_READS_MAX, each on its own coroutine with
- * its own reply buffer (gw_conn_out; slots are reused, and a read with nothing queued
- * after it runs inline as before); replies are moved to the output in pipeline order as
- * the oldest ones finish, so a long pipeline streams. Every other command is a barrier: it
- * starts after all earlier commands finished and nothing later starts before it finishes.
- * Hence, as in Redis, a read sees every earlier write of its connection, a write is never
- * visible before an earlier write (writes run one at a time, in order), and a write is
- * never visible before an earlier read ran; what is weaker than Redis is only the order of
- * a run of reads among themselves against other clients' concurrent writes (two GETs of one
- * pipeline may observe another client's two SETs in either order). MULTI/EXEC, WATCH,
- * SCAN, KEYS and admin commands are barriers and behave as before. */
+ * Pipelines (issue 11). Two kinds of run execute concurrently, up to GW_SLOTS_MAX
+ * commands, each on its own coroutine with its own reply buffer (gw_conn_out; slots are
+ * reused, and a command with nothing queued after it runs inline as before); replies move
+ * to the output in pipeline order as the oldest finish, so a long pipeline streams:
+ *  - a run of consecutive read-only fast commands (GET, MGET, EXISTS, STRLEN...);
+ *  - a run of consecutive plain SETs (SET key value, no options) with ordered commit
+ *    points: each does its reads and writes its KV block concurrently, but its first
+ *    change another client can see (the RACE slot CAS of a present key, or the CHIME leaf
+ *    lock of an absent one) waits until it is the oldest command still running
+ *    (dm_coro_wait_turn, turn_wait below), that is until every earlier SET of the run has
+ *    finished. So the SETs take effect one after another in pipeline order, and a write
+ *    is never visible before an earlier one. No SET of the run waits for its turn while
+ *    holding a lock or a per-key queue place that an earlier one needs: the per-key queue
+ *    is entered in pipeline order before the first round trip, without combining
+ *    (kv.c), and the leaf lock is taken only after the turn.
+ * Every other command is a barrier: it starts after all earlier commands finished and
+ * nothing later starts before it finishes, and a run of one kind starts after a run of the
+ * other finished. Hence, as in Redis, a read sees every earlier write of its connection, a
+ * write is never visible before an earlier write, nor before an earlier read ran; what is
+ * weaker than Redis is only the order of a run of reads among themselves against other
+ * clients' concurrent writes (two GETs of one pipeline may observe another client's two
+ * SETs in either order). MULTI/EXEC, WATCH, SCAN, KEYS and admin commands are barriers
+ * and behave as before. */
 #include "net/conn.h"
 
 #include <arpa/inet.h>
@@ -39,9 +50,9 @@ typedef struct wreq {
 static void conn_unref(gw_conn_t *c)
 {
     if (--c->refs > 0) return;
-    while (c->rfree) {
-        gw_read_slot_t *s = c->rfree;
-        c->rfree = s->next;
+    while (c->sfree) {
+        gw_slot_t *s = c->sfree;
+        c->sfree = s->next;
         gw_buf_free(&s->out);
         free(s);
     }
@@ -120,7 +131,7 @@ static void update_reading(gw_conn_t *c)
 /* Close a QUIT / protocol-error connection once everything queued for it is written. */
 static void maybe_close_after_reply(gw_conn_t *c)
 {
-    if (!c->closing && c->close_after_reply && !c->coro_running && c->rinflight == 0 &&
+    if (!c->closing && c->close_after_reply && !c->coro_running && c->sinflight == 0 &&
         c->out_inflight == 0 && c->out.len == 0)
         gw_conn_close(c);
 }
@@ -195,10 +206,11 @@ void gw_conn_flush(gw_conn_t *c)
     }
 }
 
-#define GW_READS_MAX 64 /* concurrent reads per connection */
+#define GW_SLOTS_MAX 64 /* concurrent commands per connection */
 
-/* Test-only: DMKV_TEST_UNORDERED_WRITES=1 lets key writes run concurrently too, so their
- * commit order is lost; it_pipeline_order shows that its readers then catch it. */
+/* Test-only: DMKV_TEST_UNORDERED_WRITES=1 lets every key command run concurrently and
+ * without commit turns, so writes commit out of order; it_pipeline_order shows that its
+ * readers then catch it. */
 static bool unordered_writes(void)
 {
     static int on = -1; /* read by every worker thread: atomic (TSan caught the plain int) */
@@ -211,32 +223,36 @@ static bool unordered_writes(void)
     return v;
 }
 
-/* May cmd run concurrently with the reads before it (see the header comment)? */
-static bool concurrent_read(const gw_conn_t *c, gw_cmd_t *cmd)
+/* How cmd may run: in a run of reads, in a run of plain SETs, or as a barrier (see the
+ * header comment). */
+static int slot_kind(const gw_conn_t *c, gw_cmd_t *cmd)
 {
-    if (cmd->proto_err || c->in_multi || !c->authed || c->close_after_reply) return false;
+    if (cmd->proto_err || c->in_multi || !c->authed || c->close_after_reply) return GW_SLOT_BARRIER;
     const gw_command_t *gc = gw_command_of(cmd);
-    if (gc && unordered_writes() && gc->first > 0) return true;
-    return gc && strstr(gc->flags, "readonly") && strstr(gc->flags, "fast");
+    if (!gc) return GW_SLOT_BARRIER;
+    if (unordered_writes() && gc->first > 0) return GW_SLOT_READ; /* no turns */
+    if (strstr(gc->flags, "readonly") && strstr(gc->flags, "fast")) return GW_SLOT_READ;
+    if (cmd->argc == 3 && !strcmp(gc->name, "set")) return GW_SLOT_WRITE;
+    return GW_SLOT_BARRIER;
 }
 
-/* Move the replies of finished reads to c->out, oldest first, stopping at the first read
+/* Move the replies of finished slots to c->out, oldest first, stopping at the first one
  * still running. */
-static void emit_reads(gw_conn_t *c)
+static void emit_slots(gw_conn_t *c)
 {
     bool any = false;
-    while (c->rhead && c->rhead->done) {
-        gw_read_slot_t *s = c->rhead;
-        c->rhead = s->next;
-        if (!c->rhead) c->rtail = NULL;
+    while (c->shead && c->shead->done) {
+        gw_slot_t *s = c->shead;
+        c->shead = s->next;
+        if (!c->shead) c->stail = NULL;
         if (!c->closing) gw_buf_append(&c->out, s->out.data, s->out.len);
         s->out.len = 0;
         if (s->out.cap > GW_FLUSH_AT) gw_buf_free(&s->out); /* keep small buffers only */
-        s->next = c->rfree; /* reused by the next read: no allocation per command */
-        c->rfree = s;
+        s->next = c->sfree; /* reused by the next slot: no allocation per command */
+        c->sfree = s;
         any = true;
     }
-    /* The command loop flushes when it runs; while it waits for reads, stream here. */
+    /* The command loop flushes when it runs; while it waits for slots, stream here. */
     if (any && !c->closing && (c->drain_waiter || c->out.len >= GW_FLUSH_AT)) gw_conn_flush(c);
 }
 
@@ -248,37 +264,62 @@ static void wake_loop(gw_conn_t *c)
     dm_worker_wake(c->th->w, wk);
 }
 
-static void read_coro(void *arg)
+/* The oldest running command, when it is a write waiting for its commit turn: go on. */
+static void wake_turn(gw_conn_t *c)
 {
-    gw_read_slot_t *s = arg;
+    gw_slot_t *s = c->shead;
+    if (!s || !s->turn_waiter) return;
+    dm_wake_t *wk = s->turn_waiter;
+    s->turn_waiter = NULL;
+    dm_worker_wake(c->th->w, wk);
+}
+
+/* dm_turn_fn of a SET in a run: returns once every earlier command has finished. */
+static void turn_wait(void *arg)
+{
+    gw_slot_t *s = arg;
+    gw_conn_t *c = s->c;
+    while (c->shead != s) {
+        dm_wake_t wk = {0};
+        s->turn_waiter = &wk;
+        dm_worker_park(c->th->w, &wk);
+    }
+}
+
+static void slot_coro(void *arg)
+{
+    gw_slot_t *s = arg;
     gw_conn_t *c = s->c;
     dm_coro_set_local(s);
+    if (c->skind == GW_SLOT_WRITE) dm_coro_set_turn(turn_wait, s);
     bool kept = !c->closing && gw_command_exec(c, s->cmd);
+    dm_coro_set_turn(NULL, NULL);
     dm_coro_set_local(NULL);
     if (!kept) gw_cmd_free(s->cmd);
     s->done = true;
-    c->rinflight--;
-    emit_reads(c);
+    c->sinflight--;
+    emit_slots(c);
+    wake_turn(c);
     wake_loop(c);
     conn_unref(c);
 }
 
-/* Wait (on the command loop's coroutine) until fewer than `below` reads are running. */
-static void wait_reads(gw_conn_t *c, int below)
+/* Wait (on the command loop's coroutine) until fewer than `below` slots are running. */
+static void wait_slots(gw_conn_t *c, int below)
 {
-    while (c->rinflight >= below && c->rinflight > 0) {
+    while (c->sinflight >= below && c->sinflight > 0) {
         dm_wake_t wk = {0};
         c->drain_waiter = &wk;
         dm_worker_park(c->th->w, &wk);
     }
 }
 
-/* Start cmd as a concurrent read (slot in pipeline order). False when it cannot start. */
-static bool start_read(gw_conn_t *c, gw_cmd_t *cmd)
+/* Start cmd on a slot of kind (in pipeline order). False when it cannot start. */
+static bool start_slot(gw_conn_t *c, gw_cmd_t *cmd, int kind)
 {
-    gw_read_slot_t *s = c->rfree;
+    gw_slot_t *s = c->sfree;
     if (s) {
-        c->rfree = s->next;
+        c->sfree = s->next;
     } else {
         s = calloc(1, sizeof(*s));
         if (!s) return false;
@@ -287,54 +328,58 @@ static bool start_read(gw_conn_t *c, gw_cmd_t *cmd)
     }
     s->cmd = cmd;
     s->done = false;
+    s->turn_waiter = NULL;
     s->next = NULL;
-    gw_read_slot_t *prev = c->rtail;
+    gw_slot_t *prev = c->stail;
     if (prev)
         prev->next = s;
     else
-        c->rhead = s;
-    c->rtail = s;
-    c->rinflight++;
+        c->shead = s;
+    c->stail = s;
+    c->sinflight++;
+    c->skind = kind;
     c->refs++;
     errno = 0;
     /* Runs until its first round trip; NULL also when it already finished (s then waits
-     * in rfree). */
-    if (!dm_coro_spawn(read_coro, s) && errno == ENOMEM) {
+     * in sfree). */
+    if (!dm_coro_spawn(slot_coro, s) && errno == ENOMEM) {
         /* No coroutine: it never ran. Unlink it (the tail); cmd then runs as a barrier. */
         if (prev)
             prev->next = NULL;
         else
-            c->rhead = NULL;
-        c->rtail = prev;
-        c->rinflight--;
+            c->shead = NULL;
+        c->stail = prev;
+        c->sinflight--;
         c->refs--;
-        s->next = c->rfree;
-        c->rfree = s;
+        s->next = c->sfree;
+        c->sfree = s;
         return false;
     }
     return true;
 }
 
 /* The connection's command loop: runs queued commands in order on one coroutine, runs of
- * reads concurrently (see the header comment). */
+ * reads and of plain SETs concurrently (see the header comment). */
 static void conn_coro(void *arg)
 {
     gw_conn_t *c = arg;
     c->coro_started = true;
-    while (!c->closing && !c->close_after_reply && (c->qhead || c->rinflight)) {
+    while (!c->closing && !c->close_after_reply && (c->qhead || c->sinflight)) {
         if (!c->qhead) {
-            wait_reads(c, 1); /* the pipeline's last replies (streamed by emit_reads) */
+            wait_slots(c, 1); /* the pipeline's last replies (streamed by emit_slots) */
             continue;
         }
         gw_cmd_t *cmd = c->qhead;
         c->qhead = cmd->next;
         if (!c->qhead) c->qtail = NULL;
         c->qbytes -= cmd->bytes;
-        /* Alone (nothing queued after it, nothing running) a read gains nothing from its
-         * own coroutine: it runs inline, as every command did before. */
-        if ((c->qhead || c->rinflight) && concurrent_read(c, cmd)) {
-            wait_reads(c, GW_READS_MAX);
-            if (!c->closing && start_read(c, cmd)) {
+        /* Alone (nothing queued after it, nothing running) a command gains nothing from
+         * its own coroutine: it runs inline, as every command did before. */
+        int kind = c->qhead || c->sinflight ? slot_kind(c, cmd) : GW_SLOT_BARRIER;
+        if (kind != GW_SLOT_BARRIER) {
+            if (c->sinflight && c->skind != kind) wait_slots(c, 1); /* the other run ends */
+            wait_slots(c, GW_SLOTS_MAX);
+            if (!c->closing && start_slot(c, cmd, kind)) {
                 if (!c->closing && !c->reading) update_reading(c);
                 continue;
             }
@@ -343,7 +388,7 @@ static void conn_coro(void *arg)
                 break;
             }
         }
-        wait_reads(c, 1); /* a barrier: every earlier command has finished */
+        wait_slots(c, 1); /* a barrier: every earlier command has finished */
         if (c->closing) {
             gw_cmd_free(cmd);
             break;

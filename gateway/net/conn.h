@@ -1,5 +1,6 @@
-/* A client connection: reads RESP, queues parsed commands, runs them one at a time on a
- * coroutine (so a pipeline's commands see each other's effects, in order), and writes
+/* A client connection: reads RESP, queues parsed commands, runs them in order on a
+ * coroutine (runs of reads, and of plain SETs with ordered commit points, concurrently:
+ * conn.c), so a pipeline's commands see each other's effects as in Redis, and writes
  * the replies. Many connections' coroutines overlap their memory-node round trips on
  * one worker thread. */
 #ifndef GW_NET_CONN_H
@@ -39,12 +40,14 @@ struct gw_conn {
     gw_buf_t out;        /* replies not yet handed to uv_write */
     size_t out_inflight; /* bytes in uv_write requests not yet completed */
 
-    /* Reads running concurrently (gw_conn_out, conn.c): oldest first; their replies are
-     * moved to out in this order as the oldest ones finish. */
-    struct gw_read_slot *rhead, *rtail;
-    struct gw_read_slot *rfree; /* finished slots, reused */
-    int rinflight;
-    dm_wake_t *drain_waiter; /* the command loop, waiting for the reads to finish */
+    /* Commands running concurrently (conn.c: a run of reads, or a run of plain SETs with
+     * ordered commit points): oldest first; their replies are moved to out in this order
+     * as the oldest ones finish. */
+    struct gw_slot *shead, *stail;
+    struct gw_slot *sfree; /* finished slots, reused */
+    int sinflight;
+    int skind;               /* what runs (GW_SLOT_READ / GW_SLOT_WRITE) while sinflight > 0 */
+    dm_wake_t *drain_waiter; /* the command loop, waiting for slots to finish */
 
     gw_conn_t *prev, *next; /* th->conns list (under th->lock) */
     char addr[64];          /* peer "ip:port" */
@@ -70,20 +73,23 @@ struct gw_conn {
     size_t nwatches, capwatches;
 };
 
-/* One read of a pipeline running on its own coroutine, with its own reply buffer. */
-typedef struct gw_read_slot {
+enum { GW_SLOT_BARRIER, GW_SLOT_READ, GW_SLOT_WRITE };
+
+/* One command of a pipeline running on its own coroutine, with its own reply buffer. */
+typedef struct gw_slot {
     gw_conn_t *c;
     gw_cmd_t *cmd;
     gw_buf_t out;
     bool done;
-    struct gw_read_slot *next;
-} gw_read_slot_t;
+    dm_wake_t *turn_waiter; /* a write waiting to become the oldest (its commit turn) */
+    struct gw_slot *next;
+} gw_slot_t;
 
 /* Where the running command writes its reply: its slot's buffer when it is one of the
- * connection's concurrent reads, else c->out. */
+ * connection's concurrent commands, else c->out. */
 static inline gw_buf_t *gw_conn_out(gw_conn_t *c)
 {
-    gw_read_slot_t *s = dm_coro_get_local();
+    gw_slot_t *s = dm_coro_get_local();
     return s && s->c == c ? &s->out : &c->out;
 }
 

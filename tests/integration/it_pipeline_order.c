@@ -1,12 +1,18 @@
-/* Redis's ordering guarantees for one connection's pipeline (issue 11), with reads of a
- * pipeline running concurrently (gateway/net/conn.c). One memory node, two gateways. A
- * writer on the first pipelines, in chunks of 250 rounds: SET data:i, GET data:i (must
- * return what it just wrote), SET flag:i 1, INCR seq:i, SET flag2:i 1, EXISTS data:i.
- * Readers on the second gateway poll recent rounds: GET flag:i then (after its reply)
- * GET data:i; GET flag2:i then GET seq:i. A reader that sees a flag must see the write the
- * pipeline made before it. DMKV_TEST_UNORDERED_WRITES=1 (a test-only switch that lets a
- * pipeline's writes run concurrently) must make this test fail: `it_pipeline_order
- * --expect-violation` runs that variant and fails if no reader caught it. */
+/* Redis's ordering guarantees for one connection's pipeline (issue 11), with runs of reads
+ * and runs of plain SETs of a pipeline running concurrently (gateway/net/conn.c). One
+ * memory node, two gateways. A writer on the first pipelines, in chunks of 250 rounds:
+ *   A  SET tmp:i x, SET data:i v<i>, SET flag:i 1 for every round of the chunk (one long
+ *      run of SETs of new keys: inserts);
+ *   B  GET data:i (must return what it just wrote), INCR seq:i, SET flag2:i 1,
+ *      MSET mset:i v<i> mother:i y, SET flag3:i 1, DEL tmp:i, SET flag4:i 1, EXISTS data:i;
+ *   C  SET data:i u<i>, SET flag:i 2 for every round (a run of updates of present keys).
+ * Readers on the second gateway poll recent rounds, each read after the previous reply:
+ * flag:i "1" => data:i is v<i> or u<i>; flag:i "2" => data:i is u<i>; flag2:i => seq:i is 1;
+ * flag3:i => mset:i exists; flag4:i => tmp:i is gone. A reader that sees a flag must see
+ * the writes the pipeline made before it. DMKV_TEST_UNORDERED_WRITES=1 (a test-only switch
+ * that lets a pipeline's key commands run concurrently without commit turns) must make
+ * this test fail: `it_pipeline_order --expect-violation` runs that variant and fails if no
+ * reader caught it. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -24,6 +30,54 @@ static atomic_int written; /* rounds whose replies the writer has read */
 static atomic_int done, violations;
 static atomic_long polls;
 
+static void violation(const char *what, int i)
+{
+    if (atomic_fetch_add(&violations, 1) < 3)
+        fprintf(stderr, "reader saw %s (round %d)\n", what, i);
+}
+
+/* GET the flag, then (after its reply) what the pipeline wrote before it. */
+static void check_pair(redisContext *c, int i)
+{
+    char u[32], v[32];
+    snprintf(u, sizeof(u), "u%d", i);
+    snprintf(v, sizeof(v), "v%d", i);
+    redisReply *f = it_cmd(c, "GET flag:%d", i);
+    if (f->type == REDIS_REPLY_STRING) {
+        redisReply *d = it_cmd(c, "GET data:%d", i);
+        int is_u = d->type == REDIS_REPLY_STRING && !strcmp(d->str, u);
+        int is_v = d->type == REDIS_REPLY_STRING && !strcmp(d->str, v);
+        if (!strcmp(f->str, "2") ? !is_u : !(is_u || is_v))
+            violation(
+                !strcmp(f->str, "2") ? "flag:i 2 before SET data:i u" : "flag:i before data:i", i);
+        freeReplyObject(d);
+    }
+    freeReplyObject(f);
+    f = it_cmd(c, "GET flag2:%d", i);
+    if (f->type == REDIS_REPLY_STRING) {
+        redisReply *d = it_cmd(c, "GET seq:%d", i);
+        if (d->type != REDIS_REPLY_STRING || strcmp(d->str, "1") != 0)
+            violation("flag2:i before INCR seq:i", i);
+        freeReplyObject(d);
+    }
+    freeReplyObject(f);
+    f = it_cmd(c, "GET flag3:%d", i);
+    if (f->type == REDIS_REPLY_STRING) {
+        redisReply *d = it_cmd(c, "EXISTS mset:%d", i);
+        if (d->type != REDIS_REPLY_INTEGER || d->integer != 1) violation("flag3:i before MSET", i);
+        freeReplyObject(d);
+    }
+    freeReplyObject(f);
+    f = it_cmd(c, "GET flag4:%d", i);
+    if (f->type == REDIS_REPLY_STRING) {
+        redisReply *d = it_cmd(c, "EXISTS tmp:%d", i);
+        if (d->type != REDIS_REPLY_INTEGER || d->integer != 0)
+            violation("flag4:i before DEL tmp:i", i);
+        freeReplyObject(d);
+    }
+    freeReplyObject(f);
+}
+
 static void *reader_main(void *arg)
 {
     unsigned rs = (unsigned)(uintptr_t)arg * 7919u + 1;
@@ -32,26 +86,7 @@ static void *reader_main(void *arg)
         int hi = atomic_load(&written) + 2 * CHUNK; /* rounds in flight in the pipeline too */
         int i = hi - 1 - (int)(rand_r(&rs) % (CHUNK * 2));
         if (i < 0) continue;
-        redisReply *f = it_cmd(c, "GET flag:%d", i);
-        if (f->type == REDIS_REPLY_STRING) {
-            redisReply *d = it_cmd(c, "GET data:%d", i);
-            if (d->type != REDIS_REPLY_STRING) {
-                if (atomic_fetch_add(&violations, 1) < 3)
-                    fprintf(stderr, "reader saw flag:%d without data:%d\n", i, i);
-            }
-            freeReplyObject(d);
-        }
-        freeReplyObject(f);
-        f = it_cmd(c, "GET flag2:%d", i);
-        if (f->type == REDIS_REPLY_STRING) {
-            redisReply *d = it_cmd(c, "GET seq:%d", i);
-            if (d->type != REDIS_REPLY_STRING || strcmp(d->str, "1") != 0) {
-                if (atomic_fetch_add(&violations, 1) < 3)
-                    fprintf(stderr, "reader saw flag2:%d before INCR seq:%d\n", i, i);
-            }
-            freeReplyObject(d);
-        }
-        freeReplyObject(f);
+        check_pair(c, i);
         atomic_fetch_add(&polls, 1);
     }
     redisFree(c);
@@ -85,19 +120,34 @@ int main(int argc, char **argv)
     int own_misses = 0;
     for (int base = 0; base < ROUNDS; base += CHUNK) {
         for (int i = base; i < base + CHUNK; i++) {
+            redisAppendCommand(c, "SET tmp:%d x", i);
             redisAppendCommand(c, "SET data:%d v%d", i, i);
-            redisAppendCommand(c, "GET data:%d", i);
             redisAppendCommand(c, "SET flag:%d 1", i);
+        }
+        for (int i = base; i < base + CHUNK; i++) {
+            redisAppendCommand(c, "GET data:%d", i);
             redisAppendCommand(c, "INCR seq:%d", i);
             redisAppendCommand(c, "SET flag2:%d 1", i);
+            redisAppendCommand(c, "MSET mset:%d v%d mother:%d y", i, i, i);
+            redisAppendCommand(c, "SET flag3:%d 1", i);
+            redisAppendCommand(c, "DEL tmp:%d", i);
+            redisAppendCommand(c, "SET flag4:%d 1", i);
             redisAppendCommand(c, "EXISTS data:%d", i);
         }
         for (int i = base; i < base + CHUNK; i++) {
+            redisAppendCommand(c, "SET data:%d u%d", i, i);
+            redisAppendCommand(c, "SET flag:%d 2", i);
+        }
+        for (int i = base; i < base + 3 * CHUNK; i++)
             EXPECT_STATUS(next_reply(c), "OK");
+        for (int i = base; i < base + CHUNK; i++) {
             redisReply *g = next_reply(c);
             snprintf(want, sizeof(want), "v%d", i);
             if (g->type != REDIS_REPLY_STRING || strcmp(g->str, want) != 0) own_misses++;
             freeReplyObject(g);
+            EXPECT_INT(next_reply(c), 1);
+            EXPECT_STATUS(next_reply(c), "OK");
+            EXPECT_STATUS(next_reply(c), "OK");
             EXPECT_STATUS(next_reply(c), "OK");
             EXPECT_INT(next_reply(c), 1);
             EXPECT_STATUS(next_reply(c), "OK");
@@ -105,6 +155,8 @@ int main(int argc, char **argv)
             if (e->type != REDIS_REPLY_INTEGER || e->integer != 1) own_misses++;
             freeReplyObject(e);
         }
+        for (int i = base; i < base + 2 * CHUNK; i++)
+            EXPECT_STATUS(next_reply(c), "OK");
         atomic_store(&written, base + CHUNK);
     }
     atomic_store(&done, 1);

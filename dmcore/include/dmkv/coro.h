@@ -31,6 +31,19 @@ dm_coro_t *dm_coro_self(void);
 void dm_coro_set_local(void *p);
 void *dm_coro_get_local(void);
 
+/* Ordered commit points (issue 11; gateway/net/conn.c has the argument). A write that runs
+ * concurrently with earlier writes of its client connection carries a turn hook; the
+ * write path calls dm_coro_wait_turn() just before its first change another client can
+ * see (a RACE slot CAS of a present key, a CHIME leaf lock before an insert or delete),
+ * and the hook returns once every earlier command of the connection has finished. The
+ * hook runs at most once per coroutine; later calls, and calls on a coroutine without a
+ * hook (every command run in order), return at once. */
+typedef void (*dm_turn_fn)(void *arg);
+void dm_coro_set_turn(dm_turn_fn fn, void *arg);
+void dm_coro_wait_turn(void);
+/* 1 while the running coroutine has a turn hook it has not waited for yet. */
+int dm_coro_turn_pending(void);
+
 /* Number of live coroutines on this thread (suspended + running). */
 size_t dm_coro_live(void);
 
