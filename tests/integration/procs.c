@@ -20,6 +20,7 @@
 #define MAX_CHILDREN 32
 
 static pid_t children[MAX_CHILDREN];
+static char child_log[MAX_CHILDREN][sizeof(((it_proc_t *)0)->log)];
 static const char *test_name = "it";
 static int log_seq;
 
@@ -34,8 +35,33 @@ static void kill_children(void)
     }
 }
 
+/* The last bytes of every running child's log (a failed test's evidence: over rdma the
+ * logs stay in the guest). Plain system calls: this runs in a signal handler. */
+static void dump_children_logs(void)
+{
+    for (int i = 0; i < MAX_CHILDREN; i++) {
+        if (children[i] <= 0) continue;
+        int fd = open(child_log[i], O_RDONLY);
+        if (fd < 0) continue;
+        off_t end = lseek(fd, 0, SEEK_END);
+        lseek(fd, end > 3000 ? end - 3000 : 0, SEEK_SET);
+        (void)!write(2, "---- ", 5);
+        (void)!write(2, child_log[i], strlen(child_log[i]));
+        (void)!write(2, " (last 3000 bytes) ----\n", 24);
+        char buf[3000];
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n > 0) (void)!write(2, buf, (size_t)n);
+        close(fd);
+    }
+}
+
 static void on_fatal(int sig)
 {
+    static volatile sig_atomic_t dumped; /* several client threads may fail at once */
+    if (sig != SIGINT && sig != SIGTERM && !dumped) {
+        dumped = 1;
+        dump_children_logs();
+    }
     kill_children();
     if (sig == SIGALRM) {
         const char msg[] = "integration test timed out\n";
@@ -119,6 +145,7 @@ static pid_t spawn(it_proc_t *p, char *const argv[])
     for (int i = 0; i < MAX_CHILDREN; i++) {
         if (children[i] == 0) {
             children[i] = pid;
+            memcpy(child_log[i], p->log, sizeof(child_log[i]));
             break;
         }
     }

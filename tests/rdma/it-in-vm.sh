@@ -33,7 +33,7 @@
 #                   it_scan, it_resize longer): opt in, e.g. DMKV_IT_TESTS="it_basic
 #                   it_concurrency" DMKV_VM_TIMEOUT=900 (it_pipeline, it_redis_cli and
 #                   it_concurrency have passed over rdma this way)
-#   DMKV_IT_STEP_TIMEOUT  per integration-test time limit in seconds (default 200)
+#   DMKV_IT_STEP_TIMEOUT  per integration-test time limit in seconds (default 300)
 #   and run-in-vm.sh's: DMKV_VM_TIMEOUT, DMKV_VM_KVM, RXE_VM_EXTRA_DEBS, RXE_VM_SH, ...
 # Exit status: 0 all steps passed, 1 a step failed, 77 skipped (no qemu, VM cannot boot,
 # binaries not built) with a plain message.
@@ -103,7 +103,7 @@ G="/bin/sh $D/it-guest.sh"
 steps=("timeout 90 $G start $MEMNODE $GATEWAY"
        "timeout 60 $G cli"
        "timeout 240 $G bench")
-STEP_T=${DMKV_IT_STEP_TIMEOUT:-200}
+STEP_T=${DMKV_IT_STEP_TIMEOUT:-300}
 for t in ${DMKV_IT_TESTS:-it_basic it_protocol it_incr_gateways it_chime_storm}; do
     bin=$BUILD/tests/$t
     [ -x "$bin" ] || { say "warning: $bin is not built, left out"; continue; }
