@@ -4,6 +4,7 @@
 #include "resp/parser.h"
 
 #include <limits.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,13 +16,24 @@ enum { P_IDLE = 0, P_INLINE, P_MB_COUNT, P_BULK_HDR, P_BULK_DATA, P_BULK_END, P_
 
 #define ARG_INITIAL_MAX (1u << 20) /* first allocation of a bulk argument, bytes */
 
+#define SMALL_PER_ARG 32u /* inline argument bytes reserved per expected argument */
+#define SMALL_MIN 128u    /* ... and at least this many (GET/SET of short keys and values) */
+
+static int in_small(const gw_cmd_t *c, const char *a)
+{
+    uintptr_t x = (uintptr_t)a, s = (uintptr_t)c->small;
+    return c->small && x >= s && x < s + c->small_cap;
+}
+
 void gw_cmd_free(gw_cmd_t *cmd)
 {
     if (!cmd) return;
     for (int i = 0; i < cmd->argc; i++)
-        free(cmd->argv[i]);
-    free(cmd->argv);
-    free(cmd->argvlen);
+        if (!in_small(cmd, cmd->argv[i])) free(cmd->argv[i]);
+    if (!cmd->inline_arrays) {
+        free(cmd->argv);
+        free(cmd->argvlen);
+    }
     free(cmd->proto_err);
     free(cmd);
 }
@@ -34,10 +46,11 @@ void resp_parser_init(resp_parser_t *p)
 
 static void reset_cmd(resp_parser_t *p)
 {
+    if (!p->bulk_inline) free(p->bulk);
     gw_cmd_free(p->cmd);
     p->cmd = NULL;
-    free(p->bulk);
     p->bulk = NULL;
+    p->bulk_inline = 0;
     p->bulklen = p->bulkhave = p->bulkcap = 0;
     p->argcap = 0;
 }
@@ -55,12 +68,20 @@ static void *xrealloc(void *ptr, size_t n)
     return q;
 }
 
+/* One allocation: the command, argv[cap], argvlen[cap], then the small-argument bytes. */
 static gw_cmd_t *new_cmd(int cap)
 {
-    gw_cmd_t *c = calloc(1, sizeof(*c));
+    size_t small =
+        (size_t)cap * SMALL_PER_ARG < SMALL_MIN ? SMALL_MIN : (size_t)cap * SMALL_PER_ARG;
+    size_t arrays = (size_t)cap * (sizeof(char *) + sizeof(size_t));
+    gw_cmd_t *c = malloc(sizeof(*c) + arrays + small);
     if (!c) abort();
-    c->argv = xrealloc(NULL, sizeof(char *) * (size_t)cap);
-    c->argvlen = xrealloc(NULL, sizeof(size_t) * (size_t)cap);
+    memset(c, 0, sizeof(*c));
+    c->argv = (char **)(c + 1);
+    c->argvlen = (size_t *)(c->argv + cap);
+    c->inline_arrays = 1;
+    c->small = (char *)(c->argvlen + cap);
+    c->small_cap = small;
     return c;
 }
 
@@ -69,8 +90,18 @@ static void push_arg(resp_parser_t *p, char *arg, size_t len)
     gw_cmd_t *c = p->cmd;
     if (c->argc == p->argcap) {
         p->argcap = p->argcap ? p->argcap * 2 : 8;
-        c->argv = xrealloc(c->argv, sizeof(char *) * (size_t)p->argcap);
-        c->argvlen = xrealloc(c->argvlen, sizeof(size_t) * (size_t)p->argcap);
+        if (c->inline_arrays) { /* move the arrays out of the allocation */
+            char **av = xrealloc(NULL, sizeof(char *) * (size_t)p->argcap);
+            size_t *al = xrealloc(NULL, sizeof(size_t) * (size_t)p->argcap);
+            memcpy(av, c->argv, sizeof(char *) * (size_t)c->argc);
+            memcpy(al, c->argvlen, sizeof(size_t) * (size_t)c->argc);
+            c->argv = av;
+            c->argvlen = al;
+            c->inline_arrays = 0;
+        } else {
+            c->argv = xrealloc(c->argv, sizeof(char *) * (size_t)p->argcap);
+            c->argvlen = xrealloc(c->argvlen, sizeof(size_t) * (size_t)p->argcap);
+        }
     }
     c->argv[c->argc] = arg;
     c->argvlen[c->argc] = len;
@@ -132,6 +163,7 @@ int resp_parse(resp_parser_t *p, const char *data, size_t len, size_t *used, gw_
             if (p->state == P_BULK_END) {
                 push_arg(p, p->bulk, p->bulklen);
                 p->bulk = NULL;
+                p->bulk_inline = 0;
                 p->bulklen = p->bulkhave = p->bulkcap = 0;
                 if (--p->mb_left == 0) {
                     rc = finish_cmd(p, out);
@@ -238,8 +270,16 @@ int resp_parse(resp_parser_t *p, const char *data, size_t len, size_t *used, gw_
             p->line.len = 0;
             p->bulklen = (size_t)n;
             p->bulkhave = 0;
-            p->bulkcap = p->bulklen < ARG_INITIAL_MAX ? p->bulklen : ARG_INITIAL_MAX;
-            p->bulk = xrealloc(NULL, p->bulkcap + 1);
+            gw_cmd_t *c = p->cmd;
+            if (c->small && c->small_cap - c->small_used > p->bulklen) {
+                p->bulk = c->small + c->small_used; /* fits: no allocation */
+                p->bulk_inline = 1;
+                c->small_used += p->bulklen + 1;
+                p->bulkcap = p->bulklen;
+            } else {
+                p->bulkcap = p->bulklen < ARG_INITIAL_MAX ? p->bulklen : ARG_INITIAL_MAX;
+                p->bulk = xrealloc(NULL, p->bulkcap + 1);
+            }
             p->state = P_BULK_DATA;
             break;
         }

@@ -20,6 +20,11 @@ typedef struct gw_cmd {
     size_t bytes;    /* sum of argvlen (input backpressure accounting) */
     char *proto_err; /* non-NULL: no command, reply "-<proto_err>" and close the connection */
     const void *def; /* the gateway's command-table entry, once looked up (NULL before) */
+    /* A multibulk command is one allocation: argv, argvlen and small arguments live in it
+     * (no malloc per argument); bigger arguments and grown arrays are malloc'd. */
+    char *small; /* inline argument bytes (NULL: none) */
+    size_t small_used, small_cap;
+    int inline_arrays; /* argv and argvlen are inside the allocation */
 } gw_cmd_t;
 
 /* Free a command and its arguments (NULL is fine). */
@@ -34,7 +39,8 @@ typedef struct resp_parser {
     long long mb_left; /* bulk arguments still to read for the current multibulk */
     gw_cmd_t *cmd;     /* command under construction */
     int argcap;
-    char *bulk; /* current bulk argument buffer */
+    char *bulk;      /* current bulk argument buffer */
+    int bulk_inline; /* bulk points into cmd->small (not malloc'd) */
     size_t bulklen, bulkhave, bulkcap;
     char err[128]; /* protocol error text after RESP_ERROR ("ERR Protocol error: ...") */
 } resp_parser_t;

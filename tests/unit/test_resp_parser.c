@@ -244,6 +244,59 @@ static void test_big_bulk_pieces(void)
     free(in);
 }
 
+/* Arguments that fit the command's own allocation and ones that do not, in one command;
+ * more arguments than the first allocation holds; an error while an argument sits in the
+ * allocation (ASan checks that only malloc'd arguments are freed). */
+static void test_arg_storage(void)
+{
+    char small[40], mid[100], big[300];
+    memset(small, 's', sizeof(small));
+    memset(mid, 'm', sizeof(mid));
+    memset(big, 'b', sizeof(big));
+    char in[700];
+    int n = snprintf(in, sizeof(in),
+                     "*5\r\n$3\r\nSET\r\n$40\r\n%.40s\r\n$100\r\n%.100s\r\n"
+                     "$300\r\n%.300s\r\n$0\r\n\r\n",
+                     small, mid, big);
+    result_t r;
+    check_all_splits(in, (size_t)n, &r);
+    CHECK(!r.err && r.ncmds == 1 && r.cmds[0]->argc == 5);
+    expect_arg(r.cmds[0], 0, "SET", 3);
+    expect_arg(r.cmds[0], 1, small, sizeof(small));
+    expect_arg(r.cmds[0], 2, mid, sizeof(mid));
+    expect_arg(r.cmds[0], 3, big, sizeof(big));
+    expect_arg(r.cmds[0], 4, "", 0);
+    result_free(&r);
+
+    /* 3000 arguments: the first allocation has room for 1024 */
+    size_t cap = 16 + 3000 * 16, len = 0;
+    char *many = malloc(cap);
+    len += (size_t)snprintf(many, cap, "*3000\r\n");
+    for (int i = 0; i < 3000; i++)
+        len += (size_t)snprintf(many + len, cap - len, "$%d\r\n%d\r\n",
+                                i < 10     ? 1
+                                : i < 100  ? 2
+                                : i < 1000 ? 3
+                                           : 4,
+                                i);
+    resp_parser_t p;
+    resp_parser_init(&p);
+    memset(&r, 0, sizeof(r));
+    feed(&p, many, len, &r);
+    CHECK(!r.err && r.ncmds == 1 && r.cmds[0]->argc == 3000);
+    for (int i = 0; i < 3000; i += 7) {
+        char want[8];
+        int w = snprintf(want, sizeof(want), "%d", i);
+        expect_arg(r.cmds[0], i, want, (size_t)w);
+    }
+    result_free(&r);
+    resp_parser_free(&p);
+    free(many);
+
+    ERR("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n!\r\n", 0, "ERR Protocol error: expected '$', got '!'");
+    ERR("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$x\r\n", 0, "ERR Protocol error: invalid bulk length");
+}
+
 int main(void)
 {
     RUN(test_multibulk);
@@ -251,6 +304,7 @@ int main(void)
     RUN(test_errors);
     RUN(test_limits);
     RUN(test_big_bulk_pieces);
+    RUN(test_arg_storage);
     fprintf(stderr, "test_resp_parser: OK\n");
     return 0;
 }
