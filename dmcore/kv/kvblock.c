@@ -27,7 +27,7 @@ static uint64_t sum_off(uint64_t klen, uint64_t vlen)
 
 uint64_t dm_kvblock_size(size_t klen, size_t vlen)
 {
-    return (sum_off(klen, vlen) + 8 + 63) & ~63ull;
+    return (sum_off(klen, vlen) + 8 + DM_KV_UNIT - 1) & ~(uint64_t)(DM_KV_UNIT - 1);
 }
 
 /* Write ids: a random odd per-thread base plus even steps, so never 0. */
@@ -59,7 +59,7 @@ void dm_kvblock_build(uint8_t *buf, const void *key, size_t klen, const void *va
 
 uint8_t dm_kvblock_len_units(uint64_t block_bytes)
 {
-    uint64_t u = block_bytes / 64;
+    uint64_t u = block_bytes / DM_KV_UNIT;
     return u > DM_KV_LEN_MAX_UNITS ? DM_KV_LEN_MAX_UNITS : (uint8_t)u;
 }
 

@@ -9,7 +9,7 @@
 #include "dmkv/errors.h"
 #include "dmkv/superblock.h"
 
-#define MAX_CLASS 256 /* size classes 1..256 units; bigger blocks go back to class 0 */
+#define MAX_CLASS 512 /* size classes 1..512 grains (16 KB); bigger blocks go back to class 0 */
 
 typedef struct freed {
     dm_gaddr_t addr;
@@ -155,14 +155,14 @@ static int take_from_pool(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t bytes, dm_gaddr
     return DM_ENOMEM;
 }
 
-static freed_t *take_freed(dm_alloc_t *a, uint64_t units)
+static freed_t *take_freed(dm_alloc_t *a, uint64_t units, uint64_t align)
 {
     int c = units <= MAX_CLASS ? (int)units : 0;
     freed_t *f = a->head[c], *prev = NULL;
     uint64_t now = dm_now_us();
     for (int scanned = 0; f && scanned < 8; prev = f, f = f->next, scanned++) {
         if (now - f->freed_us < DM_GRACE_US) return NULL; /* FIFO: the rest are younger */
-        if (f->units != units) continue;
+        if (f->units != units || f->addr % align) continue;
         if (prev)
             prev->next = f->next;
         else
@@ -244,13 +244,13 @@ static int refill(dm_ctx_t *ctx, dm_alloc_t *a)
     return rc;
 }
 
-int dm_alloc_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out)
+static void queue_block(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, int now_reusable);
+
+/* Carve need bytes (a multiple of DM_GRAIN) aligned to align (DM_GRAIN or DM_UNIT). */
+static int alloc_aligned(dm_ctx_t *ctx, uint64_t need, uint64_t align, dm_gaddr_t *out)
 {
     dm_alloc_t *a = ctx->w->alloc;
-    uint64_t units = (bytes + DM_UNIT - 1) / DM_UNIT;
-    if (units == 0) units = 1;
-    uint64_t need = units * DM_UNIT;
-    freed_t *f = take_freed(a, units);
+    freed_t *f = take_freed(a, need / DM_GRAIN, align);
     if (f) {
         *out = f->addr;
         free(f);
@@ -258,9 +258,17 @@ int dm_alloc_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out)
     }
     if (need > DM_CHUNK_SIZE / 4) /* big values get their own extent */
         return take_range(ctx, a, need, out);
-    while (a->cur_left < need) {
+    uint64_t pad;
+    for (;;) { /* chunks start 64-byte aligned: a fresh one needs no pad */
+        pad = a->cur % align ? align - a->cur % align : 0;
+        if (a->cur_left >= need + pad) break;
         int rc = refill(ctx, a);
         if (rc) return rc;
+    }
+    if (pad) { /* the gap before an aligned block: never published, reusable at once */
+        queue_block(a, a->cur, pad, 1);
+        a->cur += pad;
+        a->cur_left -= pad;
     }
     *out = a->cur;
     a->cur += need;
@@ -268,11 +276,23 @@ int dm_alloc_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out)
     return 0;
 }
 
+int dm_alloc_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out)
+{
+    uint64_t units = (bytes + DM_UNIT - 1) / DM_UNIT;
+    return alloc_aligned(ctx, (units ? units : 1) * DM_UNIT, DM_UNIT, out);
+}
+
+int dm_alloc_kv_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out)
+{
+    uint64_t units = (bytes + DM_GRAIN - 1) / DM_GRAIN;
+    return alloc_aligned(ctx, (units ? units : 1) * DM_GRAIN, DM_GRAIN, out);
+}
+
 /* Queue a block on its size class: at the tail with its free time (quarantine, FIFO), or
  * at the head dated 0 (reusable now). */
 static void queue_block(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, int now_reusable)
 {
-    uint64_t units = (bytes + DM_UNIT - 1) / DM_UNIT;
+    uint64_t units = (bytes + DM_GRAIN - 1) / DM_GRAIN;
     if (units == 0) units = 1;
     freed_t *f = malloc(sizeof(*f));
     if (!f) return; /* leak rather than fail a free */

@@ -132,7 +132,7 @@ static int cached_get(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_
     acache_entry_t *e = entry_of(ctx->w->race, tag);
     if (!e || e->tag != tag) return 0;
     acache_entry_t want = *e;
-    uint64_t len = (uint64_t)race_slot_len(want.word) * DM_UNIT;
+    uint64_t len = (uint64_t)race_slot_len(want.word) * DM_KV_UNIT;
     uint8_t *block = malloc(len);
     if (!block) return DM_ENOMEM;
     uint64_t now = 0;

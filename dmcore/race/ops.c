@@ -10,6 +10,8 @@
 #include "dmkv/superblock.h"
 #include "race_internal.h"
 
+_Static_assert(DM_KV_UNIT == DM_GRAIN, "KV blocks are carved in slot length units");
+
 #define MAX_ATTEMPTS 256
 #define MAX_CANDS 28 /* slots in two combined buckets */
 #define MAX_CORRUPT 8
@@ -39,7 +41,7 @@ static int fetch_cands(dm_ctx_t *ctx, cand_t *c, unsigned n, const void *key, si
     dm_batch_t b;
     dm_batch_init(&b);
     for (unsigned i = 0; i < n; i++) {
-        c[i].block_len = (uint64_t)race_slot_len(c[i].ref.word) * DM_UNIT;
+        c[i].block_len = (uint64_t)race_slot_len(c[i].ref.word) * DM_KV_UNIT;
         c[i].block = malloc(c[i].block_len ? c[i].block_len : 64);
         c[i].state = CAND_NOMATCH;
         if (!c[i].block) return DM_ENOMEM;
@@ -290,7 +292,7 @@ static int take_back_stranded(dm_ctx_t *ctx, const void *key, size_t klen, dm_ga
         if (!got || race_slot_moving(got) || race_slot_fp(got) != race_slot_fp(my_word))
             return 1; /* the splitter froze or moved it (then the slot is another key's) */
         /* Same fingerprint: is it our key, updated in place? 1 RTT, rare. */
-        uint32_t len = (uint32_t)race_slot_len(got) * DM_UNIT;
+        uint32_t len = (uint32_t)race_slot_len(got) * DM_KV_UNIT;
         uint8_t *blk = malloc(len);
         if (!blk) return 1;
         dm_batch_init(&b);
@@ -405,7 +407,7 @@ static int cached_update(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *b
     dm_gaddr_t sa;
     uint64_t w;
     if (!race_addr_cache_get(r, key, klen, &sa, &w)) return 2;
-    uint64_t olen = (uint64_t)race_slot_len(w) * DM_UNIT, now = 0;
+    uint64_t olen = (uint64_t)race_slot_len(w) * DM_KV_UNIT, now = 0;
     uint8_t *ob = malloc(olen);
     if (!ob) return 2;
     dm_batch_t b;
@@ -465,7 +467,7 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
                 dm_race_decide_fn decide, void *arg, int keep_ttl, dm_race_item_t *old)
 {
     dm_gaddr_t addr;
-    int rc = dm_alloc_block(ctx, block_len, &addr);
+    int rc = dm_alloc_kv_block(ctx, block_len, &addr);
     if (rc) return rc;
     uint64_t word = 0, adopted = 0; /* adopted: a newer word taken back from a stranded slot */
     int written = 0, posted_cas = 0;

@@ -188,7 +188,7 @@ static int flush_bucket(dm_ctx_t *ctx, dm_gaddr_t bucket, const uint64_t *raw, v
             /* Blocks over 16 KB are not returned here (their size needs a read). */
             if (race_slot_len(raw[1 + s]) < DM_KV_LEN_MAX_UNITS)
                 dm_alloc_free(ctx->w->alloc, race_slot_ptr(raw[1 + s]),
-                              (uint64_t)race_slot_len(raw[1 + s]) * DM_UNIT);
+                              (uint64_t)race_slot_len(raw[1 + s]) * DM_KV_UNIT);
         }
     return 0;
 }

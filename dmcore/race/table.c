@@ -84,7 +84,7 @@ int race_read_blocks(dm_ctx_t *ctx, const uint64_t *words, unsigned n, uint8_t *
     for (unsigned i = 0; i < n; i++) {
         lens[i] = 0;
         if (!race_slot_ptr(words[i])) continue;
-        lens[i] = (uint64_t)race_slot_len(words[i]) * DM_UNIT;
+        lens[i] = (uint64_t)race_slot_len(words[i]) * DM_KV_UNIT;
         bufs[i] = malloc(lens[i]);
         if (!bufs[i]) return DM_ENOMEM;
         dm_batch_read(&b, race_slot_ptr(words[i]), bufs[i], (uint32_t)lens[i]);

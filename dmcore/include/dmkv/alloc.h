@@ -1,10 +1,13 @@
 /* Remote allocation of KV blocks (../shared/DESIGN.md "Memory node", "Reclamation").
  * Chunks (DM_CHUNK_SIZE bytes) are taken one-sidedly, round robin over the pool's nodes:
  * a returned range of the same size popped from the node's free-range stack (superblock.h
- * DM_FREE_*) when it has one, else by FAA on the node's alloc_ptr; blocks of 64-byte units are
- * carved from the worker's current chunk. Freed blocks are quarantined for DM_GRACE_US before this
- * worker reuses them, so a slot CAS cannot succeed by ABA (operations older than DM_OP_TIMEOUT_US
- * restart, see dm_ctx_check). One allocator per worker; not thread-safe. */
+ * DM_FREE_*) when it has one, else by FAA on the node's alloc_ptr; blocks are carved from the
+ * worker's current chunk: index structures (RACE subtables, CHIME nodes and records, whose
+ * addresses are kept in 64-byte units) in 64-byte units, 64-byte aligned; KV blocks in
+ * 32-byte units (a 16-byte key and a 32-byte value take 96 bytes, not 128). Freed blocks are
+ * quarantined for DM_GRACE_US before this worker reuses them, so a slot CAS cannot succeed by ABA
+ * (operations older than DM_OP_TIMEOUT_US restart, see dm_ctx_check). One allocator per worker; not
+ * thread-safe. */
 #ifndef DMKV_ALLOC_H
 #define DMKV_ALLOC_H
 
@@ -12,16 +15,19 @@
 
 #include "dmkv/worker.h"
 
-#define DM_UNIT 64u               /* bytes per allocation unit (RACE slot length unit) */
+#define DM_UNIT 64u               /* bytes per unit (and alignment) of dm_alloc_block */
+#define DM_GRAIN 32u              /* bytes per unit of dm_alloc_kv_block (and of free lists) */
 #define DM_GRACE_US 2000000u      /* quarantine of freed blocks, microseconds */
 #define DM_OP_TIMEOUT_US 1000000u /* operations older than this restart */
 
 dm_alloc_t *dm_alloc_create(dm_worker_t *w);
 void dm_alloc_destroy(dm_alloc_t *a);
 
-/* Allocate bytes (rounded up to 64-byte units) of pool memory; may cost one RTT (chunk
- * FAA). Returns 0 and *out, or DM_ENOMEM when every memory node is full. */
+/* Allocate bytes (rounded up to 64-byte units, 64-byte aligned) of pool memory; may cost
+ * one RTT (chunk FAA). Returns 0 and *out, or DM_ENOMEM when every memory node is full. */
 int dm_alloc_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out);
+/* The same for a KV block: bytes rounded up to DM_GRAIN (32) and 32-byte aligned. */
+int dm_alloc_kv_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out);
 
 /* A block that was allocated but never published (no slot or entry ever pointed to it, so
  * no reader can hold its address) is reusable at once. bytes as passed to dm_alloc_block. */

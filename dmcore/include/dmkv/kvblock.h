@@ -1,12 +1,12 @@
 /* KV blocks: out-of-place, immutable once published (DESIGN.md "KV block").
- * Layout, all little-endian, 64-byte aligned, size a multiple of 64 bytes:
+ * Layout, all little-endian, 32-byte aligned, size a multiple of DM_KV_UNIT (32) bytes:
  *   [0]  u32 key_len   [4] u32 val_len   [8] u64 expire_ms (0 = none)
  *   [16] u64 write id: unique per dm_kvblock_build (per-thread random base + counter), so
  *        a block reused for the same key with the same length never looks like the old
  *        write to WATCH (a slot word alone recurs once a freed block is reused)
  *   [24] key bytes, value bytes, zero padding to 8
  *   [..] u64 checksum = XXH3-64 of bytes [0, 16 + key_len + val_len)
- * A RACE slot's 8-bit length gives the block size in 64-byte units, saturating at 255:
+ * A RACE slot's 8-bit length gives the block size in 32-byte units, saturating at 255:
  * a reader reads that much first and, for bigger blocks, the rest after the header.
  * The checksum lets readers detect a block torn by a concurrent rewrite or freed. */
 #ifndef DMKV_KVBLOCK_H
@@ -16,7 +16,8 @@
 #include <stdint.h>
 
 #define DM_KV_HDR 24u
-#define DM_KV_LEN_MAX_UNITS 255u /* slot length field saturates here (16320 bytes) */
+#define DM_KV_UNIT 32u           /* bytes per unit of a block size and of a slot length */
+#define DM_KV_LEN_MAX_UNITS 255u /* slot length field saturates here (8160 bytes) */
 
 typedef struct dm_kv_view {
     const uint8_t *key;
@@ -28,14 +29,14 @@ typedef struct dm_kv_view {
     uint64_t slot;     /* the RACE slot word the item was found under (set for decide callbacks) */
 } dm_kv_view_t;
 
-/* Total block bytes (multiple of 64) for a key and value of these lengths. */
+/* Total block bytes (multiple of DM_UNIT) for a key and value of these lengths. */
 uint64_t dm_kvblock_size(size_t klen, size_t vlen);
 
 /* Serialize into buf (dm_kvblock_size bytes, zero-filled padding). */
 void dm_kvblock_build(uint8_t *buf, const void *key, size_t klen, const void *val, size_t vlen,
                       uint64_t expire_ms);
 
-/* Slot length field (64-byte units, saturating at 255) for a block of this many bytes. */
+/* Slot length field (DM_UNIT units, saturating at 255) for a block of this many bytes. */
 uint8_t dm_kvblock_len_units(uint64_t block_bytes);
 
 /* Block size announced by the header in buf (have >= 16 bytes), or 0 when the lengths are
