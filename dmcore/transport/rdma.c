@@ -1,9 +1,13 @@
 /* The `rdma` backend: one RC queue pair from one worker to one memory node, set up with
  * librdmacm, verbs posted with libibverbs (DESIGN.md "Transports").
  *
- * - A batch (the verbs the batch layer groups for one node) becomes one chain of work
- *   requests posted with ONE ibv_post_send (doorbell batching). Only the chain's last WR is
- *   signaled: RC completes in order, so that completion means the whole chain is done.
+ * - A batch (the verbs the batch layer groups for one node) becomes a run of work requests;
+ *   every batch posted in one event-loop turn (by any coroutine of the worker) is queued and
+ *   the queue goes out as ONE chain with ONE ibv_post_send at the end of the turn (a
+ *   uv_check, or a uv_prepare for posts from timers and idle callbacks): doorbell batching
+ *   across commands. Only the chain's last WR is signaled: RC completes in order, so that
+ *   completion means every batch of the chain is done. Chaining changes no ordering: the
+ *   WRs enter the one send queue in the order they would have been posted one by one.
  * - WRITEs up to the QP's max_inline_data go inline; other WRITEs, READs and the 8-byte
  *   atomic results use a per-connection registered staging ring (DM_RDMA_STAGING bytes,
  *   released in completion order); verbs longer than a quarter of the ring get their own
@@ -90,12 +94,14 @@ struct rdma_conn;
 /* libuv handles live apart from the connection: they are freed by their close callbacks,
  * after the connection itself is gone. */
 typedef struct rdma_handles {
-    uv_poll_t cq_poll; /* completion channel fd */
-    uv_poll_t cm_poll; /* rdma_cm event channel fd (disconnects) */
-    uv_timer_t timer;  /* batch timeouts, while batches are outstanding */
-    uv_timer_t defer;  /* completes batches that needed no WR; deferred failures */
-    uv_idle_t idle;    /* busy-poll window */
-    int open;          /* handles not yet closed */
+    uv_poll_t cq_poll;          /* completion channel fd */
+    uv_poll_t cm_poll;          /* rdma_cm event channel fd (disconnects) */
+    uv_timer_t timer;           /* batch timeouts, while batches are outstanding */
+    uv_timer_t defer;           /* completes batches that needed no WR; deferred failures */
+    uv_idle_t idle;             /* busy-poll window */
+    uv_check_t flush_check;     /* posts the turn's queued batches (after I/O callbacks) */
+    uv_prepare_t flush_prepare; /* ... and those queued from timers and idle callbacks */
+    int open;                   /* handles not yet closed */
     struct rdma_conn *c;
 } rdma_handles_t;
 
@@ -153,13 +159,6 @@ static void bq_push(bq_t *q, rbatch_t *b)
     else
         q->head = b;
     q->tail = b;
-}
-
-static void bq_push_front(bq_t *q, rbatch_t *b)
-{
-    b->next = q->head;
-    q->head = b;
-    if (!q->tail) q->tail = b;
 }
 
 static rbatch_t *bq_pop(bq_t *q)
@@ -343,11 +342,12 @@ static void fail_all(rdma_conn_t *c, int status, const char *why)
 enum { POST_OK = 0, POST_AGAIN = 1 };
 
 static void on_defer(uv_timer_t *t);
+static void after_post(rdma_conn_t *c);
 
-/* Post batch b as one WR chain with one ibv_post_send. Returns POST_OK (b is now in the
- * outstanding queue), POST_AGAIN (no room in SQ or ring now; nothing changed) or DM_EIO
- * (post failed: the caller must fail the connection; b untouched). */
-static int try_post(rdma_conn_t *c, rbatch_t *b)
+/* Stage batch b at c->wrs[*k...]: staging ring space, work requests, SQ room (counted in
+ * sq_used). Returns POST_OK (*k advanced; or b needed no WR after all and went to the
+ * deferred queue: *k unchanged, b->nwr 0) or POST_AGAIN (no room now; nothing changed). */
+static int stage_batch(rdma_conn_t *c, rbatch_t *b, uint32_t *k)
 {
     if (c->sq_used + b->nwr > c->sq_depth) return POST_AGAIN;
     uint64_t save_head = c->ring_head, save_used = c->ring_used;
@@ -362,7 +362,7 @@ static int try_post(rdma_conn_t *c, rbatch_t *b)
             b->ring_bytes += got;
             continue;
         }
-        if (c->outstanding.head) {
+        if (c->outstanding.head || *k) {
             /* Room comes back as batches complete: undo and wait. */
             for (size_t j = 0; j < i; j++)
                 b->vi[j].off = NO_OFF;
@@ -385,20 +385,18 @@ static int try_post(rdma_conn_t *c, rbatch_t *b)
         uv_timer_start(&c->h->defer, on_defer, 0, 0);
         return POST_OK;
     }
-
-    uint32_t k = 0;
     for (size_t i = 0; i < b->n; i++) {
         vinfo_t *vi = &b->vi[i];
         if (!(vi->flags & VI_WR)) continue;
         dm_verb_t *v = &b->verbs[i];
-        struct ibv_send_wr *wr = &c->wrs[k];
-        struct ibv_sge *sge = &c->sges[k];
+        struct ibv_send_wr *wr = &c->wrs[*k];
+        struct ibv_sge *sge = &c->sges[*k];
         memset(wr, 0, sizeof(*wr));
         /* A READ that must see an earlier atomic of the chain (CHIME: the neighborhood READ
          * after the lock CAS) waits for it; only those pay for the fence. */
         if (v->op == DM_OP_READ && v->fence) wr->send_flags |= IBV_SEND_FENCE;
         wr->wr_id = b->seq;
-        wr->next = &c->wrs[k + 1];
+        wr->next = &c->wrs[*k + 1];
         wr->sg_list = sge;
         wr->num_sge = 1;
         uint8_t *local = vi->bounce ? vi->bounce : vi->off != NO_OFF ? c->stage + vi->off : NULL;
@@ -429,48 +427,66 @@ static int try_post(rdma_conn_t *c, rbatch_t *b)
             sge->length = 8;
             break;
         }
-        k++;
+        ++*k;
     }
-    c->wrs[k - 1].next = NULL;
-    c->wrs[k - 1].send_flags |= IBV_SEND_SIGNALED;
-    struct ibv_send_wr *bad = NULL;
-    int rc = ibv_post_send(c->id->qp, c->wrs, &bad);
-    COUNT(post_send_calls, 1);
-    if (!rc) dm_conn_count_message(&c->base, k);
-    if (rc) {
-        c->ring_head = save_head;
-        c->ring_used = save_used;
-        dm_log(DM_LOG_WARNING, "rdma: ibv_post_send to %s: %s", c->peer, strerror(rc));
-        return DM_EIO;
-    }
-    uint32_t inl = 0;
-    for (uint32_t j = 0; j < k; j++)
-        inl += (c->wrs[j].send_flags & IBV_SEND_INLINE) != 0;
-    COUNT(wrs_posted, k);
-    COUNT(wrs_signaled, 1);
-    if (inl) COUNT(wrs_inline, inl);
     c->sq_used += b->nwr;
-    b->posted_us = now_us();
-    bq_push(&c->outstanding, b);
     return POST_OK;
 }
 
-/* Post queued batches in order while they fit. Loop-callback context. */
+/* Post the queued batches, in order, as few chains as the SQ and the staging ring allow
+ * (one, unless they are full): one ibv_post_send and one signaled WR per chain. Stops at
+ * the first batch without room (completions kick again). Loop-callback context. */
 static void kick_pending(rdma_conn_t *c)
 {
+    int posted = 0;
     while (c->pending.head && !c->broken && !c->closing) {
-        rbatch_t *b = bq_pop(&c->pending);
-        int rc = try_post(c, b);
-        if (rc == POST_AGAIN) {
-            bq_push_front(&c->pending, b);
+        uint64_t save_head = c->ring_head, save_used = c->ring_used;
+        uint32_t save_sq = c->sq_used, k = 0;
+        bq_t chain = {0};
+        while (c->pending.head) {
+            rbatch_t *b = c->pending.head;
+            if (stage_batch(c, b, &k) == POST_AGAIN) break;
+            bq_pop(&c->pending);
+            if (b->nwr) bq_push(&chain, b);
+        }
+        if (k == 0) {
+            if (c->pending.head) COUNT(batches_queued, 1);
             break;
         }
-        if (rc < 0) {
-            bq_push_front(&c->pending, b);
+        c->wrs[k - 1].next = NULL;
+        c->wrs[k - 1].send_flags |= IBV_SEND_SIGNALED;
+        struct ibv_send_wr *bad = NULL;
+        int rc = ibv_post_send(c->id->qp, c->wrs, &bad);
+        COUNT(post_send_calls, 1);
+        if (rc) {
+            c->ring_head = save_head;
+            c->ring_used = save_used;
+            c->sq_used = save_sq;
+            dm_log(DM_LOG_WARNING, "rdma: ibv_post_send to %s: %s", c->peer, strerror(rc));
+            if (chain.head) { /* back to the front, in order, to fail with the rest */
+                chain.tail->next = c->pending.head;
+                if (!c->pending.head) c->pending.tail = chain.tail;
+                c->pending.head = chain.head;
+            }
             fail_all(c, DM_EIO, "ibv_post_send failed");
-            break;
+            return;
         }
+        dm_conn_count_message(&c->base, k);
+        uint32_t inl = 0;
+        for (uint32_t j = 0; j < k; j++)
+            inl += (c->wrs[j].send_flags & IBV_SEND_INLINE) != 0;
+        COUNT(wrs_posted, k);
+        COUNT(wrs_signaled, 1);
+        if (inl) COUNT(wrs_inline, inl);
+        uint64_t now = now_us();
+        rbatch_t *b;
+        while ((b = bq_pop(&chain)) != NULL) {
+            b->posted_us = now;
+            bq_push(&c->outstanding, b);
+        }
+        posted = 1;
     }
+    if (posted) after_post(c);
 }
 
 /* Poll the CQ dry and complete finished batches. Returns the number of completions. */
@@ -593,6 +609,29 @@ static void on_defer(uv_timer_t *t)
     conn_unref(c);
 }
 
+/* End of the loop turn: post what the turn queued as one chain. */
+static void flush(rdma_handles_t *h)
+{
+    uv_check_stop(&h->flush_check);
+    uv_prepare_stop(&h->flush_prepare);
+    rdma_conn_t *c = h->c;
+    if (!c) return;
+    c->busy++;
+    kick_pending(c);
+    update_activity(c);
+    conn_unref(c);
+}
+
+static void on_flush_check(uv_check_t *ch)
+{
+    flush(ch->data);
+}
+
+static void on_flush_prepare(uv_prepare_t *p)
+{
+    flush(p->data);
+}
+
 static void on_cm_event(uv_poll_t *p, int status, int events)
 {
     (void)events;
@@ -675,31 +714,13 @@ static int rdma_post(dm_conn_t *base, dm_verb_t *verbs, size_t n, dm_post_cb cb,
         uv_timer_start(&c->h->defer, on_defer, 0, 0);
         return 0;
     }
-    if (c->pending.head) {
-        bq_push(&c->pending, b);
-        COUNT(batches_queued, 1);
-        return 0;
+    /* Queued for the end of the turn, with whatever else the turn posts. */
+    bq_push(&c->pending, b);
+    if (!uv_is_active((uv_handle_t *)&c->h->flush_check)) {
+        uv_check_start(&c->h->flush_check, on_flush_check);
+        uv_prepare_start(&c->h->flush_prepare, on_flush_prepare);
     }
-    int rc = try_post(c, b);
-    if (rc == POST_AGAIN) {
-        bq_push(&c->pending, b);
-        COUNT(batches_queued, 1);
-        after_post(c);
-        return 0;
-    }
-    if (rc < 0) {
-        /* The QP is unusable: this batch fails now, the others from the loop. */
-        free_bounces(b);
-        free(b);
-        c->broken = 1;
-        c->base.failed = 1;
-        COUNT(conn_failures, 1);
-        qp_to_error(c);
-        c->fail_scheduled = 1;
-        uv_timer_start(&c->h->defer, on_defer, 0, 0);
-        return DM_EIO;
-    }
-    after_post(c);
+    update_activity(c);
     return 0;
 }
 
@@ -721,6 +742,8 @@ static void conn_destroy(rdma_conn_t *c)
         uv_close((uv_handle_t *)&h->timer, handle_closed);
         uv_close((uv_handle_t *)&h->defer, handle_closed);
         uv_close((uv_handle_t *)&h->idle, handle_closed);
+        uv_close((uv_handle_t *)&h->flush_check, handle_closed);
+        uv_close((uv_handle_t *)&h->flush_prepare, handle_closed);
         c->h = NULL;
     }
     if (c->id) {
@@ -972,8 +995,11 @@ dm_conn_t *dm_rdma_open(uv_loop_t *loop, const char *host, int port, char *err, 
     uv_timer_init(loop, &h->timer);
     uv_timer_init(loop, &h->defer);
     uv_idle_init(loop, &h->idle);
-    h->open = 5;
+    uv_check_init(loop, &h->flush_check);
+    uv_prepare_init(loop, &h->flush_prepare);
+    h->open = 7;
     h->cq_poll.data = h->cm_poll.data = h->timer.data = h->defer.data = h->idle.data = h;
+    h->flush_check.data = h->flush_prepare.data = h;
     uv_poll_start(&h->cq_poll, UV_READABLE, on_cq_event);
     uv_poll_start(&h->cm_poll, UV_READABLE, on_cm_event);
     /* Idle connections do not keep the loop alive; outstanding batches do (cq_poll is

@@ -329,8 +329,10 @@ static void test_batch64(void)
 }
 
 /* Many batches in flight at once, far beyond the send queue (40 x 64 WRs vs 512): they
- * queue in software, complete in posting order, and a shared FAA counter proves that they
- * executed in order too. Large READs also exercise the staging ring's wrap-around. */
+ * queue in software, go out as chains of as many batches as the SQ holds (one doorbell
+ * and one signaled WR per chain), complete in posting order, and a shared FAA counter
+ * proves that they executed in order too. Large READs also exercise the staging ring's
+ * wrap-around. */
 static void test_many_outstanding(void)
 {
     enum { NB = 40, PER = 64 };
@@ -376,10 +378,54 @@ static void test_many_outstanding(void)
             (unsigned long long)(c1.wrs_posted - c0.wrs_posted),
             (unsigned long long)(c1.wrs_signaled - c0.wrs_signaled),
             (unsigned long long)(c1.batches_queued - c0.batches_queued));
-    CHECK(c1.post_send_calls - c0.post_send_calls == NB);
+    uint64_t doorbells = c1.post_send_calls - c0.post_send_calls;
+    CHECK(doorbells >= (uint64_t)NB * PER / 512 && doorbells < NB);
     CHECK(c1.wrs_posted - c0.wrs_posted == (uint64_t)NB * PER);
-    CHECK(c1.wrs_signaled - c0.wrs_signaled == NB);
+    CHECK(c1.wrs_signaled - c0.wrs_signaled == doorbells);
     CHECK(c1.batches_queued - c0.batches_queued > 0);
+}
+
+/* Batches posted in one event-loop turn (here: before the loop runs) leave as one chain:
+ * one ibv_post_send, one signaled WR, each batch completed with its own data, in order. */
+static void test_turn_coalesced(void)
+{
+    enum { NB = 10 };
+    uint64_t off = 12 * BASE;
+    for (int i = 0; i < NB * 2; i++)
+        *(uint64_t *)(region + off + (uint64_t)i * 64) = 5000u + (uint64_t)i;
+    dm_verb_t v[NB][2];
+    uint64_t got[NB][2];
+    wait_t w[NB];
+    memset(w, 0, sizeof(w));
+    dm_rdma_counters_t c0, c1;
+    dm_rdma_counters_get(&c0);
+    completion_seq = 0;
+    for (int b = 0; b < NB; b++) {
+        for (int i = 0; i < 2; i++)
+            v[b][i] = vread(off + (uint64_t)(2 * b + i) * 64, &got[b][i], 8);
+        CHECK(conn->ops->post(conn, v[b], 2, wait_cb, &w[b]) == 0);
+    }
+    dm_rdma_counters_get(&c1);
+    CHECK(c1.post_send_calls == c0.post_send_calls); /* nothing posted inside post() */
+    uint64_t t0 = dm_now_us();
+    for (int b = 0; b < NB; b++)
+        while (!w[b].done) {
+            uv_run(&loop, UV_RUN_ONCE);
+            CHECK(dm_now_us() - t0 < 10000000u);
+        }
+    dm_rdma_counters_get(&c1);
+    fprintf(stderr, "  %d batches in one turn: %llu doorbells, %llu WRs, %llu signaled\n", NB,
+            (unsigned long long)(c1.post_send_calls - c0.post_send_calls),
+            (unsigned long long)(c1.wrs_posted - c0.wrs_posted),
+            (unsigned long long)(c1.wrs_signaled - c0.wrs_signaled));
+    CHECK(c1.post_send_calls - c0.post_send_calls == 1);
+    CHECK(c1.wrs_posted - c0.wrs_posted == 2 * NB);
+    CHECK(c1.wrs_signaled - c0.wrs_signaled == 1);
+    for (int b = 0; b < NB; b++) {
+        CHECK(w[b].status == 0 && w[b].order == b);
+        for (int i = 0; i < 2; i++)
+            CHECK(v[b][i].status == 0 && got[b][i] == 5000u + (uint64_t)(2 * b + i));
+    }
 }
 
 /* A batch larger than the staging ring (8 x 1 MiB READs + 2 x 2 MiB WRITEs). */
@@ -534,10 +580,17 @@ static void test_qp_error(void)
     dm_verb_t v2[2] = {vread(REGION_SIZE + BASE, &b, 8), vread(BASE, &b, 8)};
     dm_verb_t v3 = vread(BASE, &d, 8);
     wait_t w[3] = {{0}, {0}, {0}};
+    /* v1 completes first; v2 and v3 leave in one chain: v2's bad READ fails the QP and
+     * both with it (a batch chained with a failing one has an unknown fate, as after any
+     * lost connection: its WRs are unsignaled). */
     CHECK(c3->ops->post(c3, &v1, 1, wait_cb, &w[0]) == 0);
+    uint64_t t0 = dm_now_us();
+    while (!w[0].done) {
+        uv_run(&loop, UV_RUN_ONCE);
+        CHECK(dm_now_us() - t0 < 20000000u);
+    }
     CHECK(c3->ops->post(c3, v2, 2, wait_cb, &w[1]) == 0);
     CHECK(c3->ops->post(c3, &v3, 1, wait_cb, &w[2]) == 0);
-    uint64_t t0 = dm_now_us();
     while (!w[0].done || !w[1].done || !w[2].done) {
         uv_run(&loop, UV_RUN_ONCE);
         CHECKF(dm_now_us() - t0 < 20000000u, "batches hung behind a QP error");
@@ -620,6 +673,7 @@ int main(void)
     RUN(test_errors);
     RUN(test_batch64);
     RUN(test_many_outstanding);
+    RUN(test_turn_coalesced);
     RUN(test_larger_than_staging);
     RUN(test_doorbell_one_rtt);
     RUN(test_coroutines);

@@ -40,7 +40,7 @@ typedef struct dm_rdma_accept {
 /* Process-wide counters of the rdma backend (all connections), for tests and INFO.
  * Updated with relaxed atomics on the posting/completing thread. */
 typedef struct dm_rdma_counters {
-    uint64_t post_send_calls; /* ibv_post_send calls (doorbells); one per posted batch */
+    uint64_t post_send_calls; /* ibv_post_send calls (doorbells); one per loop turn that posts */
     uint64_t wrs_posted;      /* work requests posted */
     uint64_t wrs_signaled;    /* of which signaled (one per batch) */
     uint64_t wrs_inline;      /* WRITEs posted with IBV_SEND_INLINE */
