@@ -27,7 +27,8 @@ test: build-test
 	cd build-test && ctest --output-on-failure -j2 --timeout 900
 
 bench: build
-	bench/redis-vs-dmkv.sh build
+	@if [ -n "$(BEFORE)" ]; then bench/before-after.sh build "$(BEFORE)"; \
+	else bench/redis-vs-dmkv.sh build; fi
 
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
