@@ -339,14 +339,14 @@ static void fail_all(rdma_conn_t *c, int status, const char *why)
 
 /* ---- posting ---- */
 
-enum { POST_OK = 0, POST_AGAIN = 1 };
+enum { POST_OK = 0, POST_AGAIN = 1, POST_NONE = 2 };
 
 static void on_defer(uv_timer_t *t);
 static void after_post(rdma_conn_t *c);
 
 /* Stage batch b at c->wrs[*k...]: staging ring space, work requests, SQ room (counted in
- * sq_used). Returns POST_OK (*k advanced; or b needed no WR after all and went to the
- * deferred queue: *k unchanged, b->nwr 0) or POST_AGAIN (no room now; nothing changed). */
+ * sq_used). Returns POST_OK (*k advanced), POST_NONE (every bounce failed: b has no WR
+ * left, nothing staged) or POST_AGAIN (no room now; nothing changed). */
 static int stage_batch(rdma_conn_t *c, rbatch_t *b, uint32_t *k)
 {
     if (c->sq_used + b->nwr > c->sq_depth) return POST_AGAIN;
@@ -381,9 +381,7 @@ static int stage_batch(rdma_conn_t *c, rbatch_t *b, uint32_t *k)
     if (b->nwr == 0) { /* only possible when every bounce failed */
         c->ring_head = save_head;
         c->ring_used = save_used;
-        bq_push(&c->deferred, b);
-        uv_timer_start(&c->h->defer, on_defer, 0, 0);
-        return POST_OK;
+        return POST_NONE;
     }
     for (size_t i = 0; i < b->n; i++) {
         vinfo_t *vi = &b->vi[i];
@@ -445,9 +443,15 @@ static void kick_pending(rdma_conn_t *c)
         bq_t chain = {0};
         while (c->pending.head) {
             rbatch_t *b = c->pending.head;
-            if (stage_batch(c, b, &k) == POST_AGAIN) break;
+            int st = stage_batch(c, b, &k);
+            if (st == POST_AGAIN) break;
             bq_pop(&c->pending);
-            if (b->nwr) bq_push(&chain, b);
+            if (st == POST_OK) {
+                bq_push(&chain, b);
+            } else { /* no WR left: completed from the defer timer */
+                bq_push(&c->deferred, b);
+                uv_timer_start(&c->h->defer, on_defer, 0, 0);
+            }
         }
         if (k == 0) {
             if (c->pending.head) COUNT(batches_queued, 1);
