@@ -178,23 +178,66 @@ static int should_retry(dm_ctx_t *ctx, int rc, retry_t *rt)
     return 0;
 }
 
+/* A search whose reads took longer than DM_OP_TIMEOUT_US retries alone: one such retry at
+ * a time per worker. Many large reads started together (a pipeline of GETs of 1 MB values)
+ * can each take longer than the limit because they share the thread; retried together
+ * they would time out together again until "restarted too often". */
+static void slow_enter(dm_ctx_t *ctx)
+{
+    dm_race_t *r = ctx->w->race;
+    while (r->slow_held) {
+        dm_wake_t wk = {0};
+        if (r->slow_tail)
+            r->slow_tail->next = &wk;
+        else
+            r->slow_head = &wk;
+        r->slow_tail = &wk;
+        dm_worker_park(ctx->w, &wk);
+    }
+    r->slow_held = 1;
+}
+
+static void slow_leave(dm_ctx_t *ctx)
+{
+    dm_race_t *r = ctx->w->race;
+    r->slow_held = 0;
+    dm_wake_t *wk = r->slow_head;
+    if (!wk) return;
+    r->slow_head = wk->next; /* read before the wake: wk lives on the waiter's stack */
+    if (!r->slow_head) r->slow_tail = NULL;
+    wk->next = NULL;
+    dm_worker_wake(ctx->w, wk);
+}
+
 int dm_race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *item)
 {
     retry_t rt = {0};
+    int rc = DM_ERETRY, slow = 0; /* 1: the next attempt runs alone; 2: it does */
     for (int attempt = 0; attempt - rt.waits < MAX_ATTEMPTS; attempt++) {
+        if (slow == 1) {
+            slow_enter(ctx);
+            slow = 2;
+        }
         lookup_t lk;
         dm_batch_t b;
         dm_batch_init(&b);
         ctx->start_us = dm_now_us();
-        int rc = lookup(ctx, &b, &lk, key, klen);
+        rc = lookup(ctx, &b, &lk, key, klen);
         /* A block read after the grace period may have been reused: read again. */
-        if (!rc) rc = dm_ctx_check(ctx);
+        int late = !rc && dm_ctx_check(ctx) != 0;
+        if (late) rc = DM_ERETRY;
         if (!rc && lk.first >= 0) take_item(&lk, item);
         cands_free(lk.c, lk.n);
-        if (!rc) return lk.first >= 0;
-        if (!should_retry(ctx, rc, &rt)) return rc;
+        if (!rc) {
+            rc = lk.first >= 0;
+            break;
+        }
+        if (late && !slow) slow = 1;
+        if (!should_retry(ctx, rc, &rt)) break;
+        rc = DM_ERETRY;
     }
-    return DM_ERETRY;
+    if (slow == 2) slow_leave(ctx);
+    return rc;
 }
 
 static void count_keys(dm_ctx_t *ctx, int64_t delta)

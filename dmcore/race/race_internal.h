@@ -93,6 +93,9 @@ struct dm_race {
     uint64_t *dir;     /* cached directory, 2^DM_RACE_MAX_DEPTH entries, [0, 2^GD) valid */
     uint64_t installs; /* snapshots installed into dir (refresh, publish) */
     void *acache;      /* validated address cache (addr_cache.c), allocated on first use */
+    /* Searches that timed out retry one at a time per worker (ops.c slow_enter). */
+    int slow_held;
+    struct dm_wake *slow_head, *slow_tail;
 };
 
 /* Where a key lives: its subtable and its two combined buckets. */
