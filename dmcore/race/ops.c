@@ -178,10 +178,12 @@ static int should_retry(dm_ctx_t *ctx, int rc, retry_t *rt)
     return 0;
 }
 
-/* A search whose reads took longer than DM_OP_TIMEOUT_US retries alone: one such retry at
- * a time per worker. Many large reads started together (a pipeline of GETs of 1 MB values)
- * can each take longer than the limit because they share the thread; retried together
- * they would time out together again until "restarted too often". */
+/* A search of a large value (a block over the slot's length field, 8160 bytes) whose
+ * reads took longer than DM_OP_TIMEOUT_US retries alone: one such retry at a time per
+ * worker. Many large reads started together (a pipeline of GETs of 1 MB values) can each
+ * take longer than the limit because they share the thread; retried together they would
+ * time out together again until "restarted too often". Small values retry as before (a
+ * queue of them would be a convoy on a slow machine). */
 static void slow_enter(dm_ctx_t *ctx)
 {
     dm_race_t *r = ctx->w->race;
@@ -224,15 +226,17 @@ int dm_race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *
         ctx->start_us = dm_now_us();
         rc = lookup(ctx, &b, &lk, key, klen);
         /* A block read after the grace period may have been reused: read again. */
-        int late = !rc && dm_ctx_check(ctx) != 0;
+        int late = !rc && dm_ctx_check(ctx) != 0, big = 0;
         if (late) rc = DM_ERETRY;
+        for (unsigned i = 0; late && i < lk.n; i++)
+            big |= lk.c[i].block_len > (uint64_t)DM_KV_LEN_MAX_UNITS * DM_KV_UNIT;
         if (!rc && lk.first >= 0) take_item(&lk, item);
         cands_free(lk.c, lk.n);
         if (!rc) {
             rc = lk.first >= 0;
             break;
         }
-        if (late && !slow) slow = 1;
+        if (big && !slow) slow = 1;
         if (!should_retry(ctx, rc, &rt)) break;
         rc = DM_ERETRY;
     }

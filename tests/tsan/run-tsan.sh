@@ -23,7 +23,7 @@ mkdir -p "$B/reports"
 export TSAN_OPTIONS="halt_on_error=0 exitcode=66 log_path=$B/reports/tsan"
 cd "$B"
 rc=0
-ctest -R "^($TESTS)\$" --output-on-failure --timeout 600 || rc=$?
+ctest -R "^($TESTS)\$" --output-on-failure --timeout 900 || rc=$?
 n=0
 for f in "$B"/reports/tsan.*; do
     [ -f "$f" ] || continue
