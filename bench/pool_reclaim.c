@@ -151,7 +151,7 @@ static int mark_subtable(dm_ctx_t *ctx, dm_gaddr_t st, uint64_t groups, spans_t 
             if (race_slot_len(w) == DM_KV_LEN_MAX_UNITS)
                 rc = addrs_add(longs, race_slot_ptr(w));
             else
-                rc = spans_add(live, race_slot_ptr(w), (uint64_t)race_slot_len(w) * DM_UNIT);
+                rc = spans_add(live, race_slot_ptr(w), (uint64_t)race_slot_len(w) * DM_KV_UNIT);
         }
     }
     free(raw);
