@@ -44,6 +44,7 @@
 #include "dmkv/log.h"
 #include "dmkv/rdma.h"
 #include "dmkv/transport.h"
+#include "dmkv/flush_hook.h"
 
 #define VI_WR 0x1     /* the verb becomes a work request */
 #define VI_INLINE 0x2 /* WRITE posted inline from the caller's buffer */
@@ -99,8 +100,7 @@ typedef struct rdma_handles {
     uv_timer_t timer;           /* batch timeouts, while batches are outstanding */
     uv_timer_t defer;           /* completes batches that needed no WR; deferred failures */
     uv_idle_t idle;             /* busy-poll window */
-    uv_check_t flush_check;     /* posts the turn's queued batches (after I/O callbacks) */
-    uv_prepare_t flush_prepare; /* ... and those queued from timers and idle callbacks */
+    dm_flush_hook_t flush_hook; /* posts the turn's queued batches as one chain */
     int open;                   /* handles not yet closed */
     struct rdma_conn *c;
 } rdma_handles_t;
@@ -127,7 +127,7 @@ typedef struct rdma_conn {
     bq_t outstanding; /* posted, in posting order */
     bq_t pending;     /* waiting for SQ/staging room */
     bq_t deferred;    /* need no WR: completed from the defer timer */
-    int broken, closing, busy, fail_scheduled;
+    int broken, closing, busy;
     uint32_t timeout_ms, busy_poll_us;
     uint64_t last_progress_us;
     struct ibv_send_wr *wrs; /* sq_depth entries, reused by every post */
@@ -603,10 +603,6 @@ static void on_defer(uv_timer_t *t)
     rdma_conn_t *c = h->c;
     if (!c) return;
     c->busy++;
-    if (c->fail_scheduled) {
-        c->fail_scheduled = 0;
-        fail_all(c, DM_EIO, NULL);
-    }
     rbatch_t *b;
     while (!c->closing && (b = bq_pop(&c->deferred)))
         complete_batch(c, b, 0);
@@ -614,26 +610,15 @@ static void on_defer(uv_timer_t *t)
 }
 
 /* End of the loop turn: post what the turn queued as one chain. */
-static void flush(rdma_handles_t *h)
+static void flush(dm_flush_hook_t *hook)
 {
-    uv_check_stop(&h->flush_check);
-    uv_prepare_stop(&h->flush_prepare);
+    rdma_handles_t *h = hook->check.data;
     rdma_conn_t *c = h->c;
     if (!c) return;
     c->busy++;
     kick_pending(c);
     update_activity(c);
     conn_unref(c);
-}
-
-static void on_flush_check(uv_check_t *ch)
-{
-    flush(ch->data);
-}
-
-static void on_flush_prepare(uv_prepare_t *p)
-{
-    flush(p->data);
 }
 
 static void on_cm_event(uv_poll_t *p, int status, int events)
@@ -720,10 +705,7 @@ static int rdma_post(dm_conn_t *base, dm_verb_t *verbs, size_t n, dm_post_cb cb,
     }
     /* Queued for the end of the turn, with whatever else the turn posts. */
     bq_push(&c->pending, b);
-    if (!uv_is_active((uv_handle_t *)&c->h->flush_check)) {
-        uv_check_start(&c->h->flush_check, on_flush_check);
-        uv_prepare_start(&c->h->flush_prepare, on_flush_prepare);
-    }
+    dm_flush_hook_arm(&c->h->flush_hook);
     update_activity(c);
     return 0;
 }
@@ -746,8 +728,7 @@ static void conn_destroy(rdma_conn_t *c)
         uv_close((uv_handle_t *)&h->timer, handle_closed);
         uv_close((uv_handle_t *)&h->defer, handle_closed);
         uv_close((uv_handle_t *)&h->idle, handle_closed);
-        uv_close((uv_handle_t *)&h->flush_check, handle_closed);
-        uv_close((uv_handle_t *)&h->flush_prepare, handle_closed);
+        dm_flush_hook_close(&h->flush_hook, handle_closed);
         c->h = NULL;
     }
     if (c->id) {
@@ -999,11 +980,9 @@ dm_conn_t *dm_rdma_open(uv_loop_t *loop, const char *host, int port, char *err, 
     uv_timer_init(loop, &h->timer);
     uv_timer_init(loop, &h->defer);
     uv_idle_init(loop, &h->idle);
-    uv_check_init(loop, &h->flush_check);
-    uv_prepare_init(loop, &h->flush_prepare);
-    h->open = 7;
+    dm_flush_hook_init(loop, &h->flush_hook, flush, h);
+    h->open = 7; /* the hook is two handles */
     h->cq_poll.data = h->cm_poll.data = h->timer.data = h->defer.data = h->idle.data = h;
-    h->flush_check.data = h->flush_prepare.data = h;
     uv_poll_start(&h->cq_poll, UV_READABLE, on_cq_event);
     uv_poll_start(&h->cm_poll, UV_READABLE, on_cm_event);
     /* Idle connections do not keep the loop alive; outstanding batches do (cq_poll is

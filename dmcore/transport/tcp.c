@@ -21,6 +21,7 @@
 #include "dmkv/errors.h"
 #include "dmkv/log.h"
 #include "dmkv/transport.h"
+#include "dmkv/flush_hook.h"
 #include "tcp_internal.h"
 
 #define RBUF_SIZE (64u << 10)     /* reply bytes read per call */
@@ -61,8 +62,7 @@ typedef struct tcp_conn {
     uint64_t got;    /* PAYLOAD: bytes of verbs[vi] received */
     uint64_t expect; /* body bytes still to come for the current reply */
     /* outbox: requests posted this turn, written together by flush() */
-    uv_check_t flush_check;
-    uv_prepare_t flush_prepare;
+    dm_flush_hook_t flush_hook;
     uv_buf_t *obufs;
     unsigned on, ocap;
     void **oblocks; /* serialized blocks to free once written */
@@ -101,8 +101,7 @@ static void conn_fail(tcp_conn_t *c, int st)
         c->base.failed = 1;
         uv_close((uv_handle_t *)&c->sock, on_handle_closed);
         uv_close((uv_handle_t *)&c->timer, on_handle_closed);
-        uv_close((uv_handle_t *)&c->flush_check, on_handle_closed);
-        uv_close((uv_handle_t *)&c->flush_prepare, on_handle_closed);
+        dm_flush_hook_close(&c->flush_hook, on_handle_closed);
         outbox_drop(c);
         free(c->obufs);
         free(c->oblocks);
@@ -132,10 +131,9 @@ static void on_write(uv_write_t *req, int status)
 }
 
 /* Write everything posted since the last flush as one message (one uv_write). */
-static void flush(tcp_conn_t *c)
+static void flush(dm_flush_hook_t *h)
 {
-    uv_check_stop(&c->flush_check);
-    uv_prepare_stop(&c->flush_prepare);
+    tcp_conn_t *c = h->check.data;
     if (c->broken || !c->on) return;
     flush_req_t *f = malloc(sizeof(*f) + c->onb * sizeof(void *));
     if (!f) {
@@ -154,16 +152,6 @@ static void flush(tcp_conn_t *c)
         free(f);
         conn_fail(c, DM_EIO);
     }
-}
-
-static void on_flush_check(uv_check_t *h)
-{
-    flush(h->data);
-}
-
-static void on_flush_prepare(uv_prepare_t *h)
-{
-    flush(h->data);
 }
 
 /* Room for nb more buffers and one more block in the outbox. */
@@ -442,10 +430,7 @@ static int tcp_post(dm_conn_t *base, dm_verb_t *verbs, size_t n, dm_post_cb cb, 
         return DM_ENOMEM;
     }
     uint32_t seq = c->next_seq++;
-    if (!c->on) {
-        uv_check_start(&c->flush_check, on_flush_check);
-        uv_prepare_start(&c->flush_prepare, on_flush_prepare);
-    }
+    dm_flush_hook_arm(&c->flush_hook);
     c->on += serialize(w, verbs, n, seq, body_len, c->obufs + c->on);
     c->oblocks[c->onb++] = w;
     c->overbs += n;
@@ -496,12 +481,9 @@ dm_conn_t *dm_tcp_open(uv_loop_t *loop, const char *host, int port, char *err, s
     if (t && atol(t) > 0) c->timeout_ms = (uint64_t)atol(t);
     uv_tcp_init(loop, &c->sock);
     uv_timer_init(loop, &c->timer);
-    uv_check_init(loop, &c->flush_check);
-    uv_prepare_init(loop, &c->flush_prepare);
+    dm_flush_hook_init(loop, &c->flush_hook, flush, c);
     c->sock.data = c;
     c->timer.data = c;
-    c->flush_check.data = c;
-    c->flush_prepare.data = c;
     c->handles_open = 4;
     int rc = uv_tcp_open(&c->sock, fd);
     if (rc == 0) rc = uv_read_start((uv_stream_t *)&c->sock, on_alloc, on_read);
