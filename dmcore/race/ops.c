@@ -214,12 +214,8 @@ static void slow_leave(dm_ctx_t *ctx)
 int dm_race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *item)
 {
     retry_t rt = {0};
-    int rc = DM_ERETRY, slow = 0; /* 1: the next attempt runs alone; 2: it does */
+    int rc = DM_ERETRY, alone = 0; /* alone: this search holds slow_enter */
     for (int attempt = 0; attempt - rt.waits < MAX_ATTEMPTS; attempt++) {
-        if (slow == 1) {
-            slow_enter(ctx);
-            slow = 2;
-        }
         lookup_t lk;
         dm_batch_t b;
         dm_batch_init(&b);
@@ -236,11 +232,14 @@ int dm_race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *
             rc = lk.first >= 0;
             break;
         }
-        if (big && !slow) slow = 1;
         if (!should_retry(ctx, rc, &rt)) break;
+        if (big && !alone) {
+            slow_enter(ctx);
+            alone = 1;
+        }
         rc = DM_ERETRY;
     }
-    if (slow == 2) slow_leave(ctx);
+    if (alone) slow_leave(ctx);
     return rc;
 }
 

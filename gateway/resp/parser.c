@@ -19,10 +19,16 @@ enum { P_IDLE = 0, P_INLINE, P_MB_COUNT, P_BULK_HDR, P_BULK_DATA, P_BULK_END, P_
 #define SMALL_PER_ARG 32u /* inline argument bytes reserved per expected argument */
 #define SMALL_MIN 128u    /* ... and at least this many (GET/SET of short keys and values) */
 
+/* Does a live in c's own allocation (not malloc'd on its own)? */
 static int in_small(const gw_cmd_t *c, const char *a)
 {
     uintptr_t x = (uintptr_t)a, s = (uintptr_t)c->small;
     return c->small && x >= s && x < s + c->small_cap;
+}
+
+static int inline_arrays(const gw_cmd_t *c)
+{
+    return (void *)c->argv == (void *)(c + 1);
 }
 
 void gw_cmd_free(gw_cmd_t *cmd)
@@ -30,7 +36,7 @@ void gw_cmd_free(gw_cmd_t *cmd)
     if (!cmd) return;
     for (int i = 0; i < cmd->argc; i++)
         if (!in_small(cmd, cmd->argv[i])) free(cmd->argv[i]);
-    if (!cmd->inline_arrays) {
+    if (!inline_arrays(cmd)) {
         free(cmd->argv);
         free(cmd->argvlen);
     }
@@ -46,11 +52,10 @@ void resp_parser_init(resp_parser_t *p)
 
 static void reset_cmd(resp_parser_t *p)
 {
-    if (!p->bulk_inline) free(p->bulk);
+    if (!p->cmd || !in_small(p->cmd, p->bulk)) free(p->bulk);
     gw_cmd_free(p->cmd);
     p->cmd = NULL;
     p->bulk = NULL;
-    p->bulk_inline = 0;
     p->bulklen = p->bulkhave = p->bulkcap = 0;
     p->argcap = 0;
 }
@@ -79,7 +84,6 @@ static gw_cmd_t *new_cmd(int cap)
     memset(c, 0, sizeof(*c));
     c->argv = (char **)(c + 1);
     c->argvlen = (size_t *)(c->argv + cap);
-    c->inline_arrays = 1;
     c->small = (char *)(c->argvlen + cap);
     c->small_cap = small;
     return c;
@@ -90,14 +94,13 @@ static void push_arg(resp_parser_t *p, char *arg, size_t len)
     gw_cmd_t *c = p->cmd;
     if (c->argc == p->argcap) {
         p->argcap = p->argcap ? p->argcap * 2 : 8;
-        if (c->inline_arrays) { /* move the arrays out of the allocation */
+        if (inline_arrays(c)) { /* move the arrays out of the allocation */
             char **av = xrealloc(NULL, sizeof(char *) * (size_t)p->argcap);
             size_t *al = xrealloc(NULL, sizeof(size_t) * (size_t)p->argcap);
             memcpy(av, c->argv, sizeof(char *) * (size_t)c->argc);
             memcpy(al, c->argvlen, sizeof(size_t) * (size_t)c->argc);
             c->argv = av;
             c->argvlen = al;
-            c->inline_arrays = 0;
         } else {
             c->argv = xrealloc(c->argv, sizeof(char *) * (size_t)p->argcap);
             c->argvlen = xrealloc(c->argvlen, sizeof(size_t) * (size_t)p->argcap);
@@ -163,7 +166,6 @@ int resp_parse(resp_parser_t *p, const char *data, size_t len, size_t *used, gw_
             if (p->state == P_BULK_END) {
                 push_arg(p, p->bulk, p->bulklen);
                 p->bulk = NULL;
-                p->bulk_inline = 0;
                 p->bulklen = p->bulkhave = p->bulkcap = 0;
                 if (--p->mb_left == 0) {
                     rc = finish_cmd(p, out);
@@ -273,7 +275,6 @@ int resp_parse(resp_parser_t *p, const char *data, size_t len, size_t *used, gw_
             gw_cmd_t *c = p->cmd;
             if (c->small && c->small_cap - c->small_used > p->bulklen) {
                 p->bulk = c->small + c->small_used; /* fits: no allocation */
-                p->bulk_inline = 1;
                 c->small_used += p->bulklen + 1;
                 p->bulkcap = p->bulklen;
             } else {

@@ -24,7 +24,6 @@ typedef struct gw_cmd {
      * (no malloc per argument); bigger arguments and grown arrays are malloc'd. */
     char *small; /* inline argument bytes (NULL: none) */
     size_t small_used, small_cap;
-    int inline_arrays; /* argv and argvlen are inside the allocation */
 } gw_cmd_t;
 
 /* Free a command and its arguments (NULL is fine). */
@@ -39,8 +38,7 @@ typedef struct resp_parser {
     long long mb_left; /* bulk arguments still to read for the current multibulk */
     gw_cmd_t *cmd;     /* command under construction */
     int argcap;
-    char *bulk;      /* current bulk argument buffer */
-    int bulk_inline; /* bulk points into cmd->small (not malloc'd) */
+    char *bulk; /* current bulk argument buffer (malloc'd, or in cmd->small) */
     size_t bulklen, bulkhave, bulkcap;
     char err[128]; /* protocol error text after RESP_ERROR ("ERR Protocol error: ...") */
 } resp_parser_t;
