@@ -232,7 +232,7 @@ static int slot_kind(const gw_conn_t *c, gw_cmd_t *cmd)
     if (!gc) return GW_SLOT_BARRIER;
     if (unordered_writes() && gc->first > 0) return GW_SLOT_READ; /* no turns */
     if (strstr(gc->flags, "readonly") && strstr(gc->flags, "fast")) return GW_SLOT_READ;
-    if (cmd->argc == 3 && !strcmp(gc->name, "set")) return GW_SLOT_WRITE;
+    if (cmd->argc == 3 && gc->proc == cmd_set) return GW_SLOT_WRITE;
     return GW_SLOT_BARRIER;
 }
 
@@ -245,7 +245,13 @@ static void emit_slots(gw_conn_t *c)
         gw_slot_t *s = c->shead;
         c->shead = s->next;
         if (!c->shead) c->stail = NULL;
-        if (!c->closing) gw_buf_append(&c->out, s->out.data, s->out.len);
+        if (!c->closing && c->out.len == 0) { /* the usual case: hand the buffer over */
+            gw_buf_t t = c->out;
+            c->out = s->out;
+            s->out = t;
+        } else if (!c->closing) {
+            gw_buf_append(&c->out, s->out.data, s->out.len);
+        }
         s->out.len = 0;
         if (s->out.cap > GW_FLUSH_AT) gw_buf_free(&s->out); /* keep small buffers only */
         s->next = c->sfree; /* reused by the next slot: no allocation per command */
