@@ -10,6 +10,7 @@ BUILD=${1:-build}
 BEFORE=${2:?usage: bench/before-after.sh BUILD_DIR BEFORE_BUILD_DIR [REQUESTS]}
 N=${3:-100000}
 HERE=$(dirname "$0")
+. "$HERE/lib.sh"
 OUT=${OUT:-$HERE/results}
 OUT="$OUT/before" SERVER_BUILD="$BEFORE" "$HERE/redis-vs-dmkv.sh" "$BUILD" "$N"
 OUT="$OUT/after" "$HERE/redis-vs-dmkv.sh" "$BUILD" "$N"
@@ -39,21 +40,9 @@ awk -F'|' -v md="$MD" -v dat="$DAT" 'NR == FNR { b[$1] = $0; next } $1 in b {
         printf "\"%s\" %s %s\n", $1, x[4], $4 >> dat }' \
     <(rows "$OUT/before/bench.md") <(rows "$OUT/after/bench.md")
 cat "$MD"
-if command -v gnuplot >/dev/null; then
-    gnuplot <<EOF
-set terminal png size 1100,520
-set output "$OUT/before-after.png"
-set title "dmkv / redis-server requests per second, before and after (same machine)"
-set style data histogram
-set style histogram clustered gap 1
-set style fill solid 0.8
-set yrange [0:*]
-set ylabel "ratio"
-set xtics rotate by -40
-set grid ytics
-set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2
-plot "$DAT" using 2:xtic(1) title "before" lc rgb "#b0b0b0", "" using 3 title "after" lc rgb "#3b6ea5"
-EOF
+if ratio_chart "$OUT/before-after.png" \
+    "dmkv / redis-server requests per second, before and after (same machine)" \
+    "\"$DAT\" using 2:xtic(1) title \"before\" lc rgb \"#b0b0b0\", \"\" using 3 title \"after\" lc rgb \"#3b6ea5\""; then
     printf '\n![before and after](before-after.png)\n' >>"$MD"
     echo "chart: $OUT/before-after.png"
 fi

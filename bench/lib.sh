@@ -58,3 +58,23 @@ cpu_ticks() {
     done
     echo "$t"
 }
+
+# ratio_chart PNG TITLE PLOT: a bar chart of dmkv / redis-server ratios (gnuplot); PLOT is
+# gnuplot's plot arguments. Returns 1 without gnuplot.
+ratio_chart() {
+    command -v gnuplot >/dev/null || return 1
+    gnuplot <<EOF
+set terminal png size 1100,520
+set output "$1"
+set title "$2"
+set style data histogram
+set style histogram clustered gap 1
+set style fill solid 0.8
+set yrange [0:*]
+set ylabel "ratio"
+set xtics rotate by -40
+set grid ytics
+set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2
+plot $3
+EOF
+}

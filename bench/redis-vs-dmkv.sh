@@ -158,23 +158,8 @@ bpk_dmkv=$(echo "$(echo "$pool" | awk '$1 == "pool_allocated_bytes" { print $2 }
     printf '(pool bytes taken from the memory node: KV blocks, subtables, CHIME, partly used chunks)\n'
 } | tee -a "$MD"
 
-if command -v gnuplot >/dev/null; then
-    gnuplot <<EOF
-set terminal png size 1100,520
-set output "$OUT/ratios.png"
-set title "dmkv / redis-server requests per second (same machine, same run)"
-set style data histogram
-set style histogram clustered gap 1
-set style fill solid 0.8
-set boxwidth 0.8
-set yrange [0:*]
-set ylabel "ratio"
-set xtics rotate by -40
-set grid ytics
-set arrow from graph 0, first 1 to graph 1, first 1 nohead dt 2
-unset key
-plot "$DAT" using 2:xtic(1) lc rgb "#3b6ea5"
-EOF
+if ratio_chart "$OUT/ratios.png" "dmkv / redis-server requests per second (same machine, same run)" \
+    "\"$DAT\" using 2:xtic(1) lc rgb \"#3b6ea5\" notitle"; then
     printf '\n![ratios](ratios.png)\n' >>"$MD"
     echo "chart: $OUT/ratios.png; table: $MD"
 fi
