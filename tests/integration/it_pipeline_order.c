@@ -36,7 +36,27 @@ static void violation(const char *what, int i)
         fprintf(stderr, "reader saw %s (round %d)\n", what, i);
 }
 
-/* GET the flag, then (after its reply) what the pipeline wrote before it. */
+/* A reply as a number: an integer, or a string holding one; -1 otherwise. */
+static long long reply_number(const redisReply *r)
+{
+    if (r->type == REDIS_REPLY_INTEGER) return r->integer;
+    return r->type == REDIS_REPLY_STRING ? strtoll(r->str, NULL, 10) : -1;
+}
+
+/* When flag:i is set, `cmd key:i` (what the pipeline did before setting it) answers want. */
+static void check_flag(redisContext *c, int i, const char *flag, const char *cmd, const char *key,
+                       long long want, const char *what)
+{
+    redisReply *f = it_cmd(c, "GET %s:%d", flag, i);
+    if (f->type == REDIS_REPLY_STRING) {
+        redisReply *d = it_cmd(c, "%s %s:%d", cmd, key, i);
+        if (reply_number(d) != want) violation(what, i);
+        freeReplyObject(d);
+    }
+    freeReplyObject(f);
+}
+
+/* GET each flag, then (after its reply) what the pipeline wrote before it. */
 static void check_pair(redisContext *c, int i)
 {
     char u[32], v[32];
@@ -53,29 +73,9 @@ static void check_pair(redisContext *c, int i)
         freeReplyObject(d);
     }
     freeReplyObject(f);
-    f = it_cmd(c, "GET flag2:%d", i);
-    if (f->type == REDIS_REPLY_STRING) {
-        redisReply *d = it_cmd(c, "GET seq:%d", i);
-        if (d->type != REDIS_REPLY_STRING || strcmp(d->str, "1") != 0)
-            violation("flag2:i before INCR seq:i", i);
-        freeReplyObject(d);
-    }
-    freeReplyObject(f);
-    f = it_cmd(c, "GET flag3:%d", i);
-    if (f->type == REDIS_REPLY_STRING) {
-        redisReply *d = it_cmd(c, "EXISTS mset:%d", i);
-        if (d->type != REDIS_REPLY_INTEGER || d->integer != 1) violation("flag3:i before MSET", i);
-        freeReplyObject(d);
-    }
-    freeReplyObject(f);
-    f = it_cmd(c, "GET flag4:%d", i);
-    if (f->type == REDIS_REPLY_STRING) {
-        redisReply *d = it_cmd(c, "EXISTS tmp:%d", i);
-        if (d->type != REDIS_REPLY_INTEGER || d->integer != 0)
-            violation("flag4:i before DEL tmp:i", i);
-        freeReplyObject(d);
-    }
-    freeReplyObject(f);
+    check_flag(c, i, "flag2", "GET", "seq", 1, "flag2:i before INCR seq:i");
+    check_flag(c, i, "flag3", "EXISTS", "mset", 1, "flag3:i before MSET");
+    check_flag(c, i, "flag4", "EXISTS", "tmp", 0, "flag4:i before DEL tmp:i");
 }
 
 static void *reader_main(void *arg)
