@@ -24,7 +24,7 @@ build-test: deps
 	cmake --build build-test -j$(JOBS)
 
 test: build-test
-	cd build-test && ctest --output-on-failure -j2 --timeout 900 -LE known-bug
+	cd build-test && ctest --output-on-failure -j2 --timeout 900
 
 bench: build
 	@if [ -n "$(BEFORE)" ]; then bench/before-after.sh build "$(BEFORE)"; \

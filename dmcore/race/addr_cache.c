@@ -161,8 +161,12 @@ int dm_race_search_hot(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item
     int rc = cached_get(ctx, key, klen, item);
     if (rc == DM_EIO) rc = 0; /* a read is safe to redo: the search reconnects (worker.c) */
     if (rc) return rc;
-    rc = dm_race_search(ctx, key, klen, item);
-    if (rc == DM_EIO) rc = dm_race_search(ctx, key, klen, item); /* once, as above */
-    if (rc == 1) race_addr_cache_put(ctx->w->race, key, klen, item->slot_addr, item->slot);
+    int frozen = 0;
+    rc = race_search(ctx, key, klen, item, &frozen);
+    if (rc == DM_EIO) rc = race_search(ctx, key, klen, item, &frozen); /* once, as above */
+    /* Not while a split holds a frozen copy: an update through the cache would change the
+     * new subtable's copy behind the frozen one (writers must wait for the split). */
+    if (rc == 1 && !frozen)
+        race_addr_cache_put(ctx->w->race, key, klen, item->slot_addr, item->slot);
     return rc;
 }

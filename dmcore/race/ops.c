@@ -126,8 +126,14 @@ static int lookup(dm_ctx_t *ctx, dm_batch_t *b, lookup_t *lk, const void *key, s
     race_slotref_t refs[2 * MAX_CANDS];
     lk->nhome = race_fp_slots(&lk->loc, &lk->cbs, lk->loc.fp, refs, MAX_CANDS);
     lk->n = lk->nhome;
-    if (lk->moving)
-        lk->n += race_fp_slots(&lk->ploc, &lk->pcbs, lk->loc.fp, refs + lk->n, MAX_CANDS);
+    if (lk->moving) {
+        /* The parent's copy phase is over: a copy of a moving key there is frozen until
+         * cleared, or it is an insert that landed after the unfreeze, invisible until its
+         * writer moves it (dedupe_after_insert). */
+        unsigned np = race_fp_slots(&lk->ploc, &lk->pcbs, lk->loc.fp, refs + lk->n, MAX_CANDS);
+        for (unsigned i = 0; i < np; i++)
+            if (race_slot_moving(refs[lk->nhome + i].word)) refs[lk->n++] = refs[lk->nhome + i];
+    }
     for (unsigned i = 0; i < lk->n; i++) {
         memset(&lk->c[i], 0, sizeof(lk->c[i]));
         lk->c[i].ref = refs[i];
@@ -178,6 +184,26 @@ static int should_retry(dm_ctx_t *ctx, int rc, retry_t *rt)
     return 0;
 }
 
+/* A writer that found frozen slots waits for the split that froze them (resize.c). After
+ * a lease of waiting its splitter may have died or given up: the writer then runs a split
+ * of the subtable itself, which takes over or finishes that work (a live splitter's lease
+ * refuses it). */
+static void help_stuck_split(dm_ctx_t *ctx, const race_loc_t *loc, const retry_t *rt)
+{
+    if (rt->since_us && dm_now_us() - rt->since_us > 1000ull * RACE_LEASE_MS)
+        race_split(ctx, loc, 0);
+}
+
+/* Whether a split has frozen any slot of the combined buckets read. */
+static int cbs_frozen(const race_cbs_t *cbs)
+{
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            for (int s = 0; s < DM_RACE_SLOTS; s++)
+                if (race_slot_moving(cbs->raw[i][j * 8 + 1 + s])) return 1;
+    return 0;
+}
+
 /* A search of a large value (a block over the slot's length field, 8160 bytes) whose
  * reads took longer than DM_OP_TIMEOUT_US retries alone: one such retry at a time per
  * worker. Many large reads started together (a pipeline of GETs of 1 MB values) can each
@@ -213,6 +239,11 @@ static void slow_leave(dm_ctx_t *ctx)
 
 int dm_race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *item)
 {
+    return race_search(ctx, key, klen, item, NULL);
+}
+
+int race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *item, int *frozen)
+{
     retry_t rt = {0};
     int rc = DM_ERETRY, alone = 0; /* alone: this search holds slow_enter */
     for (int attempt = 0; attempt - rt.waits < MAX_ATTEMPTS; attempt++) {
@@ -227,6 +258,7 @@ int dm_race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *
         for (unsigned i = 0; late && i < lk.n; i++)
             big |= lk.c[i].block_len > (uint64_t)DM_KV_LEN_MAX_UNITS * DM_KV_UNIT;
         if (!rc && lk.first >= 0) take_item(&lk, item);
+        if (!rc && frozen) *frozen = lk.frozen;
         cands_free(lk.c, lk.n);
         if (!rc) {
             rc = lk.first >= 0;
@@ -303,12 +335,13 @@ static unsigned bucket_ld_of(const lookup_t *lk, dm_gaddr_t slot)
  * smallest (bucket, slot) (RACE §3.3 "duplicate keys"). If a split moved past our bucket
  * before our CAS landed (its header no longer covers the key), take our slot back and
  * report DM_ERETRY so the insert is redone in the right subtable (RACE §3.4.2). */
-/* Take a stranded insert's slot back (RACE §3.4.2). Another gateway may have updated the
- * stranded copy meanwhile (found it before the split published): then the slot holds the
- * key's newest value, not ours, and that value is what must move; our SET is ordered just
- * before that update. Returns DM_ERETRY with *adopt = 0 (redo our insert), DM_ERETRY with
- * *adopt = the newer word (insert that word instead: the update freed our block), or 1
- * when the splitter froze or moved the slot itself. */
+/* Take a stranded insert's slot back (RACE §3.4.2): it landed in the old subtable after
+ * a split changed the bucket's header, where no reader or writer looks for the key (they
+ * follow the header, and a parent's copies count only while frozen). Returns DM_ERETRY
+ * with *adopt = 0 (redo our insert), DM_ERETRY with *adopt = a newer word (insert that
+ * word instead: a guard kept from when a stranded copy could be updated by others), 1
+ * when the slot no longer holds our key (FLUSHALL emptied it), or DM_ETIMEDOUT when a
+ * later split of the old subtable kept the slot frozen past two leases. */
 static uint64_t stranded_taken_back, stranded_adopted;
 
 void dm_race_stranded_stats(uint64_t *taken_back, uint64_t *adopted)
@@ -321,22 +354,29 @@ static int take_back_stranded(dm_ctx_t *ctx, const void *key, size_t klen, dm_ga
                               uint64_t my_word, uint64_t *adopt)
 {
     uint64_t cur = my_word;
+    retry_t rt = {0};
     *adopt = 0;
-    for (int tries = 0; tries < 16; tries++) {
+    for (int tries = 0; tries - rt.waits < 16; tries++) {
         dm_batch_t b;
         dm_batch_init(&b);
         dm_verb_t *v = dm_batch_cas(&b, mine, cur, 0);
-        if (dm_batch_exec(ctx, &b) != 0) return 1; /* fate unknown: leave it to the splitter */
+        if (dm_batch_exec(ctx, &b) != 0) return DM_ETIMEDOUT; /* fate unknown */
         uint64_t got = v->result;
         if (got == cur) {
             count_keys(ctx, -1);
             *adopt = cur == my_word ? 0 : cur;
             __atomic_fetch_add(&stranded_taken_back, 1, __ATOMIC_RELAXED);
             if (*adopt) __atomic_fetch_add(&stranded_adopted, 1, __ATOMIC_RELAXED);
+            dm_fault_point(ctx, DM_FAULT_TAKEN_BACK);
             return DM_ERETRY;
         }
+        if (got == (cur | RACE_SLOT_MOVING)) {
+            /* A split of the old subtable froze it (it stays there): wait for the thaw. */
+            if (!should_retry(ctx, DM_ERETRY, &rt)) return DM_ETIMEDOUT;
+            continue;
+        }
         if (!got || race_slot_moving(got) || race_slot_fp(got) != race_slot_fp(my_word))
-            return 1; /* the splitter froze or moved it (then the slot is another key's) */
+            return 1; /* emptied (FLUSHALL), and maybe another key's since */
         /* Same fingerprint: is it our key, updated in place? 1 RTT, rare. */
         uint32_t len = (uint32_t)race_slot_len(got) * DM_KV_UNIT;
         uint8_t *blk = malloc(len);
@@ -362,15 +402,16 @@ static int dedupe_after_insert(dm_ctx_t *ctx, const void *key, size_t klen, dm_g
     dm_batch_init(&b);
     dm_batch_faa(&b, dm_gaddr_make(0, DM_SB_OFF(key_count)), 1);
     dm_batch_read(&b, mine & ~63ull, &hdr, 8);
-    /* The split lease of the subtable we inserted into: a splitter whose copy phase had
-     * already passed our bucket would leave our key behind. */
+    /* The split lease of the subtable we inserted into: if we landed behind a split whose
+     * splitter died, we finish its work before redoing the insert. */
     dm_batch_read(&b, r->root + RACE_LOCK_OFF + 8 * (hash & ((1ull << ld) - 1)), lease, 8);
     int rc = lookup(ctx, &b, &lk, key, klen);
-    /* hdr and lease were read by the first batch even if the lookup failed later; if that
-     * batch failed too they are 0, which never looks stranded. */
+    /* hdr was read by the first batch even if the lookup failed later; if that batch failed
+     * too it is 0, which never looks stranded. A split freezes every slot of the subtable
+     * until its headers have changed, so a slot CAS that won under an unchanged header was
+     * seen by the copy phase, and one that won under a changed header is the only case. */
     uint64_t mask = (1ull << race_hdr_ld(hdr)) - 1;
-    int stranded = hdr && ((hash & mask) != race_hdr_suffix(hdr) ||
-                           (*lease && ld < DM_RACE_MAX_DEPTH && ((hash >> ld) & 1)));
+    int stranded = hdr && (hash & mask) != race_hdr_suffix(hdr);
     *adopt = 0;
     if (stranded) {
         cands_free(lk.c, lk.n);
@@ -538,9 +579,8 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
         rc = lookup(ctx, &b, &lk, key, klen);
         if (!rc) written = 1;
         if (!rc && lk.frozen) {
-            rc = DM_ERETRY; /* a splitter is moving this key: wait for it */
-            if (rt.since_us && dm_now_us() - rt.since_us > 1000ull * RACE_LEASE_MS)
-                race_split(ctx, &lk.loc, 1); /* ... or finish it if its splitter died */
+            rc = DM_ERETRY; /* a split froze this key: wait for it */
+            help_stuck_split(ctx, &lk.loc, &rt);
         }
         if (!rc && adopted && lk.first >= 0) {
             cands_free(lk.c, lk.n); /* someone wrote it where it lives now: after us */
@@ -585,9 +625,15 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
             /* Insert: CAS an empty slot 0 -> new, then the duplicate check. */
             dm_gaddr_t slot = race_pick_empty(&lk.loc, &lk.cbs, NULL, 0);
             if (!slot) {
-                /* Both combined buckets full: split the subtable (RACE §3.4.2), retry. */
+                /* Both combined buckets full: split the subtable (RACE §3.4.2), retry. Frozen
+                 * slots mean a split is running: wait for it instead. */
                 cands_free(lk.c, lk.n);
-                rc = race_split(ctx, &lk.loc, 0);
+                if (cbs_frozen(&lk.cbs)) {
+                    rc = DM_ERETRY;
+                    help_stuck_split(ctx, &lk.loc, &rt);
+                } else {
+                    rc = race_split(ctx, &lk.loc, 0);
+                }
                 if (rc == 0) continue;
                 if (rc == DM_ERETRY && should_retry(ctx, rc, &rt)) continue;
                 if (!adopted) dm_alloc_free(ctx->w->alloc, addr, block_len);
@@ -643,9 +689,8 @@ int dm_race_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide_f
             return deleted;
         }
         if (!rc && lk.frozen) {
-            rc = DM_ERETRY; /* a splitter is moving this key: wait for it */
-            if (rt.since_us && dm_now_us() - rt.since_us > 1000ull * RACE_LEASE_MS)
-                race_split(ctx, &lk.loc, 1); /* ... or finish it if its splitter died */
+            rc = DM_ERETRY; /* a split froze this key: wait for it */
+            help_stuck_split(ctx, &lk.loc, &rt);
         }
         if (!rc && !deleted && lk.first >= 0)
             lk.c[lk.first].view.slot = lk.c[lk.first].ref.word & ~RACE_SLOT_MOVING;

@@ -167,11 +167,14 @@ static inline uint64_t race_dir_get(const dm_race_t *r, uint64_t s)
     return r->dir[s & ((1ull << r->global_depth) - 1)];
 }
 
-/* Split the subtable holding loc's key (RACE §3.4.2), or with help_only just finish a
- * split of its parent that a dead gateway left half done. Returns 0 when a split
- * happened or someone else's finished, DM_ERETRY when another gateway holds the lease
- * (wait and retry), DM_EFULL at the maximum depth, or DM_E*. resize.c */
+/* Split the subtable holding loc's key (RACE §3.4.2; frozen while it splits), or with
+ * help_only just finish a split that a dead gateway left half done. Returns 0 when a
+ * split happened or someone else's finished, DM_ERETRY when another gateway holds the
+ * lease (wait and retry), DM_EFULL at the maximum depth, or DM_E*. resize.c */
 int race_split(dm_ctx_t *ctx, const race_loc_t *loc, int help_only);
+/* dm_race_search, also telling whether a split held a frozen copy of the key (*frozen,
+ * when not NULL): such a hit must not be remembered by the address cache. ops.c */
+int race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *item, int *frozen);
 /* Allocate and format a subtable (local depth ld, suffix s, MOVING-IN flag). table.c */
 int race_new_subtable(dm_ctx_t *ctx, uint64_t groups, unsigned ld, uint32_t s, int moving,
                       dm_gaddr_t *out);

@@ -1,11 +1,12 @@
 /* RACE extendible resizing (RACE §3.4.2) with the windows NOTES §1.9 points out closed:
  * a subtable split runs under a lease on the subtable's lock word (a dead splitter's lease
  * expires and the next gateway that needs the subtable finishes its work); directory
- * writes (entries, doubling) run under the directory lease. A split copies the moving
- * slots into the new subtable before publishing it, freezing each (MOVING mark) first;
- * writers wait on frozen slots, so no update lands on a copy that is about to disappear
- * (NOTES §1.9 "resize windows"); after publishing, the old copies are cleared. An insert
- * that raced the copy phase into the old subtable sees the lease and moves itself. */
+ * writes (entries, doubling) run under the directory lease. A split freezes the whole
+ * subtable (a MOVING mark on every slot, empty ones included) while it copies the moving
+ * slots into the new subtable, publishes it, then unfreezes: moved slots emptied, the
+ * others given back. Writers wait on frozen slots, so no update lands on a copy that is
+ * about to disappear and no insert lands behind the copy. An insert that raced the header
+ * change into the old subtable (a stale view) is invisible there and moves itself. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,7 +35,8 @@ static void split_test_pause(dm_ctx_t *ctx)
     if (ms > 0) race_pause(ctx, (uint32_t)ms * 1000u);
 }
 
-#define MOVE_CHUNK 64 /* buckets read per step */
+#define MOVE_CHUNK 64  /* buckets read per step */
+#define COPY_PASSES 64 /* reads of a chunk whose slots keep changing under the copy */
 
 void race_pause(dm_ctx_t *ctx, uint32_t us)
 {
@@ -95,90 +97,151 @@ static dm_gaddr_t lock_addr(const dm_race_t *r, uint64_t suffix)
     return r->root + RACE_LOCK_OFF + 8 * suffix;
 }
 
-/* Copy phase of a split of X (depth l -> l+1), before N is published: every slot of X
- * whose key has suffix bit l set is frozen (MOVING mark; writers wait on it) and its word
- * is placed at the SAME bucket and slot of N's image. The two subtables share the bucket
- * geometry, so a key always fits where it was: a split can never get stuck. Slots found
- * frozen already (a dead splitter's work) are taken as they are. */
+/* Per-chunk work lists of the copy and unfreeze phases (on the heap: coroutine stacks). */
+#define SLOTS_PER_CHUNK (MOVE_CHUNK * 8)
+typedef struct slot_work {
+    unsigned idx[SLOTS_PER_CHUNK], ci[SLOTS_PER_CHUNK];
+    uint64_t words[SLOTS_PER_CHUNK], ce[SLOTS_PER_CHUNK], cw[SLOTS_PER_CHUNK];
+    dm_gaddr_t ca[SLOTS_PER_CHUNK];
+    uint8_t done[SLOTS_PER_CHUNK], moves[SLOTS_PER_CHUNK], ok[SLOTS_PER_CHUNK];
+} slot_work_t;
+
+/* CAS each of the n slots at addrs from expect[i] to want[i], in batches; ok[i] tells
+ * which won. Returns 0 or DM_E*. */
+static int cas_slots(dm_ctx_t *ctx, const dm_gaddr_t *addrs, const uint64_t *expect,
+                     const uint64_t *want, unsigned n, uint8_t *ok)
+{
+    for (unsigned i0 = 0; i0 < n; i0 += DM_BATCH_MAX) {
+        unsigned cnt = n - i0 < DM_BATCH_MAX ? n - i0 : DM_BATCH_MAX;
+        dm_batch_t b;
+        dm_batch_init(&b);
+        for (unsigned i = 0; i < cnt; i++)
+            dm_batch_cas(&b, addrs[i0 + i], expect[i0 + i], want[i0 + i]);
+        int rc = dm_batch_exec(ctx, &b);
+        if (rc) return rc;
+        for (unsigned i = 0; i < cnt; i++)
+            ok[i0 + i] = b.v[i].result == expect[i0 + i];
+    }
+    return 0;
+}
+
+/* Copy phase of a split of X (depth l -> l+1), before N is published. X is frozen whole:
+ * every slot gets the MOVING mark (an empty one becomes the word RACE_SLOT_MOVING), so from
+ * the moment a chunk is done until the clear phase nothing lands in it, and no insert or
+ * delete can slip in behind the copy. Slots whose key has suffix bit l set are also placed
+ * at the SAME bucket and slot of N's image. The two subtables share the bucket geometry,
+ * so a key always fits where it was: a split can never get stuck. Slots found frozen
+ * already (a dead splitter's work) are taken as they are. RACE §3.4.2 lets inserts and
+ * deletes run during the move; that leaves an insert visible in a bucket the move has
+ * passed (docs/leases.md "Stranded inserts"), so dmkv makes writers to X wait instead. */
 static int copy_phase(dm_ctx_t *ctx, dm_gaddr_t X, unsigned l, uint32_t s, uint64_t *image,
                       dm_gaddr_t lock, uint64_t *mine)
 {
     dm_race_t *r = ctx->w->race;
     uint64_t nb = r->groups * 3;
     uint64_t *raw = malloc(MOVE_CHUNK * DM_RACE_BUCKET);
-    if (!raw) return DM_ENOMEM;
+    slot_work_t *wk = malloc(sizeof(*wk));
+    uint8_t *done = wk ? wk->done : NULL;
+    if (!raw || !wk) {
+        free(raw);
+        free(wk);
+        return DM_ENOMEM;
+    }
     int rc = 0;
     for (uint64_t c = 0; c < nb && !rc; c += MOVE_CHUNK) {
         uint64_t n = nb - c < MOVE_CHUNK ? nb - c : MOVE_CHUNK;
         dm_gaddr_t base = X + c * DM_RACE_BUCKET;
-        for (int pass = 0; pass < 64 && !rc; pass++) {
+        memset(done, 0, SLOTS_PER_CHUNK);
+        int again = 1;
+        for (int pass = 0; pass < COPY_PASSES && again && !rc; pass++) {
+            again = 0;
             dm_batch_t b;
             dm_batch_init(&b);
             dm_batch_read(&b, base, raw, (uint32_t)(n * DM_RACE_BUCKET));
             if ((rc = dm_batch_exec(ctx, &b)) != 0) break;
-            uint64_t idx[MOVE_CHUNK * DM_RACE_SLOTS]; /* word index inside the chunk */
-            uint64_t words[MOVE_CHUNK * DM_RACE_SLOTS];
-            unsigned ns = 0;
-            for (uint64_t i = 0; i < n * 8; i++)
-                if (i % 8 != 0 && race_slot_ptr(raw[i]) && !image[c * 8 + i]) {
+            unsigned *idx = wk->idx, ns = 0; /* slots with a key, not done yet */
+            uint64_t *words = wk->words;
+            dm_gaddr_t *ca = wk->ca; /* freezing CASes */
+            uint64_t *ce = wk->ce, *cw = wk->cw;
+            unsigned *ci = wk->ci, nc = 0;
+            uint8_t *moves = wk->moves, *ok = wk->ok;
+            memset(moves, 0, SLOTS_PER_CHUNK);
+            for (unsigned i = 0; i < n * 8; i++) {
+                if (i % 8 == 0 || done[i]) continue;
+                if (race_slot_ptr(raw[i])) {
                     idx[ns] = i;
                     words[ns++] = raw[i];
+                } else if (raw[i] == RACE_SLOT_MOVING) {
+                    done[i] = 1;
+                } else {
+                    ci[nc] = i, ca[nc] = base + i * 8, ce[nc] = raw[i];
+                    cw[nc++] = raw[i] | RACE_SLOT_MOVING;
                 }
-            int again = 0;
+            }
             for (unsigned i0 = 0; i0 < ns && !rc; i0 += DM_BATCH_MAX) {
                 unsigned cnt = ns - i0 < DM_BATCH_MAX ? ns - i0 : DM_BATCH_MAX;
                 uint8_t *bufs[DM_BATCH_MAX] = {0};
                 uint64_t lens[DM_BATCH_MAX];
                 rc = race_read_blocks(ctx, words + i0, cnt, bufs, lens);
-                dm_batch_init(&b);
-                unsigned vi[DM_BATCH_MAX];
-                for (unsigned i = 0; i < cnt && !rc; i++) {
+                for (unsigned k = 0; k < cnt && !rc; k++) {
+                    unsigned i = idx[i0 + k];
+                    uint64_t w = words[i0 + k];
                     dm_kv_view_t kv;
-                    if (dm_kvblock_parse(bufs[i], lens[i], &kv) != 0) {
+                    if (dm_kvblock_parse(bufs[k], lens[k], &kv) != 0) {
                         again = 1; /* the slot changed after we read it */
                         continue;
                     }
                     uint64_t h = race_key_hash(kv.key, kv.key_len, NULL);
-                    if ((h & ((1ull << l) - 1)) != s)
-                        continue;                  /* a stray insert that its writer takes back */
-                    if (!((h >> l) & 1)) continue; /* stays in X */
-                    uint64_t w = words[i0 + i];
+                    /* A stray (its writer takes it back) or a key that stays: frozen only. */
+                    moves[i] = (h & ((1ull << l) - 1)) == s && ((h >> l) & 1);
                     if (race_slot_moving(w)) {
-                        image[c * 8 + idx[i0 + i]] = w & ~RACE_SLOT_MOVING;
+                        if (moves[i]) image[c * 8 + i] = w & ~RACE_SLOT_MOVING;
+                        done[i] = 1;
                         continue;
                     }
-                    vi[b.n] = i;
-                    dm_batch_cas(&b, base + idx[i0 + i] * 8, w, w | RACE_SLOT_MOVING);
+                    ci[nc] = i, ca[nc] = base + i * 8, ce[nc] = w;
+                    cw[nc++] = w | RACE_SLOT_MOVING;
                 }
-                for (unsigned i = 0; i < cnt; i++)
-                    free(bufs[i]);
-                if (!rc && b.n) rc = dm_batch_exec(ctx, &b);
-                for (unsigned k = 0; !rc && k < b.n; k++) {
-                    uint64_t w = words[i0 + vi[k]];
-                    if (b.v[k].result == w)
-                        image[c * 8 + idx[i0 + vi[k]]] = w;
-                    else
-                        again = 1; /* a writer changed it first: take it on the next pass */
+                for (unsigned k = 0; k < cnt; k++)
+                    free(bufs[k]);
+            }
+            if (!rc && nc) rc = cas_slots(ctx, ca, ce, cw, nc, ok);
+            for (unsigned k = 0; !rc && k < nc; k++) {
+                if (!ok[k]) {
+                    again = 1; /* a writer changed it first: take it on the next pass */
+                    continue;
                 }
+                done[ci[k]] = 1;
+                if (moves[ci[k]]) image[c * 8 + ci[k]] = ce[k];
             }
             if (!rc) rc = lease_renew(ctx, lock, mine);
-            if (!again) break;
         }
+        if (!rc && again) rc = DM_ERETRY; /* X kept changing: give up (the caller thaws) */
     }
     free(raw);
+    free(wk);
     return rc;
 }
 
-/* Clear phase, after N is published: each bucket of X goes to depth l+1 (❶, so a stale
- * reader of a moved key sees case 3), then its frozen slots, whose copies are in N, are
- * emptied. */
-static int clear_phase(dm_ctx_t *ctx, dm_gaddr_t X, unsigned d, uint32_t s, dm_gaddr_t lock,
-                       uint64_t *mine)
+/* Unfreeze X after a split: each bucket of X first goes to depth d (❶, so a stale reader
+ * of a moved key sees case 3), then each frozen slot is emptied when N holds its copy at
+ * the same place (moved) or when it was an empty slot, and gets its word back otherwise (a
+ * key that stays in X). With N = 0 and d = 0 (a split that gave up before publishing)
+ * nothing moved and every slot gets its word back. */
+static int unfreeze_phase(dm_ctx_t *ctx, dm_gaddr_t X, dm_gaddr_t N, unsigned d, uint32_t s,
+                          dm_gaddr_t lock, uint64_t *mine)
 {
     dm_race_t *r = ctx->w->race;
     uint64_t nb = r->groups * 3;
     uint64_t *raw = malloc(MOVE_CHUNK * DM_RACE_BUCKET);
-    if (!raw) return DM_ENOMEM;
+    uint64_t *nraw = N ? malloc(MOVE_CHUNK * DM_RACE_BUCKET) : NULL;
+    slot_work_t *wk = malloc(sizeof(*wk));
+    if (!raw || (N && !nraw) || !wk) {
+        free(raw);
+        free(nraw);
+        free(wk);
+        return DM_ENOMEM;
+    }
     int rc = 0;
     for (uint64_t c = 0; c < nb && !rc; c += MOVE_CHUNK) {
         uint64_t n = nb - c < MOVE_CHUNK ? nb - c : MOVE_CHUNK;
@@ -187,9 +250,10 @@ static int clear_phase(dm_ctx_t *ctx, dm_gaddr_t X, unsigned d, uint32_t s, dm_g
             dm_batch_t b;
             dm_batch_init(&b);
             dm_batch_read(&b, base, raw, (uint32_t)(n * DM_RACE_BUCKET));
+            if (N) dm_batch_read(&b, N + c * DM_RACE_BUCKET, nraw, (uint32_t)(n * DM_RACE_BUCKET));
             if ((rc = dm_batch_exec(ctx, &b)) != 0) break;
             dm_batch_init(&b);
-            for (uint64_t bk = 0; bk < n; bk++)
+            for (uint64_t bk = 0; d && bk < n; bk++)
                 if (race_hdr_ld(raw[bk * 8]) < d)
                     dm_batch_cas(&b, base + bk * DM_RACE_BUCKET, raw[bk * 8],
                                  race_bucket_hdr(d, s));
@@ -197,20 +261,24 @@ static int clear_phase(dm_ctx_t *ctx, dm_gaddr_t X, unsigned d, uint32_t s, dm_g
                 rc = dm_batch_exec(ctx, &b);
                 continue; /* headers first, then read the slots again */
             }
+            dm_gaddr_t *ca = wk->ca;
+            uint64_t *ce = wk->ce, *cw = wk->cw;
+            unsigned nc = 0;
             for (uint64_t i = 0; i < n * 8; i++) {
                 if (i % 8 == 0 || !race_slot_moving(raw[i])) continue;
-                if (b.n == DM_BATCH_MAX) {
-                    if ((rc = dm_batch_exec(ctx, &b)) != 0) break;
-                    dm_batch_init(&b);
-                }
-                dm_batch_cas(&b, base + i * 8, raw[i], 0);
+                uint64_t w = raw[i] & ~RACE_SLOT_MOVING;
+                int moved = N && race_slot_ptr(w) && nraw[i] == w;
+                ca[nc] = base + i * 8, ce[nc] = raw[i];
+                cw[nc++] = race_slot_ptr(w) && !moved ? w : 0;
             }
-            if (!rc && b.n) rc = dm_batch_exec(ctx, &b);
+            if (nc) rc = cas_slots(ctx, ca, ce, cw, nc, wk->ok);
             if (!rc) rc = lease_renew(ctx, lock, mine);
             break;
         }
     }
     free(raw);
+    free(nraw);
+    free(wk);
     return rc;
 }
 
@@ -334,7 +402,7 @@ static int finish_pending(dm_ctx_t *ctx, const dir_snap_t *sn, uint32_t ps, unsi
     dm_batch_read(&b, race_dir_addr(ne), &hdr, 8);
     int rc = dm_batch_exec(ctx, &b);
     if (rc || !(hdr & RACE_HDR_MOVING)) return rc;
-    rc = clear_phase(ctx, race_dir_addr(pe), d, ps, lock, mine);
+    rc = unfreeze_phase(ctx, race_dir_addr(pe), race_dir_addr(ne), d, ps, lock, mine);
     if (!rc) rc = clear_moving(ctx, race_dir_addr(ne), d, ns);
     return rc;
 }
@@ -364,10 +432,15 @@ static int split_locked(dm_ctx_t *ctx, dm_gaddr_t X, unsigned l, uint32_t s, dm_
         rc = dm_batch_exec(ctx, &b);
     }
     free(image);
+    if (rc && rc != DM_EIO && rc != DM_ETIMEDOUT && lease_renew(ctx, lock, mine) == 0) {
+        /* Gave up before publishing, still holding the lease: X takes writes again. */
+        unfreeze_phase(ctx, X, 0, 0, s, lock, mine);
+        if (N) dm_alloc_unused(ctx->w->alloc, N, nb * DM_RACE_BUCKET); /* never published */
+    }
     if (!rc) split_test_pause(ctx);
     if (!rc) rc = publish(ctx, s, l, X, N, lock, mine);
     if (!rc) split_test_pause(ctx);
-    if (!rc) rc = clear_phase(ctx, X, l + 1, s, lock, mine);
+    if (!rc) rc = unfreeze_phase(ctx, X, N, l + 1, s, lock, mine);
     if (!rc) rc = clear_moving(ctx, N, l + 1, ns);
     __atomic_fetch_sub(&splits_running, 1, __ATOMIC_RELAXED);
     if (!rc) __atomic_fetch_add(&splits_done, 1, __ATOMIC_RELAXED);

@@ -13,8 +13,9 @@
 #include "dmkv/worker.h"
 
 typedef enum {
-    DM_FAULT_LOCKED,   /* a leaf lock held, before the RACE slot CAS (kv/hybrid.c) */
-    DM_FAULT_INSERTED, /* a new key's slot CAS done, before its duplicate check (race/ops.c) */
+    DM_FAULT_LOCKED,     /* a leaf lock held, before the RACE slot CAS (kv/hybrid.c) */
+    DM_FAULT_INSERTED,   /* a new key's slot CAS done, before its duplicate check (race/ops.c) */
+    DM_FAULT_TAKEN_BACK, /* a stranded insert's slot taken back, before the redo (race/ops.c) */
     DM_FAULT_NSITES
 } dm_fault_site_t;
 
