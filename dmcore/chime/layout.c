@@ -58,7 +58,8 @@ int ch_key_cmp(const void *a, size_t al, const void *b, size_t bl)
 int ch_entry_cmp_key(const uint8_t *e, const void *key, size_t klen, int *need_record)
 {
     *need_record = 0;
-    if (e[7] != CH_KLEN_RECORD) return ch_key_cmp(e + 8, e[7], key, klen);
+    if (e[7] != CH_KLEN_RECORD) /* a garbage length compares on the entry's bytes only */
+        return ch_key_cmp(e + 8, e[7] > DM_CHIME_INLINE ? DM_CHIME_INLINE : e[7], key, klen);
     /* A record key is longer than DM_CHIME_INLINE bytes; its first 16 are here. */
     size_t n = klen < 16 ? klen : 16;
     int r = memcmp(e + 16, key, n);

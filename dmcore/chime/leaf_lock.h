@@ -39,8 +39,9 @@ int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk);
  * lock kept. Returns the number of entries removed or DM_E*. */
 int ch_settle_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk, int all);
 /* Keys of the used entries in img (whole leaf): inline copies or records read; DM_ERETRY
- * when a record no longer matches its entry (freed and reused since img was read).
- * idx[] gets entry indices; keys[i] malloc'd. Returns the count or DM_E*. */
+ * when a record no longer matches its entry (freed and reused since img was read),
+ * DM_EINVAL when an entry's inline length exceeds DM_CHIME_INLINE (no leaf: a forged
+ * cursor). idx[] gets entry indices; keys[i] malloc'd. Returns the count or DM_E*. */
 int ch_leaf_keys(dm_ctx_t *ctx, const ch_geo_t *g, const uint8_t *img, unsigned *idx,
                  uint8_t **keys, uint32_t *lens);
 /* Rebuild every hop bitmap of a whole leaf image from the entries' homes. */

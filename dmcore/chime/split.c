@@ -67,6 +67,12 @@ int ch_leaf_keys(dm_ctx_t *ctx, const ch_geo_t *g, const uint8_t *img, unsigned 
         if (e[7] == CH_KLEN_RECORD) {
             recs[nrec] = ch_u64(e + 8);
             recpos[nrec++] = n;
+        } else if (e[7] > DM_CHIME_INLINE) {
+            /* No leaf holds this: a forged cursor's "leaf" (the length would copy past the
+             * entry, out of the image). */
+            for (unsigned k = 0; k < n; k++)
+                free(keys[k]);
+            return DM_EINVAL;
         } else {
             keys[n] = malloc(e[7] ? e[7] : 1);
             if (!keys[n]) goto oom;

@@ -493,6 +493,56 @@ static void test_partial_writes(void)
     uv_loop_close(&loop);
 }
 
+/* ---- hostile input: an entry no leaf can hold (issue 12, forged SCAN cursors) ---- */
+
+/* A forged cursor can name any 64-byte-aligned address whose bytes look like a leaf (a KV
+ * block's value, say). Such a "leaf" is made here by giving a real leaf's entry an inline
+ * key length of 200 (at most DM_CHIME_INLINE is stored): a SCAN copied 200 bytes from a
+ * 32-byte entry, past the image on the heap. Now it is refused as not a leaf. */
+static void test_forged_leaf(void)
+{
+    CHECK(dm_chime_set_create_geometry(DM_CHIME_SPAN, DM_CHIME_NBHD) == 0);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = worker_on(&loop, "local:chime-forged");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    for (int i = 0; i < 10; i++) {
+        char k[32];
+        size_t kl = key_of(k, "f%d", i);
+        CHECK(dm_kv_set(&ctx, k, kl, "v", 1, 0, 0, NULL) == 1);
+    }
+    uint64_t size;
+    uint8_t *base = dm_local_region_base("chime-forged", &size);
+    CHECK(base);
+    const dm_superblock_t *sb = (const dm_superblock_t *)base;
+    CHECK(sb->chime_root >> 48 == 0); /* one leaf: the root */
+    uint8_t *leaf = base + dm_gaddr_off(sb->chime_root & ((1ull << 48) - 1));
+    ch_geo_t g;
+    ch_geo_init(&g, DM_CHIME_SPAN, DM_CHIME_NBHD);
+    uint8_t *last = NULL; /* the used entry nearest the end of the image */
+    for (unsigned i = 0; i < g.span; i++)
+        if (ch_e_used(leaf + ch_entry_off(&g, i))) last = leaf + ch_entry_off(&g, i);
+    CHECK(last && last[7] <= DM_CHIME_INLINE);
+    uint8_t keep = last[7];
+    last[7] = 200;
+    dm_chime_key_t *keys = NULL;
+    size_t n = 0, cap = 0;
+    uint64_t next;
+    dm_ctx_init(&ctx, w, DM_CLS_SCAN);
+    int rc = dm_chime_scan(&ctx, 0, 100, NULL, 0, &keys, &n, &cap, &next);
+    CHECKF(rc == DM_EINVAL, "scan of a leaf with an impossible entry: %s, %zu keys",
+           dm_strerror(rc), n);
+    for (size_t i = 0; i < n; i++)
+        free(keys[i].data);
+    last[7] = keep;
+    CHECK(scan_all(&ctx, NULL, 0) == 10);
+    free(keys);
+    dm_worker_destroy(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+}
+
 int main(void)
 {
     dm_local_set_size(512ull << 20);
@@ -504,6 +554,7 @@ int main(void)
     RUN(test_lease_takeover);
     RUN(test_orphan_repair);
     RUN(test_partial_writes);
+    RUN(test_forged_leaf);
     RUN(test_concurrent_writers);
     return 0;
 }
