@@ -156,6 +156,10 @@ static void v_maxclients(gw_buf_t *b)
 {
     gw_buf_printf(b, "%d", gw_server.cfg->maxclients);
 }
+static void v_query_buffer_limit(gw_buf_t *b)
+{
+    gw_buf_printf(b, "%llu", (unsigned long long)gw_server.cfg->query_buffer_limit);
+}
 static void v_memnode(gw_buf_t *b)
 {
     for (int i = 0; i < gw_server.cfg->nmemnodes; i++)
@@ -212,6 +216,7 @@ static const struct {
     {"appendonly", "no", NULL},
     {"bind", NULL, v_bind},
     {"cluster-enabled", "no", NULL},
+    {"client-query-buffer-limit", NULL, v_query_buffer_limit},
     {"databases", "1", NULL},
     {"dbfilename", "dump.rdb", NULL},
     {"dir", NULL, v_dir},

@@ -35,6 +35,9 @@ void gw_config_usage(FILE *f, const char *prog)
         "off)\n"
         "  --loglevel <level>     debug | verbose | notice | warning (default notice)\n"
         "  --maxclients <n>       maximum number of client connections (default 10000)\n"
+        "  --client-query-buffer-limit <bytes> input a client may have sent and not yet\n"
+        "                         had run (commands queued and the one being read); a\n"
+        "                         client over it is closed (default 1gb, at least 1mb)\n"
         "  --local-size <bytes>   size of the in-process pool for --memnode local (e.g. "
         "1gb)\n"
         "  --local-delay-us <us>  tests: delay each local-pool round trip (simulated RTT)\n"
@@ -52,6 +55,7 @@ static void set_defaults(gw_config_t *cfg)
     cfg->threads = cpus < 1 ? 1 : cpus > GW_MAX_THREADS ? GW_MAX_THREADS : (int)cpus;
     cfg->loglevel = DM_LOG_NOTICE;
     cfg->maxclients = 10000;
+    cfg->query_buffer_limit = 1ull << 30;
     cfg->chime_span = DM_CHIME_SPAN;
     cfg->chime_nbhd = DM_CHIME_NBHD;
 }
@@ -171,6 +175,12 @@ static int apply(gw_config_t *cfg, bool from_cli, const char *name, int argc, ch
             snprintf(err, errlen, "Invalid maxclients '%s'", argv[0]);
             return -1;
         }
+    } else if (!strcasecmp(name, "client-query-buffer-limit") && argc == 1) {
+        if (!parse_mem(argv[0], &cfg->query_buffer_limit) ||
+            cfg->query_buffer_limit < (1ull << 20)) {
+            snprintf(err, errlen, "Invalid client-query-buffer-limit '%s' (at least 1mb)", argv[0]);
+            return -1;
+        }
     } else if (!strcasecmp(name, "local-size") && argc == 1) {
         if (!parse_mem(argv[0], &cfg->local_size) || cfg->local_size == 0) {
             snprintf(err, errlen, "Invalid local-size '%s'", argv[0]);
@@ -278,6 +288,7 @@ int gw_config_parse(gw_config_t *cfg, int argc, char **argv, char *err, size_t e
                                       "memnode",
                                       "loglevel",
                                       "maxclients",
+                                      "client-query-buffer-limit",
                                       "local-size",
                                       "local-delay-us",
                                       "chime-leaf-span",

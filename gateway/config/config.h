@@ -17,15 +17,18 @@ typedef struct gw_config {
     int chime_span, chime_nbhd;      /* CHIME leaf geometry for a pool this gateway creates */
     char *memnodes[GW_MAX_MEMNODES]; /* pool URIs in node order (required) */
     int nmemnodes;
-    int loglevel;        /* DM_LOG_* (default notice) */
-    int maxclients;      /* connections over this are refused (default 10000) */
-    uint64_t local_size; /* bytes of the in-process pool for "local"; 0: default */
-    int local_delay_us;  /* tests: delay every local-pool completion, microseconds */
-    char *config_file;   /* absolute or given path, NULL when none */
+    int loglevel;                /* DM_LOG_* (default notice) */
+    int maxclients;              /* connections over this are refused (default 10000) */
+    uint64_t query_buffer_limit; /* client-query-buffer-limit: bytes of unexecuted input a
+                                    client may hold (default 1gb, as Redis) */
+    uint64_t local_size;         /* bytes of the in-process pool for "local"; 0: default */
+    int local_delay_us;          /* tests: delay every local-pool completion, microseconds */
+    char *config_file;           /* absolute or given path, NULL when none */
 } gw_config_t;
 
 /* Fill cfg from argv: "[config-file] [--port N] [--bind A [A ...]] [--threads N]
- * [--memnode URI]... [--loglevel L] [--maxclients N] [--local-size BYTES]
+ * [--memnode URI]... [--loglevel L] [--maxclients N]
+ * [--client-query-buffer-limit BYTES] [--local-size BYTES]
  * [--local-delay-us N]". A config file
  * holds the same keys one per line ("port 6379"); command-line flags given after it win
  * (memnode and bind accumulate from both). Returns 0 when the server should start,

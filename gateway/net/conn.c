@@ -480,6 +480,18 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             break;
         }
     }
+    /* Redis's client-query-buffer-limit: a command that never ends (a multibulk count of
+     * 2^31 - 1, then endless empty arguments) must not grow until the gateway dies. */
+    size_t held = resp_parser_pending_bytes(&c->parser) + c->qbytes;
+    if (held > c->th->cfg->query_buffer_limit && !c->closing) {
+        dm_log(DM_LOG_WARNING,
+               "Closing client that reached max query buffer length: id=%llu addr=%s "
+               "qbuf=%zu",
+               (unsigned long long)c->id, c->addr, held);
+        GW_STAT_ADD(client_query_buffer_limit_disconnections, 1);
+        gw_conn_close(c);
+        return;
+    }
     kick(c);
     if (!c->closing) update_reading(c);
 }

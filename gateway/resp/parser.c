@@ -86,7 +86,22 @@ static gw_cmd_t *new_cmd(int cap)
     c->argvlen = (size_t *)(c->argv + cap);
     c->small = (char *)(c->argvlen + cap);
     c->small_cap = small;
+    c->bytes = sizeof(*c) + arrays + small;
     return c;
+}
+
+/* An argument's share of a command's memory besides its bytes: its argv and argvlen
+ * entries (after the first 1024, reallocated arrays of pointers and lengths). */
+#define ARG_OVERHEAD (sizeof(char *) + sizeof(size_t))
+
+size_t resp_parser_pending_bytes(const resp_parser_t *p)
+{
+    size_t n = p->line.cap;
+    if (p->cmd) n += p->cmd->bytes;
+    if (p->state == P_BULK_DATA && p->cmd &&
+        !(p->cmd->small && p->bulk >= p->cmd->small && p->bulk < p->cmd->small + p->cmd->small_cap))
+        n += p->bulkcap; /* an argument being read into its own allocation */
+    return n;
 }
 
 static void push_arg(resp_parser_t *p, char *arg, size_t len)
@@ -109,7 +124,7 @@ static void push_arg(resp_parser_t *p, char *arg, size_t len)
     c->argv[c->argc] = arg;
     c->argvlen[c->argc] = len;
     c->argc++;
-    c->bytes += len;
+    c->bytes += len + ARG_OVERHEAD;
 }
 
 static int fail(resp_parser_t *p, const char *msg)
@@ -216,8 +231,9 @@ int resp_parse(resp_parser_t *p, const char *data, size_t len, size_t *used, gw_
             c->argc = a.argc;
             c->argv = a.argv;
             c->argvlen = a.argvlen;
+            c->bytes = sizeof(*c);
             for (int i = 0; i < a.argc; i++)
-                c->bytes += a.argvlen[i];
+                c->bytes += a.argvlen[i] + ARG_OVERHEAD;
             *out = c;
             rc = RESP_CMD;
             break;

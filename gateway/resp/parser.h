@@ -17,7 +17,7 @@ typedef struct gw_cmd {
     int argc;
     char **argv;     /* argc arguments, each malloc'd, NUL-terminated, binary-safe */
     size_t *argvlen; /* length in bytes of each argument */
-    size_t bytes;    /* sum of argvlen (input backpressure accounting) */
+    size_t bytes;    /* memory held: arguments, their argv/argvlen entries, the command */
     char *proto_err; /* non-NULL: no command, reply "-<proto_err>" and close the connection */
     const void *def; /* the gateway's command-table entry, once looked up (NULL before) */
     /* A multibulk command is one allocation: argv, argvlen and small arguments live in it
@@ -47,6 +47,10 @@ typedef struct resp_parser {
 void resp_parser_init(resp_parser_t *p);
 /* Free partial state. */
 void resp_parser_free(resp_parser_t *p);
+
+/* Bytes held by the command under construction (arguments read so far, the argument being
+ * read, a partial header line): what client-query-buffer-limit bounds with the queue. */
+size_t resp_parser_pending_bytes(const resp_parser_t *p);
 
 /* Consume bytes from data[0..len). Stops after one complete command.
  * Returns RESP_CMD with *out set to a new command (caller owns it), RESP_NEED_MORE when

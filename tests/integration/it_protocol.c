@@ -1,6 +1,9 @@
 /* Malformed RESP over raw sockets: each protocol error gets Redis's exact text, earlier
  * replies are flushed first, the connection is closed, and the server keeps serving other
- * clients. Also: commands split at every byte, inline commands with quotes. */
+ * clients. Also: commands split at every byte, inline commands with quotes, and input
+ * that would grow without end is cut off at client-query-buffer-limit (issue 12). */
+#include <errno.h>
+#include <signal.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
@@ -153,19 +156,84 @@ static void test_inline(void)
     close(fd);
 }
 
+/* Send chunk repeatedly (at most max bytes) until the server closes; true if it did, with
+ * nothing sent back (Redis closes such a client without a reply). */
+static bool flood_until_closed(int fd, const char *head, const char *chunk, size_t max)
+{
+    send_all(fd, head, strlen(head));
+    size_t cl = strlen(chunk), sent = 0;
+    while (sent < max) {
+        ssize_t w = write(fd, chunk, cl);
+        if (w <= 0) break; /* EPIPE / ECONNRESET: closed */
+        sent += (size_t)w;
+    }
+    char buf[4096];
+    size_t n;
+    bool eof = read_reply(fd, buf, sizeof(buf), &n, 0);
+    if (!eof && errno == ECONNRESET) eof = true, n = 0;
+    fprintf(stderr, "   sent %zu bytes: %s\n", sent, eof ? "closed" : "still open");
+    return eof && n == 0;
+}
+
+static long long info_field(const char *field)
+{
+    redisReply *r = redisCommand(observer, "INFO stats");
+    CHECK(r && r->type == REDIS_REPLY_STRING);
+    const char *p = strstr(r->str, field);
+    long long v = p ? atoll(p + strlen(field) + 1) : -1;
+    freeReplyObject(r);
+    return v;
+}
+
+/* The gateway runs with --client-query-buffer-limit 4mb. */
+static void test_query_buffer_limit(void)
+{
+    long long before = info_field("client_query_buffer_limit_disconnections");
+    CHECK(before >= 0);
+    /* A multibulk that never ends: 2^31 - 1 arguments announced, empty ones sent. */
+    char chunk[6 * 4096 + 1];
+    for (int i = 0; i < 4096; i++)
+        memcpy(chunk + 6 * i, "$0\r\n\r\n", 6);
+    chunk[sizeof(chunk) - 1] = 0;
+    int fd = raw_connect();
+    CHECKF(flood_until_closed(fd, "*2147483647\r\n", chunk, 64u << 20),
+           "endless multibulk not cut off");
+    close(fd);
+    /* One bulk argument larger than the limit. */
+    static char big[65536];
+    memset(big, 'x', sizeof(big) - 1);
+    fd = raw_connect();
+    CHECKF(flood_until_closed(fd, "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$8000000\r\n", big, 8000000),
+           "8 MB argument over a 4 MB limit not cut off");
+    close(fd);
+    CHECK(info_field("client_query_buffer_limit_disconnections") == before + 2);
+    /* Under the limit, a 3 MB value is served. */
+    char *val = malloc(3u << 20);
+    memset(val, 'v', 3u << 20);
+    EXPECT_STATUS(redisCommand(observer, "SET big %b", val, (size_t)(3u << 20)), "OK");
+    redisReply *r = it_cmd(observer, "STRLEN big");
+    CHECK(r && r->type == REDIS_REPLY_INTEGER && r->integer == (3 << 20));
+    freeReplyObject(r);
+    free(val);
+    EXPECT_STATUS(it_cmd(observer, "PING"), "PONG");
+}
+
 int main(void)
 {
+    signal(SIGPIPE, SIG_IGN);
     it_begin("protocol", 300);
     it_pool_t pool;
     it_pool_start(&pool);
     const char *uris[] = {pool.uri};
     it_proc_t gw;
-    it_gateway_start(&gw, uris, 1, 2, NULL);
+    const char *extra[] = {"--client-query-buffer-limit", "4mb", NULL};
+    it_gateway_start(&gw, uris, 1, 2, extra);
     port = gw.port;
     observer = it_connect(port);
     RUN(test_protocol_errors);
     RUN(test_split_everywhere);
     RUN(test_inline);
+    RUN(test_query_buffer_limit);
     EXPECT_STATUS(it_cmd(observer, "PING"), "PONG");
     redisFree(observer);
     int st = it_proc_stop(&gw);
