@@ -88,6 +88,8 @@ int dm_chime_attach(dm_ctx_t *ctx, dm_chime_t **out)
     }
     ch_geo_init(&c->geo, span, nbhd);
     c->secret = sb.cursor_secret;
+    while ((1u << c->node_bits) < ctx->w->n_nodes)
+        c->node_bits++; /* every gateway of a pool lists the same memory nodes */
     c->root = sb.chime_root;
     *out = c;
     return 0;

@@ -1,7 +1,12 @@
 /* SCAN over CHIME leaves (DESIGN.md "SCAN cursor"): whole leaves read lock-free and checked
  * (all NVs equal, every hop bitmap matches the entries' homes), keys sorted per leaf, the
  * sibling chain followed. Leaves never merge and splits only move keys right, so the address
- * of the next leaf is a complete cursor; a keyed 22-bit check rejects forged ones. */
+ * of the next leaf is a complete cursor. A cursor stays below 2^53, so clients that keep it
+ * as a double (JavaScript's node-redis) do not lose bits: the leaf's offset in 64-byte
+ * units (34 bits: memory nodes up to 1 TiB), its node number (as many bits as the pool's
+ * node count needs), and a keyed check of the rest (19 bits for one node, 11 for 256)
+ * that rejects forged ones. A forged cursor that passes the check still has to read as an
+ * untorn leaf, and reads nothing a SCAN from 0 would not (ch_leaf_keys). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -11,27 +16,37 @@
 #include "leaf_lock.h"
 
 #define MAX_TORN 256
-#define ADDR_BITS 42 /* leaf address / 64 */
-#define MAC_BITS 22
+#define CURSOR_BITS 53                   /* integers a double holds exactly */
+#define OFF_BITS (DM_GADDR_OFF_BITS - 6) /* leaf offset / 64 */
+
+_Static_assert(OFF_BITS + DM_GADDR_NODE_BITS <= CURSOR_BITS - 11, "a cursor keeps an 11-bit check");
+
+static unsigned addr_bits(const dm_chime_t *c)
+{
+    return OFF_BITS + c->node_bits;
+}
 
 static uint64_t mac_of(const dm_chime_t *c, uint64_t a)
 {
-    return XXH3_64bits_withSeed(&a, sizeof(a), c->secret) & ((1ull << MAC_BITS) - 1);
+    unsigned mac_bits = CURSOR_BITS - addr_bits(c);
+    return XXH3_64bits_withSeed(&a, sizeof(a), c->secret) & ((1ull << mac_bits) - 1);
 }
 
 static uint64_t cursor_of(const dm_chime_t *c, dm_gaddr_t leaf)
 {
     if (!leaf) return 0;
-    uint64_t a = leaf >> 6;
-    return (mac_of(c, a) << ADDR_BITS) | a;
+    uint64_t a = ((uint64_t)dm_gaddr_node(leaf) << OFF_BITS) | (dm_gaddr_off(leaf) >> 6);
+    return (mac_of(c, a) << addr_bits(c)) | a;
 }
 
 static int leaf_of(const dm_worker_t *w, uint64_t cur, dm_gaddr_t *leaf)
 {
-    uint64_t a = cur & ((1ull << ADDR_BITS) - 1);
-    if (mac_of(w->chime, a) != cur >> ADDR_BITS) return DM_EINVAL;
-    *leaf = a << 6;
-    if (dm_gaddr_node(*leaf) >= w->n_nodes) return DM_EINVAL;
+    const dm_chime_t *c = w->chime;
+    uint64_t a = cur & ((1ull << addr_bits(c)) - 1);
+    if (cur >> CURSOR_BITS || mac_of(c, a) != cur >> addr_bits(c)) return DM_EINVAL;
+    unsigned node = (unsigned)(a >> OFF_BITS);
+    if (node >= w->n_nodes) return DM_EINVAL;
+    *leaf = dm_gaddr_make(node, (a & ((1ull << OFF_BITS) - 1)) << 6);
     return 0;
 }
 

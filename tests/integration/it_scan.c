@@ -108,6 +108,8 @@ static void scan_all(keyset_t *out, const char *count, const char *match, const 
         CHECK(r->element[0]->type == REDIS_REPLY_STRING);
         CHECK(r->element[1]->type == REDIS_REPLY_ARRAY);
         snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
+        /* Every cursor fits a double exactly (node-redis keeps it as a JavaScript number). */
+        CHECKF(strtoull(cursor, NULL, 10) < (1ull << 53), "cursor %s is 2^53 or more", cursor);
         for (size_t i = 0; i < r->element[1]->elements; i++) {
             redisReply *k = r->element[1]->element[i];
             CHECK(k->type == REDIS_REPLY_STRING);
