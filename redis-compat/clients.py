@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Client matrix: real client libraries against dmkv (a memory node + gateway started here):
 hiredis (C, RESP2), redis-py (Debian's python3-redis, RESP2), node-redis v5 (RESP2 and
-RESP3) and ioredis (RESP2) from npm, installed into clients/node_modules from the committed
+RESP3), node-redis v4 (RESP2; it keeps the SCAN cursor as a JavaScript number) and ioredis
+(RESP2) from npm, installed into clients/node_modules from the committed
 package.json. Each does connect, set/get, pipeline, transaction, scan iteration, expiry.
 The Node clients are skipped with a message when npm or its registry is unreachable.
 
@@ -23,8 +24,8 @@ def npm_install():
     if not shutil.which("node") or not shutil.which("npm"):
         print("SKIP node clients: node/npm not installed")
         return False
-    if os.path.isdir(os.path.join(CLIENTS, "node_modules", "ioredis")) and \
-            os.path.isdir(os.path.join(CLIENTS, "node_modules", "redis")):
+    if all(os.path.isdir(os.path.join(CLIENTS, "node_modules", m))
+           for m in ("ioredis", "redis", "redis4")):
         return True
     try:
         r = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--loglevel=error"],
@@ -47,7 +48,8 @@ def main():
     runs = [("hiredis", [hiredis_bin, port], None),
             ("redis-py", [PY, os.path.join(CLIENTS, "pyredis_client.py"), port], None)]
     if npm_install():
-        for lib, proto in (("node-redis", "2"), ("node-redis", "3"), ("ioredis", "2")):
+        for lib, proto in (("node-redis", "2"), ("node-redis", "3"), ("node-redis4", "2"),
+                           ("ioredis", "2")):
             runs.append((lib + " RESP" + proto,
                          ["node", os.path.join(CLIENTS, "node_client.mjs"), port, lib, proto],
                          CLIENTS))

@@ -1,5 +1,6 @@
-// Client matrix, Node.js: node-redis v5 (RESP2 and RESP3) and ioredis (RESP2).
-// Usage: node node_client.mjs <port> <node-redis|ioredis> <2|3>. Exits 0 when every check
+// Client matrix, Node.js: node-redis v5 (RESP2 and RESP3), node-redis v4 (RESP2: it parses
+// the SCAN cursor into a JavaScript number, exact only below 2^53) and ioredis (RESP2).
+// Usage: node node_client.mjs <port> <node-redis|node-redis4|ioredis> <2|3>. Exits 0 when every check
 // passed; prints the failing step otherwise.
 import assert from 'node:assert/strict';
 
@@ -38,6 +39,22 @@ async function nodeRedis() {
   await c.quit();
 }
 
+async function nodeRedis4() {
+  const { createClient } = await import('redis4');
+  const c = createClient({ url: `redis://127.0.0.1:${port}` });
+  c.on('error', (e) => { console.error('client error', e); process.exit(1); });
+  await c.connect();
+  assert.equal(await c.set(`${p}k`, 'v'), 'OK');
+  assert.equal(await c.get(`${p}k`), 'v');
+  const batch = c.multi();
+  for (let i = 0; i < 300; i++) batch.set(`${p}s${i}`, `${i}`);
+  await batch.execAsPipeline();
+  const seen = new Set();
+  for await (const k of c.scanIterator({ MATCH: `${p}s*`, COUNT: 20 })) seen.add(k);
+  assert.equal(seen.size, 300);
+  await c.quit();
+}
+
 async function ioRedis() {
   const { default: Redis } = await import('ioredis');
   const c = new Redis({ port, host: '127.0.0.1', lazyConnect: true, maxRetriesPerRequest: 1 });
@@ -67,7 +84,8 @@ async function ioRedis() {
 }
 
 try {
-  await (lib === 'node-redis' ? nodeRedis() : ioRedis());
+  const run = { 'node-redis': nodeRedis, 'node-redis4': nodeRedis4, ioredis: ioRedis }[lib];
+  await run();
   console.log(`${lib} RESP${proto}: ok`);
 } catch (e) {
   console.error(`${lib} RESP${proto}: FAILED`, e);
