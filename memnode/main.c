@@ -1,4 +1,4 @@
-/* dmkv-memnode: the memory-node daemon (DESIGN.md "Memory node"). Allocates one region,
+/* dmkv-memnode: the memory-node daemon (docs/DESIGN.md "Memory node"). Allocates one region,
  * formats its header, and serves the tcp transport (and, with --rdma-port, the rdma
  * listener) on one libuv thread until SIGINT/SIGTERM.
  *

@@ -1,5 +1,5 @@
 /* The memory node's rdma listener: registers the region for one-sided access and accepts
- * rdma_cm connections from gateways (the `rdma` transport, DESIGN.md "Memory node").
+ * rdma_cm connections from gateways (the `rdma` transport, docs/DESIGN.md "Memory node").
  * The memory node's CPU only sets up connections: it posts no work requests, every verb is
  * executed by the RDMA device against the registered region.
  *

@@ -1,10 +1,10 @@
-/* CHIME's remote layouts and the helpers shared by its files (CHIME SOSP'24 §4; NOTES.md §2).
+/* CHIME's remote layouts and the helpers shared by its files (CHIME SOSP'24 §4; docs/NOTES.md §2).
  *
  * Leaf (hopscotch table, §4.2.2 Fig. 10): span/H groups, each = a 32-byte metadata replica
  * followed by H 32-byte entries, then a 64-byte line holding the 8-byte lock word. Objects
  * are 32-byte aligned, so none straddles a 64-byte cache line and every line starts with
  * the version byte of the object that starts it: the line version IS that object's
- * version (NOTES.md §2.3 "cache-line versions"). A version byte is NV:4 | EV:4.
+ * version (docs/NOTES.md §2.3 "cache-line versions"). A version byte is NV:4 | EV:4.
  *   replica: [0] ver [1] valid [8..15] sibling gaddr [16..23] high-fence record gaddr
  *            (0 = +inf: the leaf never split)
  *   entry:   [0] ver [1] flags [2..3] hop bitmap (LE) [4..5] fingerprint [6] home
@@ -16,7 +16,7 @@
  * fresh per acquisition; dmkv/lease.h times it without trusting any clock but the
  * observer's), bits 32..63 the vacancy bitmap (bit v covers entries
  * [v*span/32, (v+1)*span/32); 1 = all occupied). The paper's 6-bit argmax is replaced by the
- * high-fence record in the replicas: argmax points at a hole after deletes (NOTES.md §2.11),
+ * high-fence record in the replicas: argmax points at a hole after deletes (docs/NOTES.md §2.11),
  * and the lease token lets another gateway take over the lock of a gateway that died.
  *
  * Inner node (B-link, §4.1): DM_CHIME_INNER_BYTES of 64-byte lines, each starting with the

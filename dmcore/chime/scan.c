@@ -1,4 +1,4 @@
-/* SCAN over CHIME leaves (DESIGN.md "SCAN cursor"): whole leaves read lock-free and checked
+/* SCAN over CHIME leaves (docs/DESIGN.md "SCAN cursor"): whole leaves read lock-free and checked
  * (all NVs equal, every hop bitmap matches the entries' homes), keys sorted per leaf, the
  * sibling chain followed. Leaves never merge and splits only move keys right, so the address
  * of the next leaf is a complete cursor. A cursor stays below 2^53, so clients that keep it

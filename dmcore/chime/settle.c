@@ -1,6 +1,6 @@
 /* Settling a leaf against RACE under its lock: after a lease takeover (the dead locker's
  * pending entries) and for FLUSHALL (every entry). The hybrid protocol keeps CHIME ⊇ RACE,
- * so an entry whose key RACE does not hold can simply go (DESIGN.md "The hybrid index"). */
+ * so an entry whose key RACE does not hold can simply go (docs/DESIGN.md "The hybrid index"). */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,7 +1,7 @@
 /* Leaf split under the leaf lock (CHIME §4.2.2, §4.4): the split key is the median of the
  * keys that blocked the hop (the key's neighborhood) plus the new key, moved to the nearby
  * position whose separator is shortest (suffix truncation: Redis keys share long prefixes,
- * NOTES.md §2.9). The new right leaf is written first (unreachable until the old one points
+ * docs/NOTES.md §2.9). The new right leaf is written first (unreachable until the old one points
  * to it), then the old leaf with a node write (NV+1), then the separator goes up. */
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,7 @@
-/* The hybrid protocol (DESIGN.md "Keeping them consistent", NOTES.md §6): every change of a
- * key between absent and present in RACE happens under the CHIME lock of the leaf that
- * covers it, with the key's leaf entry present and flagged pending around the slot CAS.
- * Updates of a present key never touch CHIME. So CHIME ⊇ RACE at every instant. */
+/* The hybrid protocol (docs/DESIGN.md "Keeping them consistent", docs/NOTES.md §6): every change of
+ * a key between absent and present in RACE happens under the CHIME lock of the leaf that covers it,
+ * with the key's leaf entry present and flagged pending around the slot CAS. Updates of a present
+ * key never touch CHIME. So CHIME ⊇ RACE at every instant. */
 #ifndef DMKV_KV_HYBRID_H
 #define DMKV_KV_HYBRID_H
 

@@ -1,5 +1,5 @@
-/* The gateway's KV API over RACE: expiry is checked here (expired = absent), SET's
- * NX/XX/GET/KEEPTTL become RACE's decide callback. */
+/* The gateway's KV API over the hybrid index (RACE + CHIME, kv/hybrid.c): expiry is checked here
+ * (expired = absent), SET's NX/XX/GET/KEEPTTL become RACE's decide callback. */
 #include "dmkv/kv.h"
 
 #include <stdlib.h>
@@ -202,7 +202,7 @@ static int keylist_push(dm_keylist_t *l, const uint8_t *k, size_t len)
 }
 
 /* Settle one page of CHIME keys against RACE: present and live ones are returned, pending
- * entries whose key RACE does not hold are not (DESIGN.md "Keeping them consistent").
+ * entries whose key RACE does not hold are not (docs/DESIGN.md "Keeping them consistent").
  * With want_expired, the keys RACE holds expired are returned instead. */
 static int settle_page(dm_ctx_t *ctx, const dm_chime_key_t *ck, size_t n, dm_keylist_t *out,
                        int want_expired, int probe_all)

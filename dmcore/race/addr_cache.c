@@ -1,4 +1,4 @@
-/* The validated address cache (DESIGN.md "Round-trip budget": GET 1 RTT for hot keys).
+/* The validated address cache (docs/DESIGN.md "Round-trip budget": GET 1 RTT for hot keys).
  * A worker remembers where a key's slot was and what it held; a GET then reads that slot
  * word and the block it pointed to in one batch. The answer stands only when the slot
  * still holds the same word (same block pointer, length and fingerprint, no MOVING mark)

@@ -1,5 +1,5 @@
 /* RACE search, upsert and delete (RACE §3.3, Algorithms 1-4), with the traps of
- * papers/NOTES.md §1.9 handled: upsert instead of blind insert, one duplicate rule for
+ * docs/NOTES.md §1.9 handled: upsert instead of blind insert, one duplicate rule for
  * readers and writers, batched candidate reads, quarantine against ABA (alloc.h). */
 #include <stdlib.h>
 #include <string.h>

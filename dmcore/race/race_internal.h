@@ -46,7 +46,7 @@ static inline unsigned race_dir_ld(uint64_t e)
 
 /* Slot: fp:8 | len:8 (64-byte units) | ptr:48. ptr 0 = empty. KV blocks are 64-byte
  * aligned, so bit 0 of ptr is free: it is the MOVING mark a splitter sets before copying
- * a slot into the new subtable (NOTES §1.9 "resize windows"). */
+ * a slot into the new subtable (docs/NOTES.md §1.9 "resize windows"). */
 #define RACE_SLOT_MOVING 1ull
 static inline uint64_t race_slot(uint8_t fp, uint8_t len, dm_gaddr_t ptr)
 {

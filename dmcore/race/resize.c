@@ -1,4 +1,4 @@
-/* RACE extendible resizing (RACE §3.4.2) with the windows NOTES §1.9 points out closed:
+/* RACE extendible resizing (RACE §3.4.2) with the windows docs/NOTES.md §1.9 points out closed:
  * a subtable split runs under a lease on the subtable's lock word (a dead splitter's lease
  * expires and the next gateway that needs the subtable finishes its work); directory
  * writes (entries, doubling) run under the directory lease. A split freezes the whole

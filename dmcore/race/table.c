@@ -35,7 +35,7 @@ uint64_t race_key_hash(const void *key, size_t klen, uint64_t *high)
 }
 
 /* Disjoint bits: the suffix is the low DM_RACE_MAX_DEPTH bits of the low word, bucket 1
- * comes from low >> 20, bucket 2 and the fingerprint from the high word (NOTES §1.9: the
+ * comes from low >> 20, bucket 2 and the fingerprint from the high word (docs/NOTES.md §1.9: the
  * fingerprint must not correlate with the bucket). */
 void race_locate(const dm_race_t *r, const void *key, size_t klen, race_loc_t *loc)
 {

@@ -10,7 +10,7 @@
 
 /* Cache-line atomicity. RDMA NICs land each aligned 64-byte line of a READ or WRITE
  * atomically with respect to other verbs in practice, and RACE's bucket header checks
- * and CHIME's versions rely on it (NOTES §2.11). Threads sharing a local region get the
+ * and CHIME's versions rely on it (docs/NOTES.md §2.11). Threads sharing a local region get the
  * same guarantee from striped line locks: each line is copied, and each atomic executed,
  * under its stripe's lock. One lock is held at a time, so stripes never deadlock. */
 #define LINE 64u

@@ -1,5 +1,5 @@
 /* The `rdma` backend: one RC queue pair from one worker to one memory node, set up with
- * librdmacm, verbs posted with libibverbs (DESIGN.md "Transports").
+ * librdmacm, verbs posted with libibverbs (docs/DESIGN.md "Transports").
  *
  * - A batch (the verbs the batch layer groups for one node) becomes a run of work requests;
  *   every batch posted in one event-loop turn (by any coroutine of the worker) is queued and

@@ -1,8 +1,8 @@
 #!/bin/bash
 # run-in-vm.sh -- run test commands inside a throw-away qemu guest that has a real
-# Soft-RoCE device (rxe0 at 192.168.77.1, GID index 1 = RoCEv2 IPv4), using the shared
-# recipe ../shared/tools/rxe-vm/rxe-vm.sh. Builds nothing: give it binaries built on the
-# host (they run unchanged in the guest: same Debian libc, libibverbs, librdmacm).
+# Soft-RoCE device (rxe0 at 192.168.77.1, GID index 1 = RoCEv2 IPv4), using the recipe
+# tools/rxe-vm/rxe-vm.sh carried in this repository. Builds nothing: give it binaries built
+# on the host (they run unchanged in the guest: same Debian libc, libibverbs, librdmacm).
 #
 # Usage
 #   tests/rdma/run-in-vm.sh [--share DIR] [--] 'CMD1 ARGS' ['CMD2 ARGS' ...]
@@ -28,7 +28,7 @@ say() { echo "run-in-vm: $*" >&2; }
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 ROOT=$(git -C "$HERE" rev-parse --show-toplevel 2>/dev/null || (cd "$HERE/../.." && pwd))
-RXEVM=${RXE_VM_SH:-$ROOT/../shared/tools/rxe-vm/rxe-vm.sh}
+RXEVM=${RXE_VM_SH:-$ROOT/tools/rxe-vm/rxe-vm.sh}
 SHARE=${DMKV_VM_SHARE:-$ROOT}
 while [ $# -gt 0 ]; do
     case "$1" in

@@ -1,4 +1,4 @@
-/* Remote allocation of KV blocks (../shared/DESIGN.md "Memory node", "Reclamation").
+/* Remote allocation of KV blocks (docs/DESIGN.md "Memory node", "Reclamation").
  * Chunks (DM_CHUNK_SIZE bytes) are taken one-sidedly, round robin over the pool's nodes:
  * a returned range of the same size popped from the node's free-range stack (superblock.h
  * DM_FREE_*) when it has one, else by FAA on the node's alloc_ptr; blocks are carved from the

@@ -3,11 +3,11 @@
  * default). dmkv's CHIME holds key identity only (values live in RACE): a leaf entry is a
  * key (inline up to 24 bytes, else a pointer to an immutable key record) placed by a hash of
  * the full key, with a 16-bit fingerprint and a pending flag used by the hybrid protocol
- * (DESIGN.md "The hybrid index", kv/hybrid.c).
+ * (docs/DESIGN.md "The hybrid index", kv/hybrid.c).
  *
  * Synchronization (§4.1): leaves are written under the leaf lock; readers never lock and
  * check node-level versions (all NVs equal), entry-level versions and the hopscotch bitmap
- * of the key's home. Leaf layout, lock word and deviations from the paper: chime/layout.h.
+ * of the key's home. Leaf layout, lock word and deviations from the paper: chime/chime_internal.h.
  * Every call runs on a coroutine of ctx->w's thread (or on that thread outside any). */
 #ifndef DMKV_CHIME_H
 #define DMKV_CHIME_H

@@ -1,5 +1,5 @@
 /* Global addresses: one byte in the pool = memory-node id (8 bits) + offset (40 bits).
- * The packed form fits the 48-bit pointer field of a RACE slot (DESIGN.md "Remote memory
+ * The packed form fits the 48-bit pointer field of a RACE slot (docs/DESIGN.md "Remote memory
  * model"). Nothing else in dmkv does bit tricks on addresses. */
 #ifndef DMKV_GADDR_H
 #define DMKV_GADDR_H

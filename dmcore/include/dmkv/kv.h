@@ -66,7 +66,7 @@ typedef struct dm_keylist {
 void dm_keylist_free(dm_keylist_t *l);
 
 /* SCAN page from cursor (0 = start, else a cursor returned by any gateway), in CHIME key
- * order (DESIGN.md "SCAN cursor"): appends about count keys (a hint: whole leaves are
+ * order (docs/DESIGN.md "SCAN cursor"): appends about count keys (a hint: whole leaves are
  * returned) in lexicographic order (memcmp, a prefix sorts first) and sets *next (0 = done).
  * prefix[0..plen): only keys starting with it are wanted (MATCH's literal prefix, plen 0 =
  * all); cursor 0 seeks to the first leaf that can hold them, the walk ends after the last,

@@ -1,4 +1,4 @@
-/* KV blocks: out-of-place, immutable once published (DESIGN.md "KV block").
+/* KV blocks: out-of-place, immutable once published (docs/DESIGN.md "KV block").
  * Layout, all little-endian, 32-byte aligned, size a multiple of DM_KV_UNIT (32) bytes:
  *   [0]  u32 key_len   [4] u32 val_len   [8] u64 expire_ms (0 = none)
  *   [16] u64 write id: unique per dm_kvblock_build (per-thread random base + counter), so

@@ -1,5 +1,5 @@
 /* The header at offset 0 of every memory node; node 0's is also the pool's superblock with
- * the well-known roots every gateway starts from (DESIGN.md "Memory node"). All fields are
+ * the well-known roots every gateway starts from (docs/DESIGN.md "Memory node"). All fields are
  * 8-byte words changed only by one-sided CAS/FAA/WRITE. */
 #ifndef DMKV_SUPERBLOCK_H
 #define DMKV_SUPERBLOCK_H

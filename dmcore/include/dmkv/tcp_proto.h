@@ -1,5 +1,5 @@
 /* Wire protocol of the `tcp` transport: dmkv-memnode plays the RNIC and executes verbs
- * against its region (DESIGN.md "Memory node"). Shared by the client backend
+ * against its region (docs/DESIGN.md "Memory node"). Shared by the client backend
  * (dmcore/transport/tcp.c) and the server (memnode/tcp_server.c).
  *
  * Every message, either direction, is a dm_tcp_hdr_t (24 bytes) followed by body_len bytes.

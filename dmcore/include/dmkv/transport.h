@@ -1,6 +1,6 @@
 /* Transport API: one connection from one worker thread to one memory node.
- * Backends: local (in-process region), tcp (software RNIC in dmkv-memnode), rdma (later).
- * RACE and CHIME never see a concrete backend: they use batch.h on top of this.
+ * Backends: local (in-process region), tcp (software RNIC in dmkv-memnode), rdma (verbs).
+ * RACE and CHIME never see a concrete backend: they use the batch layer (worker.h).
  *
  * Threading: a dm_conn belongs to the thread that runs its libuv loop; post() and the
  * completion callback run on that thread only. */

@@ -1,5 +1,5 @@
 /* The one-sided operations every transport executes: an RNIC's verbs, nothing more
- * (DESIGN.md "Remote memory model"). A verb addresses a byte offset in one memory node's
+ * (docs/DESIGN.md "Remote memory model"). A verb addresses a byte offset in one memory node's
  * region. 8-byte aligned words are read and written atomically; longer reads may be torn
  * by concurrent writers. */
 #ifndef DMKV_VERBS_H
