@@ -1,6 +1,9 @@
 /* Per-worker block allocator: chunks popped from a node's free-range stack or taken by FAA
  * on its alloc_ptr, bump allocation inside the chunk, per-size FIFO free lists with a
- * quarantine timestamp. */
+ * quarantine timestamp. Blocks up to 16 KB have a class per 32-byte size; bigger ones are
+ * rounded up to one of 8 classes per doubling (at most 1/8 more than asked), so a freed
+ * 150 KB block serves the next 140-160 KB request instead of waiting for an exact size
+ * that random value sizes almost never repeat (the pool grew without bound). */
 #include "dmkv/alloc.h"
 
 #include <stdlib.h>
@@ -9,7 +12,10 @@
 #include "dmkv/errors.h"
 #include "dmkv/superblock.h"
 
-#define MAX_CLASS 512 /* size classes 1..512 grains (16 KB); bigger blocks go back to class 0 */
+#define MAX_CLASS 512      /* exact size classes 1..512 grains (16 KB) */
+#define LARGE_STEPS 8      /* rounded classes per doubling above MAX_CLASS grains */
+#define LARGE_DOUBLINGS 26 /* 16 KB .. 2^40 bytes */
+#define NCLASSES (MAX_CLASS + 1 + LARGE_STEPS * LARGE_DOUBLINGS)
 
 typedef struct freed {
     dm_gaddr_t addr;
@@ -26,7 +32,7 @@ struct dm_alloc {
     struct refill_wait *waiters; /* coroutines waiting for it */
     unsigned next_node;          /* round robin */
     uint64_t chunk_bytes;
-    freed_t *head[MAX_CLASS + 1], *tail[MAX_CLASS + 1];
+    freed_t *head[NCLASSES], *tail[NCLASSES];
 };
 
 dm_alloc_t *dm_alloc_create(dm_worker_t *w)
@@ -39,7 +45,7 @@ dm_alloc_t *dm_alloc_create(dm_worker_t *w)
 void dm_alloc_destroy(dm_alloc_t *a)
 {
     if (!a) return;
-    for (int c = 0; c <= MAX_CLASS; c++)
+    for (int c = 0; c < NCLASSES; c++)
         while (a->head[c]) {
             freed_t *f = a->head[c];
             a->head[c] = f->next;
@@ -155,9 +161,29 @@ static int take_from_pool(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t bytes, dm_gaddr
     return DM_ENOMEM;
 }
 
+/* Size class of a block of *units grains, rounding *units up to the class's size (blocks
+ * over MAX_CLASS grains: 8 classes per doubling). Class 0: beyond every class (exact size,
+ * never expected). */
+static int class_of(uint64_t *units)
+{
+    uint64_t u = *units ? *units : 1;
+    if (u <= MAX_CLASS) {
+        *units = u;
+        return (int)u;
+    }
+    unsigned k = 63u - (unsigned)__builtin_clzll(u); /* 2^k <= u < 2^(k+1), k >= 9 */
+    uint64_t step = 1ull << (k - 3);                 /* 1/8 of the doubling */
+    uint64_t q = (u + step - 1) / step;              /* 8..16 */
+    if (q == 16) k++, q = 8;
+    unsigned idx = (k - 9) * LARGE_STEPS + (unsigned)(q - 8);
+    if (idx >= LARGE_STEPS * LARGE_DOUBLINGS) return 0;
+    *units = q << (k - 3);
+    return MAX_CLASS + 1 + (int)idx;
+}
+
 static freed_t *take_freed(dm_alloc_t *a, uint64_t units, uint64_t align)
 {
-    int c = units <= MAX_CLASS ? (int)units : 0;
+    int c = class_of(&units);
     freed_t *f = a->head[c], *prev = NULL;
     uint64_t now = dm_now_us();
     for (int scanned = 0; f && scanned < 8; prev = f, f = f->next, scanned++) {
@@ -250,7 +276,10 @@ static void queue_block(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, int now_
 static int alloc_aligned(dm_ctx_t *ctx, uint64_t need, uint64_t align, dm_gaddr_t *out)
 {
     dm_alloc_t *a = ctx->w->alloc;
-    freed_t *f = take_freed(a, need / DM_GRAIN, align);
+    uint64_t units = need / DM_GRAIN;
+    class_of(&units); /* large blocks take their class's size: any freed one then fits */
+    need = units * DM_GRAIN;
+    freed_t *f = take_freed(a, units, align);
     if (f) {
         *out = f->addr;
         free(f);
@@ -293,11 +322,10 @@ int dm_alloc_kv_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out)
 static void queue_block(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, int now_reusable)
 {
     uint64_t units = (bytes + DM_GRAIN - 1) / DM_GRAIN;
-    if (units == 0) units = 1;
+    int c = class_of(&units); /* as alloc_aligned rounded it */
     freed_t *f = malloc(sizeof(*f));
     if (!f) return; /* leak rather than fail a free */
     *f = (freed_t){addr, units, now_reusable ? 0 : dm_now_us(), NULL};
-    int c = units <= MAX_CLASS ? (int)units : 0;
     if (now_reusable) {
         f->next = a->head[c];
         a->head[c] = f;
