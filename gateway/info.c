@@ -9,6 +9,7 @@
 #include <sys/utsname.h>
 #include <unistd.h>
 
+#include "commands/cmdstats.h"
 #include "dmkv/alloc.h"
 #include "dmkv/chime.h"
 #include "dmkv/clock.h"
@@ -29,28 +30,40 @@ enum {
     S_CPU = 1 << 6,
     S_KEYSPACE = 1 << 7,
     S_DMKV = 1 << 8,
-    S_ALL = (1 << 9) - 1,
+    S_ERRORSTATS = 1 << 9,
+    S_COMMANDSTATS = 1 << 10,
+    S_DEFAULT = (1 << 10) - 1, /* INFO, INFO default: all but commandstats, as in Redis */
+    S_ALL = (1 << 11) - 1,
 };
 
 static const struct {
     const char *name;
     unsigned bit;
 } section_names[] = {
-    {"server", S_SERVER}, {"clients", S_CLIENTS},
-    {"memory", S_MEMORY}, {"persistence", S_PERSISTENCE},
-    {"stats", S_STATS},   {"replication", S_REPLICATION},
-    {"cpu", S_CPU},       {"keyspace", S_KEYSPACE},
+    {"server", S_SERVER},
+    {"clients", S_CLIENTS},
+    {"memory", S_MEMORY},
+    {"persistence", S_PERSISTENCE},
+    {"stats", S_STATS},
+    {"replication", S_REPLICATION},
+    {"cpu", S_CPU},
+    {"keyspace", S_KEYSPACE},
     {"dmkv", S_DMKV},
+    {"errorstats", S_ERRORSTATS},
+    {"commandstats", S_COMMANDSTATS},
 };
 
 static unsigned pick_sections(int nsec, char **sections)
 {
-    if (nsec == 0) return S_ALL;
+    if (nsec == 0) return S_DEFAULT;
     unsigned m = 0;
     for (int i = 0; i < nsec; i++) {
-        if (!strcasecmp(sections[i], "all") || !strcasecmp(sections[i], "everything") ||
-            !strcasecmp(sections[i], "default")) {
+        if (!strcasecmp(sections[i], "all") || !strcasecmp(sections[i], "everything")) {
             m |= S_ALL;
+            continue;
+        }
+        if (!strcasecmp(sections[i], "default")) {
+            m |= S_DEFAULT;
             continue;
         }
         for (size_t k = 0; k < sizeof(section_names) / sizeof(section_names[0]); k++)
@@ -362,6 +375,14 @@ void gw_info_generate(gw_conn_t *c, int nsec, char **sections, gw_buf_t *out)
     if (m & S_STATS) sec_stats(out);
     if (m & S_REPLICATION) sec_replication(out);
     if (m & S_CPU) sec_cpu(out);
+    if (m & S_COMMANDSTATS) {
+        header(out, "Commandstats");
+        gw_cmdstats_info_commands(out);
+    }
+    if (m & S_ERRORSTATS) {
+        header(out, "Errorstats");
+        gw_cmdstats_info_errors(out);
+    }
     if (m & S_KEYSPACE) sec_keyspace(c, out);
     if (m & S_DMKV) sec_dmkv(out);
 }

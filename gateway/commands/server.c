@@ -5,6 +5,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
+#include "commands/cmdstats.h"
 #include "commands/commands.h"
 #include "dmkv/alloc.h"
 #include "dmkv/errors.h"
@@ -352,6 +353,7 @@ void cmd_config(gw_conn_t *c, gw_cmd_t *cmd)
             return;
         }
         gw_stats_reset();
+        gw_cmdstats_reset();
         dm_stats_reset();
         reply_status(gw_conn_out(c), "OK");
     } else if (!strcasecmp(sub, "rewrite")) {

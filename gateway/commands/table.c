@@ -5,6 +5,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "commands/cmdstats.h"
 #include "dmkv/clock.h"
 #include "dmkv/errors.h"
 #include "resp/reply.h"
@@ -171,11 +172,21 @@ static bool runs_in_multi(const gw_command_t *gc)
            gc->proc == cmd_watch || gc->proc == cmd_quit || gc->proc == cmd_reset;
 }
 
-/* A command rejected before running: inside MULTI it also dooms the transaction. */
-static void rejected(gw_conn_t *c)
+/* Count an error reply that starts at byte `at` of c's output (errorstats). */
+static void count_error(gw_conn_t *c, size_t at)
+{
+    const gw_buf_t *out = gw_conn_out(c);
+    GW_STAT_ADD(total_error_replies, 1);
+    if (out->len > at + 1) gw_cmdstats_error(out->data + at + 1, out->len - at - 1);
+}
+
+/* A command rejected before running (its error reply starts at byte `at` of the output;
+ * gc NULL when unknown): inside MULTI it also dooms the transaction. */
+static void rejected(gw_conn_t *c, const gw_command_t *gc, size_t at)
 {
     if (c->in_multi) c->multi_dirty = true;
-    GW_STAT_ADD(total_error_replies, 1);
+    gw_cmdstats_rejected(gc);
+    count_error(c, at);
 }
 
 void gw_command_run(gw_conn_t *c, const gw_command_t *gc, gw_cmd_t *cmd)
@@ -183,29 +194,33 @@ void gw_command_run(gw_conn_t *c, const gw_command_t *gc, gw_cmd_t *cmd)
     size_t before = gw_conn_out(c)->len;
     __atomic_store_n(&c->last_cmd, gc->name, __ATOMIC_RELAXED);
     __atomic_store_n(&c->last_ms, dm_wall_ms(), __ATOMIC_RELAXED);
+    uint64_t t0 = dm_now_us();
     gc->proc(c, cmd);
     GW_STAT_ADD(total_commands_processed, 1);
-    if (!c->closing && gw_conn_out(c)->len > before && gw_conn_out(c)->data[before] == '-')
-        GW_STAT_ADD(total_error_replies, 1);
+    bool failed =
+        !c->closing && gw_conn_out(c)->len > before && gw_conn_out(c)->data[before] == '-';
+    gw_cmdstats_call(gc, dm_now_us() - t0, failed);
+    if (failed) count_error(c, before);
 }
 
 bool gw_command_exec(gw_conn_t *c, gw_cmd_t *cmd)
 {
+    size_t at = gw_conn_out(c)->len; /* where a rejection's error reply starts */
     if (cmd->proto_err) {
         reply_error(gw_conn_out(c), cmd->proto_err);
         c->close_after_reply = true;
-        GW_STAT_ADD(total_error_replies, 1);
+        count_error(c, at);
         return false;
     }
     const gw_command_t *gc = gw_command_of(cmd);
     if (!gc) {
         reply_unknown(c, cmd);
-        rejected(c);
+        rejected(c, NULL, at);
         return false;
     }
     if ((gc->arity > 0 && cmd->argc != gc->arity) || (cmd->argc < -gc->arity)) {
         gw_reply_arity(c, gc->name);
-        rejected(c);
+        rejected(c, gc, at);
         return false;
     }
     if (!c->authed && !strstr(gc->flags, "no_auth")) {
@@ -213,7 +228,7 @@ bool gw_command_exec(gw_conn_t *c, gw_cmd_t *cmd)
             c->authed = true; /* the password was cleared meanwhile */
         } else {
             reply_error(gw_conn_out(c), "NOAUTH Authentication required.");
-            rejected(c);
+            rejected(c, gc, at);
             return false;
         }
     }
@@ -228,7 +243,7 @@ bool gw_command_exec(gw_conn_t *c, gw_cmd_t *cmd)
                  (long long)cs.lo_ms, (long long)cs.hi_ms, cs.far_peers, cs.peers,
                  dm_clock_bound_ms());
         reply_error(gw_conn_out(c), msg);
-        rejected(c);
+        rejected(c, gc, at);
         return false;
     }
     if (c->in_multi && !runs_in_multi(gc)) {

@@ -242,6 +242,46 @@ static void test_server_commands(void)
     EXPECT_STATUS(it_cmd(c, "FLUSHDB ASYNC"), "OK");
 }
 
+/* INFO commandstats and errorstats (issue 13; what prometheus-redis-exporter and Redis's
+ * info-command tests read), counted from a CONFIG RESETSTAT. */
+static bool info_is(const char *section, const char *text, bool present)
+{
+    redisReply *r = redisCommand(c, "INFO %s", section);
+    CHECK(r && r->type == REDIS_REPLY_STRING);
+    bool ok = (strstr(r->str, text) != NULL) == present;
+    if (!ok)
+        fprintf(stderr, "INFO %s %s '%s':\n%s\n", section, present ? "lacks" : "has", text, r->str);
+    freeReplyObject(r);
+    return ok;
+}
+
+static void test_commandstats(void)
+{
+    EXPECT_STATUS(it_cmd(c, "CONFIG RESETSTAT"), "OK");
+    EXPECT_STATUS(it_cmd(c, "SET cs:k 1"), "OK");
+    EXPECT_STATUS(it_cmd(c, "SET cs:k 2"), "OK");
+    EXPECT_BULKS(it_cmd(c, "GET cs:k"), "2");
+    EXPECT_STATUS(it_cmd(c, "SET cs:s abc"), "OK");
+    EXPECT_ERR(it_cmd(c, "INCR cs:s"), "ERR value is not an integer or out of range");
+    EXPECT_ERR(it_cmd(c, "GET"), "ERR wrong number of arguments for 'get' command");
+    redisReply *r = it_cmd(c, "NOSUCHCMD x");
+    CHECK(r && r->type == REDIS_REPLY_ERROR);
+    freeReplyObject(r);
+    CHECK(info_is("commandstats", "# Commandstats\r\n", true));
+    CHECK(info_is("commandstats", "cmdstat_set:calls=3,usec=", true));
+    CHECK(info_is("commandstats", ",rejected_calls=0,failed_calls=0\r\n", true));
+    CHECK(info_is("commandstats", "cmdstat_get:calls=1,", true));
+    CHECK(info_is("commandstats", ",rejected_calls=1,failed_calls=0\r\n", true)); /* GET */
+    CHECK(info_is("commandstats", "cmdstat_incr:calls=1,", true));
+    CHECK(info_is("commandstats", ",rejected_calls=0,failed_calls=1\r\n", true)); /* INCR */
+    CHECK(info_is("errorstats", "# Errorstats\r\nerrorstat_ERR:count=3\r\n", true));
+    CHECK(info_is("default", "# Errorstats\r\n", true));
+    CHECK(info_is("default", "# Commandstats", false));
+    CHECK(info_is("everything", "# Commandstats\r\n", true));
+    EXPECT_STATUS(it_cmd(c, "CONFIG RESETSTAT"), "OK");
+    CHECK(info_is("commandstats", "cmdstat_set:", false));
+}
+
 static void test_quit(int port)
 {
     redisContext *q = it_connect(port);
@@ -281,6 +321,7 @@ int main(void)
     RUN(test_set_options);
     RUN(test_errors);
     RUN(test_server_commands);
+    RUN(test_commandstats);
     test_quit(gw.port);
     redisFree(c);
     int st = it_proc_stop(&gw);
