@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "commands/cmdstats.h"
+#include "commands/slowlog.h"
 #include "commands/commands.h"
 #include "dmkv/alloc.h"
 #include "dmkv/errors.h"
@@ -15,6 +16,7 @@
 #include "server/server.h"
 #include "server/stats.h"
 #include "util/glob.h"
+#include "util/strconv.h"
 #include "dmkv/log.h"
 
 /* ---- COMMAND ---- */
@@ -157,6 +159,14 @@ static void v_maxclients(gw_buf_t *b)
 {
     gw_buf_printf(b, "%d", gw_server.cfg->maxclients);
 }
+static void v_slowlog_slower(gw_buf_t *b)
+{
+    gw_buf_printf(b, "%lld", gw_slowlog_threshold());
+}
+static void v_slowlog_max_len(gw_buf_t *b)
+{
+    gw_buf_printf(b, "%lld", gw_slowlog_max_len());
+}
 static void v_query_buffer_limit(gw_buf_t *b)
 {
     gw_buf_printf(b, "%llu", (unsigned long long)gw_server.cfg->query_buffer_limit);
@@ -233,6 +243,8 @@ static const struct {
     {"replica-read-only", "yes", NULL},
     {"requirepass", NULL, v_requirepass},
     {"save", "", NULL},
+    {"slowlog-log-slower-than", NULL, v_slowlog_slower},
+    {"slowlog-max-len", NULL, v_slowlog_max_len},
     {"tcp-keepalive", "300", NULL},
     {"threads", NULL, v_threads},
     {"timeout", "0", NULL},
@@ -269,11 +281,12 @@ static void config_get(gw_conn_t *c, gw_cmd_t *cmd)
     gw_buf_free(&v);
 }
 
-/* CONFIG SET name value [name value ...]: requirepass (per gateway process) and maxmemory
- * (pool-wide) change at run time; other known parameters answer Redis's failure text. */
+/* CONFIG SET name value [name value ...]: requirepass and the slowlog parameters (per
+ * gateway process) and maxmemory (pool-wide) change at run time; other known parameters
+ * answer Redis's failure text. Every value is checked before any is applied. */
 static void config_set(gw_conn_t *c, gw_cmd_t *cmd)
 {
-    int pass_arg = 0, mem_arg = 0;
+    int pass_arg = 0, mem_arg = 0, slower_arg = 0, len_arg = 0;
     for (int i = 2; i < cmd->argc; i += 2) {
         bool known = false;
         for (size_t p = 0; p < NPARAMS; p++)
@@ -294,6 +307,21 @@ static void config_set(gw_conn_t *c, gw_cmd_t *cmd)
             mem_arg = i + 1;
             continue;
         }
+        if (!strcasecmp(cmd->argv[i], "slowlog-log-slower-than") ||
+            !strcasecmp(cmd->argv[i], "slowlog-max-len")) {
+            long long v;
+            bool is_len = !strcasecmp(cmd->argv[i], "slowlog-max-len");
+            if (!gw_str2ll(cmd->argv[i + 1], cmd->argvlen[i + 1], &v) || v < (is_len ? 0 : -1)) {
+                reply_errorf(gw_conn_out(c),
+                             "ERR CONFIG SET failed (possibly related to argument '%s') - "
+                             "argument must be between %d and 9223372036854775807 inclusive",
+                             is_len ? "slowlog-max-len" : "slowlog-log-slower-than",
+                             is_len ? 0 : -1);
+                return;
+            }
+            *(is_len ? &len_arg : &slower_arg) = i + 1;
+            continue;
+        }
         if (strcasecmp(cmd->argv[i], "requirepass")) {
             reply_errorf(gw_conn_out(c),
                          "ERR CONFIG SET failed (possibly related to argument '%.128s') - "
@@ -312,6 +340,16 @@ static void config_set(gw_conn_t *c, gw_cmd_t *cmd)
             return;
         }
     }
+    if (slower_arg) {
+        long long v;
+        gw_str2ll(cmd->argv[slower_arg], cmd->argvlen[slower_arg], &v);
+        gw_slowlog_set_threshold(v);
+    }
+    if (len_arg) {
+        long long v;
+        gw_str2ll(cmd->argv[len_arg], cmd->argvlen[len_arg], &v);
+        gw_slowlog_set_max_len(v);
+    }
     if (pass_arg) {
         gw_server_set_requirepass(cmd->argv[pass_arg], cmd->argvlen[pass_arg]);
         /* Like Redis, the connection that sets the password stays authenticated. */
@@ -325,7 +363,8 @@ static const char *config_help[] = {
     "GET <pattern>",
     "    Return parameters matching the glob-like <pattern> and their values.",
     "SET <directive> <value>",
-    "    Set the configuration <directive> to <value> (dmkv: requirepass, maxmemory).",
+    "    Set the configuration <directive> to <value> (dmkv: requirepass, maxmemory,",
+    "    slowlog-log-slower-than, slowlog-max-len).",
     "RESETSTAT",
     "    Reset statistics reported by the INFO command.",
     "HELP",

@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "commands/cmdstats.h"
+#include "commands/slowlog.h"
 #include "dmkv/clock.h"
 #include "dmkv/errors.h"
 #include "resp/reply.h"
@@ -73,6 +74,7 @@ static const gw_command_t table[] = {
     {"setex", 4, "write denyoom", 1, 1, 1, "@write @string @slow", cmd_setex},
     {"setnx", 3, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_setnx},
     {"setrange", 4, "write denyoom", 1, 1, 1, "@write @string @slow", cmd_setrange},
+    {"slowlog", -2, "admin random loading stale", 0, 0, 0, "@admin @slow @dangerous", cmd_slowlog},
     {"strlen", 2, "readonly fast", 1, 1, 1, "@read @string @fast", cmd_strlen},
     {"substr", 4, "readonly", 1, 1, 1, "@read @string @slow", cmd_getrange},
     {"time", 1, "loading stale fast", 0, 0, 0, "@fast", cmd_time},
@@ -199,7 +201,9 @@ void gw_command_run(gw_conn_t *c, const gw_command_t *gc, gw_cmd_t *cmd)
     GW_STAT_ADD(total_commands_processed, 1);
     bool failed =
         !c->closing && gw_conn_out(c)->len > before && gw_conn_out(c)->data[before] == '-';
-    gw_cmdstats_call(gc, dm_now_us() - t0, failed);
+    uint64_t usec = dm_now_us() - t0;
+    gw_cmdstats_call(gc, usec, failed);
+    gw_slowlog_note(c, gc, cmd, usec);
     if (failed) count_error(c, before);
 }
 

@@ -282,6 +282,59 @@ static void test_commandstats(void)
     CHECK(info_is("commandstats", "cmdstat_set:", false));
 }
 
+/* SLOWLOG (issue 13): with slowlog-log-slower-than 0 every command is logged, newest
+ * first, arguments cut as Redis cuts them; -1 logs nothing; slowlog-max-len bounds it. */
+static void test_slowlog(void)
+{
+    EXPECT_STATUS(it_cmd(c, "CONFIG SET slowlog-log-slower-than 0"), "OK");
+    EXPECT_STATUS(it_cmd(c, "SLOWLOG RESET"), "OK");
+    EXPECT_STATUS(it_cmd(c, "CLIENT SETNAME slowpoke"), "OK");
+    char big[300];
+    memset(big, 'b', sizeof(big) - 1);
+    big[sizeof(big) - 1] = 0;
+    EXPECT_STATUS(redisCommand(c, "SET sl:k %s", big), "OK");
+    const char *argv[41];
+    size_t lens[41];
+    argv[0] = "MSET";
+    for (int i = 1; i < 41; i++)
+        argv[i] = i % 2 ? "sl:m" : "v";
+    for (int i = 0; i < 41; i++)
+        lens[i] = strlen(argv[i]);
+    EXPECT_STATUS(redisCommandArgv(c, 41, argv, lens), "OK");
+    redisReply *r = it_cmd(c, "SLOWLOG GET 2");
+    CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    redisReply *m = r->element[0], *s = r->element[1]; /* newest first */
+    CHECK(m->type == REDIS_REPLY_ARRAY && m->elements == 6);
+    CHECK(m->element[0]->type == REDIS_REPLY_INTEGER &&
+          s->element[0]->integer + 1 == m->element[0]->integer);
+    long long now = (long long)time(NULL);
+    CHECK(m->element[1]->integer >= now - 60 && m->element[1]->integer <= now + 60);
+    CHECK(m->element[2]->type == REDIS_REPLY_INTEGER && m->element[2]->integer >= 0);
+    CHECK(m->element[3]->elements == 32); /* MSET + 40 arguments: 31, then the count */
+    CHECK(strcmp(m->element[3]->element[0]->str, "MSET") == 0);
+    CHECK(strcmp(m->element[3]->element[31]->str, "... (10 more arguments)") == 0);
+    CHECK(m->element[4]->type == REDIS_REPLY_STRING && strchr(m->element[4]->str, ':'));
+    CHECK(strcmp(m->element[5]->str, "slowpoke") == 0);
+    CHECK(s->element[3]->elements == 3);
+    CHECK(s->element[3]->element[2]->len == 128 + strlen("... (171 more bytes)"));
+    CHECK(strstr(s->element[3]->element[2]->str, "... (171 more bytes)"));
+    freeReplyObject(r);
+    EXPECT_ERR(it_cmd(c, "SLOWLOG GET -2"), "ERR count should be greater than or equal to -1");
+    EXPECT_STATUS(it_cmd(c, "CONFIG SET slowlog-max-len 2"), "OK");
+    EXPECT_INT(it_cmd(c, "SLOWLOG LEN"), 2);
+    EXPECT_STATUS(it_cmd(c, "CONFIG SET slowlog-log-slower-than -1"), "OK");
+    EXPECT_STATUS(it_cmd(c, "SLOWLOG RESET"), "OK");
+    EXPECT_STATUS(it_cmd(c, "SET sl:k 1"), "OK");
+    EXPECT_INT(it_cmd(c, "SLOWLOG LEN"), 0);
+    r = it_cmd(c, "CONFIG GET slowlog-*");
+    CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 4);
+    freeReplyObject(r);
+    EXPECT_STATUS(it_cmd(c, "CONFIG SET slowlog-log-slower-than 10000 slowlog-max-len 128"), "OK");
+    EXPECT_ERR(it_cmd(c, "CONFIG SET slowlog-max-len -1"),
+               "ERR CONFIG SET failed (possibly related to argument 'slowlog-max-len') - "
+               "argument must be between 0 and 9223372036854775807 inclusive");
+}
+
 static void test_quit(int port)
 {
     redisContext *q = it_connect(port);
@@ -322,6 +375,7 @@ int main(void)
     RUN(test_errors);
     RUN(test_server_commands);
     RUN(test_commandstats);
+    RUN(test_slowlog);
     test_quit(gw.port);
     redisFree(c);
     int st = it_proc_stop(&gw);
