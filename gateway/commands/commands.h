@@ -117,6 +117,7 @@ void cmd_setrange(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_getdel(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_getex(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_getrange(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_lcs(gw_conn_t *c, gw_cmd_t *cmd); /* lcs.c */
 void cmd_msetnx(gw_conn_t *c, gw_cmd_t *cmd);
 
 /* multi.c: transactions. */

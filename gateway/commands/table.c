@@ -49,6 +49,7 @@ static const gw_command_t table[] = {
     {"incrbyfloat", 3, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_incrbyfloat},
     {"info", -1, "loading stale", 0, 0, 0, "@slow @dangerous", cmd_info},
     {"keys", 2, "readonly", 0, 0, 0, "@keyspace @read @slow @dangerous", cmd_keys},
+    {"lcs", -3, "readonly", 1, 2, 1, "@read @string @slow", cmd_lcs},
     {"mget", -2, "readonly fast", 1, -1, 1, "@read @string @fast", cmd_mget},
     {"mset", -3, "write denyoom", 1, -1, 2, "@write @string @slow", cmd_mset},
     {"msetnx", -3, "write denyoom", 1, -1, 2, "@write @string @slow", cmd_msetnx},

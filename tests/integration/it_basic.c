@@ -335,6 +335,31 @@ static void test_slowlog(void)
                "argument must be between 0 and 9223372036854775807 inclusive");
 }
 
+/* LCS (issue 13: five of Redis's string tests), the example of Redis's documentation. */
+static void test_lcs(void)
+{
+    EXPECT_STATUS(it_cmd(c, "MSET lcs:1 ohmytext lcs:2 mynewtext"), "OK");
+    EXPECT_BULKS(it_cmd(c, "LCS lcs:1 lcs:2"), "mytext");
+    EXPECT_INT(it_cmd(c, "LCS lcs:1 lcs:2 LEN"), 6);
+    EXPECT_BULKS(it_cmd(c, "LCS lcs:1 lcs:missing"), "");
+    redisReply *r = it_cmd(c, "LCS lcs:1 lcs:2 IDX MINMATCHLEN 4 WITHMATCHLEN");
+    /* 1) "matches" 2) 1) 1) 1) (4) 2) (7)  2) 1) (5) 2) (8)  3) (4)  3) "len" 4) (6) */
+    CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 4);
+    CHECK(strcmp(r->element[0]->str, "matches") == 0 && r->element[1]->elements == 1);
+    redisReply *m = r->element[1]->element[0];
+    CHECK(m->elements == 3 && m->element[0]->element[0]->integer == 4 &&
+          m->element[0]->element[1]->integer == 7 && m->element[1]->element[0]->integer == 5 &&
+          m->element[1]->element[1]->integer == 8 && m->element[2]->integer == 4);
+    CHECK(strcmp(r->element[2]->str, "len") == 0 && r->element[3]->integer == 6);
+    freeReplyObject(r);
+    r = it_cmd(c, "LCS lcs:1 lcs:2 IDX");
+    CHECK(r && r->element[1]->elements == 2); /* "text" and "my", from the end */
+    freeReplyObject(r);
+    EXPECT_ERR(it_cmd(c, "LCS lcs:1 lcs:2 LEN IDX"),
+               "ERR If you want both the length and indexes, please just use IDX.");
+    EXPECT_ERR(it_cmd(c, "LCS lcs:1 lcs:2 FOO"), "ERR syntax error");
+}
+
 static void test_quit(int port)
 {
     redisContext *q = it_connect(port);
@@ -376,6 +401,7 @@ int main(void)
     RUN(test_server_commands);
     RUN(test_commandstats);
     RUN(test_slowlog);
+    RUN(test_lcs);
     test_quit(gw.port);
     redisFree(c);
     int st = it_proc_stop(&gw);
