@@ -125,10 +125,24 @@ static void test_multibulk(void)
     ARG(r.cmds[0], 0, "SET");
     ARG(r.cmds[0], 1, "k\0\r\ny");
     ARG(r.cmds[0], 2, "v\r\n\r\n\0\0*1\r");
-    CHECK(r.cmds[0]->bytes == 3 + 5 + 10);
+    /* bytes is the memory the command holds: its arguments and their argv entries */
+    CHECK(r.cmds[0]->bytes >= 3 + 5 + 10 + 3 * (sizeof(char *) + sizeof(size_t)));
     ARG(r.cmds[1], 0, "PING");
     ARG(r.cmds[2], 1, "");
     result_free(&r);
+    /* Empty arguments are not free: 5000 of them count their argv entries (what lets
+     * client-query-buffer-limit stop "*2147483647" followed by endless "$0"). */
+    size_t n = 5000, len = 0;
+    char *many = malloc(16 + 6 * n);
+    CHECK(many);
+    len += (size_t)sprintf(many, "*%zu\r\n", n);
+    for (size_t i = 0; i < n; i++)
+        len += (size_t)sprintf(many + len, "$0\r\n\r\n");
+    parse_split(many, len, NULL, 0, &r);
+    CHECK(!r.err && r.ncmds == 1 && r.cmds[0]->argc == (int)n);
+    CHECK(r.cmds[0]->bytes >= n * (sizeof(char *) + sizeof(size_t)));
+    result_free(&r);
+    free(many);
 }
 
 static void test_empty_and_inline(void)
