@@ -15,6 +15,7 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
+#include "dmkv/superblock.h"
 #include "dmkv/log.h"
 #include "dmkv/rdma.h"
 
@@ -187,6 +188,7 @@ static int on_connect_request(memnode_rdma_t *s, struct rdma_cm_event *ev)
         .rkey = htobe32(d->mr->rkey),
         .addr = htobe64((uint64_t)(uintptr_t)s->region),
         .size = htobe64(s->size),
+        .incarnation = htobe64(((const dm_superblock_t *)s->region)->incarnation),
     };
     struct rdma_conn_param cp;
     memset(&cp, 0, sizeof(cp));

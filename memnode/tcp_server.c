@@ -301,8 +301,11 @@ static void do_hello(mn_client_t *c)
         client_close(c);
         return;
     }
-    dm_tcp_hello_reply_t hr = {
-        .version = DM_TCP_PROTO_VERSION, .caps = DM_CAP_MASKED_CAS, .region_size = s->region->size};
+    dm_tcp_hello_reply_t hr = {.version = DM_TCP_PROTO_VERSION,
+                               .caps = DM_CAP_MASKED_CAS,
+                               .region_size = s->region->size,
+                               .incarnation =
+                                   ((const dm_superblock_t *)s->region->base)->incarnation};
     memcpy(r->data + sizeof(dm_tcp_hdr_t), &hr, sizeof(hr));
     c->hello_done = 1;
     dm_log(DM_LOG_VERBOSE, "Client %s: HELLO accepted", c->peer);

@@ -260,6 +260,22 @@ static dm_conn_t *conn_for(dm_worker_t *w, unsigned node)
                err);
         return c;
     }
+    if (c && n->incarnation != c->incarnation) {
+        /* The node restarted and its region is new: the directory, leaf and allocation
+         * state this gateway holds describe memory that is gone, and writing into the new
+         * region by them would corrupt it. Refuse it (DM_ELOST) until the old one is back. */
+        if (w->lost[node] != n->incarnation)
+            dm_log(DM_LOG_WARNING,
+                   "memory node %u (%s) came back as a new incarnation (%016llx, was %016llx): "
+                   "its data is gone; refusing it (restart the gateways after restoring the "
+                   "pool)",
+                   node, w->uris[node], (unsigned long long)n->incarnation,
+                   (unsigned long long)c->incarnation);
+        w->lost[node] = n->incarnation;
+        n->ops->close(n);
+        return c;
+    }
+    w->lost[node] = 0;
     retire_conn(w, c); /* failed: its batches have completed or will, with an error */
     w->conns[node] = n;
     dm_log(DM_LOG_NOTICE, "memory node %u (%s): reconnected", node, w->uris[node]);
@@ -282,7 +298,10 @@ int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b)
         unsigned node = start[j] >> 16, s = start[j] & 0xffff;
         int rc = DM_EINVAL;
         dm_conn_t *c = conn_for(w, node);
-        if (c) rc = c->ops->post(c, &tmp[s], count[j], batch_done, &bw);
+        if (c && w->lost[node])
+            rc = DM_ELOST;
+        else if (c)
+            rc = c->ops->post(c, &tmp[s], count[j], batch_done, &bw);
         if (rc) {
             for (unsigned i = s; i < s + count[j]; i++)
                 tmp[i].status = rc;
@@ -357,7 +376,10 @@ int dm_batch_post_async(dm_ctx_t *ctx, dm_batch_t *b)
         unsigned node = start[j] >> 16, s = start[j] & 0xffff;
         int rc = DM_EINVAL;
         dm_conn_t *c = conn_for(w, node);
-        if (c) rc = c->ops->post(c, &ab->verbs[s], count[j], async_done, ab);
+        if (c && w->lost[node])
+            rc = DM_ELOST;
+        else if (c)
+            rc = c->ops->post(c, &ab->verbs[s], count[j], async_done, ab);
         if (rc) {
             ab->pending--;
             if (!first) first = rc;

@@ -93,5 +93,8 @@ void dm_region_format(uint8_t *base, uint64_t size)
     sb->alloc_ptr = DM_SB_FIRST_CHUNK;
     if (getrandom(&sb->cursor_secret, sizeof(sb->cursor_secret), 0) != sizeof(sb->cursor_secret))
         sb->cursor_secret = (uint64_t)time(NULL) * 0x9e3779b97f4a7c15ull ^ (uint64_t)getpid();
+    if (getrandom(&sb->incarnation, sizeof(sb->incarnation), 0) != sizeof(sb->incarnation))
+        sb->incarnation = sb->cursor_secret * 0x9e3779b97f4a7c15ull ^ (uint64_t)(uintptr_t)base;
+    sb->incarnation |= 1; /* 0 means "unknown" to a gateway */
     __atomic_store_n(&sb->magic, DM_SB_MAGIC, __ATOMIC_RELEASE);
 }

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/mman.h>
 
+#include "dmkv/superblock.h"
 #include "dmkv/errors.h"
 #include "dmkv/region_exec.h"
 #include "dmkv/transport.h"
@@ -215,6 +216,7 @@ dm_conn_t *dm_local_open(uv_loop_t *loop, const char *name, char *err, size_t er
     c->base.ops = &local_ops;
     c->base.caps = DM_CAP_MASKED_CAS;
     c->base.region_size = r->size;
+    c->base.incarnation = ((const dm_superblock_t *)r->base)->incarnation;
     c->loop = loop;
     c->region = r;
     return &c->base;

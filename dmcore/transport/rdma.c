@@ -963,6 +963,7 @@ dm_conn_t *dm_rdma_open(uv_loop_t *loop, const char *host, int port, char *err, 
     c->raddr = be64toh(acc.addr);
     c->rkey = be32toh(acc.rkey);
     c->base.region_size = be64toh(acc.size);
+    c->base.incarnation = be64toh(acc.incarnation);
 
     if (set_nonblock(c->cm_ch->fd) || set_nonblock(c->comp_ch->fd) || ibv_req_notify_cq(c->cq, 0)) {
         snprintf(err, errlen, "rdma %s: cannot set up completion notification", c->peer);

@@ -474,6 +474,7 @@ dm_conn_t *dm_tcp_open(uv_loop_t *loop, const char *host, int port, char *err, s
     c->base.ops = &tcp_ops;
     c->base.caps = hr.caps & DM_CAP_MASKED_CAS;
     c->base.region_size = hr.region_size;
+    c->base.incarnation = hr.incarnation;
     c->loop = loop;
     c->next_seq = 1;
     c->timeout_ms = DEFAULT_TIMEOUT_MS;

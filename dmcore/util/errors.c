@@ -31,6 +31,9 @@ const char *dm_strerror(int err)
         return "KV block failed its checksum";
     case DM_ECONFLICT:
         return "a watched key changed during EXEC";
+    case DM_ELOST:
+        return "a memory node restarted without its data (new incarnation); the pool's data "
+               "on it is gone: restore the node and restart the gateways";
     default:
         return "unknown error";
     }

@@ -378,6 +378,29 @@ bool it_shared_pool_start(it_pool_t *pool)
     return pool->shared;
 }
 
+bool it_pool_restart_empty(it_pool_t *pool)
+{
+    int port;
+    if (!pool->shared || sscanf(pool->uri, "tcp://127.0.0.1:%d", &port) != 1) {
+        fprintf(stderr, "SKIP: needs a tcp memory node this test can restart\n");
+        return false;
+    }
+    kill(pool->memnode.pid, SIGKILL);
+    waitpid(pool->memnode.pid, NULL, 0);
+    forget_child(pool->memnode.pid);
+    const char *size = getenv("DMKV_IT_MEMNODE_SIZE");
+    char ps[16];
+    snprintf(ps, sizeof(ps), "%d", port);
+    char *argv[] = {(char *)getenv("DMKV_MEMNODE"), "--port", ps, "--size",
+                    (char *)(size ? size : "512m"), NULL};
+    for (int attempt = 0; attempt < 50; attempt++) { /* the port may linger a moment */
+        if (start_and_wait(&pool->memnode, argv, port)) return true;
+        usleep(100000);
+    }
+    fprintf(stderr, "[procs] cannot restart dmkv-memnode on port %d\n", port);
+    abort();
+}
+
 void it_gateways_start(const it_pool_t *pool, it_proc_t *gw, int n, int threads_first,
                        int threads_rest, int *ports)
 {

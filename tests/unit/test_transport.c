@@ -487,7 +487,7 @@ static void raw_hello(int fd)
     dm_tcp_hello_reply_t hr;
     CHECK(raw_recv(fd, &rh, sizeof(rh), 5000) == 0);
     CHECK(rh.magic == DM_TCP_MAGIC && rh.type == (DM_TCP_HELLO | DM_TCP_REPLY) && rh.status == 0);
-    CHECK(raw_recv(fd, &hr, sizeof(hr), 5000) == 0 && hr.region_size == REGION);
+    CHECK(raw_recv(fd, &hr, sizeof(hr), 5000) == 0 && hr.region_size == REGION && hr.incarnation);
 }
 
 /* The memory node must close fd within 5 s (any error reply before that is drained).

@@ -17,6 +17,7 @@ enum {
     DM_EAUTH = -11,     /* memory node rejected the auth token */
     DM_ECORRUPT = -12,  /* a KV block kept failing its checksum */
     DM_ECONFLICT = -13, /* a guarded (WATCHed) key changed: the write was not done */
+    DM_ELOST = -14,     /* a memory node came back without its memory (new incarnation) */
 };
 
 /* Short human-readable text for a DM_E* code (static string). */

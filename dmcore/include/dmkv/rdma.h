@@ -17,7 +17,7 @@
 #include <stdint.h>
 
 #define DM_RDMA_MAGIC 0x444d4b56u /* "DMKV" */
-#define DM_RDMA_PROTO_VERSION 1u
+#define DM_RDMA_PROTO_VERSION 2u  /* 2: the accept carries the region's incarnation */
 
 /* Client hello, 8 bytes (fits the 56-byte private data of an rdma_cm connect request). */
 typedef struct dm_rdma_hello {
@@ -26,15 +26,16 @@ typedef struct dm_rdma_hello {
     uint16_t flags;   /* 0 */
 } dm_rdma_hello_t;
 
-/* Memory node's accept data, 32 bytes (accept private data may hold 196 bytes). */
+/* Memory node's accept data, 40 bytes (accept private data may hold 196 bytes). */
 typedef struct dm_rdma_accept {
     uint32_t magic;   /* DM_RDMA_MAGIC */
     uint16_t version; /* DM_RDMA_PROTO_VERSION */
     uint16_t flags;   /* 0 */
     uint32_t rkey;    /* remote key of the region's memory registration */
     uint32_t reserved;
-    uint64_t addr; /* virtual address of region byte 0 in the memory node */
-    uint64_t size; /* region bytes */
+    uint64_t addr;        /* virtual address of region byte 0 in the memory node */
+    uint64_t size;        /* region bytes */
+    uint64_t incarnation; /* the region's incarnation (dm_superblock_t), never 0 */
 } dm_rdma_accept_t;
 
 /* Process-wide counters of the rdma backend (all connections), for tests and INFO.

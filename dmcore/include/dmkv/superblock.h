@@ -27,7 +27,10 @@ typedef struct dm_superblock {
     uint64_t cursor_secret; /* random at format: keyed check of SCAN cursors (node 0's) */
     uint64_t volatile_seen; /* node 0: 1 once any gateway stored a key with an expiry */
     uint64_t clock_board[32]; /* node 0: one word per gateway, tag:16 | wall ms:48 (clock.h) */
-    uint64_t reserved[19];
+    uint64_t incarnation;     /* random at format: which life of this node's memory it is;
+                                 reported in the handshake (a gateway refuses a node whose
+                                 incarnation changed: it restarted without its data) */
+    uint64_t reserved[18];
 } dm_superblock_t;
 
 #define DM_SB_OFF(field) offsetof(dm_superblock_t, field)

@@ -29,7 +29,7 @@
 #include <stdint.h>
 
 #define DM_TCP_MAGIC 0x544b4d44u /* "DMKT" as little-endian bytes */
-#define DM_TCP_PROTO_VERSION 1u
+#define DM_TCP_PROTO_VERSION 2u  /* 2: the HELLO reply carries the region's incarnation */
 
 /* Message types (dm_tcp_hdr_t.type). Replies set DM_TCP_REPLY. */
 #define DM_TCP_HELLO 1u
@@ -64,6 +64,7 @@ typedef struct dm_tcp_hello_reply {
     uint32_t version;     /* DM_TCP_PROTO_VERSION */
     uint32_t caps;        /* DM_CAP_* the memory node executes */
     uint64_t region_size; /* bytes */
+    uint64_t incarnation; /* the region's incarnation (dm_superblock_t), never 0 */
 } dm_tcp_hello_reply_t;
 
 typedef struct dm_tcp_verb {
@@ -98,7 +99,7 @@ typedef struct dm_tcp_stats {
 
 _Static_assert(sizeof(dm_tcp_hdr_t) == 24, "dm_tcp_hdr_t wire size");
 _Static_assert(sizeof(dm_tcp_hello_t) == 8, "dm_tcp_hello_t wire size");
-_Static_assert(sizeof(dm_tcp_hello_reply_t) == 16, "dm_tcp_hello_reply_t wire size");
+_Static_assert(sizeof(dm_tcp_hello_reply_t) == 24, "dm_tcp_hello_reply_t wire size");
 _Static_assert(sizeof(dm_tcp_verb_t) == 48, "dm_tcp_verb_t wire size");
 _Static_assert(sizeof(dm_tcp_result_t) == 16, "dm_tcp_result_t wire size");
 _Static_assert(sizeof(dm_tcp_stats_t) == 80, "dm_tcp_stats_t wire size");

@@ -32,6 +32,7 @@ struct dm_conn {
     const dm_conn_ops_t *ops;
     uint32_t caps;         /* DM_CAP_* */
     uint64_t region_size;  /* bytes in the memory node's region (from HELLO) */
+    uint64_t incarnation;  /* the region's incarnation (superblock.h; from HELLO), never 0 */
     unsigned node_id;      /* position of this memory node in the pool */
     int failed;            /* set by the backend once the connection is unusable (lost, timed
                               out, QP in error): the worker opens a new one (pool/worker.c) */

@@ -31,6 +31,7 @@ typedef struct dm_worker {
     uint32_t op_timeout_us;                 /* an operation running longer restarts (DM_ERETRY) */
     char *uris[DM_GADDR_MAX_NODES];         /* to open a failed connection again */
     uint64_t redial_us[DM_GADDR_MAX_NODES]; /* last attempt (monotonic microseconds) */
+    uint64_t lost[DM_GADDR_MAX_NODES];      /* a reconnect found this other incarnation: refused */
 } dm_worker_t;
 
 /* Per-operation context: which worker, which counters, when it started. */
