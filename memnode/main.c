@@ -3,12 +3,21 @@
  * listener) on one libuv thread until SIGINT/SIGTERM.
  *
  *   dmkv-memnode [--port 7000] [--bind 127.0.0.1] [--size 1g] [--auth TOKEN]
- *                [--loglevel notice] [--rdma-port PORT] [--rdma-bind ADDR] */
+ *                [--loglevel notice] [--rdma-port PORT] [--rdma-bind ADDR]
+ *                [--dir DIR [--appendfsync everysec|no]]
+ *
+ * With --dir the region lives in DIR/dmkv-region, mapped shared: a restarted memory node
+ * (SIGKILL included) comes back with every byte the verbs wrote and the same incarnation,
+ * and the gateways carry on. --appendfsync says what survives a crash of the machine:
+ * everysec (default) writes dirty pages back every second from a thread of its own, no
+ * leaves it to the kernel; a clean shutdown (SIGINT/SIGTERM) writes everything back. */
 #include <errno.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <uv.h>
 
@@ -25,18 +34,64 @@ typedef struct options {
     const char *auth;
     int rdma_port; /* -1 = no rdma listener */
     const char *rdma_bind;
+    const char *dir;    /* NULL: an anonymous region, gone with the process */
+    int fsync_everysec; /* --appendfsync everysec (1, default) or no (0) */
 } options_t;
 
 static mn_tcp_server_t server;
 static uv_signal_t sig_int, sig_term;
 static int rdma_started;
 
+/* --appendfsync everysec: write the region's dirty pages back once a second, off the
+ * loop's thread (msync of a large region takes a while). */
+static struct {
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t cond;
+    int running, stop;
+    mn_region_t *region;
+} syncer = {.lock = PTHREAD_MUTEX_INITIALIZER, .cond = PTHREAD_COND_INITIALIZER};
+
+static void *sync_main(void *arg)
+{
+    (void)arg;
+    pthread_mutex_lock(&syncer.lock);
+    while (!syncer.stop) {
+        struct timespec t;
+        clock_gettime(CLOCK_REALTIME, &t);
+        t.tv_sec += 1;
+        pthread_cond_timedwait(&syncer.cond, &syncer.lock, &t);
+        if (syncer.stop) break;
+        pthread_mutex_unlock(&syncer.lock);
+        if (mn_region_sync(syncer.region) != 0)
+            dm_log(DM_LOG_WARNING, "Writing the region back failed: %s", strerror(errno));
+        pthread_mutex_lock(&syncer.lock);
+    }
+    pthread_mutex_unlock(&syncer.lock);
+    return NULL;
+}
+
+static void sync_stop(void)
+{
+    if (!syncer.running) return;
+    pthread_mutex_lock(&syncer.lock);
+    syncer.stop = 1;
+    pthread_cond_signal(&syncer.cond);
+    pthread_mutex_unlock(&syncer.lock);
+    pthread_join(syncer.thread, NULL);
+    syncer.running = 0;
+}
+
 static void usage(FILE *f)
 {
     fprintf(f, "Usage: dmkv-memnode [--port 7000] [--bind 127.0.0.1] [--size 1g] [--auth TOKEN]\n"
                "                    [--loglevel debug|verbose|notice|warning]\n"
                "                    [--rdma-port PORT] [--rdma-bind ADDR]\n"
-               "  --size accepts k/m/g/t suffixes (powers of 1024).\n");
+               "                    [--dir DIR [--appendfsync everysec|no]]\n"
+               "  --size accepts k/m/g/t suffixes (powers of 1024).\n"
+               "  --dir keeps the region in DIR/dmkv-region: a restart keeps the data (start\n"
+               "  it again with the same --size); --appendfsync: how often it is written\n"
+               "  back for a machine crash (everysec: every second, no: by the kernel).\n");
 }
 
 /* Parse argv into o. Returns 0, 1 for --help, or -1 after printing the problem. */
@@ -69,6 +124,14 @@ static int parse_args(int argc, char **argv, options_t *o)
             }
         } else if (strcmp(a, "--auth") == 0) {
             o->auth = v;
+        } else if (strcmp(a, "--dir") == 0) {
+            o->dir = v;
+        } else if (strcmp(a, "--appendfsync") == 0) {
+            if (strcmp(v, "everysec") && strcmp(v, "no")) {
+                fprintf(stderr, "dmkv-memnode: bad appendfsync '%s' (everysec or no)\n", v);
+                return -1;
+            }
+            o->fsync_everysec = strcmp(v, "everysec") == 0;
         } else if (strcmp(a, "--loglevel") == 0) {
             int l = dm_log_level_from_name(v);
             if (l < 0) {
@@ -98,7 +161,11 @@ static void on_signal(uv_signal_t *h, int signum)
 
 int main(int argc, char **argv)
 {
-    options_t o = {.port = 7000, .bind = "127.0.0.1", .size = 1ull << 30, .rdma_port = -1};
+    options_t o = {.port = 7000,
+                   .bind = "127.0.0.1",
+                   .size = 1ull << 30,
+                   .rdma_port = -1,
+                   .fsync_everysec = 1};
     int pr = parse_args(argc, argv, &o);
     if (pr) {
         usage(pr > 0 ? stdout : stderr);
@@ -108,21 +175,43 @@ int main(int argc, char **argv)
     dm_log(DM_LOG_NOTICE, "dmkv-memnode starting, pid=%d", (int)getpid());
 
     mn_region_t region;
-    if (mn_region_create(&region, o.size)) {
+    char err[512];
+    if (o.dir) {
+        char path[4096];
+        int reopened = 0;
+        snprintf(path, sizeof(path), "%s/dmkv-region", o.dir);
+        if (mn_region_open_file(&region, path, o.size, &reopened, err, sizeof(err))) {
+            dm_log(DM_LOG_WARNING, "%s", err);
+            return 1;
+        }
+        const dm_superblock_t *sb = (const dm_superblock_t *)region.base;
+        dm_log(DM_LOG_NOTICE,
+               "Region of %llu MiB in %s, %s (incarnation %016llx, alloc_ptr %llu), "
+               "appendfsync %s",
+               (unsigned long long)(o.size >> 20), path,
+               reopened ? "reopened with its data" : "created and formatted",
+               (unsigned long long)sb->incarnation, (unsigned long long)sb->alloc_ptr,
+               o.fsync_everysec ? "everysec" : "no");
+        if (o.fsync_everysec) {
+            syncer.region = &region;
+            syncer.running = pthread_create(&syncer.thread, NULL, sync_main, NULL) == 0;
+        }
+    } else if (mn_region_create(&region, o.size)) {
         dm_log(DM_LOG_WARNING, "Cannot allocate a %llu-byte region: %s", (unsigned long long)o.size,
                strerror(errno));
         return 1;
+    } else {
+        dm_log(DM_LOG_NOTICE,
+               "Region of %llu MiB allocated (%s), node header formatted (alloc_ptr %llu)",
+               (unsigned long long)(o.size >> 20), region.huge ? "huge pages" : "normal pages",
+               (unsigned long long)((dm_superblock_t *)region.base)->alloc_ptr);
     }
-    dm_log(DM_LOG_NOTICE,
-           "Region of %llu MiB allocated (%s), node header formatted (alloc_ptr %llu)",
-           (unsigned long long)(o.size >> 20), region.huge ? "huge pages" : "normal pages",
-           (unsigned long long)((dm_superblock_t *)region.base)->alloc_ptr);
 
     uv_loop_t *loop = uv_default_loop();
-    char err[256];
     if (mn_tcp_start(&server, loop, &region, o.bind, o.port, o.auth, err, sizeof(err))) {
         dm_log(DM_LOG_WARNING, "%s", err);
         uv_run(loop, UV_RUN_DEFAULT);
+        sync_stop();
         mn_region_destroy(&region);
         return 1;
     }
@@ -132,6 +221,7 @@ int main(int argc, char **argv)
             dm_log(DM_LOG_WARNING, "rdma listener: %s", err);
             mn_tcp_stop(&server);
             uv_run(loop, UV_RUN_DEFAULT);
+            sync_stop();
             mn_region_destroy(&region);
             return 1;
         }
@@ -150,7 +240,9 @@ int main(int argc, char **argv)
     uv_run(loop, UV_RUN_DEFAULT);
 
     uv_loop_close(loop);
-    mn_region_destroy(&region);
+    sync_stop();
+    if (region.fd >= 0) dm_log(DM_LOG_NOTICE, "Writing the region back to its file...");
+    mn_region_destroy(&region); /* a file-backed region is written back first */
     dm_log(DM_LOG_NOTICE, "dmkv-memnode is now ready to exit, bye bye...");
     return 0;
 }

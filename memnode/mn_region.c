@@ -3,9 +3,15 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include "dmkv/superblock.h"
 #include "dmkv/transport.h"
 
 #define HUGE_2M (2ull << 20)
@@ -18,6 +24,7 @@ int mn_region_create(mn_region_t *r, uint64_t size)
     }
     r->size = size;
     r->huge = 0;
+    r->fd = -1;
     r->base = MAP_FAILED;
 #ifdef MAP_HUGETLB
     if (size % HUGE_2M == 0)
@@ -41,10 +48,77 @@ int mn_region_create(mn_region_t *r, uint64_t size)
     return 0;
 }
 
+int mn_region_open_file(mn_region_t *r, const char *path, uint64_t size, int *reopened, char *err,
+                        size_t errlen)
+{
+    r->size = size;
+    r->huge = 0;
+    r->base = NULL;
+    r->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (r->fd < 0) {
+        snprintf(err, errlen, "cannot open region file %s: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(r->fd, &st) != 0) {
+        snprintf(err, errlen, "cannot stat region file %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    *reopened = st.st_size != 0;
+    if (*reopened && (uint64_t)st.st_size != size) {
+        snprintf(err, errlen,
+                 "region file %s holds %llu bytes but --size asks for %llu: give the size it "
+                 "was created with",
+                 path, (unsigned long long)st.st_size, (unsigned long long)size);
+        goto fail;
+    }
+    if (!*reopened && ftruncate(r->fd, (off_t)size) != 0) {
+        snprintf(err, errlen, "cannot size region file %s to %llu bytes: %s", path,
+                 (unsigned long long)size, strerror(errno));
+        goto fail;
+    }
+    void *m = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, r->fd, 0);
+    if (m == MAP_FAILED) {
+        snprintf(err, errlen, "cannot map region file %s: %s", path, strerror(errno));
+        goto fail;
+    }
+    r->base = m;
+    if (!*reopened) {
+        dm_region_format(r->base, size);
+        return 0;
+    }
+    const dm_superblock_t *sb = (const dm_superblock_t *)r->base;
+    if (sb->magic != DM_SB_MAGIC || sb->version != DM_SB_VERSION || sb->region_size != size) {
+        snprintf(err, errlen,
+                 "region file %s is not a dmkv region of this version (magic %llx, version "
+                 "%llu): move it away to start empty",
+                 path, (unsigned long long)sb->magic, (unsigned long long)sb->version);
+        munmap(r->base, size);
+        r->base = NULL;
+        goto fail;
+    }
+    return 0;
+fail:
+    close(r->fd);
+    r->fd = -1;
+    return -1;
+}
+
+int mn_region_sync(mn_region_t *r)
+{
+    if (r->fd < 0 || !r->base) return 0;
+    return msync(r->base, r->size, MS_SYNC);
+}
+
 void mn_region_destroy(mn_region_t *r)
 {
-    if (r->base) munmap(r->base, r->size);
+    if (r->base) {
+        mn_region_sync(r);
+        munmap(r->base, r->size);
+    }
     r->base = NULL;
+    if (r->fd >= 0) close(r->fd);
+    r->fd = -1;
 }
 
 int mn_parse_size(const char *s, uint64_t *out)

@@ -378,7 +378,7 @@ bool it_shared_pool_start(it_pool_t *pool)
     return pool->shared;
 }
 
-bool it_pool_restart_empty(it_pool_t *pool)
+bool it_pool_restart(it_pool_t *pool, const char *extra)
 {
     int port;
     if (!pool->shared || sscanf(pool->uri, "tcp://127.0.0.1:%d", &port) != 1) {
@@ -391,8 +391,14 @@ bool it_pool_restart_empty(it_pool_t *pool)
     const char *size = getenv("DMKV_IT_MEMNODE_SIZE");
     char ps[16];
     snprintf(ps, sizeof(ps), "%d", port);
-    char *argv[] = {(char *)getenv("DMKV_MEMNODE"), "--port", ps, "--size",
-                    (char *)(size ? size : "512m"), NULL};
+    char *argv[16] = {(char *)getenv("DMKV_MEMNODE"), "--port", ps, "--size",
+                      (char *)(size ? size : "512m"), NULL};
+    char more[512], *save = NULL;
+    snprintf(more, sizeof(more), "%s", extra ? extra : "");
+    int n = 5;
+    for (char *w = strtok_r(more, " ", &save); w && n < 15; w = strtok_r(NULL, " ", &save))
+        argv[n++] = w;
+    argv[n] = NULL;
     for (int attempt = 0; attempt < 50; attempt++) { /* the port may linger a moment */
         if (start_and_wait(&pool->memnode, argv, port)) return true;
         usleep(100000);

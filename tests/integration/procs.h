@@ -39,9 +39,10 @@ void it_pool_start(it_pool_t *pool);
  * "local" one: tests with several gateway processes need a real memory node. */
 bool it_shared_pool_start(it_pool_t *pool);
 
-/* Kill a tcp pool's memory node with SIGKILL and start a new one on the same port (a new,
- * empty region: a new incarnation). False (after a SKIP line) for other pools. */
-bool it_pool_restart_empty(it_pool_t *pool);
+/* Kill a tcp pool's memory node with SIGKILL and start a new one on the same port with
+ * the same --size and extra flags (NULL: none, so a new, empty region: a new incarnation;
+ * "--dir D": the region kept in D). False (after a SKIP line) for other pools. */
+bool it_pool_restart(it_pool_t *pool, const char *extra);
 
 /* n gateways on pool's URI: gw[0] with threads_first workers, the others with threads_rest;
  * ports[i] = gw[i].port when ports is not NULL. Aborts the test on failure. */
