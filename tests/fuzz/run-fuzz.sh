@@ -1,0 +1,44 @@
+#!/bin/sh
+# run-fuzz.sh BUILD_DIR [SECONDS]: build the libFuzzer targets (fuzz_resp: the RESP parser;
+# fuzz_glob: MATCH patterns) with clang, AddressSanitizer and UBSan into BUILD_DIR/fuzz and
+# run each for SECONDS (default 20) from its seed corpus (tests/fuzz/corpus/<name>; new
+# inputs go to BUILD_DIR/fuzz/corpus-<name>, not into the repository). A crash, leak or
+# sanitizer report fails (the reproducer is left in BUILD_DIR/fuzz). Exit 77 (skipped)
+# without clang or its libFuzzer runtime (Debian: clang, libclang-rt-14-dev).
+set -eu
+B=${1:?usage: run-fuzz.sh BUILD_DIR [SECONDS]}
+SECS=${2:-20}
+HERE=$(cd "$(dirname "$0")" && pwd)
+SRC=$(cd "$HERE/../.." && pwd)
+OUT="$B/fuzz"
+CC=${FUZZ_CC:-clang}
+if ! command -v "$CC" >/dev/null 2>&1; then
+    echo "SKIP: $CC not installed"
+    exit 77
+fi
+mkdir -p "$OUT"
+FLAGS="-g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -I$SRC/gateway"
+if ! echo 'int LLVMFuzzerTestOneInput(const char *d, long n){(void)d;(void)n;return 0;}' |
+    $CC $FLAGS -x c - -o "$OUT/probe" 2>/dev/null; then
+    echo "SKIP: $CC cannot link libFuzzer (install libclang-rt-14-dev)"
+    exit 77
+fi
+G="$SRC/gateway"
+$CC $FLAGS -o "$OUT/fuzz_resp" "$HERE/fuzz_resp.c" "$G/resp/parser.c" "$G/util/buf.c" \
+    "$G/util/splitargs.c" "$G/util/strconv.c"
+$CC $FLAGS -o "$OUT/fuzz_glob" "$HERE/fuzz_glob.c" "$G/util/glob.c"
+for t in resp glob; do
+    mkdir -p "$OUT/corpus-$t"
+    echo "fuzz_$t: $SECS s"
+    rc=0
+    (cd "$OUT" && ./fuzz_$t -max_total_time="$SECS" -max_len=4096 -timeout=10 \
+        -rss_limit_mb=1024 -print_final_stats=1 "corpus-$t" "$HERE/corpus/$t") \
+        >"$OUT/fuzz_$t.log" 2>&1 || rc=$?
+    tail -8 "$OUT/fuzz_$t.log"
+    if [ "$rc" -ne 0 ]; then
+        echo "fuzz_$t FAILED (exit $rc): full log $OUT/fuzz_$t.log, reproducer in $OUT"
+        grep -E "ERROR|SUMMARY|==[0-9]+==|#[0-9]+ 0x" "$OUT/fuzz_$t.log" | head -30
+        exit 1
+    fi
+done
+echo "run-fuzz: no crash, leak or sanitizer report"
