@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "commands/cmdstats.h"
+#include "commands/latency.h"
 #include "commands/slowlog.h"
 #include "commands/commands.h"
 #include "dmkv/alloc.h"
@@ -159,6 +160,10 @@ static void v_maxclients(gw_buf_t *b)
 {
     gw_buf_printf(b, "%d", gw_server.cfg->maxclients);
 }
+static void v_latency_threshold(gw_buf_t *b)
+{
+    gw_buf_printf(b, "%lld", gw_latency_threshold());
+}
 static void v_slowlog_slower(gw_buf_t *b)
 {
     gw_buf_printf(b, "%lld", gw_slowlog_threshold());
@@ -233,6 +238,7 @@ static const struct {
     {"dir", NULL, v_dir},
     {"io-threads", NULL, v_threads},
     {"loglevel", NULL, v_loglevel},
+    {"latency-monitor-threshold", NULL, v_latency_threshold},
     {"maxclients", NULL, v_maxclients},
     {"maxmemory", NULL, NULL}, /* pool-wide, read from the superblock (config_get) */
     {"maxmemory-policy", "noeviction", NULL},
@@ -286,7 +292,7 @@ static void config_get(gw_conn_t *c, gw_cmd_t *cmd)
  * answer Redis's failure text. Every value is checked before any is applied. */
 static void config_set(gw_conn_t *c, gw_cmd_t *cmd)
 {
-    int pass_arg = 0, mem_arg = 0, slower_arg = 0, len_arg = 0;
+    int pass_arg = 0, mem_arg = 0, slower_arg = 0, len_arg = 0, lat_arg = 0;
     for (int i = 2; i < cmd->argc; i += 2) {
         bool known = false;
         for (size_t p = 0; p < NPARAMS; p++)
@@ -305,6 +311,18 @@ static void config_set(gw_conn_t *c, gw_cmd_t *cmd)
                 return;
             }
             mem_arg = i + 1;
+            continue;
+        }
+        if (!strcasecmp(cmd->argv[i], "latency-monitor-threshold")) {
+            long long v;
+            if (!gw_str2ll(cmd->argv[i + 1], cmd->argvlen[i + 1], &v) || v < 0) {
+                reply_error(gw_conn_out(c),
+                            "ERR CONFIG SET failed (possibly related to argument "
+                            "'latency-monitor-threshold') - argument must be between 0 and "
+                            "9223372036854775807 inclusive");
+                return;
+            }
+            lat_arg = i + 1;
             continue;
         }
         if (!strcasecmp(cmd->argv[i], "slowlog-log-slower-than") ||
@@ -340,6 +358,11 @@ static void config_set(gw_conn_t *c, gw_cmd_t *cmd)
             return;
         }
     }
+    if (lat_arg) {
+        long long v;
+        gw_str2ll(cmd->argv[lat_arg], cmd->argvlen[lat_arg], &v);
+        gw_latency_set_threshold(v);
+    }
     if (slower_arg) {
         long long v;
         gw_str2ll(cmd->argv[slower_arg], cmd->argvlen[slower_arg], &v);
@@ -364,7 +387,7 @@ static const char *config_help[] = {
     "    Return parameters matching the glob-like <pattern> and their values.",
     "SET <directive> <value>",
     "    Set the configuration <directive> to <value> (dmkv: requirepass, maxmemory,",
-    "    slowlog-log-slower-than, slowlog-max-len).",
+    "    slowlog-log-slower-than, slowlog-max-len, latency-monitor-threshold).",
     "RESETSTAT",
     "    Reset statistics reported by the INFO command.",
     "HELP",

@@ -6,6 +6,7 @@
 #include <strings.h>
 
 #include "commands/cmdstats.h"
+#include "commands/latency.h"
 #include "commands/slowlog.h"
 #include "dmkv/clock.h"
 #include "dmkv/errors.h"
@@ -49,6 +50,8 @@ static const gw_command_t table[] = {
     {"incrbyfloat", 3, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_incrbyfloat},
     {"info", -1, "loading stale", 0, 0, 0, "@slow @dangerous", cmd_info},
     {"keys", 2, "readonly", 0, 0, 0, "@keyspace @read @slow @dangerous", cmd_keys},
+    {"latency", -2, "admin noscript loading stale", 0, 0, 0, "@admin @slow @dangerous",
+     cmd_latency},
     {"lcs", -3, "readonly", 1, 2, 1, "@read @string @slow", cmd_lcs},
     {"mget", -2, "readonly fast", 1, -1, 1, "@read @string @fast", cmd_mget},
     {"mset", -3, "write denyoom", 1, -1, 2, "@write @string @slow", cmd_mset},
@@ -205,6 +208,7 @@ void gw_command_run(gw_conn_t *c, const gw_command_t *gc, gw_cmd_t *cmd)
     uint64_t usec = dm_now_us() - t0;
     gw_cmdstats_call(gc, usec, failed);
     gw_slowlog_note(c, gc, cmd, usec);
+    gw_latency_note(gc, usec);
     if (failed) count_error(c, before);
 }
 

@@ -360,6 +360,43 @@ static void test_lcs(void)
     EXPECT_ERR(it_cmd(c, "LCS lcs:1 lcs:2 FOO"), "ERR syntax error");
 }
 
+/* LATENCY (issue 13: prometheus-redis-exporter asks LATENCY LATEST): off by default; with
+ * latency-monitor-threshold 1 a slow command (an LCS of two 3000-byte strings) becomes a
+ * "command" sample; RESET clears it. */
+static void test_latency(void)
+{
+    EXPECT_INT(it_cmd(c, "LATENCY RESET"), 0);
+    char a[3001], b[3001];
+    for (int i = 0; i < 3000; i++)
+        a[i] = (char)('a' + i % 7), b[i] = (char)('a' + i % 5);
+    a[3000] = b[3000] = 0;
+    redisReply *r = redisCommand(c, "MSET lat:a %s lat:b %s", a, b);
+    EXPECT_STATUS(r, "OK");
+    freeReplyObject(it_cmd(c, "LCS lat:a lat:b LEN"));
+    r = it_cmd(c, "LATENCY LATEST");
+    CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 0); /* the monitor is off */
+    freeReplyObject(r);
+    EXPECT_STATUS(it_cmd(c, "CONFIG SET latency-monitor-threshold 1"), "OK");
+    freeReplyObject(it_cmd(c, "LCS lat:a lat:b LEN"));
+    r = it_cmd(c, "LATENCY LATEST");
+    CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 1);
+    redisReply *e = r->element[0];
+    CHECK(e->elements == 4 && strcmp(e->element[0]->str, "command") == 0);
+    CHECK(e->element[2]->integer >= 1 && e->element[3]->integer >= e->element[2]->integer);
+    freeReplyObject(r);
+    r = it_cmd(c, "LATENCY HISTORY command");
+    CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements >= 1 && r->element[0]->elements == 2);
+    freeReplyObject(r);
+    r = it_cmd(c, "LATENCY DOCTOR");
+    CHECK(r && r->type == REDIS_REPLY_STRING && strstr(r->str, "command: "));
+    freeReplyObject(r);
+    EXPECT_STATUS(it_cmd(c, "CONFIG SET latency-monitor-threshold 0"), "OK");
+    EXPECT_INT(it_cmd(c, "LATENCY RESET command"), 1);
+    r = it_cmd(c, "LATENCY LATEST");
+    CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 0);
+    freeReplyObject(r);
+}
+
 static void test_quit(int port)
 {
     redisContext *q = it_connect(port);
@@ -402,6 +439,7 @@ int main(void)
     RUN(test_commandstats);
     RUN(test_slowlog);
     RUN(test_lcs);
+    RUN(test_latency);
     test_quit(gw.port);
     redisFree(c);
     int st = it_proc_stop(&gw);
