@@ -10,22 +10,21 @@ typedef struct cmd_counters {
 } cmd_counters_t;
 
 static cmd_counters_t *per_cmd; /* indexed like gw_command_table() */
+static const gw_command_t *table;
 static size_t ncmds;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
 
 static void init(void)
 {
-    gw_command_table(&ncmds);
+    table = gw_command_table(&ncmds);
     per_cmd = calloc(ncmds ? ncmds : 1, sizeof(*per_cmd));
 }
 
 static cmd_counters_t *counters_of(const gw_command_t *gc)
 {
     pthread_once(&once, init);
-    size_t n;
-    const gw_command_t *base = gw_command_table(&n);
-    if (!per_cmd || gc < base || gc >= base + n) return NULL;
-    return &per_cmd[gc - base];
+    if (!per_cmd || gc < table || gc >= table + ncmds) return NULL;
+    return &per_cmd[gc - table];
 }
 
 void gw_cmdstats_call(const gw_command_t *gc, uint64_t usec, bool failed)

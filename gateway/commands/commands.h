@@ -62,6 +62,12 @@ void gw_reply_dm_error(gw_conn_t *c, int rc);
 /* Read the key in argv[1] (one GET, counted as a keyspace hit or miss) into *v (free with
  * dm_value_free). Returns 1 found, 0 absent, or < 0 after replying the error. */
 int gw_get_key(gw_conn_t *c, gw_cmd_t *cmd, dm_value_t *v);
+/* The same for the key in argv[i]. */
+int gw_get_key_at(gw_conn_t *c, gw_cmd_t *cmd, int i, dm_value_t *v);
+
+/* A subcommand's HELP: n lines as an array of simple strings (Redis's addReplyHelp). */
+void gw_reply_help(gw_conn_t *c, const char *const *lines, size_t n);
+#define GW_REPLY_HELP(c, lines) gw_reply_help((c), (lines), sizeof(lines) / sizeof((lines)[0]))
 
 /* "-ERR wrong number of arguments for '<name>' command" (name like "get", "config|get"). */
 void gw_reply_arity(gw_conn_t *c, const char *name);

@@ -294,10 +294,7 @@ void cmd_client(gw_conn_t *c, gw_cmd_t *cmd)
             reply_error(gw_conn_out(c), "ERR syntax error");
         }
     } else if (!strcasecmp(sub, "help") && argc == 2) {
-        size_t n = sizeof(client_help) / sizeof(client_help[0]);
-        reply_array(gw_conn_out(c), (long long)n);
-        for (size_t i = 0; i < n; i++)
-            reply_status(gw_conn_out(c), client_help[i]);
+        GW_REPLY_HELP(c, client_help);
     } else {
         gw_reply_unknown_subcommand(c, cmd);
     }

@@ -152,10 +152,7 @@ void cmd_latency(gw_conn_t *c, gw_cmd_t *cmd)
 {
     const char *sub = cmd->argv[1];
     if (cmd->argc == 2 && !strcasecmp(sub, "help")) {
-        size_t h = sizeof(help) / sizeof(help[0]);
-        reply_array(gw_conn_out(c), (long long)h);
-        for (size_t i = 0; i < h; i++)
-            reply_status(gw_conn_out(c), help[i]);
+        GW_REPLY_HELP(c, help);
     } else if (cmd->argc == 2 && !strcasecmp(sub, "latest")) {
         pthread_mutex_lock(&lock);
         reply_latest(c);

@@ -14,18 +14,6 @@
 
 #define MAX_TABLE 536870912ull /* proto-max-bulk-len: Redis bounds the table by it, bytes */
 
-/* Value of key argument i, or an empty one when absent. False after an error reply. */
-static bool read_value(gw_conn_t *c, gw_cmd_t *cmd, int i, dm_value_t *v)
-{
-    dm_ctx_t ctx;
-    memset(v, 0, sizeof(*v));
-    dm_ctx_init(&ctx, c->th->w, DM_CLS_GET);
-    int rc = dm_kv_get(&ctx, cmd->argv[i], cmd->argvlen[i], v);
-    dm_stats_op(DM_CLS_GET);
-    if (rc < 0) gw_reply_dm_error(c, rc);
-    return rc >= 0;
-}
-
 /* One match as IDX reports it: [[a_start, a_end], [b_start, b_end]] (+ its length). */
 static void reply_range(gw_conn_t *c, uint32_t as, uint32_t ae, uint32_t bs, uint32_t be,
                         bool withlen)
@@ -68,8 +56,8 @@ void cmd_lcs(gw_conn_t *c, gw_cmd_t *cmd)
         return;
     }
     dm_value_t va, vb;
-    if (!read_value(c, cmd, 1, &va)) return;
-    if (!read_value(c, cmd, 2, &vb)) {
+    if (gw_get_key_at(c, cmd, 1, &va) < 0) return; /* absent: an empty string */
+    if (gw_get_key_at(c, cmd, 2, &vb) < 0) {
         dm_value_free(&va);
         return;
     }

@@ -130,10 +130,7 @@ void cmd_command(gw_conn_t *c, gw_cmd_t *cmd)
         for (size_t i = 0; i < n; i++)
             reply_bulk_cstr(gw_conn_out(c), t[i].name);
     } else if (!strcasecmp(sub, "help") && cmd->argc == 2) {
-        size_t h = sizeof(command_help) / sizeof(command_help[0]);
-        reply_array(gw_conn_out(c), (long long)h);
-        for (size_t i = 0; i < h; i++)
-            reply_status(gw_conn_out(c), command_help[i]);
+        GW_REPLY_HELP(c, command_help);
     } else {
         gw_reply_unknown_subcommand(c, cmd);
     }
@@ -421,10 +418,7 @@ void cmd_config(gw_conn_t *c, gw_cmd_t *cmd)
     } else if (!strcasecmp(sub, "rewrite")) {
         reply_error(gw_conn_out(c), "ERR The server is running without a config file");
     } else if (!strcasecmp(sub, "help") && cmd->argc == 2) {
-        size_t h = sizeof(config_help) / sizeof(config_help[0]);
-        reply_array(gw_conn_out(c), (long long)h);
-        for (size_t i = 0; i < h; i++)
-            reply_status(gw_conn_out(c), config_help[i]);
+        GW_REPLY_HELP(c, config_help);
     } else {
         gw_reply_unknown_subcommand(c, cmd);
     }

@@ -21,10 +21,15 @@ static void count_lookup(int found)
 
 int gw_get_key(gw_conn_t *c, gw_cmd_t *cmd, dm_value_t *v)
 {
+    return gw_get_key_at(c, cmd, 1, v);
+}
+
+int gw_get_key_at(gw_conn_t *c, gw_cmd_t *cmd, int i, dm_value_t *v)
+{
     dm_ctx_t ctx;
     memset(v, 0, sizeof(*v));
     dm_ctx_init(&ctx, c->th->w, DM_CLS_GET);
-    int rc = dm_kv_get(&ctx, cmd->argv[1], cmd->argvlen[1], v);
+    int rc = dm_kv_get(&ctx, cmd->argv[i], cmd->argvlen[i], v);
     dm_stats_op(DM_CLS_GET);
     count_lookup(rc);
     if (rc < 0) gw_reply_dm_error(c, rc);

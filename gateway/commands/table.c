@@ -140,6 +140,13 @@ void gw_reply_arity(gw_conn_t *c, const char *name)
     reply_errorf(gw_conn_out(c), "ERR wrong number of arguments for '%s' command", name);
 }
 
+void gw_reply_help(gw_conn_t *c, const char *const *lines, size_t n)
+{
+    reply_array(gw_conn_out(c), (long long)n);
+    for (size_t i = 0; i < n; i++)
+        reply_status(gw_conn_out(c), lines[i]);
+}
+
 void gw_reply_unknown_subcommand(gw_conn_t *c, gw_cmd_t *cmd)
 {
     char up[32];
