@@ -187,9 +187,11 @@ entrypoint)
     done
     for p in 6479 6480; do
         wait_for 60 sh -c "redis-cli -p $p PING | grep -q PONG" || fail "entrypoint gateway :$p does not answer"
-        grep -q "RDMA device rxe_dmkv already on hn0" "$D/ep-gw$p.log" ||
+        # the log reaches the shared folder a little after PING answers: poll it (as in start)
+        wait_for 10 grep -q "RDMA device rxe_dmkv already on hn0" "$D/ep-gw$p.log" ||
             fail "entrypoint gateway :$p did not reuse rxe_dmkv"
-        grep -q "node 0: rdma://10.8.0.2:7571" "$D/ep-gw$p.log" || fail "entrypoint gateway :$p not on rdma"
+        wait_for 10 grep -q "node 0: rdma://10.8.0.2:7571" "$D/ep-gw$p.log" ||
+            fail "entrypoint gateway :$p not on rdma"
     done
     serve ep-client env DMKV_GATEWAYS="127.0.0.1:6479 127.0.0.1:6480" $EP client
     wait_for 30 grep -q "GET on 127.0.0.1:6480: written via 127.0.0.1:6479" "$D/ep-client.log" ||
