@@ -355,13 +355,15 @@ static void sec_dmkv(gw_buf_t *b)
                       "%s_verbs_per_op:%.2f\r\n"
                       "%s_bytes_per_op:%.2f\r\n"
                       "%s_rtts:%llu\r\n"
+                      "%s_async_batches:%llu\r\n"
                       "%s_verbs:%llu\r\n"
                       "%s_bytes_read:%llu\r\n"
                       "%s_bytes_written:%llu\r\n",
                       n, (unsigned long long)s.ops, n, s.ops ? s.rtts / ops : 0.0, n,
                       s.ops ? s.verbs / ops : 0.0, n, s.ops ? bytes / ops : 0.0, n,
-                      (unsigned long long)s.rtts, n, (unsigned long long)s.verbs, n,
-                      (unsigned long long)s.bytes_read, n, (unsigned long long)s.bytes_written);
+                      (unsigned long long)s.rtts, n, (unsigned long long)s.async_batches, n,
+                      (unsigned long long)s.verbs, n, (unsigned long long)s.bytes_read, n,
+                      (unsigned long long)s.bytes_written);
     }
 }
 

@@ -299,6 +299,9 @@ int ch_record_write(dm_ctx_t *ctx, const void *key, size_t klen, dm_gaddr_t *out
 void ch_hot_touch(dm_chime_t *c, dm_gaddr_t leaf, unsigned idx, uint16_t fp);
 /* Best candidate entry of leaf inside [home, home+H) with fingerprint fp; -1 if none. */
 int ch_hot_find(dm_chime_t *c, dm_gaddr_t leaf, unsigned home, uint16_t fp);
+/* Forget the record of entry idx of leaf (its key was removed): a later lock of that key
+ * must not speculate on an entry that is gone. */
+void ch_hot_forget(dm_chime_t *c, dm_gaddr_t leaf, unsigned idx);
 
 /* Leaf consistency checks on an image (§4.1): reads is the list of byte ranges fetched.
  * Returns 0 when every NV seen agrees and (if home >= 0) home's bitmap matches the entries

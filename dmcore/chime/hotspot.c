@@ -45,3 +45,10 @@ int ch_hot_find(dm_chime_t *c, dm_gaddr_t leaf, unsigned home, uint16_t fp)
     }
     return best;
 }
+
+void ch_hot_forget(dm_chime_t *c, dm_gaddr_t leaf, unsigned idx)
+{
+    ch_hot_t *s = &c->hot[set_of(leaf, idx)];
+    for (unsigned w = 0; w < WAYS; w++)
+        if (s[w].leaf == leaf && s[w].idx == idx) s[w] = (ch_hot_t){0};
+}

@@ -592,7 +592,12 @@ int ch_propagate(dm_ctx_t *ctx, unsigned level, dm_gaddr_t left, const uint8_t *
             if (!rc && ch_inner_size(n) <= CH_INNER_PAYLOAD && n->count <= inner_fanout) {
                 rc = ch_inner_encode(n, ver, img);
                 if (!rc) rc = inner_write_unlock(ctx, a, img, word);
-                ch_cache_drop(c, a);
+                /* Cache the node as written: the next lock below it needs no READ. */
+                ch_inner_t *m = rc ? NULL : ch_inner_decode(a, img);
+                if (m)
+                    ch_cache_put(c, m);
+                else
+                    ch_cache_drop(c, a);
                 ch_inner_free(n);
                 goto out;
             }

@@ -67,6 +67,24 @@ static uint64_t *guess_slot(dm_chime_t *c, dm_gaddr_t leaf)
     return &c->lockguess[(leaf >> 6) % 256];
 }
 
+/* Entries to read from home so that the first vacancy the lock word's bitmap vac shows is
+ * among them, at least two neighborhoods: what read_hop_range would read next (§4.2.1).
+ * With the bitmap this worker last saw, an insert reads its hop range with the lock; the
+ * second neighborhood covers most hop ranges when the guess is stale or missing (leaves
+ * fill to ~0.75 before a hop fails: one in five inserts found no vacancy in one
+ * neighborhood and paid a round trip for the rest). */
+static unsigned hop_guess(const ch_geo_t *g, unsigned home, uint32_t vac)
+{
+    for (unsigned d = 0; d < g->span; d++) {
+        unsigned i = (home + d) % g->span;
+        unsigned bit = ch_vac_bit(g, i);
+        if (vac & (1u << bit)) continue;
+        unsigned end = d + (ch_vac_hi(g, bit) + g->span - 1 - i) % g->span;
+        return end + 1 > 2 * g->nbhd ? end + 1 : 2 * g->nbhd;
+    }
+    return g->span;
+}
+
 /* Acquire leaf's lock, reading `runs` of entries in the same batch (READs after the CAS on
  * the same connection execute after it). Takes over an expired lease (*took_over = 1; the
  * reads are then redone by the caller). The lease is timed by dmkv/lease.h's rules: the
@@ -99,7 +117,16 @@ int ch_lock_leaf(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_gaddr_t leaf, int *took_
             dm_batch_read(&b, leaf + ho, lk->img + ho, CH_OBJ);
             lk->have[so / CH_OBJ] = lk->have[ho / CH_OBJ] = 1;
         } else {
-            ch_read_run(g, &b, leaf, lk->img, lk->have, lk->kh.home, g->nbhd);
+            unsigned n = lk->want_hop ? hop_guess(g, lk->kh.home, ch_lock_vacancy(*gs)) : g->nbhd;
+            ch_read_run(g, &b, leaf, lk->img, lk->have, lk->kh.home, n);
+        }
+        int with_extra = lk->extra && b.n + lk->extra->n <= DM_BATCH_MAX;
+        int extra_here = with_extra; /* every extra verb on the lock's memory node */
+        for (unsigned i = 0; with_extra && i < lk->extra->n; i++) {
+            b.v[b.n] = lk->extra->v[i];
+            b.node[b.n] = lk->extra->node[i];
+            extra_here &= b.node[b.n] == b.node[0];
+            b.n++;
         }
         for (unsigned i = 1; i < b.n; i++)
             b.v[i].fence = 1; /* the reads must see the leaf as locked by the CAS */
@@ -108,6 +135,7 @@ int ch_lock_leaf(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_gaddr_t leaf, int *took_
         if (rc) return rc;
         uint64_t old = v->result;
         if (cas_won(v)) {
+            lk->extra_fresh = extra_here;
             lk->leaf = leaf;
             lk->word = (old & ~0xffffffffull) | time_bits | 1;
             lk->remote_word = lk->word;
@@ -158,6 +186,11 @@ static int hold_expired(const dm_chime_lock_t *lk)
 int dm_chime_lock_valid(const dm_chime_lock_t *lk)
 {
     return !hold_expired(lk);
+}
+
+uint64_t dm_chime_lock_sure_until(const dm_chime_lock_t *lk)
+{
+    return lk->took_over ? 0 : lk->locked_us + (uint64_t)CH_LEASE_MS * 1000;
 }
 
 int dm_chime_lock_in_doubt(const dm_chime_lock_t *lk)
@@ -260,20 +293,30 @@ static int check_speculation(dm_ctx_t *ctx, dm_chime_lock_t *lk)
 
 int dm_chime_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, dm_chime_lock_t **out)
 {
-    return ch_lock_key(ctx, key, klen, 0, out);
+    return ch_lock_key(ctx, key, klen, 0, NULL, NULL, out);
 }
 
 int dm_chime_lock_existing(dm_ctx_t *ctx, const void *key, size_t klen, dm_chime_lock_t **out)
 {
-    return ch_lock_key(ctx, key, klen, 1, out);
+    return ch_lock_key(ctx, key, klen, 1, NULL, NULL, out);
 }
 
-int ch_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int speculate, dm_chime_lock_t **out)
+int dm_chime_lock_with(dm_ctx_t *ctx, const void *key, size_t klen, int existing,
+                       const dm_batch_t *extra, int *fresh, dm_chime_lock_t **out)
+{
+    return ch_lock_key(ctx, key, klen, existing, extra, fresh, out);
+}
+
+int ch_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int speculate, const dm_batch_t *extra,
+                int *extra_fresh, dm_chime_lock_t **out)
 {
     dm_chime_t *c = ctx->w->chime;
     *out = NULL;
+    if (extra_fresh) *extra_fresh = 0;
     dm_chime_lock_t *lk = ch_lock_new(&c->geo, key, klen);
     if (!lk) return DM_ENOMEM;
+    lk->extra = extra;
+    lk->want_hop = !speculate; /* SET: a new key needs its hop range */
     int rc = 0, fresh = 0;
     for (int attempt = 0; attempt < MAX_FOLLOW; attempt++) {
         ch_path_t p;
@@ -288,6 +331,7 @@ int ch_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int speculate, dm_c
                            : -1;
             rc = ch_lock_leaf(ctx, lk, leaf, &took_over);
             if (rc) break;
+            lk->took_over |= took_over;
             if (lk->spec >= 0 && !took_over) {
                 int sidx = lk->spec;
                 rc = check_speculation(ctx, lk);
@@ -298,6 +342,8 @@ int ch_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int speculate, dm_c
                 if (rc == 1) {
                     lk->idx = sidx;
                     ch_hot_touch(c, lk->leaf, (unsigned)lk->idx, lk->kh.fp);
+                    if (extra_fresh) *extra_fresh = lk->extra_fresh;
+                    lk->extra = NULL;
                     *out = lk;
                     return 1;
                 }
@@ -357,6 +403,8 @@ int ch_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int speculate, dm_c
             lk->idx = idx;
             if (idx >= 0) drop_duplicates(lk, &c->geo, (unsigned)idx);
             if (idx >= 0) ch_hot_touch(c, lk->leaf, (unsigned)idx, lk->kh.fp);
+            if (extra_fresh) *extra_fresh = lk->extra_fresh;
+            lk->extra = NULL;
             *out = lk;
             return idx >= 0;
         }
@@ -429,8 +477,10 @@ static int write_dirty(dm_ctx_t *ctx, dm_chime_lock_t *lk, int unlock, int wait)
     }
     memset(lk->dirty, 0, sizeof(lk->dirty));
     if (rc) return rc;
-    if (unlock) /* by CAS: a holder whose lease was taken over must not free the taker's */
+    if (unlock) { /* by CAS: a holder whose lease was taken over must not free the taker's */
         dm_batch_cas(&b, lock_addr(g, lk->leaf), lk->remote_word, lk->word & ~0xffffffffull);
+        *guess_slot(ctx->w->chime, lk->leaf) = lk->word & ~0xffffffffull; /* vacancy as left */
+    }
     if (wait && ctx->ride && b.n + ctx->ride->n <= DM_BATCH_MAX) {
         /* Ride along with the caller's next batch (the RACE write): one RTT saved, but
          * dropped if this hold has ended by the time that batch is posted. */
@@ -601,8 +651,11 @@ int dm_chime_mark_pending(dm_ctx_t *ctx, dm_chime_lock_t *lk)
             /* The hop failed: forget the local moves (the whole read below replaces them). */
             memset(lk->dirty, 0, sizeof(lk->dirty));
         }
+        dm_cls_t cls = ctx->cls; /* charged to splits, not to the command */
+        ctx->cls = DM_CLS_SPLIT;
         rc = read_whole(ctx, lk);
         if (!rc) rc = ch_split_locked(ctx, lk);
+        ctx->cls = cls;
         if (rc) return rc;
     }
     return DM_EFULL;
@@ -636,6 +689,7 @@ int dm_chime_unlock(dm_ctx_t *ctx, dm_chime_lock_t *lk, int present)
             touch(lk, g, home);
             update_vacancy(lk, g, i);
             if (rec) dm_alloc_free(ctx->w->alloc, rec, ch_record_bytes(lk->klen));
+            ch_hot_forget(ctx->w->chime, lk->leaf, i);
         }
     }
     rc = write_dirty(ctx, lk, 1, 0);

@@ -18,9 +18,14 @@ struct dm_chime_lock {
     uint8_t *img;              /* leaf image, geo.bytes (same allocation as the handle) */
     uint8_t have[CH_MAX_OBJS]; /* per 32-byte object: read into img */
     uint8_t dirty[CH_MAX_OBJS];
-    int idx;        /* entry of key, -1 when none */
-    int spec;       /* hotspot entry read speculatively while locking, -1 when none */
-    dm_gaddr_t rec; /* key record written for a new long key */
+    int idx;                 /* entry of key, -1 when none */
+    int spec;                /* hotspot entry read speculatively while locking, -1 when none */
+    dm_gaddr_t rec;          /* key record written for a new long key */
+    const dm_batch_t *extra; /* the caller's READs, sent in each lock batch behind the CAS */
+    int extra_fresh;         /* the winning batch carried them, all to the lock's node */
+    int took_over;           /* taken from an expired holder */
+    int want_hop;            /* read the hop range the vacancy bitmap guess shows, not only
+                                the neighborhood (an insert may follow) */
 };
 
 /* Append READs of entries [from, from+n) (circular) plus a replica to b, into img. */
@@ -50,7 +55,8 @@ void ch_rebuild_bitmaps(const ch_geo_t *g, uint8_t *img);
 void ch_set_nv(const ch_geo_t *g, uint8_t *img, unsigned nv);
 void dm_chime_lock_free(dm_chime_lock_t *lk);
 /* dm_chime_lock_key / dm_chime_lock_existing. */
-int ch_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int speculate, dm_chime_lock_t **out);
+int ch_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int speculate, const dm_batch_t *extra,
+                int *extra_fresh, dm_chime_lock_t **out);
 /* A lock handle for key (not yet locked). NULL when out of memory. */
 dm_chime_lock_t *ch_lock_new(const ch_geo_t *g, const void *key, size_t klen);
 /* Lock leaf, reading the key's neighborhood in the same batch; *took_over when an expired

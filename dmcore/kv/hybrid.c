@@ -131,17 +131,38 @@ static void reconcile_if_in_doubt(dm_ctx_t *ctx, int in_doubt, const void *key, 
     dm_hybrid_reconcile(ctx, key, klen);
 }
 
-/* One locked attempt of a SET of an absent key: lock, pending entry, RACE write, unlock. */
+/* Lock key's leaf with the key's RACE buckets read in the same batch, behind the lock CAS
+ * (carry->prefetched when that ordering held: same memory node). Returns what
+ * dm_chime_lock_with returns. */
+static int lock_with_buckets(dm_ctx_t *ctx, const void *key, size_t klen, int existing,
+                             dm_race_carry_t *carry, dm_chime_lock_t **lk)
+{
+    dm_batch_t pre;
+    dm_batch_init(&pre);
+    int fresh = 0;
+    int have = dm_race_prefetch(ctx, &pre, key, klen, carry) == 0;
+    int rc = dm_chime_lock_with(ctx, key, klen, existing, have ? &pre : NULL, &fresh, lk);
+    if (rc < 0) return rc;
+    carry->prefetched = fresh;
+    carry->locked = 1;
+    carry->sure_until_us = dm_chime_lock_sure_until(*lk);
+    return rc;
+}
+
+/* One locked attempt of a SET of an absent key: lock (‖ RACE buckets), pending entry ‖ RACE
+ * slot CAS, unlock posted without waiting (docs/throughput.md "A new key in 3 round trips"). */
 static int set_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen, uint8_t *block,
-                      uint64_t block_len, int keep_ttl, dm_race_item_t *old)
+                      uint64_t block_len, int keep_ttl, dm_race_item_t *old, dm_race_carry_t *carry)
 {
     dm_chime_lock_t *lk;
-    int rc = dm_chime_lock_key(ctx, key, klen, &lk);
+    int rc = lock_with_buckets(ctx, key, klen, 0, carry, &lk);
     if (rc < 0) return rc;
     dm_batch_t ride;
     dm_batch_init(&ride);
-    /* The pending entry's WRITE goes with RACE's first batch; whatever still rides when
-     * RACE returns goes out before the unlock (never past the lease: dm_ctx_ride_end). */
+    /* The pending entry's WRITE goes with RACE's next batch, ahead of the slot CAS in one
+     * message when both are on one memory node (else alone first: dm_ctx_ride_before);
+     * whatever still rides when RACE returns goes out before the unlock (never past the
+     * lease: dm_ctx_ride_end). */
     dm_ctx_ride_start(ctx, &ride);
     /* No entry yet: insert it pending. An entry that exists means RACE may hold the key
      * already (an update), or it is pending from a dead gateway: settled below either way. */
@@ -155,7 +176,7 @@ static int set_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen, ui
     g->lk = lk;
     dm_fault_point(ctx, DM_FAULT_LOCKED);
     ctx->start_us = dm_now_us(); /* a fresh RACE operation: the lock wait does not count */
-    rc = dm_race_set(ctx, key, klen, block, block_len, gate_decide, g, keep_ttl, old);
+    rc = dm_race_set_carry(ctx, key, klen, block, block_len, gate_decide, g, keep_ttl, old, carry);
     dm_ctx_ride_end(ctx, &ride);
     g->lk = NULL;
     int present = rc == 1 ? 1 : rc == 0 ? g->seen_present : -1;
@@ -170,31 +191,40 @@ int dm_hybrid_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, u
 {
     gate_t g;
     gate_init(&g, decide, arg, 0, key, klen);
-    int rc = dm_race_set(ctx, key, klen, block, block_len, gate_decide, &g, keep_ttl, old);
-    if (rc != 0 || !g.need_lock) return gate_done(&g, rc);
-    /* Never wait for a turn while holding a leaf lock (an earlier write of the connection
-     * may need that leaf): the turn comes first. */
-    dm_coro_wait_turn();
-    for (int tries = 0; tries < MAX_LOCKED_TRIES; tries++) {
-        if (old) free(old->block), old->block = NULL;
-        rc = set_locked(ctx, &g, key, klen, block, block_len, keep_ttl, old);
-        if (!(rc == 0 && g.lock_expired)) return gate_done(&g, rc);
+    /* The block the unlocked attempt wrote is kept for the locked one (one WRITE). */
+    dm_race_carry_t carry;
+    memset(&carry, 0, sizeof(carry));
+    int rc =
+        dm_race_set_carry(ctx, key, klen, block, block_len, gate_decide, &g, keep_ttl, old, &carry);
+    if (rc == 0 && g.need_lock) {
+        /* Never wait for a turn while holding a leaf lock (an earlier write of the
+         * connection may need that leaf): the turn comes first. */
+        dm_coro_wait_turn();
+        for (int tries = 0; tries < MAX_LOCKED_TRIES; tries++) {
+            if (old) free(old->block), old->block = NULL;
+            rc = set_locked(ctx, &g, key, klen, block, block_len, keep_ttl, old, &carry);
+            if (!(rc == 0 && g.lock_expired)) break;
+            rc = DM_ERETRY;
+        }
     }
-    return DM_ERETRY;
+    dm_race_carry_release(ctx, &carry);
+    return gate_done(&g, rc);
 }
 
 /* One DEL attempt under the leaf lock. */
 static int delete_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen)
 {
     dm_chime_lock_t *lk;
-    int rc = dm_chime_lock_existing(ctx, key, klen, &lk);
+    dm_race_carry_t carry;
+    memset(&carry, 0, sizeof(carry));
+    int rc = lock_with_buckets(ctx, key, klen, 1, &carry, &lk);
     if (rc < 0) return rc;
     if (rc == 0) {
         /* CHIME ⊇ RACE says no entry, no key; a key there anyway (a violation) goes now,
          * still under the lock: RACE has no candidate for a truly absent key (1 RTT). */
         g->lk = lk;
         ctx->start_us = dm_now_us();
-        rc = dm_race_delete(ctx, key, klen, gate_decide, g);
+        rc = dm_race_delete_carry(ctx, key, klen, gate_decide, g, &carry);
         g->lk = NULL;
         if (rc == 1) count_repair(key, klen, "in RACE without a CHIME entry: deleted by DEL");
         dm_chime_unlock(ctx, lk, -1);
@@ -212,7 +242,7 @@ static int delete_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen)
     g->lk = lk;
     dm_fault_point(ctx, DM_FAULT_LOCKED);
     ctx->start_us = dm_now_us();
-    rc = dm_race_delete(ctx, key, klen, gate_decide, g);
+    rc = dm_race_delete_carry(ctx, key, klen, gate_decide, g, &carry);
     dm_ctx_ride_end(ctx, &ride);
     g->lk = NULL;
     int present = rc == 1 ? 0 : rc == 0 ? g->seen_present : -1;

@@ -64,6 +64,19 @@ int dm_ctx_ride_end(dm_ctx_t *ctx, dm_batch_t *r)
     return rc;
 }
 
+int dm_ctx_ride_before(dm_ctx_t *ctx, const dm_batch_t *b)
+{
+    dm_batch_t *r = ctx->ride;
+    if (!r || !r->n) return 0;
+    int one_node = 1;
+    for (unsigned i = 1; i < r->n; i++)
+        one_node &= r->node[i] == r->node[0];
+    for (unsigned i = 0; i < b->n; i++)
+        one_node &= b->node[i] == r->node[0];
+    if (one_node) return 0; /* one message: the node runs the ride first */
+    return dm_ctx_ride_end(ctx, r);
+}
+
 static dm_verb_t *batch_add(dm_batch_t *b, dm_gaddr_t a, uint8_t op)
 {
     if (b->n >= DM_BATCH_MAX) return NULL;
@@ -198,8 +211,10 @@ static int exec_with_ride(dm_ctx_t *ctx, dm_batch_t *b)
     dm_batch_t *r = ctx->ride;
     ctx->ride = NULL;
     if (ride_expired(ctx)) {
+        /* b may rely on the ride (a slot CAS behind its pending entry): not posted either;
+         * the caller retries and finds its lease check failing. */
         r->n = 0;
-        return dm_batch_exec(ctx, b);
+        return DM_ERETRY;
     }
     if (r->n + b->n > DM_BATCH_MAX) {
         int rc = dm_batch_exec(ctx, r);
@@ -291,7 +306,7 @@ int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b)
     unsigned map[DM_BATCH_MAX], start[DM_BATCH_MAX], count[DM_BATCH_MAX];
     uint64_t rd = 0, wr = 0;
     unsigned nodes = group_by_node(w, b, tmp, map, start, count, &rd, &wr);
-    dm_stats_batch(ctx->cls, b->n, rd, wr);
+    dm_stats_batch(ctx->cls, 1, b->n, rd, wr);
 
     batch_wait_t bw = {.pending = nodes, .status = 0, .yielded = 0, .co = dm_coro_self()};
     for (unsigned j = 0; j < nodes; j++) {
@@ -354,7 +369,7 @@ int dm_batch_post_async(dm_ctx_t *ctx, dm_batch_t *b)
     unsigned map[DM_BATCH_MAX], start[DM_BATCH_MAX], count[DM_BATCH_MAX];
     uint64_t rd = 0, wr = 0;
     unsigned nodes = group_by_node(w, b, tmp, map, start, count, &rd, &wr);
-    dm_stats_batch(ctx->cls, b->n, rd, wr);
+    dm_stats_batch(ctx->cls, 0, b->n, rd, wr);
     async_batch_t *ab = malloc(sizeof(*ab) + b->n * sizeof(dm_verb_t) + wr);
     if (!ab) return DM_ENOMEM;
     memcpy(ab->verbs, tmp, b->n * sizeof(dm_verb_t));

@@ -21,6 +21,7 @@ enum { CAND_NOMATCH = 0, CAND_MATCH = 1, CAND_CORRUPT = 2 };
 typedef struct cand {
     race_slotref_t ref;
     int state;
+    int known;      /* classified CAND_NOMATCH from an earlier read (carry): not read */
     uint8_t *block; /* CAND_MATCH: whole block (malloc'd) */
     uint64_t block_len;
     dm_kv_view_t view;
@@ -42,15 +43,17 @@ static int fetch_cands(dm_ctx_t *ctx, cand_t *c, unsigned n, const void *key, si
     dm_batch_init(&b);
     for (unsigned i = 0; i < n; i++) {
         c[i].block_len = (uint64_t)race_slot_len(c[i].ref.word) * DM_KV_UNIT;
-        c[i].block = malloc(c[i].block_len ? c[i].block_len : 64);
         c[i].state = CAND_NOMATCH;
+        if (c[i].known) continue;
+        c[i].block = malloc(c[i].block_len ? c[i].block_len : 64);
         if (!c[i].block) return DM_ENOMEM;
         dm_batch_read(&b, race_slot_ptr(c[i].ref.word), c[i].block, (uint32_t)c[i].block_len);
     }
-    int rc = dm_batch_exec(ctx, &b);
+    int rc = b.n ? dm_batch_exec(ctx, &b) : 0;
     if (rc) return rc;
     dm_batch_init(&b);
     for (unsigned i = 0; i < n; i++) {
+        if (c[i].known) continue;
         uint64_t full = dm_kvblock_size_from_hdr(c[i].block, c[i].block_len);
         uint32_t kl;
         memcpy(&kl, c[i].block, 4);
@@ -66,10 +69,10 @@ static int fetch_cands(dm_ctx_t *ctx, cand_t *c, unsigned n, const void *key, si
                           (uint32_t)(full - have));
         }
     }
-    rc = dm_batch_exec(ctx, &b);
+    rc = b.n ? dm_batch_exec(ctx, &b) : 0;
     if (rc) return rc;
     for (unsigned i = 0; i < n; i++) {
-        if (!dm_kvblock_key_equals(c[i].block, c[i].block_len, key, klen)) continue;
+        if (c[i].known || !dm_kvblock_key_equals(c[i].block, c[i].block_len, key, klen)) continue;
         c[i].state = dm_kvblock_parse(c[i].block, c[i].block_len, &c[i].view) == 0 ? CAND_MATCH
                                                                                    : CAND_CORRUPT;
     }
@@ -92,16 +95,64 @@ typedef struct lookup {
     int frozen; /* a copy of the key carries the MOVING mark */
 } lookup_t;
 
-static int lookup(dm_ctx_t *ctx, dm_batch_t *b, lookup_t *lk, const void *key, size_t klen)
+_Static_assert(sizeof(race_loc_t) <= sizeof(((dm_race_carry_t *)0)->loc), "carry->loc");
+_Static_assert(sizeof(race_cbs_t) <= sizeof(((dm_race_carry_t *)0)->cbs), "carry->cbs");
+
+int dm_race_prefetch(dm_ctx_t *ctx, dm_batch_t *b, const void *key, size_t klen,
+                     dm_race_carry_t *carry)
+{
+    if (b->n + 2 > DM_BATCH_MAX) return DM_EINVAL;
+    race_loc_t *loc = (race_loc_t *)carry->loc;
+    race_locate(ctx->w->race, key, klen, loc);
+    carry->prefetched = 0;
+    return race_read_cbs(b, loc, (race_cbs_t *)carry->cbs);
+}
+
+/* Did an earlier read of the carry find the slot word ref->word at ref->addr naming a block
+ * of another key? Within the grace period a block a word names cannot have been freed and
+ * reused (alloc.h), so the same word still names the same bytes: no need to read them. */
+static int carry_knows(const dm_race_carry_t *pf, const race_slotref_t *ref)
+{
+    if (!pf->n_nomatch || dm_now_us() - pf->nomatch_us >= DM_OP_TIMEOUT_US) return 0;
+    for (unsigned i = 0; i < pf->n_nomatch; i++)
+        if (pf->nomatch[i][0] == ref->addr && pf->nomatch[i][1] == ref->word) return 1;
+    return 0;
+}
+
+/* Keep the candidates just read that hold other keys, for the next lookup of the carry. */
+static void carry_remember(const dm_ctx_t *ctx, dm_race_carry_t *pf, const cand_t *c, unsigned n)
+{
+    unsigned k = 0, cap = sizeof(pf->nomatch) / sizeof(pf->nomatch[0]);
+    for (unsigned i = 0; i < n && k < cap; i++) {
+        if (c[i].state != CAND_NOMATCH) continue;
+        pf->nomatch[k][0] = c[i].ref.addr;
+        pf->nomatch[k++][1] = c[i].ref.word;
+    }
+    pf->n_nomatch = k;
+    pf->nomatch_us = ctx->start_us; /* no later than the reads */
+}
+
+/* lookup: b may hold verbs to send with the bucket READs (the block WRITE); pf, when its
+ * buckets were prefetched, replaces the first READ (then b's verbs go out alone). */
+static int lookup_from(dm_ctx_t *ctx, dm_batch_t *b, lookup_t *lk, const void *key, size_t klen,
+                       dm_race_carry_t *pf)
 {
     dm_race_t *r = ctx->w->race;
     lk->n = lk->nhome = 0;
     lk->first = -1;
     lk->frozen = 0;
     for (int refreshed = 0;; refreshed++) {
-        race_locate(r, key, klen, &lk->loc);
-        int rc = race_read_cbs(b, &lk->loc, &lk->cbs);
-        if (!rc) rc = dm_batch_exec(ctx, b);
+        int rc;
+        if (pf && pf->prefetched) {
+            pf->prefetched = 0; /* good for one lookup: a retry reads again */
+            memcpy(&lk->loc, pf->loc, sizeof(lk->loc));
+            memcpy(&lk->cbs, pf->cbs, sizeof(lk->cbs));
+            rc = b->n ? dm_batch_exec(ctx, b) : 0;
+        } else {
+            race_locate(r, key, klen, &lk->loc);
+            rc = race_read_cbs(b, &lk->loc, &lk->cbs);
+            if (!rc) rc = dm_batch_exec(ctx, b);
+        }
         dm_batch_init(b);
         if (rc) return rc;
         if (race_check_headers(&lk->loc, &lk->cbs, &lk->moving) == 0) break;
@@ -134,13 +185,17 @@ static int lookup(dm_ctx_t *ctx, dm_batch_t *b, lookup_t *lk, const void *key, s
         for (unsigned i = 0; i < np; i++)
             if (race_slot_moving(refs[lk->nhome + i].word)) refs[lk->n++] = refs[lk->nhome + i];
     }
+    unsigned known = 0;
     for (unsigned i = 0; i < lk->n; i++) {
         memset(&lk->c[i], 0, sizeof(lk->c[i]));
         lk->c[i].ref = refs[i];
+        lk->c[i].known = pf && carry_knows(pf, &refs[i]);
+        known += (unsigned)lk->c[i].known;
     }
     if (lk->n == 0) return 0;
     int rc = fetch_cands(ctx, lk->c, lk->n, key, klen);
     if (rc) return rc;
+    if (pf && !known) carry_remember(ctx, pf, lk->c, lk->n);
     for (unsigned i = 0; i < lk->n; i++) {
         if (lk->c[i].state == CAND_CORRUPT)
             return DM_ECORRUPT; /* slot changed under us or a torn block: caller retries */
@@ -149,6 +204,11 @@ static int lookup(dm_ctx_t *ctx, dm_batch_t *b, lookup_t *lk, const void *key, s
         if (race_slot_moving(lk->c[i].ref.word)) lk->frozen = 1;
     }
     return 0;
+}
+
+static int lookup(dm_ctx_t *ctx, dm_batch_t *b, lookup_t *lk, const void *key, size_t klen)
+{
+    return lookup_from(ctx, b, lk, key, klen, NULL);
 }
 
 static void take_item(lookup_t *lk, dm_race_item_t *item)
@@ -550,19 +610,67 @@ static int cached_update(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *b
     return 2;
 }
 
+/* After an insert under the leaf lock whose CAS batch read the bucket's header (hdr)
+ * behind the CAS: only the stranded case is left to check (RACE §3.4.2). A duplicate needs
+ * two overlapping inserts of the key, which its leaf lock excludes (dm_race_carry_t).
+ * Returns 1, or what take_back_stranded returns (with *lease read for the caller). */
+static int check_locked_insert(dm_ctx_t *ctx, const void *key, size_t klen, dm_gaddr_t mine,
+                               uint64_t my_word, uint64_t hash, unsigned ld, uint64_t hdr,
+                               uint64_t *lease, uint64_t *adopt)
+{
+    uint64_t mask = (1ull << race_hdr_ld(hdr)) - 1;
+    *adopt = 0;
+    *lease = 0;
+    count_keys(ctx, 1);
+    if ((hash & mask) == race_hdr_suffix(hdr)) return 1;
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_race_t *r = ctx->w->race;
+    dm_batch_read(&b, r->root + RACE_LOCK_OFF + 8 * (hash & ((1ull << ld) - 1)), lease, 8);
+    if (dm_batch_exec(ctx, &b) != 0) *lease = 0;
+    return take_back_stranded(ctx, key, klen, mine, my_word, adopt);
+}
+
+void dm_race_carry_release(dm_ctx_t *ctx, dm_race_carry_t *carry)
+{
+    if (!carry->block) return;
+    if (carry->block_posted)
+        dm_alloc_free(ctx->w->alloc, carry->block, carry->block_len);
+    else
+        dm_alloc_unused(ctx->w->alloc, carry->block, carry->block_len);
+    carry->block = 0;
+}
+
 int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uint64_t block_len,
                 dm_race_decide_fn decide, void *arg, int keep_ttl, dm_race_item_t *old)
 {
+    return dm_race_set_carry(ctx, key, klen, block, block_len, decide, arg, keep_ttl, old, NULL);
+}
+
+int dm_race_set_carry(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block,
+                      uint64_t block_len, dm_race_decide_fn decide, void *arg, int keep_ttl,
+                      dm_race_item_t *old, dm_race_carry_t *carry)
+{
     dm_gaddr_t addr;
-    int rc = dm_alloc_kv_block(ctx, block_len, &addr);
-    if (rc) return rc;
+    int rc, written = 0, posted_cas = 0;
+    if (carry && carry->block && carry->block_len == block_len) {
+        addr = carry->block; /* written by the attempt before: ours again */
+        written = 1;
+        posted_cas = carry->block_posted;
+        carry->block = 0;
+    } else {
+        if (carry) dm_race_carry_release(ctx, carry);
+        rc = dm_alloc_kv_block(ctx, block_len, &addr);
+        if (rc) return rc;
+    }
     uint64_t word = 0, adopted = 0; /* adopted: a newer word taken back from a stranded slot */
-    int written = 0, posted_cas = 0;
     retry_t rt = {0};
     uint64_t block_expire; /* as asked for: a KEEPTTL rewrite below may change block's */
     memcpy(&block_expire, block + 8, 8);
-    rc = cached_update(ctx, key, klen, block, block_len, addr, decide, arg, keep_ttl, old, &written,
-                       &posted_cas);
+    /* A locked attempt follows an unlocked one that tried the address cache already. */
+    rc = carry && carry->locked ? 2
+                                : cached_update(ctx, key, klen, block, block_len, addr, decide, arg,
+                                                keep_ttl, old, &written, &posted_cas);
     if (rc == 0 || rc == 1) return rc;
     if (rc < 0) {
         if (!(posted_cas && (rc == DM_EIO || rc == DM_ETIMEDOUT)))
@@ -576,7 +684,7 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
         ctx->start_us = dm_now_us();
         if (!written) /* 1st RTT: WRITE the block ‖ READ both combined buckets */
             dm_batch_write(&b, addr, block, (uint32_t)block_len);
-        rc = lookup(ctx, &b, &lk, key, klen);
+        rc = lookup_from(ctx, &b, &lk, key, klen, carry);
         if (!rc) written = 1;
         if (!rc && lk.frozen) {
             rc = DM_ERETRY; /* a split froze this key: wait for it */
@@ -596,6 +704,12 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
                 if (old && lk.first >= 0)
                     take_item(&lk, old); /* SET ... NX GET still reports the old value */
                 cands_free(lk.c, lk.n);
+                if (carry) {
+                    carry->block = addr; /* written, and kept for the next attempt */
+                    carry->block_len = block_len;
+                    carry->block_posted = posted_cas;
+                    return 0;
+                }
                 /* Never in a slot, so no reader can hold it: reusable at once. */
                 if (posted_cas)
                     dm_alloc_free(ctx->w->alloc, addr, block_len);
@@ -639,17 +753,27 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
                 if (!adopted) dm_alloc_free(ctx->w->alloc, addr, block_len);
                 return rc;
             }
+            /* Under the leaf lock the header READ rides behind the CAS (fenced: it sees
+             * the bucket as the CAS left it) and the duplicate re-read is skipped. */
+            int light = carry && carry->locked;
+            uint64_t hdr = 0;
             dm_batch_init(&b);
             dm_verb_t *v = dm_batch_cas(&b, slot, 0, word);
+            if (light) dm_batch_read(&b, slot & ~63ull, &hdr, 8)->fence = 1;
             posted_cas = 1;
-            rc = dm_batch_exec(ctx, &b);
+            rc = dm_ctx_ride_before(ctx, &b);
+            if (!rc) rc = dm_batch_exec(ctx, &b);
             if (!rc && v->result == 0) {
                 cands_free(lk.c, lk.n);
                 if (old) memset(old, 0, sizeof(*old));
                 uint64_t lease = 0, adopt = 0;
                 dm_fault_point(ctx, DM_FAULT_INSERTED);
-                rc = dedupe_after_insert(ctx, key, klen, slot, word, lk.loc.hash,
-                                         bucket_ld_of(&lk, slot), &lease, &adopt);
+                if (light && dm_now_us() <= carry->sure_until_us)
+                    rc = check_locked_insert(ctx, key, klen, slot, word, lk.loc.hash,
+                                             bucket_ld_of(&lk, slot), hdr, &lease, &adopt);
+                else
+                    rc = dedupe_after_insert(ctx, key, klen, slot, word, lk.loc.hash,
+                                             bucket_ld_of(&lk, slot), &lease, &adopt);
                 if (adopt) adopted = adopt;
                 if (rc == DM_ERETRY) {
                     /* Inserted behind a split: wait for it (or finish it, if its splitter
@@ -676,6 +800,12 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
 
 int dm_race_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide_fn decide, void *arg)
 {
+    return dm_race_delete_carry(ctx, key, klen, decide, arg, NULL);
+}
+
+int dm_race_delete_carry(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide_fn decide,
+                         void *arg, dm_race_carry_t *carry)
+{
     int deleted = 0;
     retry_t rt = {0};
     for (int attempt = 0; attempt - rt.waits < MAX_ATTEMPTS; attempt++) {
@@ -683,7 +813,7 @@ int dm_race_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide_f
         dm_batch_t b;
         dm_batch_init(&b);
         ctx->start_us = dm_now_us();
-        int rc = lookup(ctx, &b, &lk, key, klen);
+        int rc = lookup_from(ctx, &b, &lk, key, klen, carry);
         if (!rc && lk.first < 0) {
             cands_free(lk.c, lk.n);
             return deleted;
@@ -706,7 +836,8 @@ int dm_race_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide_f
             for (unsigned i = 0; i < lk.n; i++)
                 if (lk.c[i].state == CAND_MATCH)
                     v[i] = dm_batch_cas(&b, lk.c[i].ref.addr, lk.c[i].ref.word, 0);
-            rc = dm_batch_exec(ctx, &b);
+            rc = dm_ctx_ride_before(ctx, &b);
+            if (!rc) rc = dm_batch_exec(ctx, &b);
             int64_t removed = 0;
             int all = 1;
             for (unsigned i = 0; !rc && i < lk.n; i++) {

@@ -523,8 +523,11 @@ static int split(dm_ctx_t *ctx, dir_snap_t *sn, uint64_t hash, int help_only)
 int race_split(dm_ctx_t *ctx, const race_loc_t *loc, int help_only)
 {
     dir_snap_t sn = {0};
+    dm_cls_t cls = ctx->cls; /* charged to splits, not to the command */
+    ctx->cls = DM_CLS_SPLIT;
     int rc = split(ctx, &sn, loc->hash, help_only);
     free(sn.dir);
     if (!rc) rc = race_refresh(ctx, ctx->w->race);
+    ctx->cls = cls;
     return rc;
 }

@@ -21,18 +21,9 @@
 static int port_b;
 static atomic_bool counting_done;
 
-/* The value of INFO field name (any section) on c, as a double. */
 static double info_field(redisContext *c, const char *name)
 {
-    redisReply *r = it_cmd(c, "INFO dmkv");
-    CHECK(r->type == REDIS_REPLY_STRING);
-    char pat[80];
-    snprintf(pat, sizeof(pat), "\r\n%s:", name);
-    const char *p = strstr(r->str, pat);
-    CHECKF(p, "INFO dmkv has no %s", name);
-    double v = strtod(p + strlen(pat), NULL);
-    freeReplyObject(r);
-    return v;
+    return it_info_field(c, "dmkv", name);
 }
 
 static void pipeline_ok(redisContext *c, int n)

@@ -370,6 +370,21 @@ redisReply *it_cmd(redisContext *c, const char *fmt, ...)
     return r;
 }
 
+double it_info_field(redisContext *c, const char *section, const char *name)
+{
+    redisReply *r = it_cmd(c, "INFO %s", section);
+    char pat[96];
+    snprintf(pat, sizeof(pat), "\r\n%s:", name);
+    const char *p = r->type == REDIS_REPLY_STRING ? strstr(r->str, pat) : NULL;
+    if (!p) {
+        fprintf(stderr, "INFO %s has no %s\n", section, name);
+        abort();
+    }
+    double v = strtod(p + strlen(pat), NULL);
+    freeReplyObject(r);
+    return v;
+}
+
 bool it_shared_pool_start(it_pool_t *pool)
 {
     it_pool_start(pool);

@@ -68,6 +68,9 @@ redisContext *it_connect(int port);
  * frees); aborts when the connection failed. */
 redisReply *it_cmd(redisContext *c, const char *fmt, ...);
 
+/* The number after "name:" in INFO section's reply on c. Aborts when the field is absent. */
+double it_info_field(redisContext *c, const char *section, const char *name);
+
 /* Exit status to use when a test is skipped (ctest treats 0 as pass; we print SKIP). */
 #define IT_SKIP 0
 

@@ -54,6 +54,14 @@ int dm_chime_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, dm_chime_lock
  * instead of the neighborhood; a wrong guess reads the neighborhood under the lock (+1 RTT).
  * Same results. */
 int dm_chime_lock_existing(dm_ctx_t *ctx, const void *key, size_t klen, dm_chime_lock_t **out);
+/* dm_chime_lock_key (existing = 0) or dm_chime_lock_existing (1) that also sends extra's
+ * verbs (READs into the caller's buffers) in every lock batch, behind the CAS and fenced.
+ * *fresh = 1 when the batch that won the lock carried them all to the lock's memory node,
+ * so they executed after the lock was taken (the hybrid protocol reads the key's RACE
+ * buckets this way: a state only the holder may change, docs/throughput.md); 0 when they
+ * went elsewhere (no order across nodes) or did not fit. Same returns as those. */
+int dm_chime_lock_with(dm_ctx_t *ctx, const void *key, size_t klen, int existing,
+                       const dm_batch_t *extra, int *fresh, dm_chime_lock_t **out);
 
 /* Flag key's entry pending (an entry write), inserting it first (hopping, §2.3; a failed hop
  * splits the leaf and propagates the separator up, §4.4) when it has none. On a split the
@@ -77,6 +85,10 @@ int dm_chime_lock_valid(const dm_chime_lock_t *lk);
  * stopped process, a slow network). The caller then repairs what the write touched
  * (dm_hybrid_reconcile). dmkv/lease.h has the timing argument. */
 int dm_chime_lock_in_doubt(const dm_chime_lock_t *lk);
+/* Monotonic time (µs) until which lk's holder is sure no other holder's presence change of
+ * its keys can overlap its own: the end of its lease (dm_chime_lock_in_doubt afterwards),
+ * or 0 when the lock was taken over from an expired holder whose writes may still land. */
+uint64_t dm_chime_lock_sure_until(const dm_chime_lock_t *lk);
 
 /* Lock-free point lookup (§4.4 "Search"): speculative single-entry READ when the hotspot
  * buffer has a candidate (§4.3), else the neighborhood; three-level checks, sibling-based

@@ -70,10 +70,50 @@ void dm_race_addr_cache_stats(uint64_t *hits, uint64_t *dropped);
 int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uint64_t block_len,
                 dm_race_decide_fn decide, void *arg, int keep_ttl, dm_race_item_t *old);
 
+/* What a write under the key's CHIME leaf lock (the hybrid protocol, dmcore/kv/hybrid.c)
+ * carries from the unlocked attempt before it and what it read with the lock. Zero it. */
+typedef struct dm_race_carry {
+    dm_gaddr_t block;       /* the value's block, written by an earlier attempt (0: none) */
+    uint64_t block_len;     /* its bytes */
+    int block_posted;       /* a slot CAS naming it was posted once: never reuse it at once */
+    int locked;             /* the leaf lock is held: no one else changes the key's presence */
+    uint64_t sure_until_us; /* monotonic µs until which no other insert of the key can overlap
+                               (the lease, dm_chime_lock_sure_until); later, or 0 after a
+                               takeover, an insert runs RACE's duplicate check all the same */
+    int prefetched;         /* loc/cbs were read in the lock's batch, behind its CAS */
+    uint64_t loc[6];        /* race_loc_t of the prefetch (ops.c) */
+    uint64_t cbs[32];       /* race_cbs_t: the two combined buckets as read */
+    uint64_t nomatch[4][2]; /* {slot address, word} read and found to name another key */
+    unsigned n_nomatch;
+    uint64_t nomatch_us; /* monotonic µs no later than those reads */
+} dm_race_carry_t;
+
+/* Append READs of key's two combined buckets (2 verbs, 256 bytes, all to the subtable's
+ * memory node) to b, into carry. The caller sets carry->prefetched once b executed with
+ * the reads ordered behind its lock CAS (same node, fenced): the next dm_race_set_carry or
+ * dm_race_delete_carry then starts from them instead of reading (one RTT fewer). Returns
+ * 0, or DM_EINVAL when b has no room (nothing appended). */
+int dm_race_prefetch(dm_ctx_t *ctx, dm_batch_t *b, const void *key, size_t klen,
+                     dm_race_carry_t *carry);
+
+/* dm_race_set with a carry (NULL: plain dm_race_set). The block written by an attempt that
+ * decide() vetoed stays written in carry->block for the next attempt; release it with
+ * dm_race_carry_release. Under the leaf lock (carry->locked, within sure_until_us) an insert's
+ * slot CAS goes with READs of its bucket header and split lease and the key counter FAA,
+ * and the duplicate re-read is skipped (docs/throughput.md "A new key in 3 round trips"). */
+int dm_race_set_carry(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block,
+                      uint64_t block_len, dm_race_decide_fn decide, void *arg, int keep_ttl,
+                      dm_race_item_t *old, dm_race_carry_t *carry);
+/* Free carry's unused block (quarantined when a CAS named it). */
+void dm_race_carry_release(dm_ctx_t *ctx, dm_race_carry_t *carry);
+
 /* Delete every copy of key (Algorithm 2). decide() may veto as for set; the returned view
  * lets callers tell an expired key. Returns 1 when removed, 0 when absent, or DM_E*. */
 int dm_race_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide_fn decide,
                    void *arg);
+/* dm_race_delete starting from carry's prefetched buckets (carry NULL: dm_race_delete). */
+int dm_race_delete_carry(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide_fn decide,
+                         void *arg, dm_race_carry_t *carry);
 
 /* Walk the buckets from cursor (0 = start). Calls emit(arg, view) for every live item of
  * about count keys' worth of buckets, sets *next (0 when the walk is complete).

@@ -85,6 +85,12 @@ void dm_ctx_ride_start(dm_ctx_t *ctx, dm_batch_t *ride);
  * more; the caller's lease check then fails too). */
 int dm_ctx_ride_end(dm_ctx_t *ctx, dm_batch_t *ride);
 
+/* Before b, whose verbs must execute after the ride's (a slot CAS after the pending
+ * entry it relies on): when the ride and b touch more than one memory node, their
+ * messages could run in either order, so the ride goes out alone first (1 RTT); on one
+ * node they share b's message, the ride first. Returns 0 or what dm_ctx_ride_end returns. */
+int dm_ctx_ride_before(dm_ctx_t *ctx, const dm_batch_t *b);
+
 /* Suspend the operation for about us microseconds (libuv timer, millisecond granularity):
  * the coroutine yields, or the loop runs when called outside one. */
 void dm_ctx_sleep(dm_ctx_t *ctx, uint32_t us);

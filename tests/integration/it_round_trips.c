@@ -1,0 +1,106 @@
+/* Round trips per command, as INFO dmkv counts them (waited batches; splits apart in
+ * split_*): the bounds of docs/throughput.md "A new key in 3 round trips".
+ *   1. 400 SETs of new keys, one at a time, into a pool of 20,000 keys: at most 3 round trips
+ *      each on average before the reply (3 exactly, plus a read of another key's block when
+ *      a fingerprint matches), the unlock and counter posted without waiting.
+ *   2. 400 DELs of those keys from another gateway (no address cache): at most 3 each.
+ *   3. DEL of absent keys: 1 (lock ‖ buckets).
+ *   4. SET and GET of present keys from a gateway that never saw them: 3 and 2.
+ * The counters do not depend on the machine's speed; nothing here is timed. Every value is
+ * read back, so a cheaper path that lost a write fails here too. */
+#include "integration/it_check.h"
+#include "integration/procs.h"
+
+#define PRELOAD 20000
+#define N 400
+
+static void pipeline_ok(redisContext *c, int n)
+{
+    for (int i = 0; i < n; i++) {
+        redisReply *r;
+        CHECK(redisGetReply(c, (void **)&r) == REDIS_OK);
+        CHECKF(r->type != REDIS_REPLY_ERROR, "error reply %s", r->str);
+        freeReplyObject(r);
+    }
+}
+
+/* Round trips per op of class cls on c since the last CONFIG RESETSTAT, printed. */
+static double per_op(redisContext *c, const char *cls, const char *what)
+{
+    char f[64];
+    snprintf(f, sizeof(f), "%s_ops", cls);
+    double ops = it_info_field(c, "dmkv", f);
+    snprintf(f, sizeof(f), "%s_rtts", cls);
+    double rtts = it_info_field(c, "dmkv", f);
+    snprintf(f, sizeof(f), "%s_async_batches", cls);
+    double async = it_info_field(c, "dmkv", f);
+    double splits = it_info_field(c, "dmkv", "split_rtts");
+    fprintf(stderr,
+            "%-28s %.0f ops: %.2f round trips each, %.2f batches posted without waiting,"
+            " %.0f split round trips apart\n",
+            what, ops, ops ? rtts / ops : 0, ops ? async / ops : 0, splits);
+    CHECK(ops >= N);
+    return rtts / ops;
+}
+
+int main(void)
+{
+    it_begin("round_trips", 600);
+    it_pool_t pool;
+    if (!it_shared_pool_start(&pool)) return IT_SKIP;
+    it_proc_t gw[3];
+    it_gateways_start(&pool, gw, 3, 1, 1, NULL);
+    redisContext *a = it_connect(gw[0].port), *b = it_connect(gw[1].port),
+                 *c = it_connect(gw[2].port);
+    for (int i = 0; i < PRELOAD; i++)
+        redisAppendCommand(a, "SET pre:%d v%d", i, i);
+    pipeline_ok(a, PRELOAD);
+
+    EXPECT_STATUS(it_cmd(a, "CONFIG RESETSTAT"), "OK");
+    for (int i = 0; i < N; i++)
+        EXPECT_STATUS(it_cmd(a, "SET new:%d val:%d", i, i), "OK");
+    double set_new = per_op(a, "set", "SET of a new key");
+    CHECKF(set_new <= 3.2, "a new key took %.2f round trips (bound 3)", set_new);
+    for (int i = 0; i < N; i++) {
+        char want[32];
+        snprintf(want, sizeof(want), "val:%d", i);
+        EXPECT_BULKS(it_cmd(c, "GET new:%d", i), want);
+    }
+
+    EXPECT_STATUS(it_cmd(b, "CONFIG RESETSTAT"), "OK");
+    for (int i = 0; i < N; i++)
+        EXPECT_INT(it_cmd(b, "DEL new:%d", i), 1);
+    double del = per_op(b, "del", "DEL of a present key");
+    CHECKF(del <= 3.1, "a DEL took %.2f round trips (bound 3)", del);
+    for (int i = 0; i < N; i++)
+        EXPECT_NIL(it_cmd(c, "GET new:%d", i));
+
+    EXPECT_STATUS(it_cmd(b, "CONFIG RESETSTAT"), "OK");
+    for (int i = 0; i < N; i++)
+        EXPECT_INT(it_cmd(b, "DEL new:%d", i), 0);
+    double del_absent = per_op(b, "del", "DEL of an absent key");
+    CHECKF(del_absent <= 1.1, "a DEL of an absent key took %.2f round trips", del_absent);
+
+    EXPECT_STATUS(it_cmd(c, "CONFIG RESETSTAT"), "OK");
+    for (int i = 0; i < N; i++)
+        EXPECT_STATUS(it_cmd(c, "SET pre:%d w%d", i * 7, i), "OK");
+    double set_upd = per_op(c, "set", "SET of a present key");
+    CHECKF(set_upd <= 3.05, "an uncached update took %.2f round trips", set_upd);
+    EXPECT_STATUS(it_cmd(b, "CONFIG RESETSTAT"), "OK");
+    for (int i = 0; i < N; i++) {
+        char want[32];
+        snprintf(want, sizeof(want), "w%d", i);
+        EXPECT_BULKS(it_cmd(b, "GET pre:%d", i * 7), want);
+    }
+    double get = per_op(b, "get", "GET from a fresh gateway");
+    CHECKF(get <= 2.05, "an uncached GET took %.2f round trips", get);
+
+    redisFree(a);
+    redisFree(b);
+    redisFree(c);
+    for (int g = 0; g < 3; g++)
+        CHECK(it_proc_stop(&gw[g]) == 0);
+    it_proc_stop(&pool.memnode);
+    fprintf(stderr, "it_round_trips: OK\n");
+    return 0;
+}
