@@ -272,8 +272,10 @@ typedef struct ch_path {
 /* Find the leaf for key: cached inner nodes, fresh reads where missing. fresh = 1 forces
  * the level-1 parent to be read from the pool. */
 int ch_find_leaf(dm_ctx_t *ctx, const void *key, size_t klen, int fresh, ch_path_t *p);
-/* Leaves right of leaf (which covers key) as the cached level-1 parent lists them, without
- * remote reads: SCAN's guesses of the sibling chain. Returns how many (<= max). */
+/* Leaves right of leaf (which covers key; key NULL: position unknown, the parent is found
+ * by leaf's address) as the cached level-1 parents list them, following cached right
+ * siblings, without remote reads: SCAN's guesses of the sibling chain, checked by the
+ * caller against the leaves' sibling pointers. Returns how many (<= max). */
 unsigned ch_cached_next_leaves(dm_chime_t *c, const void *key, size_t klen, dm_gaddr_t leaf,
                                dm_gaddr_t *out, unsigned max);
 /* Read the root word (1 RTT) into c->root. */

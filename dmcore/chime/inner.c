@@ -180,10 +180,42 @@ static int descend(dm_ctx_t *ctx, const void *key, size_t klen, unsigned target,
     return DM_ERETRY;
 }
 
+/* Children of the level-1 node n after index i, then those of its cached right siblings
+ * (or the first child the node keeps of its sibling), up to max. */
+static unsigned children_after(dm_chime_t *c, const ch_inner_t *n, unsigned i, dm_gaddr_t *out,
+                               unsigned max)
+{
+    unsigned k = 0;
+    for (int hops = 0; n && k < max && hops < 8; hops++) {
+        for (unsigned j = i + 1; j < n->count && k < max; j++)
+            out[k++] = n->child[j];
+        if (k >= max || !n->sibling) break;
+        const ch_inner_t *sib = ch_cache_get(c, n->sibling);
+        if (!sib || sib->level != 1) {
+            if (n->sib_first_child) out[k++] = n->sib_first_child;
+            break;
+        }
+        n = sib;
+        out[k++] = n->child[0];
+        i = 0;
+    }
+    return k;
+}
+
 unsigned ch_cached_next_leaves(dm_chime_t *c, const void *key, size_t klen, dm_gaddr_t leaf,
                                dm_gaddr_t *out, unsigned max)
 {
     if (!c->root || ch_root_level(c->root) == 0) return 0;
+    if (!key) {
+        /* Position unknown (a SCAN cursor): the cached parent that lists leaf. */
+        for (unsigned b = 0; b < CH_CACHE_BUCKETS; b++)
+            for (const ch_inner_t *n = c->cache[b]; n; n = n->next_in_bucket) {
+                if (n->level != 1) continue;
+                for (unsigned i = 0; i < n->count; i++)
+                    if (n->child[i] == leaf) return children_after(c, n, i, out, max);
+            }
+        return 0;
+    }
     dm_gaddr_t a = ch_root_addr(c->root);
     for (unsigned lvl = ch_root_level(c->root); lvl >= 1; lvl--) {
         ch_inner_t *n = ch_cache_get(c, a);
@@ -197,14 +229,12 @@ unsigned ch_cached_next_leaves(dm_chime_t *c, const void *key, size_t klen, dm_g
             a = n->child[i];
             continue;
         }
-        unsigned k = 0;
         for (unsigned j = i; j < n->count && n->child[j] != leaf; j++)
             if (j > i + 2) return 0; /* not where the cache thinks: no guesses */
         while (i < n->count && n->child[i] != leaf)
             i++;
-        for (unsigned j = i + 1; j < n->count && k < max; j++)
-            out[k++] = n->child[j];
-        return k;
+        if (i == n->count) return 0;
+        return children_after(c, n, i, out, max);
     }
     return 0;
 }

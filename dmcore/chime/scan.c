@@ -179,14 +179,28 @@ int dm_chime_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *pref
     /* Where the walk is in key order, to guess the next leaves from the cached parent. */
     const uint8_t *pos = prefix;
     size_t poslen = prefix ? plen : 0;
-    int known_pos = cursor == 0, torn = 0;
+    int known_pos = cursor == 0, torn = 0, refreshed = 0;
     while (!rc && leaf && got < count) {
         dm_gaddr_t a[MAX_GUESS + 1] = {leaf};
         unsigned k = 1;
-        if (known_pos && got) {
-            size_t per_leaf = c->geo.span / 2, want = (count - got + per_leaf - 1) / per_leaf;
-            k += ch_cached_next_leaves(c, pos, poslen, leaf, a + 1,
-                                       want < MAX_GUESS ? (unsigned)want : MAX_GUESS);
+        {
+            /* Leaves hold ~0.6 x span keys: the ones this page still needs, guessed from the
+             * cached parents and read in the same batch (a page in one RTT). Before the walk
+             * has a key (a cursor), the parent is found by the leaf's address. */
+            size_t per_leaf = c->geo.span * 3 / 5, need = count > got ? count - got : 1;
+            size_t want = (need + per_leaf - 1) / per_leaf;
+            want = want > 0 ? want - 1 : 0; /* leaf itself is one */
+            unsigned max = want < MAX_GUESS ? (unsigned)want : MAX_GUESS;
+            const uint8_t *at = known_pos && got ? pos : NULL;
+            if (want) k += ch_cached_next_leaves(c, at, poslen, leaf, a + 1, max);
+            if (want && k == 1 && at && !refreshed) {
+                /* The cached parent does not list this leaf (split since, or evicted):
+                 * read it again (1 RTT) rather than walk the chain a leaf per RTT. */
+                ch_path_t fp;
+                refreshed = 1;
+                if (ch_find_leaf(ctx, at, poslen, 1, &fp) == 0)
+                    k += ch_cached_next_leaves(c, at, poslen, leaf, a + 1, max);
+            }
         }
         rc = read_leaves(ctx, a, k, imgs);
         for (unsigned j = 0; !rc && j < k; j++) {
