@@ -6,8 +6,11 @@
  *   2. 400 DELs of those keys from another gateway (no address cache): at most 3 each.
  *   3. DEL of absent keys: 1 (lock ‖ buckets).
  *   4. SET and GET of present keys from a gateway that never saw them: 3 and 2.
+ *   5. A SCAN COUNT 100 walk of the preloaded keys: every key, at most 2 per command.
  * The counters do not depend on the machine's speed; nothing here is timed. Every value is
  * read back, so a cheaper path that lost a write fails here too. */
+#include <stdlib.h>
+
 #include "integration/it_check.h"
 #include "integration/procs.h"
 
@@ -55,6 +58,30 @@ int main(void)
     for (int i = 0; i < PRELOAD; i++)
         redisAppendCommand(a, "SET pre:%d v%d", i, i);
     pipeline_ok(a, PRELOAD);
+
+    /* A whole SCAN COUNT 100 walk on a gateway that did not write the keys (its cache of
+     * inner nodes starts empty): every key once, each command <= 2 round trips. */
+    EXPECT_STATUS(it_cmd(b, "CONFIG RESETSTAT"), "OK");
+    unsigned char *seen = calloc(PRELOAD, 1);
+    CHECK(seen);
+    long cursor = 0, found = 0;
+    do {
+        redisReply *r = it_cmd(b, "SCAN %ld COUNT 100", cursor);
+        CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+        cursor = strtol(r->element[0]->str, NULL, 10);
+        for (size_t i = 0; i < r->element[1]->elements; i++) {
+            int k = atoi(r->element[1]->element[i]->str + 4); /* "pre:<k>" */
+            CHECK(k >= 0 && k < PRELOAD);
+            found += !seen[k];
+            seen[k] = 1;
+        }
+        freeReplyObject(r);
+    } while (cursor != 0);
+    free(seen);
+    CHECKF(found == PRELOAD, "SCAN found %ld of %d keys", found, PRELOAD);
+    double scan = it_info_field(b, "dmkv", "scan_rtts_per_op");
+    fprintf(stderr, "SCAN COUNT 100: %.2f round trips per command over the whole keyspace\n", scan);
+    CHECKF(scan <= 2.0, "a SCAN COUNT 100 took %.2f round trips (bound 2)", scan);
 
     EXPECT_STATUS(it_cmd(a, "CONFIG RESETSTAT"), "OK");
     for (int i = 0; i < N; i++)
