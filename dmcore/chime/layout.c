@@ -114,6 +114,7 @@ uint8_t *ch_record_build(const void *key, size_t klen, uint32_t *bytes)
 long ch_record_check(const uint8_t *r, uint32_t bytes)
 {
     uint32_t magic, len;
+    if (bytes < CH_REC_HDR) return -1; /* not even a header (fuzz_chime) */
     memcpy(&magic, r, 4);
     memcpy(&len, r + 4, 4);
     if (magic != CH_REC_MAGIC || CH_REC_HDR + (uint64_t)len > bytes) return -1;

@@ -188,6 +188,11 @@ int dm_chime_lock_valid(const dm_chime_lock_t *lk)
     return !hold_expired(lk);
 }
 
+uint64_t dm_chime_lock_posted_us(const dm_chime_lock_t *lk)
+{
+    return lk->locked_us;
+}
+
 uint64_t dm_chime_lock_sure_until(const dm_chime_lock_t *lk)
 {
     return lk->took_over ? 0 : lk->locked_us + (uint64_t)CH_LEASE_MS * 1000;

@@ -144,6 +144,7 @@ static int lock_with_buckets(dm_ctx_t *ctx, const void *key, size_t klen, int ex
     int rc = dm_chime_lock_with(ctx, key, klen, existing, have ? &pre : NULL, &fresh, lk);
     if (rc < 0) return rc;
     carry->prefetched = fresh;
+    carry->read_us = dm_chime_lock_posted_us(*lk);
     carry->locked = 1;
     carry->sure_until_us = dm_chime_lock_sure_until(*lk);
     return rc;

@@ -145,6 +145,8 @@ static int lookup_from(dm_ctx_t *ctx, dm_batch_t *b, lookup_t *lk, const void *k
         int rc;
         if (pf && pf->prefetched) {
             pf->prefetched = 0; /* good for one lookup: a retry reads again */
+            /* The slot words are as old as the lock batch: so is the operation. */
+            if (pf->read_us && pf->read_us < ctx->start_us) ctx->start_us = pf->read_us;
             memcpy(&lk->loc, pf->loc, sizeof(lk->loc));
             memcpy(&lk->cbs, pf->cbs, sizeof(lk->cbs));
             rc = b->n ? dm_batch_exec(ctx, b) : 0;
@@ -297,6 +299,25 @@ static void slow_leave(dm_ctx_t *ctx)
     dm_worker_wake(ctx->w, wk);
 }
 
+/* After a lookup that ran past DM_OP_TIMEOUT_US: re-read every candidate's slot (1 RTT).
+ * A block is freed only after its slot stops naming it, so a slot that still holds the word
+ * read means the block's bytes were the key's when they were read, however long the
+ * transfer took. (Left open: the same key's block freed, reused and put back into the same
+ * slot under the very same word while one transfer lasts, which needs two writes of the key
+ * and the quarantine, DM_GRACE_US, to pass within it.) Returns 1 when all are unchanged. */
+static int cands_still_named(dm_ctx_t *ctx, const lookup_t *lk)
+{
+    uint64_t now[2 * MAX_CANDS];
+    dm_batch_t b;
+    dm_batch_init(&b);
+    for (unsigned i = 0; i < lk->n; i++)
+        dm_batch_read(&b, lk->c[i].ref.addr, &now[i], 8);
+    if (dm_batch_exec(ctx, &b) != 0) return 0;
+    for (unsigned i = 0; i < lk->n; i++)
+        if (now[i] != lk->c[i].ref.word) return 0;
+    return 1;
+}
+
 int dm_race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *item)
 {
     return race_search(ctx, key, klen, item, NULL);
@@ -312,8 +333,10 @@ int race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *ite
         dm_batch_init(&b);
         ctx->start_us = dm_now_us();
         rc = lookup(ctx, &b, &lk, key, klen);
-        /* A block read after the grace period may have been reused: read again. */
-        int late = !rc && dm_ctx_check(ctx) != 0, big = 0;
+        /* A block read after the grace period may have been reused: read again, unless
+         * every candidate's slot still names the block read (issue 12: a large value
+         * whose transfer outlasts the deadline is still answered). */
+        int late = !rc && dm_ctx_check(ctx) != 0 && lk.n && !cands_still_named(ctx, &lk), big = 0;
         if (late) rc = DM_ERETRY;
         for (unsigned i = 0; late && i < lk.n; i++)
             big |= lk.c[i].block_len > (uint64_t)DM_KV_LEN_MAX_UNITS * DM_KV_UNIT;

@@ -89,6 +89,8 @@ int dm_chime_lock_in_doubt(const dm_chime_lock_t *lk);
  * its keys can overlap its own: the end of its lease (dm_chime_lock_in_doubt afterwards),
  * or 0 when the lock was taken over from an expired holder whose writes may still land. */
 uint64_t dm_chime_lock_sure_until(const dm_chime_lock_t *lk);
+/* Monotonic time (µs) the batch that took lk was posted (its extra READs are no older). */
+uint64_t dm_chime_lock_posted_us(const dm_chime_lock_t *lk);
 
 /* Lock-free point lookup (§4.4 "Search"): speculative single-entry READ when the hotspot
  * buffer has a candidate (§4.3), else the neighborhood; three-level checks, sibling-based

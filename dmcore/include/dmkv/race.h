@@ -81,6 +81,8 @@ typedef struct dm_race_carry {
                                (the lease, dm_chime_lock_sure_until); later, or 0 after a
                                takeover, an insert runs RACE's duplicate check all the same */
     int prefetched;         /* loc/cbs were read in the lock's batch, behind its CAS */
+    uint64_t read_us;       /* monotonic µs that batch was posted: an operation using the
+                               buckets counts its age from there (dm_ctx_check, ABA) */
     uint64_t loc[6];        /* race_loc_t of the prefetch (ops.c) */
     uint64_t cbs[32];       /* race_cbs_t: the two combined buckets as read */
     uint64_t nomatch[4][2]; /* {slot address, word} read and found to name another key */
