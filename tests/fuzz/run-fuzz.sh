@@ -1,6 +1,7 @@
 #!/bin/sh
 # run-fuzz.sh BUILD_DIR [SECONDS]: build the libFuzzer targets (fuzz_resp: the RESP parser;
-# fuzz_glob: MATCH patterns) with clang, AddressSanitizer and UBSan into BUILD_DIR/fuzz and
+# fuzz_glob: MATCH patterns; fuzz_chime: CHIME inner-node, leaf and key-record images as
+# read from the pool) with clang, AddressSanitizer and UBSan into BUILD_DIR/fuzz and
 # run each for SECONDS (default 20) from its seed corpus (tests/fuzz/corpus/<name>; new
 # inputs go to BUILD_DIR/fuzz/corpus-<name>, not into the repository). A crash, leak or
 # sanitizer report fails (the reproducer is left in BUILD_DIR/fuzz). Exit 77 (skipped)
@@ -27,11 +28,13 @@ G="$SRC/gateway"
 $CC $FLAGS -o "$OUT/fuzz_resp" "$HERE/fuzz_resp.c" "$G/resp/parser.c" "$G/util/buf.c" \
     "$G/util/splitargs.c" "$G/util/strconv.c"
 $CC $FLAGS -o "$OUT/fuzz_glob" "$HERE/fuzz_glob.c" "$G/util/glob.c"
-for t in resp glob; do
+$CC $FLAGS -I"$SRC/dmcore/include" -I"$SRC/dmcore/chime" -o "$OUT/fuzz_chime" \
+    "$HERE/fuzz_chime.c" "$SRC/dmcore/chime/layout.c" -lxxhash
+for t in resp glob chime; do
     mkdir -p "$OUT/corpus-$t"
     echo "fuzz_$t: $SECS s"
     rc=0
-    (cd "$OUT" && ./fuzz_$t -max_total_time="$SECS" -max_len=4096 -timeout=10 \
+    (cd "$OUT" && ./fuzz_$t -max_total_time="$SECS" -max_len=$([ $t = chime ] && echo 9000 || echo 4096) -timeout=10 \
         -rss_limit_mb=1024 -print_final_stats=1 "corpus-$t" "$HERE/corpus/$t") \
         >"$OUT/fuzz_$t.log" 2>&1 || rc=$?
     tail -8 "$OUT/fuzz_$t.log"
