@@ -49,6 +49,24 @@ static void copy_lines(uint8_t *base, uint64_t off, uint8_t *buf, uint64_t len, 
     }
 }
 
+/* The atomic verbs; line-locked when another thread may copy the same lines. */
+static int exec_atomic(uint8_t *base, dm_verb_t *v, int locked);
+
+int dm_region_exec_serial(uint8_t *base, uint64_t size, dm_verb_t *v)
+{
+    if (v->offset > size || v->len > size - v->offset) return DM_ERANGE;
+    switch (v->op) {
+    case DM_OP_READ:
+        memcpy(v->buf, base + v->offset, v->len);
+        return 0;
+    case DM_OP_WRITE:
+        memcpy(base + v->offset, v->buf, v->len);
+        return 0;
+    default:
+        return exec_atomic(base, v, 0);
+    }
+}
+
 int dm_region_exec(uint8_t *base, uint64_t size, dm_verb_t *v)
 {
     if (v->offset > size || v->len > size - v->offset) return DM_ERANGE;
@@ -59,6 +77,14 @@ int dm_region_exec(uint8_t *base, uint64_t size, dm_verb_t *v)
     case DM_OP_WRITE:
         copy_lines(base, v->offset, v->buf, v->len, 1);
         return 0;
+    default:
+        return exec_atomic(base, v, 1);
+    }
+}
+
+static int exec_atomic(uint8_t *base, dm_verb_t *v, int locked)
+{
+    switch (v->op) {
     case DM_OP_CAS:
     case DM_OP_FAA:
     case DM_OP_MASKED_CAS:
@@ -70,7 +96,7 @@ int dm_region_exec(uint8_t *base, uint64_t size, dm_verb_t *v)
     if (v->offset & 7) return DM_EALIGN;
     uint64_t *w = (uint64_t *)(base + v->offset);
     uint64_t line = v->offset / LINE;
-    line_lock(line);
+    if (locked) line_lock(line);
     uint64_t old = *w;
     if (v->op == DM_OP_CAS) {
         if (old == v->compare) *w = v->swap;
@@ -79,7 +105,7 @@ int dm_region_exec(uint8_t *base, uint64_t size, dm_verb_t *v)
     } else if ((old & v->compare_mask) == (v->compare & v->compare_mask)) {
         *w = (old & ~v->swap_mask) | (v->swap & v->swap_mask);
     }
-    line_unlock(line);
+    if (locked) line_unlock(line);
     v->result = old;
     return 0;
 }
