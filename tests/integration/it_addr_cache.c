@@ -26,16 +26,6 @@ static double info_field(redisContext *c, const char *name)
     return it_info_field(c, "dmkv", name);
 }
 
-static void pipeline_ok(redisContext *c, int n)
-{
-    for (int i = 0; i < n; i++) {
-        redisReply *r;
-        CHECK(redisGetReply(c, (void **)&r) == REDIS_OK);
-        CHECKF(r->type != REDIS_REPLY_ERROR, "error reply %s", r->str);
-        freeReplyObject(r);
-    }
-}
-
 static void hot_key_costs_one_rtt(redisContext *a, redisContext *b)
 {
     EXPECT_STATUS(it_cmd(b, "SET hot v0"), "OK");
@@ -78,11 +68,11 @@ static void stale_entries_after_splits(redisContext *a, redisContext *b)
 {
     for (int i = 0; i < KEYS; i++)
         redisAppendCommand(b, "SET ac:%d old:%d", i, i);
-    pipeline_ok(b, KEYS);
+    it_pipeline_ok(b, KEYS);
     for (int round = 0; round < 2; round++) { /* the second round answers from the cache */
         for (int i = 0; i < KEYS; i++)
             redisAppendCommand(a, "GET ac:%d", i);
-        pipeline_ok(a, KEYS);
+        it_pipeline_ok(a, KEYS);
     }
     double splits0 = info_field(b, "race_splits"),
            dropped0 = info_field(a, "race_addr_cache_dropped");
@@ -95,7 +85,7 @@ static void stale_entries_after_splits(redisContext *a, redisContext *b)
             for (int j = 0; j < FILL / KEYS * 2; j++)
                 redisAppendCommand(b, "SET fill:%d:%d x", i, j);
     }
-    pipeline_ok(b, KEYS + KEYS / 2 * (FILL / KEYS * 2));
+    it_pipeline_ok(b, KEYS + KEYS / 2 * (FILL / KEYS * 2));
     double splits = info_field(b, "race_splits") - splits0;
     for (int i = 0; i < KEYS; i++)
         redisAppendCommand(a, "GET ac:%d", i);

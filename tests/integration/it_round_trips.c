@@ -17,16 +17,6 @@
 #define PRELOAD 20000
 #define N 400
 
-static void pipeline_ok(redisContext *c, int n)
-{
-    for (int i = 0; i < n; i++) {
-        redisReply *r;
-        CHECK(redisGetReply(c, (void **)&r) == REDIS_OK);
-        CHECKF(r->type != REDIS_REPLY_ERROR, "error reply %s", r->str);
-        freeReplyObject(r);
-    }
-}
-
 /* Round trips per op of class cls on c since the last CONFIG RESETSTAT, printed. */
 static double per_op(redisContext *c, const char *cls, const char *what)
 {
@@ -57,7 +47,7 @@ int main(void)
                  *c = it_connect(gw[2].port);
     for (int i = 0; i < PRELOAD; i++)
         redisAppendCommand(a, "SET pre:%d v%d", i, i);
-    pipeline_ok(a, PRELOAD);
+    it_pipeline_ok(a, PRELOAD);
 
     /* A whole SCAN COUNT 100 walk on a gateway that did not write the keys (its cache of
      * inner nodes starts empty): every key once, each command <= 2 round trips. */

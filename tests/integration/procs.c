@@ -370,6 +370,22 @@ redisReply *it_cmd(redisContext *c, const char *fmt, ...)
     return r;
 }
 
+void it_pipeline_ok(redisContext *c, int n)
+{
+    for (int i = 0; i < n; i++) {
+        redisReply *r;
+        if (redisGetReply(c, (void **)&r) != REDIS_OK) {
+            fprintf(stderr, "pipelined reply %d: %s\n", i, c->errstr);
+            abort();
+        }
+        if (r->type == REDIS_REPLY_ERROR) {
+            fprintf(stderr, "pipelined reply %d: error %s\n", i, r->str);
+            abort();
+        }
+        freeReplyObject(r);
+    }
+}
+
 double it_info_field(redisContext *c, const char *section, const char *name)
 {
     redisReply *r = it_cmd(c, "INFO %s", section);

@@ -68,6 +68,9 @@ redisContext *it_connect(int port);
  * frees); aborts when the connection failed. */
 redisReply *it_cmd(redisContext *c, const char *fmt, ...);
 
+/* Read n pipelined replies on c; aborts on an error reply or a lost connection. */
+void it_pipeline_ok(redisContext *c, int n);
+
 /* The number after "name:" in INFO section's reply on c. Aborts when the field is absent. */
 double it_info_field(redisContext *c, const char *section, const char *name);
 
