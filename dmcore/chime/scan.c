@@ -16,7 +16,8 @@
 #include "leaf_lock.h"
 
 #define MAX_TORN 256
-#define CURSOR_BITS 53                   /* integers a double holds exactly */
+#define REPAIR_AFTER 64 /* torn reads in one page before the leaf is locked and repaired */
+#define CURSOR_BITS 53  /* integers a double holds exactly */
 #define OFF_BITS (DM_GADDR_OFF_BITS - 6) /* leaf offset / 64 */
 
 _Static_assert(OFF_BITS + DM_GADDR_NODE_BITS <= CURSOR_BITS - 11, "a cursor keeps an 11-bit check");
@@ -57,6 +58,53 @@ static int leaf_consistent(const ch_geo_t *g, const uint8_t *img, const uint8_t 
     for (unsigned h = 0; h < g->span; h++)
         if (ch_leaf_check(g, img, all, (int)h)) return 0;
     return 1;
+}
+
+/* A leaf that stays torn: a writer killed in the middle of a multi-verb write (a hop
+ * chain cut short) can leave entries and hop bitmaps that disagree, with its lock still
+ * held, and nothing takes that lease over unless someone locks the leaf: every SCAN
+ * would give up on it. Lock it (waiting for a live holder; an expired lease is taken over
+ * and its pending entries settled), and if the image is still inconsistent rebuild the
+ * bitmaps from the entries and write it whole with NV+1 (a node write), then unlock.
+ * Only for leaves the walk reached through the tree or a sibling pointer, never for the
+ * address a cursor names. Returns 0 or DM_E*. */
+static uint64_t leaves_repaired;
+
+uint64_t ch_scan_repairs(void)
+{
+    return __atomic_load_n(&leaves_repaired, __ATOMIC_RELAXED);
+}
+
+static int repair_leaf(dm_ctx_t *ctx, dm_gaddr_t leaf)
+{
+    const ch_geo_t *g = &ctx->w->chime->geo;
+    dm_chime_lock_t *lk = ch_lock_new(g, "", 0);
+    if (!lk) return DM_ENOMEM;
+    int took = 0;
+    int rc = ch_lock_leaf(ctx, lk, leaf, &took);
+    if (rc) {
+        dm_chime_lock_free(lk);
+        return rc;
+    }
+    if (took && (rc = ch_settle_locked(ctx, lk, 0)) > 0) rc = 0;
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_read(&b, leaf, lk->img, g->lock_off);
+    if (!rc) rc = dm_batch_exec(ctx, &b);
+    uint8_t all[CH_MAX_OBJS];
+    memset(all, 1, sizeof(all));
+    if (!rc && lk->img[1] == 1 && !leaf_consistent(g, lk->img, all)) {
+        ch_rebuild_bitmaps(g, lk->img);
+        ch_set_nv(g, lk->img, (ch_nv(lk->img[0]) + 1) & 15);
+        lk->word = (lk->word & 0xffffffffull) | ((uint64_t)ch_vacancy_of(g, lk->img) << 32);
+        dm_batch_init(&b);
+        dm_batch_write(&b, leaf, lk->img, g->lock_off);
+        rc = dm_batch_exec(ctx, &b);
+        if (!rc) __atomic_fetch_add(&leaves_repaired, 1, __ATOMIC_RELAXED);
+    }
+    lk->idx = -1;
+    int r2 = dm_chime_unlock(ctx, lk, -1);
+    return rc ? rc : r2;
 }
 
 typedef struct lkey {
@@ -180,6 +228,7 @@ int dm_chime_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *pref
     const uint8_t *pos = prefix;
     size_t poslen = prefix ? plen : 0;
     int known_pos = cursor == 0, torn = 0, refreshed = 0;
+    const dm_gaddr_t first = leaf; /* a cursor's leaf is never repaired: it may be forged */
     while (!rc && leaf && got < count) {
         dm_gaddr_t a[MAX_GUESS + 1] = {leaf};
         unsigned k = 1;
@@ -210,7 +259,10 @@ int dm_chime_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *pref
             rc = take_leaf(ctx, imgs[j], keys, n, cap, &sib, &fence);
             if (rc == DM_ERETRY && ++torn < MAX_TORN) {
                 rc = 0; /* torn by a write in flight: read this leaf again */
-                dm_ctx_yield(ctx);
+                if (torn % REPAIR_AFTER == 0 && (cursor == 0 || a[j] != first))
+                    rc = repair_leaf(ctx, a[j]); /* torn for good? (see repair_leaf) */
+                else
+                    dm_ctx_yield(ctx);
                 break;
             }
             if (rc) break;

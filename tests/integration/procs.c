@@ -271,6 +271,9 @@ void it_pool_start(it_pool_t *pool)
             else
                 snprintf(pool->uri, sizeof(pool->uri), "tcp://127.0.0.1:%d", port);
             pool->shared = true;
+            pool->tcp_port = port;
+            pool->rdma_port = rport;
+            snprintf(pool->rdma_addr, sizeof(pool->rdma_addr), "%s", rdma ? rdma : "");
             fprintf(stderr, "[procs] memnode pid %d on %d, %s (log %s)\n", (int)pool->memnode.pid,
                     port, pool->uri, pool->memnode.log);
             return;
@@ -411,9 +414,9 @@ bool it_shared_pool_start(it_pool_t *pool)
 
 bool it_pool_restart(it_pool_t *pool, const char *extra)
 {
-    int port;
-    if (!pool->shared || sscanf(pool->uri, "tcp://127.0.0.1:%d", &port) != 1) {
-        fprintf(stderr, "SKIP: needs a tcp memory node this test can restart\n");
+    int port = pool->tcp_port;
+    if (!pool->shared || !port) {
+        fprintf(stderr, "SKIP: needs a memory node this test can restart\n");
         return false;
     }
     kill(pool->memnode.pid, SIGKILL);
@@ -422,16 +425,26 @@ bool it_pool_restart(it_pool_t *pool, const char *extra)
     const char *size = getenv("DMKV_IT_MEMNODE_SIZE");
     char ps[16];
     snprintf(ps, sizeof(ps), "%d", port);
-    char *argv[16] = {(char *)getenv("DMKV_MEMNODE"), "--port", ps, "--size",
+    char *argv[20] = {(char *)getenv("DMKV_MEMNODE"), "--port", ps, "--size",
                       (char *)(size ? size : "512m"), NULL};
-    char more[512], *save = NULL;
+    char more[512], rps[16], *save = NULL;
     snprintf(more, sizeof(more), "%s", extra ? extra : "");
     int n = 5;
-    for (char *w = strtok_r(more, " ", &save); w && n < 15; w = strtok_r(NULL, " ", &save))
+    if (pool->rdma_port) { /* the same rdma listener: the gateways redial its URI */
+        snprintf(rps, sizeof(rps), "%d", pool->rdma_port);
+        argv[n++] = "--rdma-port";
+        argv[n++] = rps;
+        argv[n++] = "--rdma-bind";
+        argv[n++] = pool->rdma_addr;
+    }
+    for (char *w = strtok_r(more, " ", &save); w && n < 19; w = strtok_r(NULL, " ", &save))
         argv[n++] = w;
     argv[n] = NULL;
-    for (int attempt = 0; attempt < 50; attempt++) { /* the port may linger a moment */
-        if (start_and_wait(&pool->memnode, argv, port)) return true;
+    for (int attempt = 0; attempt < 50; attempt++) { /* the ports may linger a moment */
+        if (start_and_wait(&pool->memnode, argv, port) &&
+            (!pool->rdma_port || wait_log(&pool->memnode, "rdma listener on", 15000)))
+            return true;
+        if (pool->memnode.pid) it_proc_stop(&pool->memnode);
         usleep(100000);
     }
     fprintf(stderr, "[procs] cannot restart dmkv-memnode on port %d\n", port);

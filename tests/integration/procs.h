@@ -18,8 +18,10 @@ typedef struct it_proc {
  * binary is available or DMKV_IT_LOCAL=1 is set). */
 typedef struct it_pool {
     it_proc_t memnode;
-    char uri[64]; /* "tcp://127.0.0.1:<port>" or "local" */
-    bool shared;  /* true when several gateways can share it (a real memory node) */
+    char uri[64];            /* "tcp://127.0.0.1:<port>", "rdma://ADDR:<port>" or "local" */
+    bool shared;             /* true when several gateways can share it (a real memory node) */
+    int tcp_port, rdma_port; /* the memory node's ports (rdma_port 0: no rdma listener) */
+    char rdma_addr[64];
 } it_pool_t;
 
 /* Start the test: installs handlers so that child processes are killed on exit/abort, and
@@ -39,8 +41,9 @@ void it_pool_start(it_pool_t *pool);
  * "local" one: tests with several gateway processes need a real memory node. */
 bool it_shared_pool_start(it_pool_t *pool);
 
-/* Kill a tcp pool's memory node with SIGKILL and start a new one on the same port with
- * the same --size and extra flags (NULL: none, so a new, empty region: a new incarnation;
+/* Kill a pool's memory node with SIGKILL and start a new one on the same ports (tcp, and
+ * rdma when it had a listener) with the same --size and extra flags (NULL: none, so a new, empty
+ * region: a new incarnation;
  * "--dir D": the region kept in D). False (after a SKIP line) for other pools. */
 bool it_pool_restart(it_pool_t *pool, const char *extra);
 
