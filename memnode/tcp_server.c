@@ -357,7 +357,7 @@ static void do_verbs(mn_client_t *c)
         /* Start the region's cache misses of every verb now, so pass 2 overlaps them
          * (random lines of a large region: most of the memory node's CPU went to waiting
          * for them one at a time). First 4 lines of each verb. */
-        if (tv.op != DM_OP_WRITE && in_region(rg, tv.offset, tv.len ? tv.len : 8))
+        if (tv.op != DM_OP_WRITE && in_region(rg, tv.offset, tv.len))
             for (uint64_t o = 0; o < tv.len && o < 256; o += 64)
                 __builtin_prefetch(rg->base + tv.offset + o);
     }

@@ -304,13 +304,15 @@ int ch_hot_find(dm_chime_t *c, dm_gaddr_t leaf, unsigned home, uint16_t fp);
 /* Forget the record of entry idx of leaf (its key was removed): a later lock of that key
  * must not speculate on an entry that is gone. */
 void ch_hot_forget(dm_chime_t *c, dm_gaddr_t leaf, unsigned idx);
-/* Leaves SCAN found torn for good and repaired under their lock (scan.c), process-wide. */
-uint64_t ch_scan_repairs(void);
+/* Leaves found torn for good under their lock and rewritten whole (settle.c), process-wide. */
+uint64_t ch_torn_repairs(void);
 
 /* Leaf consistency checks on an image (§4.1): reads is the list of byte ranges fetched.
  * Returns 0 when every NV seen agrees and (if home >= 0) home's bitmap matches the entries
  * fetched in its neighborhood. */
 int ch_leaf_check(const ch_geo_t *g, const uint8_t *img, const uint8_t *have, int home);
+/* Is a whole-leaf image untorn: one NV, and every home's bitmap equal to its entries? */
+int ch_leaf_consistent(const ch_geo_t *g, const uint8_t *img);
 
 /* Process-wide counters. */
 typedef struct ch_counters {

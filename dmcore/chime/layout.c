@@ -145,6 +145,16 @@ int ch_leaf_check(const ch_geo_t *g, const uint8_t *img, const uint8_t *have, in
     return rebuilt == ch_e_bitmap(he) ? 0 : DM_ERETRY;
 }
 
+int ch_leaf_consistent(const ch_geo_t *g, const uint8_t *img)
+{
+    uint8_t all[CH_MAX_SPAN * 2];
+    memset(all, 1, sizeof(all));
+    if (ch_leaf_check(g, img, all, -1)) return 0;
+    for (unsigned h = 0; h < g->span; h++)
+        if (ch_leaf_check(g, img, all, (int)h)) return 0;
+    return 1;
+}
+
 /* ---- inner nodes ---- */
 
 void ch_inner_free(ch_inner_t *n)

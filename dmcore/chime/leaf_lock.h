@@ -41,7 +41,8 @@ int ch_find_entry(dm_ctx_t *ctx, const ch_geo_t *g, const uint8_t *img, const ui
 int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk);
 /* Read lk's leaf whole and settle its pending entries (all entries when all = 1) against
  * RACE: present keys keep their entry, absent ones lose it; written with a node write, the
- * lock kept. Returns the number of entries removed or DM_E*. */
+ * lock kept. An image left inconsistent by a dead writer (ch_leaf_consistent) is rewritten
+ * the same way, bitmaps rebuilt. Returns the number of entries removed or DM_E*. */
 int ch_settle_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk, int all);
 /* Keys of the used entries in img (whole leaf): inline copies or records read; DM_ERETRY
  * when a record no longer matches its entry (freed and reused since img was read),

@@ -51,34 +51,16 @@ static int leaf_of(const dm_worker_t *w, uint64_t cur, dm_gaddr_t *leaf)
     return 0;
 }
 
-/* Is the whole-leaf image untorn: one NV, and every home's bitmap equal to its entries? */
-static int leaf_consistent(const ch_geo_t *g, const uint8_t *img, const uint8_t *all)
-{
-    if (ch_leaf_check(g, img, all, -1)) return 0;
-    for (unsigned h = 0; h < g->span; h++)
-        if (ch_leaf_check(g, img, all, (int)h)) return 0;
-    return 1;
-}
-
 /* A leaf that stays torn: a writer killed in the middle of a multi-verb write (a hop
  * chain cut short) can leave entries and hop bitmaps that disagree, with its lock still
  * held, and nothing takes that lease over unless someone locks the leaf: every SCAN
- * would give up on it. Lock it (waiting for a live holder; an expired lease is taken over
- * and its pending entries settled), and if the image is still inconsistent rebuild the
- * bitmaps from the entries and write it whole with NV+1 (a node write), then unlock.
- * Only for leaves the walk reached through the tree or a sibling pointer, never for the
- * address a cursor names. Returns 0 or DM_E*. */
-static uint64_t leaves_repaired;
-
-uint64_t ch_scan_repairs(void)
-{
-    return __atomic_load_n(&leaves_repaired, __ATOMIC_RELAXED);
-}
-
+ * would give up on it. Lock it (waiting for a live holder; an expired lease is taken
+ * over) and settle it, which rewrites an inconsistent image (ch_settle_locked). Only for
+ * leaves the walk reached through the tree or a sibling pointer, never for the address a
+ * cursor names. Returns 0 or DM_E*. */
 static int repair_leaf(dm_ctx_t *ctx, dm_gaddr_t leaf)
 {
-    const ch_geo_t *g = &ctx->w->chime->geo;
-    dm_chime_lock_t *lk = ch_lock_new(g, "", 0);
+    dm_chime_lock_t *lk = ch_lock_new(&ctx->w->chime->geo, "", 0);
     if (!lk) return DM_ENOMEM;
     int took = 0;
     int rc = ch_lock_leaf(ctx, lk, leaf, &took);
@@ -86,25 +68,9 @@ static int repair_leaf(dm_ctx_t *ctx, dm_gaddr_t leaf)
         dm_chime_lock_free(lk);
         return rc;
     }
-    if (took && (rc = ch_settle_locked(ctx, lk, 0)) > 0) rc = 0;
-    dm_batch_t b;
-    dm_batch_init(&b);
-    dm_batch_read(&b, leaf, lk->img, g->lock_off);
-    if (!rc) rc = dm_batch_exec(ctx, &b);
-    uint8_t all[CH_MAX_OBJS];
-    memset(all, 1, sizeof(all));
-    if (!rc && lk->img[1] == 1 && !leaf_consistent(g, lk->img, all)) {
-        ch_rebuild_bitmaps(g, lk->img);
-        ch_set_nv(g, lk->img, (ch_nv(lk->img[0]) + 1) & 15);
-        lk->word = (lk->word & 0xffffffffull) | ((uint64_t)ch_vacancy_of(g, lk->img) << 32);
-        dm_batch_init(&b);
-        dm_batch_write(&b, leaf, lk->img, g->lock_off);
-        rc = dm_batch_exec(ctx, &b);
-        if (!rc) __atomic_fetch_add(&leaves_repaired, 1, __ATOMIC_RELAXED);
-    }
-    lk->idx = -1;
-    int r2 = dm_chime_unlock(ctx, lk, -1);
-    return rc ? rc : r2;
+    rc = ch_settle_locked(ctx, lk, 0);
+    int r2 = dm_chime_unlock(ctx, lk, -1); /* no key of its own: idx -1 */
+    return rc < 0 ? rc : r2;
 }
 
 typedef struct lkey {
@@ -124,10 +90,8 @@ static int take_leaf(dm_ctx_t *ctx, const uint8_t *img, dm_chime_key_t **keys, s
                      size_t *cap, dm_gaddr_t *sib, dm_gaddr_t *fence)
 {
     const ch_geo_t *g = &ctx->w->chime->geo;
-    uint8_t all[CH_MAX_OBJS];
-    memset(all, 1, sizeof(all));
     if (img[1] != 1) return DM_EINVAL; /* not a leaf: only a forged cursor gets here */
-    if (!leaf_consistent(g, img, all)) return DM_ERETRY;
+    if (!ch_leaf_consistent(g, img)) return DM_ERETRY;
     *sib = ch_u64(img + 8);
     *fence = ch_u64(img + 16);
     unsigned idx[CH_MAX_SPAN];
@@ -232,24 +196,21 @@ int dm_chime_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *pref
     while (!rc && leaf && got < count) {
         dm_gaddr_t a[MAX_GUESS + 1] = {leaf};
         unsigned k = 1;
-        {
-            /* Leaves hold ~0.6 x span keys: the ones this page still needs, guessed from the
-             * cached parents and read in the same batch (a page in one RTT). Before the walk
-             * has a key (a cursor), the parent is found by the leaf's address. */
-            size_t per_leaf = c->geo.span * 3 / 5, need = count > got ? count - got : 1;
-            size_t want = (need + per_leaf - 1) / per_leaf;
-            want = want > 0 ? want - 1 : 0; /* leaf itself is one */
-            unsigned max = want < MAX_GUESS ? (unsigned)want : MAX_GUESS;
-            const uint8_t *at = known_pos && got ? pos : NULL;
-            if (want) k += ch_cached_next_leaves(c, at, poslen, leaf, a + 1, max);
-            if (want && k == 1 && at && !refreshed) {
-                /* The cached parent does not list this leaf (split since, or evicted):
-                 * read it again (1 RTT) rather than walk the chain a leaf per RTT. */
-                ch_path_t fp;
-                refreshed = 1;
-                if (ch_find_leaf(ctx, at, poslen, 1, &fp) == 0)
-                    k += ch_cached_next_leaves(c, at, poslen, leaf, a + 1, max);
-            }
+        /* Leaves hold ~0.6 x span keys: the ones after leaf this page still needs, guessed
+         * from the cached parents and read in the same batch (a page in one RTT). Before
+         * the walk has a key (a cursor), the parent is found by the leaf's address. */
+        size_t per_leaf = c->geo.span * 3 / 5; /* got < count here */
+        size_t more = (count - got + per_leaf - 1) / per_leaf - 1;
+        unsigned max = more < MAX_GUESS ? (unsigned)more : MAX_GUESS;
+        const uint8_t *at = known_pos && got ? pos : NULL;
+        if (max) k += ch_cached_next_leaves(c, at, poslen, leaf, a + 1, max);
+        if (max && k == 1 && at && !refreshed) {
+            /* The cached parent does not list this leaf (split since, or evicted): read it
+             * again (1 RTT) rather than walk the chain a leaf per RTT. */
+            ch_path_t fp;
+            refreshed = 1;
+            if (ch_find_leaf(ctx, at, poslen, 1, &fp) == 0)
+                k += ch_cached_next_leaves(c, at, poslen, leaf, a + 1, max);
         }
         rc = read_leaves(ctx, a, k, imgs);
         for (unsigned j = 0; !rc && j < k; j++) {

@@ -9,6 +9,13 @@
 #include "dmkv/race.h"
 #include "leaf_lock.h"
 
+static uint64_t torn_repairs;
+
+uint64_t ch_torn_repairs(void)
+{
+    return __atomic_load_n(&torn_repairs, __ATOMIC_RELAXED);
+}
+
 int ch_settle_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk, int all)
 {
     const ch_geo_t *g = &ctx->w->chime->geo;
@@ -52,7 +59,11 @@ int ch_settle_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk, int all)
     }
     for (int i = 0; i < n; i++)
         free(keys[i]);
-    if (rc || !changed) return rc ? rc : 0;
+    if (rc) return rc;
+    /* Under the lock no write is in flight: an inconsistent image is a dead writer's cut
+     * chain (leaf.c write_dirty), rewritten here with its bitmaps rebuilt. */
+    if (!changed && ch_leaf_consistent(g, lk->img)) return 0;
+    if (!changed) __atomic_fetch_add(&torn_repairs, 1, __ATOMIC_RELAXED);
     /* A node write: NV+1 everywhere, so lock-free readers notice. */
     ch_rebuild_bitmaps(g, lk->img);
     ch_set_nv(g, lk->img, (ch_nv(lk->img[0]) + 1) & 15);

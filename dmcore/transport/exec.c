@@ -49,42 +49,23 @@ static void copy_lines(uint8_t *base, uint64_t off, uint8_t *buf, uint64_t len, 
     }
 }
 
-/* The atomic verbs; line-locked when another thread may copy the same lines. */
-static int exec_atomic(uint8_t *base, dm_verb_t *v, int locked);
-
-int dm_region_exec_serial(uint8_t *base, uint64_t size, dm_verb_t *v)
+/* One verb; locked: each 64-byte line copied, and each atomic run, under its stripe. */
+static int region_exec(uint8_t *base, uint64_t size, dm_verb_t *v, int locked)
 {
     if (v->offset > size || v->len > size - v->offset) return DM_ERANGE;
     switch (v->op) {
     case DM_OP_READ:
-        memcpy(v->buf, base + v->offset, v->len);
+        if (locked)
+            copy_lines(base, v->offset, v->buf, v->len, 0);
+        else
+            memcpy(v->buf, base + v->offset, v->len);
         return 0;
     case DM_OP_WRITE:
-        memcpy(base + v->offset, v->buf, v->len);
+        if (locked)
+            copy_lines(base, v->offset, v->buf, v->len, 1);
+        else
+            memcpy(base + v->offset, v->buf, v->len);
         return 0;
-    default:
-        return exec_atomic(base, v, 0);
-    }
-}
-
-int dm_region_exec(uint8_t *base, uint64_t size, dm_verb_t *v)
-{
-    if (v->offset > size || v->len > size - v->offset) return DM_ERANGE;
-    switch (v->op) {
-    case DM_OP_READ:
-        copy_lines(base, v->offset, v->buf, v->len, 0);
-        return 0;
-    case DM_OP_WRITE:
-        copy_lines(base, v->offset, v->buf, v->len, 1);
-        return 0;
-    default:
-        return exec_atomic(base, v, 1);
-    }
-}
-
-static int exec_atomic(uint8_t *base, dm_verb_t *v, int locked)
-{
-    switch (v->op) {
     case DM_OP_CAS:
     case DM_OP_FAA:
     case DM_OP_MASKED_CAS:
@@ -108,6 +89,16 @@ static int exec_atomic(uint8_t *base, dm_verb_t *v, int locked)
     if (locked) line_unlock(line);
     v->result = old;
     return 0;
+}
+
+int dm_region_exec(uint8_t *base, uint64_t size, dm_verb_t *v)
+{
+    return region_exec(base, size, v, 1);
+}
+
+int dm_region_exec_serial(uint8_t *base, uint64_t size, dm_verb_t *v)
+{
+    return region_exec(base, size, v, 0);
 }
 
 void dm_region_format(uint8_t *base, uint64_t size)
