@@ -32,8 +32,9 @@ enum {
     S_DMKV = 1 << 8,
     S_ERRORSTATS = 1 << 9,
     S_COMMANDSTATS = 1 << 10,
-    S_DEFAULT = (1 << 10) - 1, /* INFO, INFO default: all but commandstats, as in Redis */
-    S_ALL = (1 << 11) - 1,
+    S_LATENCYSTATS = 1 << 11,
+    S_DEFAULT = (1 << 10) - 1, /* INFO, INFO default: all but command/latencystats (Redis) */
+    S_ALL = (1 << 12) - 1,
 };
 
 static const struct {
@@ -51,6 +52,7 @@ static const struct {
     {"dmkv", S_DMKV},
     {"errorstats", S_ERRORSTATS},
     {"commandstats", S_COMMANDSTATS},
+    {"latencystats", S_LATENCYSTATS},
 };
 
 static unsigned pick_sections(int nsec, char **sections)
@@ -384,6 +386,10 @@ void gw_info_generate(gw_conn_t *c, int nsec, char **sections, gw_buf_t *out)
     if (m & S_ERRORSTATS) {
         header(out, "Errorstats");
         gw_cmdstats_info_errors(out);
+    }
+    if (m & S_LATENCYSTATS) {
+        header(out, "Latencystats");
+        gw_cmdstats_info_latency(out);
     }
     if (m & S_KEYSPACE) sec_keyspace(c, out);
     if (m & S_DMKV) sec_dmkv(out);

@@ -7,6 +7,7 @@
 #include <xxhash.h>
 
 #include "chime_internal.h"
+#include "dmkv/alloc.h"
 #include "dmkv/errors.h"
 
 #define CH_HASH_SEED 0x43484d45ull /* independent of RACE's hash */
@@ -96,6 +97,14 @@ uint32_t ch_vacancy_of_known(const ch_geo_t *g, const uint8_t *img, const uint8_
         if (known) vac = full ? vac | (1u << bit) : vac & ~(1u << bit);
     }
     return vac;
+}
+
+uint64_t dm_chime_key_bytes(dm_ctx_t *ctx, size_t klen)
+{
+    const ch_geo_t *g = &ctx->w->chime->geo;
+    uint64_t b = (g->bytes + g->span - 1) / g->span;
+    if (klen > DM_CHIME_INLINE) b += (ch_record_bytes(klen) + DM_UNIT - 1) / DM_UNIT * DM_UNIT;
+    return b;
 }
 
 uint8_t *ch_record_build(const void *key, size_t klen, uint32_t *bytes)

@@ -6,9 +6,11 @@
 #include <string.h>
 
 #include "dmkv/clock.h"
+#include "dmkv/alloc.h"
 #include "dmkv/chime.h"
 #include "dmkv/coro.h"
 #include "dmkv/errors.h"
+#include "dmkv/kvblock.h"
 #include "dmkv/superblock.h"
 #include "dmkv/race.h"
 #include "guard.h"
@@ -286,16 +288,27 @@ int dm_kv_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *prefix,
     return scan_settled(ctx, cursor, count, prefix, plen, 0, out, next);
 }
 
+uint64_t dm_kv_footprint(dm_ctx_t *ctx, size_t klen, size_t vlen)
+{
+    return dm_alloc_kv_block_bytes(dm_kvblock_size(klen, vlen)) +
+           (DM_RACE_BUCKET + DM_RACE_SLOTS - 1) / DM_RACE_SLOTS + dm_chime_key_bytes(ctx, klen);
+}
+
+enum { RANDOM_PAGE_KEYS = 32 };
+
 int dm_kv_random_key(dm_ctx_t *ctx, dm_key_t *out)
 {
     uint64_t cursor, start;
     int rc = dm_chime_random_cursor(ctx, &start);
     cursor = start;
-    /* From the random leaf to the end, then from the start up to it. */
+    /* From the random leaf to the end, then from the start up to it. A page of several
+     * keys, not the first key found: after FLUSHALL most leaves are empty (leaves never
+     * merge) and the first key after a long run of empty leaves would be picked almost
+     * always (Redis's suite: RANDOMKEY of two keys must return both). */
     for (int wrapped = 0; !rc;) {
         dm_keylist_t l = {0};
         uint64_t next;
-        rc = scan_settled(ctx, cursor, 1, NULL, 0, 0, &l, &next);
+        rc = scan_settled(ctx, cursor, RANDOM_PAGE_KEYS, NULL, 0, 0, &l, &next);
         if (!rc && l.n) {
             size_t pick = (size_t)rand() % l.n;
             *out = l.keys[pick];

@@ -311,6 +311,14 @@ int dm_alloc_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out)
     return alloc_aligned(ctx, (units ? units : 1) * DM_UNIT, DM_UNIT, out);
 }
 
+uint64_t dm_alloc_kv_block_bytes(uint64_t bytes)
+{
+    uint64_t units = (bytes + DM_GRAIN - 1) / DM_GRAIN;
+    if (!units) units = 1;
+    class_of(&units);
+    return units * DM_GRAIN;
+}
+
 int dm_alloc_kv_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out)
 {
     uint64_t units = (bytes + DM_GRAIN - 1) / DM_GRAIN;

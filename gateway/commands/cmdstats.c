@@ -1,15 +1,28 @@
-/* INFO commandstats and errorstats counters (cmdstats.h). */
+/* INFO commandstats, errorstats and latencystats, LATENCY HISTOGRAM (cmdstats.h). */
 #include "commands/cmdstats.h"
 
 #include <pthread.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "dmkv/errors.h"
+#include "resp/reply.h"
+
+/* Latency histogram buckets: bucket k counts calls under 1024 << k ns (bucket 0: under
+ * 1 µs), Redis's log iteration of its hdr_histogram (base 1024 ns, factor 2). */
+#define NBUCKETS 40
+
 typedef struct cmd_counters {
     uint64_t calls, usec, rejected, failed;
+    uint64_t hist[NBUCKETS];
 } cmd_counters_t;
 
-static cmd_counters_t *per_cmd; /* indexed like gw_command_table() */
+/* Slot 0 of a command: the command itself (for a container: calls that named no known
+ * subcommand); slot 1 + i: its subcommand i (gw_command_sub). */
+#define SLOTS (GW_MAX_SUBS + 1)
+
+static cmd_counters_t *per_cmd; /* ncmds * SLOTS, indexed like gw_command_table() */
 static const gw_command_t *table;
 static size_t ncmds;
 static pthread_once_t once = PTHREAD_ONCE_INIT;
@@ -17,29 +30,66 @@ static pthread_once_t once = PTHREAD_ONCE_INIT;
 static void init(void)
 {
     table = gw_command_table(&ncmds);
-    per_cmd = calloc(ncmds ? ncmds : 1, sizeof(*per_cmd));
+    per_cmd = calloc(ncmds ? ncmds * SLOTS : 1, sizeof(*per_cmd));
 }
 
-static cmd_counters_t *counters_of(const gw_command_t *gc)
+static cmd_counters_t *counters_of(const gw_command_t *gc, int sub)
 {
     pthread_once(&once, init);
-    if (!per_cmd || gc < table || gc >= table + ncmds) return NULL;
-    return &per_cmd[gc - table];
+    if (!per_cmd || gc < table || gc >= table + ncmds || sub < -1 || sub >= GW_MAX_SUBS)
+        return NULL;
+    return &per_cmd[(size_t)(gc - table) * SLOTS + (size_t)(sub + 1)];
 }
 
-void gw_cmdstats_call(const gw_command_t *gc, uint64_t usec, bool failed)
+static unsigned bucket_of(uint64_t usec)
 {
-    cmd_counters_t *k = counters_of(gc);
+    uint64_t ns = usec * 1000;
+    unsigned k = 0;
+    while (k < NBUCKETS - 1 && ns >= (1024ULL << k))
+        k++;
+    return k;
+}
+
+/* The bucket's upper bound in microseconds, as Redis prints it (highest value / 1000). */
+static uint64_t bucket_usec(unsigned k)
+{
+    return ((1024ULL << k) - 1) / 1000;
+}
+
+void gw_cmdstats_call(const gw_command_t *gc, int sub, uint64_t usec, bool failed)
+{
+    cmd_counters_t *k = counters_of(gc, sub);
     if (!k) return;
     __atomic_fetch_add(&k->calls, 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&k->usec, usec, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&k->hist[bucket_of(usec)], 1, __ATOMIC_RELAXED);
     if (failed) __atomic_fetch_add(&k->failed, 1, __ATOMIC_RELAXED);
 }
 
 void gw_cmdstats_rejected(const gw_command_t *gc)
 {
-    cmd_counters_t *k = gc ? counters_of(gc) : NULL;
+    cmd_counters_t *k = gc ? counters_of(gc, -1) : NULL;
     if (k) __atomic_fetch_add(&k->rejected, 1, __ATOMIC_RELAXED);
+}
+
+/* "name" or "name|sub" of a slot into out (size n). */
+static void slot_name(const gw_command_t *gc, int sub, char *out, size_t n)
+{
+    size_t len = 0;
+    const char *p = gw_command_sub_name(gc, sub, &len);
+    if (p)
+        snprintf(out, n, "%s|%.*s", gc->name, (int)len, p);
+    else
+        snprintf(out, n, "%s", gc->name);
+}
+
+static int nsubs(const gw_command_t *gc)
+{
+    if (!gc->subs || !*gc->subs) return 0;
+    int n = 1;
+    for (const char *p = gc->subs; *p; p++)
+        n += *p == ' ';
+    return n < GW_MAX_SUBS ? n : GW_MAX_SUBS;
 }
 
 #define MAX_ERRORS 128 /* distinct first words, as Redis's errors rax is capped */
@@ -71,25 +121,167 @@ void gw_cmdstats_error(const char *reply, size_t len)
     pthread_mutex_unlock(&errors_lock);
 }
 
+typedef struct snap {
+    uint64_t calls, usec, rejected, failed;
+    uint64_t hist[NBUCKETS];
+} snap_t;
+
+static void take(const cmd_counters_t *k, snap_t *s)
+{
+    s->calls = __atomic_load_n(&k->calls, __ATOMIC_RELAXED);
+    s->usec = __atomic_load_n(&k->usec, __ATOMIC_RELAXED);
+    s->rejected = __atomic_load_n(&k->rejected, __ATOMIC_RELAXED);
+    s->failed = __atomic_load_n(&k->failed, __ATOMIC_RELAXED);
+    for (unsigned i = 0; i < NBUCKETS; i++)
+        s->hist[i] = __atomic_load_n(&k->hist[i], __ATOMIC_RELAXED);
+}
+
+/* Calls fn for every slot (command or subcommand) with calls or rejections. */
+static void each_used(void (*fn)(void *arg, const char *name, const snap_t *s), void *arg)
+{
+    pthread_once(&once, init);
+    for (size_t i = 0; per_cmd && i < ncmds; i++) {
+        for (int sub = -1; sub < nsubs(&table[i]); sub++) {
+            snap_t s;
+            take(counters_of(&table[i], sub), &s);
+            if (!s.calls && !s.rejected) continue;
+            char name[80];
+            slot_name(&table[i], sub, name, sizeof(name));
+            fn(arg, name, &s);
+        }
+    }
+}
+
+static void info_line(void *arg, const char *name, const snap_t *s)
+{
+    gw_buf_printf(arg,
+                  "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=%llu,"
+                  "failed_calls=%llu\r\n",
+                  name, (unsigned long long)s->calls, (unsigned long long)s->usec,
+                  s->calls ? (double)s->usec / (double)s->calls : 0.0,
+                  (unsigned long long)s->rejected, (unsigned long long)s->failed);
+}
+
 void gw_cmdstats_info_commands(gw_buf_t *b)
 {
-    size_t n;
-    const gw_command_t *t = gw_command_table(&n);
-    for (size_t i = 0; i < n; i++) {
-        cmd_counters_t *k = counters_of(&t[i]);
-        if (!k) return;
-        uint64_t calls = __atomic_load_n(&k->calls, __ATOMIC_RELAXED);
-        uint64_t usec = __atomic_load_n(&k->usec, __ATOMIC_RELAXED);
-        uint64_t rej = __atomic_load_n(&k->rejected, __ATOMIC_RELAXED);
-        uint64_t failed = __atomic_load_n(&k->failed, __ATOMIC_RELAXED);
-        if (!calls && !rej) continue;
-        gw_buf_printf(b,
-                      "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=%llu,"
-                      "failed_calls=%llu\r\n",
-                      t[i].name, (unsigned long long)calls, (unsigned long long)usec,
-                      calls ? (double)usec / (double)calls : 0.0, (unsigned long long)rej,
-                      (unsigned long long)failed);
+    each_used(info_line, b);
+}
+
+/* The smallest bucket bound (µs) under which at least p percent of the calls fell. */
+static double percentile(const snap_t *s, double p)
+{
+    uint64_t want = (uint64_t)((double)s->calls * p / 100.0 + 0.999999), seen = 0;
+    if (want == 0) want = 1;
+    for (unsigned k = 0; k < NBUCKETS; k++) {
+        seen += s->hist[k];
+        if (seen >= want) return (double)((1024ULL << k) - 1) / 1000.0;
     }
+    return (double)((1024ULL << (NBUCKETS - 1)) - 1) / 1000.0;
+}
+
+static void latency_line(void *arg, const char *name, const snap_t *s)
+{
+    if (!s->calls) return;
+    gw_buf_printf(arg, "latency_percentiles_usec_%s:p50=%.3f,p99=%.3f,p99.9=%.3f\r\n", name,
+                  percentile(s, 50), percentile(s, 99), percentile(s, 99.9));
+}
+
+void gw_cmdstats_info_latency(gw_buf_t *b)
+{
+    each_used(latency_line, b);
+}
+
+/* One "name" => {calls, histogram_usec} pair of LATENCY HISTOGRAM (fillCommandCDF). */
+static void reply_cdf(gw_conn_t *c, const char *name, const snap_t *s)
+{
+    gw_buf_t *b = gw_conn_out(c);
+    reply_bulk_cstr(b, name);
+    gw_reply_map(c, 2);
+    reply_bulk_cstr(b, "calls");
+    reply_int(b, (long long)s->calls);
+    reply_bulk_cstr(b, "histogram_usec");
+    unsigned n = 0;
+    for (unsigned k = 0; k < NBUCKETS; k++)
+        n += s->hist[k] != 0;
+    gw_reply_map(c, n);
+    uint64_t cum = 0;
+    for (unsigned k = 0; k < NBUCKETS; k++) {
+        if (!s->hist[k]) continue;
+        cum += s->hist[k];
+        reply_int(b, (long long)bucket_usec(k));
+        reply_int(b, (long long)cum);
+    }
+}
+
+typedef struct pick {
+    const gw_command_t *gc;
+    int sub; /* -1: the command (and, for a container, all its subcommands) */
+} pick_t;
+
+/* The slots LATENCY HISTOGRAM names: "cmd" (a container: each subcommand) or "cmd|sub";
+ * unknown names are skipped, as Redis does. */
+static size_t picked(gw_cmd_t *cmd, int from, pick_t *out, size_t cap)
+{
+    size_t n = 0;
+    for (int i = from; i < cmd->argc; i++) {
+        const char *bar = memchr(cmd->argv[i], '|', cmd->argvlen[i]);
+        size_t nlen = bar ? (size_t)(bar - cmd->argv[i]) : cmd->argvlen[i];
+        const gw_command_t *gc = gw_command_lookup(cmd->argv[i], nlen);
+        if (!gc) continue;
+        int sub = -1;
+        if (bar) {
+            sub = gw_command_sub_named(gc, bar + 1, cmd->argvlen[i] - nlen - 1);
+            if (sub < 0) continue;
+        }
+        for (int s = sub; s < (sub < 0 ? nsubs(gc) : sub + 1) && n < cap; s++)
+            out[n++] = (pick_t){gc, s};
+    }
+    return n;
+}
+
+void gw_cmdstats_reply_histogram(gw_conn_t *c, gw_cmd_t *cmd, int from)
+{
+    enum { CAP = 512 };
+    pick_t *want = NULL;
+    size_t nwant = 0;
+    if (cmd->argc > from) {
+        want = malloc(sizeof(*want) * CAP);
+        if (!want) {
+            gw_reply_dm_error(c, DM_ENOMEM);
+            return;
+        }
+        nwant = picked(cmd, from, want, CAP);
+    }
+    pthread_once(&once, init);
+    /* A snapshot of the named slots with calls, then the reply from it. */
+    enum { MAXLIST = 2048 };
+    struct {
+        const gw_command_t *gc;
+        int sub;
+        snap_t s;
+    } *list = malloc(sizeof(*list) * MAXLIST);
+    size_t nlist = 0;
+    for (size_t i = 0; list && per_cmd && i < ncmds; i++) {
+        for (int sub = -1; sub < nsubs(&table[i]); sub++) {
+            bool named = cmd->argc <= from;
+            for (size_t w = 0; !named && w < nwant; w++)
+                named = want[w].gc == &table[i] && want[w].sub == sub;
+            if (!named || nlist >= MAXLIST) continue;
+            take(counters_of(&table[i], sub), &list[nlist].s);
+            if (!list[nlist].s.calls) continue;
+            list[nlist].gc = &table[i];
+            list[nlist].sub = sub;
+            nlist++;
+        }
+    }
+    gw_reply_map(c, (long long)nlist);
+    for (size_t i = 0; i < nlist; i++) {
+        char name[80];
+        slot_name(list[i].gc, list[i].sub, name, sizeof(name));
+        reply_cdf(c, name, &list[i].s);
+    }
+    free(list);
+    free(want);
 }
 
 void gw_cmdstats_info_errors(gw_buf_t *b)
@@ -105,11 +297,14 @@ void gw_cmdstats_info_errors(gw_buf_t *b)
 void gw_cmdstats_reset(void)
 {
     pthread_once(&once, init);
-    for (size_t i = 0; per_cmd && i < ncmds; i++) {
-        __atomic_store_n(&per_cmd[i].calls, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&per_cmd[i].usec, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&per_cmd[i].rejected, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&per_cmd[i].failed, 0, __ATOMIC_RELAXED);
+    for (size_t i = 0; per_cmd && i < ncmds * SLOTS; i++) {
+        cmd_counters_t *k = &per_cmd[i];
+        __atomic_store_n(&k->calls, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&k->usec, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&k->rejected, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&k->failed, 0, __ATOMIC_RELAXED);
+        for (unsigned j = 0; j < NBUCKETS; j++)
+            __atomic_store_n(&k->hist[j], 0, __ATOMIC_RELAXED);
     }
     pthread_mutex_lock(&errors_lock);
     memset(errors, 0, sizeof(errors));

@@ -21,7 +21,19 @@ typedef struct gw_command {
     int first, last, step; /* key positions (COMMAND reply) */
     const char *acl;       /* ACL categories, space separated ("@write @string") */
     gw_cmd_proc proc;
+    const char *subs; /* a container's subcommands, space separated, lower case (stats) */
 } gw_command_t;
+
+#define GW_MAX_SUBS 16 /* subcommands per container */
+
+/* Index of cmd's subcommand (argv[1]) in gc->subs, -1 when gc has none or argv[1] is not
+ * one of them. */
+int gw_command_sub(const gw_command_t *gc, const gw_cmd_t *cmd);
+/* The same for a name of len bytes (case-insensitive). */
+int gw_command_sub_named(const gw_command_t *gc, const char *name, size_t len);
+/* Subcommand sub's name in gc->subs (static storage, *len bytes, not NUL-terminated);
+ * NULL when there is no such subcommand. */
+const char *gw_command_sub_name(const gw_command_t *gc, int sub, size_t *len);
 
 /* Find a command by name (case-insensitive, binary-safe length). NULL when unknown. */
 const gw_command_t *gw_command_lookup(const char *name, size_t len);
@@ -64,6 +76,11 @@ void gw_reply_dm_error(gw_conn_t *c, int rc);
 int gw_get_key(gw_conn_t *c, gw_cmd_t *cmd, dm_value_t *v);
 /* The same for the key in argv[i]. */
 int gw_get_key_at(gw_conn_t *c, gw_cmd_t *cmd, int i, dm_value_t *v);
+
+/* dm_kv_rmw of the key in argv[1] (counted as a SET-class operation). Stores the
+ * DM_RMW_* action that took effect in *action and returns true; on a dmcore error replies
+ * it and returns false. */
+bool gw_rmw_key(gw_conn_t *c, gw_cmd_t *cmd, dm_kv_rmw_fn fn, void *arg, int *action);
 
 /* A subcommand's HELP: n lines as an array of simple strings (Redis's addReplyHelp). */
 void gw_reply_help(gw_conn_t *c, const char *const *lines, size_t n);
@@ -123,7 +140,9 @@ void cmd_setrange(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_getdel(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_getex(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_getrange(gw_conn_t *c, gw_cmd_t *cmd);
-void cmd_lcs(gw_conn_t *c, gw_cmd_t *cmd); /* lcs.c */
+void cmd_lcs(gw_conn_t *c, gw_cmd_t *cmd);    /* lcs.c */
+void cmd_setbit(gw_conn_t *c, gw_cmd_t *cmd); /* bits.c */
+void cmd_getbit(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_msetnx(gw_conn_t *c, gw_cmd_t *cmd);
 
 /* multi.c: transactions. */
@@ -141,6 +160,8 @@ void cmd_quit(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_auth(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_hello(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_client(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_monitor(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_memory(gw_conn_t *c, gw_cmd_t *cmd); /* memory.c */
 /* CLIENT KILL (both forms), client_kill.c. */
 void gw_client_kill(gw_conn_t *c, gw_cmd_t *cmd);
 
@@ -148,5 +169,7 @@ void cmd_command(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_config(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_info(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_time(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_shutdown(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_function(gw_conn_t *c, gw_cmd_t *cmd); /* function.c */
 
 #endif

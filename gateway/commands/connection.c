@@ -5,6 +5,7 @@
 
 #include "commands/commands.h"
 #include "resp/reply.h"
+#include "server/monitor.h"
 #include "server/server.h"
 #include "util/strconv.h"
 #include "version.h"
@@ -202,11 +203,13 @@ static const char *client_help[] = {
     "    Kill connection made from <ip:port>.",
     "KILL <option> <value> [<option> <value> [...]]",
     "    Kill connections. Options are: ID <client-id>, ADDR <ip:port>, LADDR <ip:port>,",
-    "    USER <username>, SKIPME (YES|NO).",
+    "    USER <username>, TYPE <normal|master|replica|pubsub>, SKIPME (YES|NO).",
     "LIST",
     "    Return information about client connections.",
     "NO-EVICT (ON|OFF)",
     "    Protect current client connection from eviction.",
+    "REPLY (ON|OFF|SKIP)",
+    "    Control the replies sent to the current connection.",
     "SETNAME <name>",
     "    Assign the name <name> to the current connection.",
     "SETINFO <LIB-NAME|LIB-VER> <value>",
@@ -214,6 +217,13 @@ static const char *client_help[] = {
     "HELP",
     "    Print this help.",
 };
+
+void cmd_monitor(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    (void)cmd;
+    gw_monitor_add(c);
+    reply_status(gw_conn_out(c), "OK");
+}
 
 void cmd_client(gw_conn_t *c, gw_cmd_t *cmd)
 {
@@ -290,6 +300,17 @@ void cmd_client(gw_conn_t *c, gw_cmd_t *cmd)
         } else if (!strcasecmp(cmd->argv[2], "on") || !strcasecmp(cmd->argv[2], "off")) {
             c->no_evict = !strcasecmp(cmd->argv[2], "on");
             reply_status(gw_conn_out(c), "OK");
+        } else {
+            reply_error(gw_conn_out(c), "ERR syntax error");
+        }
+    } else if (!strcasecmp(sub, "reply")) {
+        const char *m = argc == 3 ? cmd->argv[2] : "";
+        if (argc != 3) {
+            gw_reply_arity(c, "client|reply");
+        } else if (!strcasecmp(m, "on") || !strcasecmp(m, "off") || !strcasecmp(m, "skip")) {
+            c->reply_off = !strcasecmp(m, "off");
+            c->reply_skip = !strcasecmp(m, "skip") ? 2 : 0;
+            reply_status(gw_conn_out(c), "OK"); /* dropped for OFF and SKIP (table.c) */
         } else {
             reply_error(gw_conn_out(c), "ERR syntax error");
         }

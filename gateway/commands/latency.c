@@ -1,10 +1,12 @@
 /* The latency monitor (latency.h). */
 #include "commands/latency.h"
 
+#include <stdio.h>
 #include <pthread.h>
 #include <string.h>
 #include <strings.h>
 
+#include "commands/cmdstats.h"
 #include "dmkv/clock.h"
 #include "resp/reply.h"
 
@@ -76,6 +78,10 @@ static const char *help[] = {
     "    Return time-latency samples for the <event> class.",
     "LATEST",
     "    Return the latest latency samples for all events.",
+    "HISTOGRAM [<command> ...]",
+    "    Return a cumulative distribution of latencies in the format of a histogram for the",
+    "    specified command names. If no commands are specified then all histograms are",
+    "    replied.",
     "RESET [<event> ...]",
     "    Reset latency data of one or more <event> classes.",
     "    (default: reset all data for all event classes)",
@@ -151,17 +157,31 @@ static void reply_doctor(gw_conn_t *c)
 void cmd_latency(gw_conn_t *c, gw_cmd_t *cmd)
 {
     const char *sub = cmd->argv[1];
-    if (cmd->argc == 2 && !strcasecmp(sub, "help")) {
+    /* Each subcommand's arity, as Redis 7 checks it ("latency|help"). */
+    static const struct {
+        const char *name;
+        int arity;
+    } arity[] = {{"help", 2},   {"latest", 2}, {"history", 3},   {"reset", -2},
+                 {"doctor", 2}, {"graph", 3},  {"histogram", -2}};
+    for (size_t i = 0; i < sizeof(arity) / sizeof(arity[0]); i++) {
+        int a = arity[i].arity;
+        if (strcasecmp(sub, arity[i].name) || (a > 0 ? cmd->argc == a : cmd->argc >= -a)) continue;
+        char name[32];
+        snprintf(name, sizeof(name), "latency|%s", arity[i].name);
+        gw_reply_arity(c, name);
+        return;
+    }
+    if (!strcasecmp(sub, "help")) {
         GW_REPLY_HELP(c, help);
-    } else if (cmd->argc == 2 && !strcasecmp(sub, "latest")) {
+    } else if (!strcasecmp(sub, "latest")) {
         pthread_mutex_lock(&lock);
         reply_latest(c);
         pthread_mutex_unlock(&lock);
-    } else if (cmd->argc == 3 && !strcasecmp(sub, "history")) {
+    } else if (!strcasecmp(sub, "history")) {
         pthread_mutex_lock(&lock);
         reply_history(c, find(cmd->argv[2]));
         pthread_mutex_unlock(&lock);
-    } else if (cmd->argc >= 2 && !strcasecmp(sub, "reset")) {
+    } else if (!strcasecmp(sub, "reset")) {
         long long n = 0;
         pthread_mutex_lock(&lock);
         for (int e = 0; e < NEVENTS; e++) {
@@ -176,12 +196,15 @@ void cmd_latency(gw_conn_t *c, gw_cmd_t *cmd)
         }
         pthread_mutex_unlock(&lock);
         reply_int(gw_conn_out(c), n);
-    } else if (cmd->argc == 2 && !strcasecmp(sub, "doctor")) {
+    } else if (!strcasecmp(sub, "doctor")) {
         pthread_mutex_lock(&lock);
         reply_doctor(c);
         pthread_mutex_unlock(&lock);
-    } else if (!strcasecmp(sub, "graph") || !strcasecmp(sub, "histogram")) {
-        reply_errorf(gw_conn_out(c), "ERR dmkv: LATENCY %s is not implemented", sub);
+    } else if (!strcasecmp(sub, "histogram")) {
+        gw_cmdstats_reply_histogram(c, cmd, 2);
+    } else if (!strcasecmp(sub, "graph")) {
+        reply_error(gw_conn_out(c), "ERR dmkv: LATENCY GRAPH is not implemented (use LATENCY "
+                                    "HISTORY)");
     } else {
         gw_reply_unknown_subcommand(c, cmd);
     }

@@ -14,6 +14,7 @@
 #include "commands/commands.h"
 #include "dmkv/kv.h"
 #include "resp/reply.h"
+#include "server/monitor.h"
 #include "server/server.h"
 
 /* One watched key. */
@@ -217,6 +218,9 @@ void cmd_reset(gw_conn_t *c, gw_cmd_t *cmd)
     gw_conn_reset_multi(c);
     c->resp = 2;
     c->no_evict = false;
+    c->reply_off = false;
+    c->reply_skip = 0;
+    gw_monitor_remove(c);
     c->authed = !gw_server_requirepass_set();
     uv_mutex_lock(&c->th->lock);
     free(c->name);

@@ -1,4 +1,5 @@
 /* Server commands: COMMAND, CONFIG, INFO, TIME. */
+#include <signal.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -20,120 +21,40 @@
 #include "util/strconv.h"
 #include "dmkv/log.h"
 
-/* ---- COMMAND ---- */
+/* ---- SHUTDOWN ---- */
 
-static size_t count_words(const char *s)
+/* SHUTDOWN [NOSAVE|SAVE] [NOW] [FORCE] [ABORT]: this gateway stops as on SIGTERM (running
+ * commands finish, leases are released); the caller's connection closes without a reply,
+ * as in Redis. SAVE/NOSAVE change nothing: a gateway keeps no data, the memory nodes keep
+ * theirs (docs/durability.md). */
+void cmd_shutdown(gw_conn_t *c, gw_cmd_t *cmd)
 {
-    size_t n = 0;
-    bool in = false;
-    for (; *s; s++) {
-        if (*s == ' ')
-            in = false;
-        else if (!in) {
-            in = true;
-            n++;
+    bool abort_it = false, save = false, nosave = false;
+    for (int i = 1; i < cmd->argc; i++) {
+        const char *o = cmd->argv[i];
+        if (!strcasecmp(o, "nosave"))
+            nosave = true;
+        else if (!strcasecmp(o, "save"))
+            save = true;
+        else if (!strcasecmp(o, "abort"))
+            abort_it = true;
+        else if (strcasecmp(o, "now") && strcasecmp(o, "force")) {
+            reply_error(gw_conn_out(c), "ERR syntax error");
+            return;
         }
     }
-    return n;
-}
-
-/* Set (RESP3) or array of status replies, one per space-separated word of s. */
-static void reply_words(gw_conn_t *c, const char *s)
-{
-    gw_reply_set(c, (long long)count_words(s));
-    while (*s) {
-        while (*s == ' ')
-            s++;
-        const char *e = s;
-        while (*e && *e != ' ')
-            e++;
-        if (e > s) {
-            char w[64];
-            size_t n = (size_t)(e - s) < sizeof(w) - 1 ? (size_t)(e - s) : sizeof(w) - 1;
-            memcpy(w, s, n);
-            w[n] = 0;
-            reply_status(gw_conn_out(c), w);
-        }
-        s = e;
-    }
-}
-
-/* Redis 7's 10-field command entry: name, arity, flags, first, last, step, ACL categories,
- * tips, key specs, subcommands. */
-static void reply_command_entry(gw_conn_t *c, const gw_command_t *gc)
-{
-    reply_array(gw_conn_out(c), 10);
-    reply_bulk_cstr(gw_conn_out(c), gc->name);
-    reply_int(gw_conn_out(c), gc->arity);
-    reply_words(c, gc->flags);
-    reply_int(gw_conn_out(c), gc->first);
-    reply_int(gw_conn_out(c), gc->last);
-    reply_int(gw_conn_out(c), gc->step);
-    reply_words(c, gc->acl);
-    gw_reply_set(c, 0); /* tips */
-    gw_reply_set(c, 0); /* key specs */
-    gw_reply_set(c, 0); /* subcommands */
-}
-
-static const char *command_help[] = {
-    "COMMAND <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
-    "(no subcommand)",
-    "    Return details about all commands.",
-    "COUNT",
-    "    Return the total number of commands in this server.",
-    "LIST",
-    "    Return a list of all commands in this server.",
-    "INFO [<command-name> ...]",
-    "    Return details about multiple commands.",
-    "DOCS [<command-name> ...]",
-    "    Return documentation details about multiple commands (none in dmkv).",
-    "HELP",
-    "    Print this help.",
-};
-
-void cmd_command(gw_conn_t *c, gw_cmd_t *cmd)
-{
-    size_t n;
-    const gw_command_t *t = gw_command_table(&n);
-    if (cmd->argc == 1) {
-        reply_array(gw_conn_out(c), (long long)n);
-        for (size_t i = 0; i < n; i++)
-            reply_command_entry(c, &t[i]);
+    if ((save && nosave) || (abort_it && cmd->argc > 2)) {
+        reply_error(gw_conn_out(c), "ERR syntax error");
         return;
     }
-    const char *sub = cmd->argv[1];
-    if (!strcasecmp(sub, "count")) {
-        if (cmd->argc != 2) {
-            gw_reply_arity(c, "command|count");
-            return;
-        }
-        reply_int(gw_conn_out(c), (long long)n);
-    } else if (!strcasecmp(sub, "docs")) {
-        reply_array(gw_conn_out(c), 0);
-    } else if (!strcasecmp(sub, "info")) {
-        if (cmd->argc == 2) {
-            reply_array(gw_conn_out(c), (long long)n);
-            for (size_t i = 0; i < n; i++)
-                reply_command_entry(c, &t[i]);
-            return;
-        }
-        reply_array(gw_conn_out(c), cmd->argc - 2);
-        for (int i = 2; i < cmd->argc; i++) {
-            const gw_command_t *gc = gw_command_lookup(cmd->argv[i], cmd->argvlen[i]);
-            if (gc)
-                reply_command_entry(c, gc);
-            else
-                gw_reply_null_array(c);
-        }
-    } else if (!strcasecmp(sub, "list")) {
-        reply_array(gw_conn_out(c), (long long)n);
-        for (size_t i = 0; i < n; i++)
-            reply_bulk_cstr(gw_conn_out(c), t[i].name);
-    } else if (!strcasecmp(sub, "help") && cmd->argc == 2) {
-        GW_REPLY_HELP(c, command_help);
-    } else {
-        gw_reply_unknown_subcommand(c, cmd);
+    if (abort_it) {
+        reply_error(gw_conn_out(c), "ERR No shutdown in progress.");
+        return;
     }
+    dm_log(DM_LOG_WARNING, "User requested shutdown (SHUTDOWN from id=%llu addr=%s)",
+           (unsigned long long)c->id, c->addr);
+    c->close_after_reply = true;
+    raise(SIGTERM); /* server.c's handler: the same clean stop */
 }
 
 /* ---- CONFIG ---- */
@@ -255,6 +176,18 @@ static const struct {
 
 #define NPARAMS (sizeof(config_params) / sizeof(config_params[0]))
 
+/* Parameter p's current value into v (emptied first). */
+static void param_value(gw_conn_t *c, size_t p, gw_buf_t *v)
+{
+    v->len = 0;
+    if (config_params[p].fixed)
+        gw_buf_puts(v, config_params[p].fixed);
+    else if (config_params[p].fn)
+        config_params[p].fn(v);
+    else
+        v_maxmemory(c, v);
+}
+
 static void config_get(gw_conn_t *c, gw_cmd_t *cmd)
 {
     bool hit[NPARAMS] = {false};
@@ -272,16 +205,22 @@ static void config_get(gw_conn_t *c, gw_cmd_t *cmd)
     for (size_t p = 0; p < NPARAMS; p++) {
         if (!hit[p]) continue;
         reply_bulk_cstr(gw_conn_out(c), config_params[p].name);
-        v.len = 0;
-        if (config_params[p].fixed)
-            gw_buf_puts(&v, config_params[p].fixed);
-        else if (config_params[p].fn)
-            config_params[p].fn(&v);
-        else
-            v_maxmemory(c, &v);
+        param_value(c, p, &v);
         reply_bulk(gw_conn_out(c), v.data ? v.data : "", v.len);
     }
     gw_buf_free(&v);
+}
+
+/* True when parameter p already has value (s, len): setting it again is a no-op that
+ * Redis accepts, also for what dmkv cannot change at run time (CONFIG GET then SET). */
+static bool param_is(gw_conn_t *c, size_t p, const char *s, size_t len)
+{
+    gw_buf_t v;
+    gw_buf_init(&v);
+    param_value(c, p, &v);
+    bool same = v.len == len && (!len || !strncasecmp(v.data, s, len));
+    gw_buf_free(&v);
+    return same;
 }
 
 /* CONFIG SET name value [name value ...]: requirepass and the slowlog parameters (per
@@ -291,15 +230,23 @@ static void config_set(gw_conn_t *c, gw_cmd_t *cmd)
 {
     int pass_arg = 0, mem_arg = 0, slower_arg = 0, len_arg = 0, lat_arg = 0;
     for (int i = 2; i < cmd->argc; i += 2) {
-        bool known = false;
+        size_t param = NPARAMS;
         for (size_t p = 0; p < NPARAMS; p++)
-            if (!strcasecmp(cmd->argv[i], config_params[p].name)) known = true;
-        if (!known) {
+            if (!strcasecmp(cmd->argv[i], config_params[p].name)) param = p;
+        if (param == NPARAMS) {
             reply_errorf(gw_conn_out(c),
                          "ERR Unknown option or number of arguments for CONFIG SET - '%.128s'",
                          cmd->argv[i]);
             return;
         }
+        for (int j = 2; j < i; j += 2)
+            if (!strcasecmp(cmd->argv[j], cmd->argv[i])) {
+                reply_errorf(gw_conn_out(c),
+                             "ERR CONFIG SET failed (possibly related to argument '%.128s') - "
+                             "duplicate parameter",
+                             cmd->argv[i]);
+                return;
+            }
         if (!strcasecmp(cmd->argv[i], "maxmemory")) {
             if (parse_memory(cmd->argv[i + 1]) < 0) {
                 reply_errorf(gw_conn_out(c),
@@ -337,6 +284,9 @@ static void config_set(gw_conn_t *c, gw_cmd_t *cmd)
             *(is_len ? &len_arg : &slower_arg) = i + 1;
             continue;
         }
+        if (strcasecmp(cmd->argv[i], "requirepass") &&
+            param_is(c, param, cmd->argv[i + 1], cmd->argvlen[i + 1]))
+            continue; /* already so */
         if (strcasecmp(cmd->argv[i], "requirepass")) {
             reply_errorf(gw_conn_out(c),
                          "ERR CONFIG SET failed (possibly related to argument '%.128s') - "

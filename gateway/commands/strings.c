@@ -36,6 +36,20 @@ int gw_get_key_at(gw_conn_t *c, gw_cmd_t *cmd, int i, dm_value_t *v)
     return rc;
 }
 
+bool gw_rmw_key(gw_conn_t *c, gw_cmd_t *cmd, dm_kv_rmw_fn fn, void *arg, int *action)
+{
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, c->th->w, DM_CLS_SET);
+    int rc = dm_kv_rmw(&ctx, cmd->argv[1], cmd->argvlen[1], fn, arg);
+    dm_stats_op(DM_CLS_SET);
+    if (rc < 0) {
+        gw_reply_dm_error(c, rc);
+        return false;
+    }
+    *action = rc;
+    return true;
+}
+
 void cmd_get(gw_conn_t *c, gw_cmd_t *cmd)
 {
     dm_value_t v;

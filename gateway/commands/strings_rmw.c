@@ -23,21 +23,6 @@ static const char e_overflow[] = "ERR increment or decrement would overflow";
 static const char e_notfloat[] = "ERR value is not a valid float";
 static const char e_toobig[] = "ERR string exceeds maximum allowed size (proto-max-bulk-len)";
 
-/* Run an RMW; on a dmcore error reply it and return false. */
-static bool run_rmw(gw_conn_t *c, gw_cmd_t *cmd, dm_kv_rmw_fn fn, void *arg, int *action)
-{
-    dm_ctx_t ctx;
-    dm_ctx_init(&ctx, c->th->w, DM_CLS_SET);
-    int rc = dm_kv_rmw(&ctx, cmd->argv[1], cmd->argvlen[1], fn, arg);
-    dm_stats_op(DM_CLS_SET);
-    if (rc < 0) {
-        gw_reply_dm_error(c, rc);
-        return false;
-    }
-    *action = rc;
-    return true;
-}
-
 static bool dup_value(dm_value_t *out, const void *p, size_t len, uint64_t expire_ms)
 {
     out->data = malloc(len ? len : 1);
@@ -85,7 +70,7 @@ static void incr_generic(gw_conn_t *c, gw_cmd_t *cmd, long long by)
 {
     incr_arg_t a = {.by = by};
     int act;
-    if (!run_rmw(c, cmd, incr_fn, &a, &act)) return;
+    if (!gw_rmw_key(c, cmd, incr_fn, &a, &act)) return;
     if (act == DM_RMW_ABORT)
         reply_error(gw_conn_out(c), a.err);
     else
@@ -195,7 +180,7 @@ void cmd_incrbyfloat(gw_conn_t *c, gw_cmd_t *cmd)
     int act;
     if (!str2ld(cmd->argv[2], cmd->argvlen[2], &a->by)) {
         reply_error(gw_conn_out(c), e_notfloat);
-    } else if (run_rmw(c, cmd, fincr_fn, a, &act)) {
+    } else if (gw_rmw_key(c, cmd, fincr_fn, a, &act)) {
         if (act == DM_RMW_ABORT)
             reply_error(gw_conn_out(c), a->err);
         else
@@ -247,7 +232,7 @@ static void splice_generic(gw_conn_t *c, gw_cmd_t *cmd, long long offset, int vi
 {
     splice_arg_t a = {.offset = offset, .val = cmd->argv[vi], .vlen = cmd->argvlen[vi]};
     int act;
-    if (!run_rmw(c, cmd, splice_fn, &a, &act)) return;
+    if (!gw_rmw_key(c, cmd, splice_fn, &a, &act)) return;
     if (act == DM_RMW_ABORT)
         reply_error(gw_conn_out(c), a.err);
     else
@@ -290,7 +275,7 @@ void cmd_getdel(gw_conn_t *c, gw_cmd_t *cmd)
 {
     getdel_arg_t a = {0};
     int act;
-    if (!run_rmw(c, cmd, getdel_fn, &a, &act)) {
+    if (!gw_rmw_key(c, cmd, getdel_fn, &a, &act)) {
         dm_value_free(&a.got);
         return;
     }

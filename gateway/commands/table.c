@@ -11,85 +11,101 @@
 #include "dmkv/clock.h"
 #include "dmkv/errors.h"
 #include "resp/reply.h"
+#include "server/monitor.h"
 #include "server/server.h"
 #include "server/stats.h"
 #include "util/strconv.h"
 
 /* Sorted by name (lookup is a binary search). */
 static const gw_command_t table[] = {
-    {"append", 3, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_append},
+    {"append", 3, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_append, NULL},
     {"auth", -2, "noscript loading stale fast no_auth allow_busy", 0, 0, 0, "@fast @connection",
-     cmd_auth},
-    {"client", -2, "", 0, 0, 0, "@slow", cmd_client},
-    {"command", -1, "loading stale", 0, 0, 0, "@slow @connection", cmd_command},
-    {"config", -2, "", 0, 0, 0, "@slow", cmd_config},
-    {"copy", -3, "write denyoom", 1, 2, 1, "@keyspace @write @slow", cmd_copy},
-    {"dbsize", 1, "readonly fast", 0, 0, 0, "@keyspace @read @fast", cmd_dbsize},
-    {"decr", 2, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_decr},
-    {"decrby", 3, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_decrby},
-    {"del", -2, "write", 1, -1, 1, "@keyspace @write @slow", cmd_del},
+     cmd_auth, NULL},
+    {"client", -2, "", 0, 0, 0, "@slow", cmd_client,
+     "getname help id info kill list no-evict reply setinfo setname"},
+    {"command", -1, "loading stale", 0, 0, 0, "@slow @connection", cmd_command,
+     "count docs getkeys help info list"},
+    {"config", -2, "admin noscript loading stale", 0, 0, 0, "@admin @slow @dangerous", cmd_config,
+     "get help resetstat rewrite set"},
+    {"copy", -3, "write denyoom", 1, 2, 1, "@keyspace @write @slow", cmd_copy, NULL},
+    {"dbsize", 1, "readonly fast", 0, 0, 0, "@keyspace @read @fast", cmd_dbsize, NULL},
+    {"decr", 2, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_decr, NULL},
+    {"decrby", 3, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_decrby, NULL},
+    {"del", -2, "write", 1, -1, 1, "@keyspace @write @slow", cmd_del, NULL},
     {"discard", 1, "noscript loading stale fast allow_busy", 0, 0, 0, "@fast @transaction",
-     cmd_discard},
-    {"echo", 2, "fast", 0, 0, 0, "@fast @connection", cmd_echo},
-    {"exec", 1, "noscript loading stale skip_slowlog", 0, 0, 0, "@slow @transaction", cmd_exec},
-    {"exists", -2, "readonly fast", 1, -1, 1, "@keyspace @read @fast", cmd_exists},
-    {"expire", -3, "write fast", 1, 1, 1, "@keyspace @write @fast", cmd_expire},
-    {"expireat", -3, "write fast", 1, 1, 1, "@keyspace @write @fast", cmd_expireat},
-    {"expiretime", 2, "readonly fast", 1, 1, 1, "@keyspace @read @fast", cmd_expiretime},
-    {"flushall", -1, "write", 0, 0, 0, "@keyspace @write @slow @dangerous", cmd_flushall},
-    {"flushdb", -1, "write", 0, 0, 0, "@keyspace @write @slow @dangerous", cmd_flushall},
-    {"get", 2, "readonly fast", 1, 1, 1, "@read @string @fast", cmd_get},
-    {"getdel", 2, "write fast", 1, 1, 1, "@write @string @fast", cmd_getdel},
-    {"getex", -2, "write fast", 1, 1, 1, "@write @string @fast", cmd_getex},
-    {"getrange", 4, "readonly", 1, 1, 1, "@read @string @slow", cmd_getrange},
-    {"getset", 3, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_getset},
+     cmd_discard, NULL},
+    {"echo", 2, "fast", 0, 0, 0, "@fast @connection", cmd_echo, NULL},
+    {"exec", 1, "noscript loading stale skip_slowlog", 0, 0, 0, "@slow @transaction", cmd_exec,
+     NULL},
+    {"exists", -2, "readonly fast", 1, -1, 1, "@keyspace @read @fast", cmd_exists, NULL},
+    {"expire", -3, "write fast", 1, 1, 1, "@keyspace @write @fast", cmd_expire, NULL},
+    {"expireat", -3, "write fast", 1, 1, 1, "@keyspace @write @fast", cmd_expireat, NULL},
+    {"expiretime", 2, "readonly fast", 1, 1, 1, "@keyspace @read @fast", cmd_expiretime, NULL},
+    {"flushall", -1, "write", 0, 0, 0, "@keyspace @write @slow @dangerous", cmd_flushall, NULL},
+    {"flushdb", -1, "write", 0, 0, 0, "@keyspace @write @slow @dangerous", cmd_flushall, NULL},
+    {"function", -2, "noscript", 0, 0, 0, "@slow @scripting", cmd_function,
+     "delete dump flush help kill list load restore stats"},
+    {"get", 2, "readonly fast", 1, 1, 1, "@read @string @fast", cmd_get, NULL},
+    {"getbit", 3, "readonly fast", 1, 1, 1, "@read @bitmap @fast", cmd_getbit, NULL},
+    {"getdel", 2, "write fast", 1, 1, 1, "@write @string @fast", cmd_getdel, NULL},
+    {"getex", -2, "write fast", 1, 1, 1, "@write @string @fast", cmd_getex, NULL},
+    {"getrange", 4, "readonly", 1, 1, 1, "@read @string @slow", cmd_getrange, NULL},
+    {"getset", 3, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_getset, NULL},
     {"hello", -1, "noscript loading stale fast no_auth allow_busy", 0, 0, 0, "@fast @connection",
-     cmd_hello},
-    {"incr", 2, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_incr},
-    {"incrby", 3, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_incrby},
-    {"incrbyfloat", 3, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_incrbyfloat},
-    {"info", -1, "loading stale", 0, 0, 0, "@slow @dangerous", cmd_info},
-    {"keys", 2, "readonly", 0, 0, 0, "@keyspace @read @slow @dangerous", cmd_keys},
-    {"latency", -2, "admin noscript loading stale", 0, 0, 0, "@admin @slow @dangerous",
-     cmd_latency},
-    {"lcs", -3, "readonly", 1, 2, 1, "@read @string @slow", cmd_lcs},
-    {"mget", -2, "readonly fast", 1, -1, 1, "@read @string @fast", cmd_mget},
-    {"mset", -3, "write denyoom", 1, -1, 2, "@write @string @slow", cmd_mset},
-    {"msetnx", -3, "write denyoom", 1, -1, 2, "@write @string @slow", cmd_msetnx},
-    {"multi", 1, "noscript loading stale fast allow_busy", 0, 0, 0, "@fast @transaction",
-     cmd_multi},
-    {"persist", 2, "write fast", 1, 1, 1, "@keyspace @write @fast", cmd_persist},
-    {"pexpire", -3, "write fast", 1, 1, 1, "@keyspace @write @fast", cmd_pexpire},
-    {"pexpireat", -3, "write fast", 1, 1, 1, "@keyspace @write @fast", cmd_pexpireat},
-    {"pexpiretime", 2, "readonly fast", 1, 1, 1, "@keyspace @read @fast", cmd_pexpiretime},
-    {"ping", -1, "fast", 0, 0, 0, "@fast @connection", cmd_ping},
-    {"psetex", 4, "write denyoom", 1, 1, 1, "@write @string @slow", cmd_psetex},
-    {"pttl", 2, "readonly fast", 1, 1, 1, "@keyspace @read @fast", cmd_pttl},
+     cmd_hello, NULL},
+    {"incr", 2, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_incr, NULL},
+    {"incrby", 3, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_incrby, NULL},
+    {"incrbyfloat", 3, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_incrbyfloat,
+     NULL},
+    {"info", -1, "loading stale", 0, 0, 0, "@slow @dangerous", cmd_info, NULL},
+    {"keys", 2, "readonly", 0, 0, 0, "@keyspace @read @slow @dangerous", cmd_keys, NULL},
+    {"latency", -2, "admin noscript loading stale", 0, 0, 0, "@admin @slow @dangerous", cmd_latency,
+     "doctor graph help histogram history latest reset"},
+    {"lcs", -3, "readonly", 1, 2, 1, "@read @string @slow", cmd_lcs, NULL},
+    {"memory", -2, "", 0, 0, 0, "@slow", cmd_memory, "help usage"},
+    {"mget", -2, "readonly fast", 1, -1, 1, "@read @string @fast", cmd_mget, NULL},
+    {"monitor", 1, "admin noscript loading stale", 0, 0, 0, "@admin @slow @dangerous", cmd_monitor,
+     NULL},
+    {"mset", -3, "write denyoom", 1, -1, 2, "@write @string @slow", cmd_mset, NULL},
+    {"msetnx", -3, "write denyoom", 1, -1, 2, "@write @string @slow", cmd_msetnx, NULL},
+    {"multi", 1, "noscript loading stale fast allow_busy", 0, 0, 0, "@fast @transaction", cmd_multi,
+     NULL},
+    {"persist", 2, "write fast", 1, 1, 1, "@keyspace @write @fast", cmd_persist, NULL},
+    {"pexpire", -3, "write fast", 1, 1, 1, "@keyspace @write @fast", cmd_pexpire, NULL},
+    {"pexpireat", -3, "write fast", 1, 1, 1, "@keyspace @write @fast", cmd_pexpireat, NULL},
+    {"pexpiretime", 2, "readonly fast", 1, 1, 1, "@keyspace @read @fast", cmd_pexpiretime, NULL},
+    {"ping", -1, "fast", 0, 0, 0, "@fast @connection", cmd_ping, NULL},
+    {"psetex", 4, "write denyoom", 1, 1, 1, "@write @string @slow", cmd_psetex, NULL},
+    {"pttl", 2, "readonly fast", 1, 1, 1, "@keyspace @read @fast", cmd_pttl, NULL},
     {"quit", -1, "allow_busy noscript loading stale fast no_auth", 0, 0, 0, "@fast @connection",
-     cmd_quit},
-    {"randomkey", 1, "readonly", 0, 0, 0, "@keyspace @read @slow", cmd_randomkey},
-    {"rename", 3, "write", 1, 2, 1, "@keyspace @write @slow", cmd_rename},
-    {"renamenx", 3, "write fast", 1, 2, 1, "@keyspace @write @fast", cmd_renamenx},
+     cmd_quit, NULL},
+    {"randomkey", 1, "readonly", 0, 0, 0, "@keyspace @read @slow", cmd_randomkey, NULL},
+    {"rename", 3, "write", 1, 2, 1, "@keyspace @write @slow", cmd_rename, NULL},
+    {"renamenx", 3, "write fast", 1, 2, 1, "@keyspace @write @fast", cmd_renamenx, NULL},
     {"reset", 1, "noscript loading stale fast no_auth allow_busy", 0, 0, 0, "@fast @connection",
-     cmd_reset},
-    {"scan", -2, "readonly", 0, 0, 0, "@keyspace @read @slow", cmd_scan},
-    {"select", 2, "loading stale fast", 0, 0, 0, "@keyspace @fast", cmd_select},
-    {"set", -3, "write denyoom", 1, 1, 1, "@write @string @slow", cmd_set},
-    {"setex", 4, "write denyoom", 1, 1, 1, "@write @string @slow", cmd_setex},
-    {"setnx", 3, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_setnx},
-    {"setrange", 4, "write denyoom", 1, 1, 1, "@write @string @slow", cmd_setrange},
-    {"slowlog", -2, "admin random loading stale", 0, 0, 0, "@admin @slow @dangerous", cmd_slowlog},
-    {"strlen", 2, "readonly fast", 1, 1, 1, "@read @string @fast", cmd_strlen},
-    {"substr", 4, "readonly", 1, 1, 1, "@read @string @slow", cmd_getrange},
-    {"time", 1, "loading stale fast", 0, 0, 0, "@fast", cmd_time},
-    {"touch", -2, "readonly fast", 1, -1, 1, "@keyspace @read @fast", cmd_touch},
-    {"ttl", 2, "readonly fast", 1, 1, 1, "@keyspace @read @fast", cmd_ttl},
-    {"type", 2, "readonly fast", 1, 1, 1, "@keyspace @read @fast", cmd_type},
-    {"unlink", -2, "write fast", 1, -1, 1, "@keyspace @write @fast", cmd_del},
+     cmd_reset, NULL},
+    {"scan", -2, "readonly", 0, 0, 0, "@keyspace @read @slow", cmd_scan, NULL},
+    {"select", 2, "loading stale fast", 0, 0, 0, "@keyspace @fast", cmd_select, NULL},
+    {"set", -3, "write denyoom", 1, 1, 1, "@write @string @slow", cmd_set, NULL},
+    {"setbit", 4, "write denyoom", 1, 1, 1, "@write @bitmap @slow", cmd_setbit, NULL},
+    {"setex", 4, "write denyoom", 1, 1, 1, "@write @string @slow", cmd_setex, NULL},
+    {"setnx", 3, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_setnx, NULL},
+    {"setrange", 4, "write denyoom", 1, 1, 1, "@write @string @slow", cmd_setrange, NULL},
+    {"shutdown", -1, "admin noscript loading stale no_multi allow_busy", 0, 0, 0,
+     "@admin @slow @dangerous", cmd_shutdown, NULL},
+    {"slowlog", -2, "admin random loading stale", 0, 0, 0, "@admin @slow @dangerous", cmd_slowlog,
+     "get help len reset"},
+    {"strlen", 2, "readonly fast", 1, 1, 1, "@read @string @fast", cmd_strlen, NULL},
+    {"substr", 4, "readonly", 1, 1, 1, "@read @string @slow", cmd_getrange, NULL},
+    {"time", 1, "loading stale fast", 0, 0, 0, "@fast", cmd_time, NULL},
+    {"touch", -2, "readonly fast", 1, -1, 1, "@keyspace @read @fast", cmd_touch, NULL},
+    {"ttl", 2, "readonly fast", 1, 1, 1, "@keyspace @read @fast", cmd_ttl, NULL},
+    {"type", 2, "readonly fast", 1, 1, 1, "@keyspace @read @fast", cmd_type, NULL},
+    {"unlink", -2, "write fast", 1, -1, 1, "@keyspace @write @fast", cmd_del, NULL},
     {"unwatch", 1, "noscript loading stale fast allow_busy", 0, 0, 0, "@fast @transaction",
-     cmd_unwatch},
+     cmd_unwatch, NULL},
     {"watch", -2, "noscript loading stale fast allow_busy", 1, -1, 1, "@fast @transaction",
-     cmd_watch},
+     cmd_watch, NULL},
 };
 
 #define NCMDS (sizeof(table) / sizeof(table[0]))
@@ -205,7 +221,13 @@ static void rejected(gw_conn_t *c, const gw_command_t *gc, size_t at)
 void gw_command_run(gw_conn_t *c, const gw_command_t *gc, gw_cmd_t *cmd)
 {
     size_t before = gw_conn_out(c)->len;
+    int sub = gw_command_sub(gc, cmd);
+    size_t sublen = 0;
+    const char *subname = gw_command_sub_name(gc, sub, &sublen);
     __atomic_store_n(&c->last_cmd, gc->name, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->last_sub, subname, __ATOMIC_RELAXED);
+    __atomic_store_n(&c->last_sublen, sublen, __ATOMIC_RELAXED);
+    c->running_bytes = cmd->wire;
     __atomic_store_n(&c->last_ms, dm_wall_ms(), __ATOMIC_RELAXED);
     uint64_t t0 = dm_now_us();
     gc->proc(c, cmd);
@@ -213,13 +235,62 @@ void gw_command_run(gw_conn_t *c, const gw_command_t *gc, gw_cmd_t *cmd)
     bool failed =
         !c->closing && gw_conn_out(c)->len > before && gw_conn_out(c)->data[before] == '-';
     uint64_t usec = dm_now_us() - t0;
-    gw_cmdstats_call(gc, usec, failed);
+    c->running_bytes = 0;
+    gw_cmdstats_call(gc, sub, usec, failed);
     gw_slowlog_note(c, gc, cmd, usec);
+    gw_monitor_feed(c, gc, cmd);
     gw_latency_note(gc, usec);
     if (failed) count_error(c, before);
 }
 
+int gw_command_sub_named(const gw_command_t *gc, const char *name, size_t len)
+{
+    const char *p = gc->subs;
+    for (int i = 0; p && *p && i < GW_MAX_SUBS; i++) {
+        size_t n = strcspn(p, " ");
+        if (n == len && !strncasecmp(p, name, len)) return i;
+        p += n;
+        if (*p) p++;
+    }
+    return -1;
+}
+
+const char *gw_command_sub_name(const gw_command_t *gc, int sub, size_t *len)
+{
+    const char *p = gc->subs;
+    for (int i = 0; p && *p && i < GW_MAX_SUBS; i++) {
+        size_t n = strcspn(p, " ");
+        if (i == sub) {
+            *len = n;
+            return p;
+        }
+        p += n;
+        if (*p) p++;
+    }
+    return NULL;
+}
+
+int gw_command_sub(const gw_command_t *gc, const gw_cmd_t *cmd)
+{
+    return gc->subs && cmd->argc > 1 ? gw_command_sub_named(gc, cmd->argv[1], cmd->argvlen[1]) : -1;
+}
+
+static bool exec_one(gw_conn_t *c, gw_cmd_t *cmd);
+
 bool gw_command_exec(gw_conn_t *c, gw_cmd_t *cmd)
+{
+    size_t at = gw_conn_out(c)->len;
+    bool kept = exec_one(c, cmd);
+    /* CLIENT REPLY OFF/SKIP: the reply is dropped (errors too, as in Redis); SKIP drops
+     * its own +OK and the next command's reply, unless that is CLIENT REPLY ON. */
+    gw_buf_t *out = gw_conn_out(c);
+    bool drop = c->reply_off || c->reply_skip;
+    if (c->reply_skip) c->reply_skip--;
+    if (drop && !c->close_after_reply && out->len > at) out->len = at;
+    return kept;
+}
+
+static bool exec_one(gw_conn_t *c, gw_cmd_t *cmd)
 {
     size_t at = gw_conn_out(c)->len; /* where a rejection's error reply starts */
     if (cmd->proto_err) {
@@ -259,6 +330,11 @@ bool gw_command_exec(gw_conn_t *c, gw_cmd_t *cmd)
                  (long long)cs.lo_ms, (long long)cs.hi_ms, cs.far_peers, cs.peers,
                  dm_clock_bound_ms());
         reply_error(gw_conn_out(c), msg);
+        rejected(c, gc, at);
+        return false;
+    }
+    if (c->in_multi && strstr(gc->flags, "no_multi")) {
+        reply_error(gw_conn_out(c), "ERR Command not allowed inside a transaction");
         rejected(c, gc, at);
         return false;
     }

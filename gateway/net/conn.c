@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "commands/commands.h"
+#include "server/monitor.h"
 #include "server/server.h"
 #include "resp/reply.h"
 #include "server/stats.h"
@@ -84,6 +85,7 @@ static void drop_queue(gw_conn_t *c)
 void gw_conn_close(gw_conn_t *c)
 {
     if (c->closing) return;
+    gw_monitor_remove(c);
     c->closing = true;
     gw_thread_t *th = c->th;
     uv_mutex_lock(&th->lock);
@@ -94,8 +96,9 @@ void gw_conn_close(gw_conn_t *c)
     if (c->next) c->next->prev = c->prev;
     c->prev = c->next = NULL;
     th->nconns--;
+    bool counted = !c->uncounted;
     uv_mutex_unlock(&th->lock);
-    GW_STAT_SUB(connected_clients, 1);
+    if (counted) GW_STAT_SUB(connected_clients, 1);
     dm_log(DM_LOG_VERBOSE, "Client closed connection id=%llu addr=%s", (unsigned long long)c->id,
            c->addr);
     drop_queue(c);
@@ -466,7 +469,10 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         size_t used;
         int rc = resp_parse(&c->parser, buf->base + pos, n - pos, &used, &cmd);
         pos += used;
+        c->wire_acc += used;
         if (rc == RESP_CMD) {
+            cmd->wire = c->wire_acc;
+            c->wire_acc = 0;
             enqueue(c, cmd);
         } else if (rc == RESP_ERROR) {
             gw_cmd_t *e = calloc(1, sizeof(*e));
@@ -584,14 +590,23 @@ void gw_conn_describe(gw_conn_t *c, gw_buf_t *b)
     uint64_t now = dm_wall_ms();
     uint64_t last = __atomic_load_n(&c->last_ms, __ATOMIC_RELAXED);
     const char *cmd = __atomic_load_n(&c->last_cmd, __ATOMIC_RELAXED);
+    const char *sub = __atomic_load_n(&c->last_sub, __ATOMIC_RELAXED);
+    size_t sublen = __atomic_load_n(&c->last_sublen, __ATOMIC_RELAXED);
+    /* qbuf: the request bytes queued and running (Redis counts the running command's). */
+    size_t qbuf = __atomic_load_n(&c->qbytes, __ATOMIC_RELAXED) +
+                  __atomic_load_n(&c->running_bytes, __ATOMIC_RELAXED);
     gw_buf_printf(b,
-                  "id=%llu addr=%s laddr=%s fd=%d name=%s age=%llu idle=%llu flags=N db=0 "
-                  "sub=0 psub=0 ssub=0 multi=%d qbuf=0 qbuf-free=0 argv-mem=0 multi-mem=0 "
-                  "rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=%s user=default "
-                  "redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
+                  "id=%llu addr=%s laddr=%s fd=%d name=%s age=%llu idle=%llu flags=%s db=0 "
+                  "sub=0 psub=0 ssub=0 multi=%d qbuf=%zu qbuf-free=0 argv-mem=0 multi-mem=0 "
+                  "rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=%s%s%.*s "
+                  "user=default redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
                   (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
                   (unsigned long long)((now - c->ctime_ms) / 1000),
                   (unsigned long long)(now > last ? (now - last) / 1000 : 0),
-                  c->in_multi ? c->mq_n : -1, cmd ? cmd : "NULL", c->resp,
-                  c->lib_name ? c->lib_name : "", c->lib_ver ? c->lib_ver : "");
+                  c->monitor    ? "O"
+                  : c->in_multi ? "x"
+                                : "N",
+                  c->in_multi ? c->mq_n : -1, qbuf, cmd ? cmd : "NULL", sub ? "|" : "",
+                  sub ? (int)sublen : 0, sub ? sub : "", c->resp, c->lib_name ? c->lib_name : "",
+                  c->lib_ver ? c->lib_ver : "");
 }

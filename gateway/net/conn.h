@@ -36,6 +36,7 @@ struct gw_conn {
     resp_parser_t parser;
     gw_cmd_t *qhead, *qtail; /* parsed commands not yet run */
     size_t qbytes;           /* argument bytes queued */
+    size_t wire_acc;         /* request bytes of the command being parsed */
 
     gw_buf_t out;        /* replies not yet handed to uv_write */
     size_t out_inflight; /* bytes in uv_write requests not yet completed */
@@ -53,16 +54,24 @@ struct gw_conn {
     char addr[64];          /* peer "ip:port" */
     char laddr[64];         /* local "ip:port" */
     int fd;
-    uint64_t ctime_ms;        /* connect time, wall ms */
-    uint64_t last_ms;         /* last command time, wall ms */
-    const char *last_cmd;     /* static name of the last command */
+    uint64_t ctime_ms;    /* connect time, wall ms */
+    uint64_t last_ms;     /* last command time, wall ms */
+    const char *last_cmd; /* static name of the last command */
+    const char *last_sub; /* its subcommand's static name (last_sublen bytes) or NULL */
+    size_t last_sublen;
+    size_t running_bytes;     /* request bytes of the command running now (CLIENT LIST qbuf) */
     char *name;               /* CLIENT SETNAME (under th->lock), NULL when unset */
     char *lib_name, *lib_ver; /* CLIENT SETINFO (under th->lock) */
 
-    int resp;      /* reply protocol: 2 (default) or 3 (HELLO 3) */
-    bool authed;   /* AUTH passed (or no requirepass when the connection started) */
-    bool no_evict; /* CLIENT NO-EVICT (accepted, no effect: dmkv never evicts clients) */
-    bool kill;     /* CLIENT KILL from another thread: closed by this thread's timer */
+    int resp;              /* reply protocol: 2 (default) or 3 (HELLO 3) */
+    bool authed;           /* AUTH passed (or no requirepass when the connection started) */
+    bool no_evict;         /* CLIENT NO-EVICT (accepted, no effect: dmkv never evicts clients) */
+    bool kill;             /* CLIENT KILL from another thread: closed by this thread's timer */
+    bool uncounted;        /* already left connected_clients (flagged by CLIENT KILL; th->lock) */
+    bool reply_off;        /* CLIENT REPLY OFF: replies dropped until CLIENT REPLY ON */
+    bool monitor;          /* MONITOR (server/monitor.h) */
+    gw_buf_t monitor_feed; /* its lines not yet in out (th->lock) */
+    uint8_t reply_skip;    /* CLIENT REPLY SKIP: replies still to drop (its own + the next) */
 
     /* MULTI/EXEC state (commands/multi.c). */
     bool in_multi;               /* between MULTI and EXEC/DISCARD */

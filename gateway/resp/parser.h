@@ -18,6 +18,7 @@ typedef struct gw_cmd {
     char **argv;     /* argc arguments, each malloc'd, NUL-terminated, binary-safe */
     size_t *argvlen; /* length in bytes of each argument */
     size_t bytes;    /* memory held: arguments, their argv/argvlen entries, the command */
+    size_t wire;     /* request bytes it came in (set by the connection) */
     char *proto_err; /* non-NULL: no command, reply "-<proto_err>" and close the connection */
     const void *def; /* the gateway's command-table entry, once looked up (NULL before) */
     /* A multibulk command is one allocation: argv, argvlen and small arguments live in it

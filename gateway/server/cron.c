@@ -13,6 +13,7 @@
 #include "dmkv/kv.h"
 #include "net/conn.h"
 #include "server/expiry_track.h"
+#include "server/monitor.h"
 #include "server/stats.h"
 
 static void expire_step(void *arg)
@@ -70,6 +71,7 @@ static void on_tick(uv_timer_t *t)
     gw_thread_t *th = t->data;
     if (th->stopping) return;
     close_killed(th);
+    gw_monitor_deliver(th); /* lines held back while a monitor ran a command */
     if (!th->expire_running && th->w) {
         th->expire_running = true;
         if (!dm_coro_spawn(expire_step, th) && th->expire_running) th->expire_running = false;

@@ -8,6 +8,7 @@
 #include "net/conn.h"
 #include "net/listener.h"
 #include "server/cron.h"
+#include "server/monitor.h"
 #include "dmkv/log.h"
 
 #define DRAIN_POLL_MS 10
@@ -40,6 +41,7 @@ static void on_drain(uv_timer_t *t)
     uv_timer_stop(t);
     uv_close((uv_handle_t *)t, NULL);
     uv_close((uv_handle_t *)&th->stop_async, NULL);
+    uv_close((uv_handle_t *)&th->monitor_async, NULL);
     dm_worker_destroy(th->w);
     th->w = NULL;
     /* Anything the pool layer left open goes too, so that uv_run returns. */
@@ -66,6 +68,11 @@ static void on_stop(uv_async_t *a)
     uv_timer_start(&th->drain_timer, on_drain, 0, DRAIN_POLL_MS);
 }
 
+static void on_monitor(uv_async_t *a)
+{
+    gw_monitor_deliver(a->data);
+}
+
 static void thread_main(void *arg)
 {
     gw_thread_t *th = arg;
@@ -88,6 +95,8 @@ static void thread_main(void *arg)
     }
     uv_async_init(&th->loop, &th->stop_async, on_stop);
     th->stop_async.data = th;
+    uv_async_init(&th->loop, &th->monitor_async, on_monitor);
+    th->monitor_async.data = th;
     gw_cron_start(th);
     th->start_rc = 0;
     uv_sem_post(&th->ready);

@@ -23,9 +23,10 @@ typedef struct gw_thread {
     dm_worker_t *w; /* NULL until connected to the pool */
     uv_tcp_t listeners[GW_MAX_BIND];
     int listener_inited[GW_MAX_BIND];
-    uv_async_t stop_async;  /* wakes the loop for shutdown */
-    uv_timer_t drain_timer; /* polls for the end of in-flight commands at shutdown */
-    uv_timer_t cron_timer;  /* server/cron.c: active expiry, CLIENT KILL sweeps */
+    uv_async_t stop_async;    /* wakes the loop for shutdown */
+    uv_async_t monitor_async; /* wakes the loop for MONITOR lines (server/monitor.h) */
+    uv_timer_t drain_timer;   /* polls for the end of in-flight commands at shutdown */
+    uv_timer_t cron_timer;    /* server/cron.c: active expiry, CLIENT KILL sweeps */
     bool cron_inited;
     bool expire_running;              /* an active-expiry step is on a coroutine */
     struct gw_expiry_entry *exp_heap; /* server/expiry_track.h */

@@ -1,6 +1,7 @@
 /* The stock tools against the gateway: redis-cli (SET/GET/DEL, --scan with and without
- * --pattern, DBSIZE, INFO, a binary value through -x) and a short redis-benchmark run.
- * Skipped when the tools are not installed. */
+ * --pattern, DBSIZE, INFO, a binary value through -x; the operator modes --bigkeys,
+ * --memkeys, --stat and --latency) and a short redis-benchmark run. Skipped when the tools
+ * are not installed. */
 #include <stdint.h>
 #include <unistd.h>
 
@@ -105,6 +106,27 @@ int main(void)
     free(out);
     out = run("redis-cli -h 127.0.0.1 -p %d KEYS 'scan:29?' | wc -l", &s2, port);
     CHECK(s2 == 0 && atoi(out) == 10);
+    free(out);
+
+    /* The operator modes: --bigkeys (TYPE, STRLEN), --memkeys (MEMORY USAGE), --stat and
+     * --latency (they loop: stopped by timeout, their lines unbuffered by stdbuf). */
+    expect_output("SET big:one 0123456789012345678901234567890123456789", "OK\n");
+    out = run("redis-cli -h 127.0.0.1 -p %d --bigkeys 2>&1", &s2, port);
+    CHECKF(s2 == 0 && strstr(out, "Biggest string found '\"big:one\"' has 40 bytes") &&
+               strstr(out, "305 strings with"),
+           "--bigkeys: %s", out);
+    free(out);
+    out = run("redis-cli -h 127.0.0.1 -p %d --memkeys 2>&1", &s2, port);
+    CHECKF(s2 == 0 && strstr(out, "Biggest string found '\"big:one\"' has ") &&
+               strstr(out, "305 strings with") && !strstr(out, "ERR"),
+           "--memkeys: %s", out);
+    free(out);
+    out = run("timeout 3 stdbuf -oL redis-cli -h 127.0.0.1 -p %d --stat -i 0.5 2>&1", &s2, port);
+    CHECKF(strstr(out, "------- data ------") && strstr(out, "\n305 "), "--stat: %s", out);
+    free(out);
+    out = run("timeout 3 stdbuf -oL redis-cli -h 127.0.0.1 -p %d --latency-history -i 1 2>&1", &s2,
+              port);
+    CHECKF(count_lines(out) >= 1 && !strstr(out, "ERR"), "--latency-history: %s", out);
     free(out);
 
     out = run("redis-benchmark --version 2>/dev/null", &s2);

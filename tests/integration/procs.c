@@ -326,6 +326,22 @@ void it_gateway_start(it_proc_t *gw, const char *const *uris, int nuris, int thr
     abort();
 }
 
+int it_proc_wait(it_proc_t *p, int timeout_ms)
+{
+    if (p->pid <= 0) return -1;
+    int st = 0;
+    for (int waited = 0; waited < timeout_ms; waited += 20) {
+        if (waitpid(p->pid, &st, WNOHANG) == p->pid) {
+            forget_child(p->pid);
+            p->pid = 0;
+            return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+        }
+        struct timespec ts = {0, 20 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    return -2;
+}
+
 int it_proc_stop(it_proc_t *p)
 {
     if (p->pid <= 0) return -1;

@@ -57,6 +57,10 @@ void it_gateways_start(const it_pool_t *pool, it_proc_t *gw, int n, int threads_
 void it_gateway_start(it_proc_t *gw, const char *const *uris, int nuris, int threads,
                       const char *const *extra);
 
+/* Wait up to timeout_ms for p to exit by itself (SHUTDOWN). Returns its exit status, -1
+ * when a signal ended it, -2 when it is still running. */
+int it_proc_wait(it_proc_t *p, int timeout_ms);
+
 /* SIGTERM, wait up to 10 s (then SIGKILL). Returns the exit status as from waitpid's
  * WEXITSTATUS, or -1 when it had to be killed or died of a signal. */
 int it_proc_stop(it_proc_t *p);

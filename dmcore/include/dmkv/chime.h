@@ -125,6 +125,11 @@ typedef struct dm_chime_key {
 int dm_chime_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *prefix, size_t plen,
                   dm_chime_key_t **keys, size_t *n, size_t *cap, uint64_t *next);
 
+/* Bytes of CHIME a key of klen bytes takes (MEMORY USAGE): its entry's share of a leaf
+ * (leaf bytes / span, the lock line included) plus, for a key longer than DM_CHIME_INLINE,
+ * its key record (rounded to DM_UNIT as allocated). Inner nodes are not counted. */
+uint64_t dm_chime_key_bytes(dm_ctx_t *ctx, size_t klen);
+
 /* A cursor of a leaf picked by a random descent (a random child at every inner level,
  * cached nodes where possible): RANDOMKEY and the active-expiry sweep's starting points.
  * Returns 0 or DM_E*. */

@@ -77,8 +77,14 @@ void dm_keylist_free(dm_keylist_t *l);
 int dm_kv_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *prefix, size_t plen,
                dm_keylist_t *out, uint64_t *next);
 
-/* RANDOMKEY: a live key from a leaf picked by a random descent of CHIME (then the next
- * leaves if it holds none). out->data malloc'd. Returns 1, 0 when the pool has no key, or
+/* Pool bytes a key of klen bytes with a value of vlen bytes takes (MEMORY USAGE): its KV
+ * block as allocated (dm_alloc_kv_block_bytes), its RACE slot's share of a bucket (64 / 7
+ * bytes, rounded up) and its CHIME entry (dm_chime_key_bytes). No round trip. */
+uint64_t dm_kv_footprint(dm_ctx_t *ctx, size_t klen, size_t vlen);
+
+/* RANDOMKEY: a live key picked uniformly from a page of up to 32 keys that starts at a
+ * leaf picked by a random descent of CHIME (wrapping around at the end). out->data
+ * malloc'd. Returns 1, 0 when the pool has no key, or
  * DM_E*. */
 int dm_kv_random_key(dm_ctx_t *ctx, dm_key_t *out);
 
