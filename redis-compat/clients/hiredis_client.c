@@ -58,6 +58,31 @@ int main(int argc, char **argv)
         freeReplyObject(r);
     } while (strcmp(cursor, "0") != 0);
     CHECK(seen >= 100);
+    /* DMKV_BIG keys named big:* (loaded by clients.py): a full SCAN returns each once, with
+     * every cursor a decimal below 2^53. Keys come in lexicographic order, without repeats. */
+    const char *bigenv = getenv("DMKV_BIG");
+    long big = bigenv ? atol(bigenv) : 0;
+    if (big) {
+        long got = 0;
+        char last[64] = "";
+        snprintf(cursor, sizeof(cursor), "0");
+        do {
+            r = cmd(c, "SCAN %s MATCH big:* COUNT 1000", cursor);
+            CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+            char *end;
+            unsigned long long cur = strtoull(r->element[0]->str, &end, 10);
+            CHECK(*end == 0 && cur < (1ULL << 53));
+            snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
+            for (size_t i = 0; i < r->element[1]->elements; i++) {
+                const char *k = r->element[1]->element[i]->str;
+                CHECK(strcmp(k, last) > 0);
+                snprintf(last, sizeof(last), "%s", k);
+                got++;
+            }
+            freeReplyObject(r);
+        } while (strcmp(cursor, "0") != 0);
+        CHECK(got == big);
+    }
     freeReplyObject(cmd(c, "SET hi:e x PX 50"));
     usleep(120000);
     r = cmd(c, "GET hi:e");

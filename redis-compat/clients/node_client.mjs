@@ -6,6 +6,10 @@ import assert from 'node:assert/strict';
 
 const [port, lib, proto] = [Number(process.argv[2]), process.argv[3], Number(process.argv[4])];
 const p = `${lib}-resp${proto}:`;
+// DMKV_BIG keys named big:* are in the pool (loaded by clients.py): a full SCAN of them
+// through the library's own iterator must return exactly that many distinct keys.
+const big = Number(process.env.DMKV_BIG || 0);
+const LIMIT = 2 ** 53;
 
 async function nodeRedis() {
   const { createClient } = await import('redis');
@@ -25,6 +29,18 @@ async function nodeRedis() {
   for await (const keys of c.scanIterator({ MATCH: `${p}s*`, COUNT: 20 }))
     for (const k of keys) seen.add(k);
   assert.equal(seen.size, 50);
+  if (big) {
+    const all = new Set();
+    for await (const keys of c.scanIterator({ MATCH: 'big:*', COUNT: 1000 }))
+      for (const k of keys) all.add(k);
+    assert.equal(all.size, big);
+    let cursor = '0';
+    do { // the cursors themselves: decimal strings below 2^53
+      const r = await c.scan(cursor, { MATCH: 'big:*', COUNT: 1000 });
+      cursor = String(r.cursor);
+      assert.ok(/^[0-9]+$/.test(cursor) && BigInt(cursor) < BigInt(LIMIT), `cursor ${cursor}`);
+    } while (cursor !== '0');
+  }
   assert.equal(await c.set(`${p}e`, 'x', { EX: 100 }), 'OK');
   const ttl = await c.ttl(`${p}e`);
   assert.ok(ttl > 90 && ttl <= 100, `ttl ${ttl}`);
@@ -52,6 +68,11 @@ async function nodeRedis4() {
   const seen = new Set();
   for await (const k of c.scanIterator({ MATCH: `${p}s*`, COUNT: 20 })) seen.add(k);
   assert.equal(seen.size, 300);
+  if (big) { // v4 keeps the cursor as a JavaScript number: exact only below 2^53
+    const all = new Set();
+    for await (const k of c.scanIterator({ MATCH: 'big:*', COUNT: 1000 })) all.add(k);
+    assert.equal(all.size, big);
+  }
   await c.quit();
 }
 
@@ -77,6 +98,16 @@ async function ioRedis() {
     s.on('error', reject);
   });
   assert.equal(seen.size, 50);
+  if (big) {
+    const all = new Set();
+    await new Promise((resolve, reject) => {
+      const s = c.scanStream({ match: 'big:*', count: 1000 });
+      s.on('data', (keys) => keys.forEach((k) => all.add(k)));
+      s.on('end', resolve);
+      s.on('error', reject);
+    });
+    assert.equal(all.size, big);
+  }
   assert.equal(await c.set(`${p}e`, 'x', 'PX', 50), 'OK');
   await new Promise((r) => setTimeout(r, 120));
   assert.equal(await c.get(`${p}e`), null);

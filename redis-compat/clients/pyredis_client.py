@@ -1,5 +1,6 @@
 """Client matrix, Python: redis-py (Debian's python3-redis, RESP2: version 4.x has no
 RESP3). Usage: pyredis_client.py <port>. Exits 0 when every check passed."""
+import os
 import sys
 import time
 
@@ -27,6 +28,17 @@ assert r.get("py:b") == b"xy"
 for i in range(50):
     r.set("py:s%d" % i, i)
 assert len(set(r.scan_iter(match="py:s*", count=20))) == 50
+big = int(os.environ.get("DMKV_BIG", "0"))  # big:* keys loaded by clients.py
+if big:
+    assert len(set(r.scan_iter(match="big:*", count=1000))) == big
+    cursor, keys = 0, set()
+    while True:  # the cursors themselves: below 2^53
+        cursor, page = r.scan(cursor, match="big:*", count=1000)
+        assert 0 <= cursor < 2**53, cursor
+        keys.update(page)
+        if cursor == 0:
+            break
+    assert len(keys) == big
 r.set("py:e", "x", ex=100)
 assert 90 < r.ttl("py:e") <= 100
 r.pexpire("py:e", 50)
