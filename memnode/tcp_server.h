@@ -14,6 +14,7 @@
 
 #include "dmkv/tcp_proto.h"
 #include "mn_region.h"
+#include "mn_request.h"
 
 #define MN_TCP_HIGH_WATER (64ull << 20) /* bytes of queued replies that pause reading */
 #define MN_TCP_LOW_WATER (16ull << 20)  /* resume reading below this */
@@ -28,6 +29,7 @@ typedef struct mn_tcp_server {
     uint64_t start_ms;               /* uv_now at start, for uptime */
     dm_tcp_stats_t stats;            /* counters served by STATS (region fields filled then) */
     mn_client_t *clients;            /* connected clients (doubly linked) */
+    mn_req_env_t env;                /* what their request streams share */
     int listening;
 } mn_tcp_server_t;
 

@@ -1,7 +1,8 @@
 #!/bin/sh
 # run-fuzz.sh BUILD_DIR [SECONDS]: build the libFuzzer targets (fuzz_resp: the RESP parser;
 # fuzz_glob: MATCH patterns; fuzz_chime: CHIME inner-node, leaf and key-record images as
-# read from the pool) with clang, AddressSanitizer and UBSan into BUILD_DIR/fuzz and
+# read from the pool; fuzz_memnode: the memory node's tcp request stream, parser and verb
+# execution against a region) with clang, AddressSanitizer and UBSan into BUILD_DIR/fuzz and
 # run each for SECONDS (default 20) from its seed corpus (tests/fuzz/corpus/<name>; new
 # inputs go to BUILD_DIR/fuzz/corpus-<name>, not into the repository). A crash, leak or
 # sanitizer report fails (the reproducer is left in BUILD_DIR/fuzz). Exit 77 (skipped)
@@ -30,11 +31,14 @@ $CC $FLAGS -o "$OUT/fuzz_resp" "$HERE/fuzz_resp.c" "$G/resp/parser.c" "$G/util/b
 $CC $FLAGS -o "$OUT/fuzz_glob" "$HERE/fuzz_glob.c" "$G/util/glob.c"
 $CC $FLAGS -I"$SRC/dmcore/include" -I"$SRC/dmcore/chime" -o "$OUT/fuzz_chime" \
     "$HERE/fuzz_chime.c" "$SRC/dmcore/chime/layout.c" -lxxhash
-for t in resp glob chime; do
+$CC $FLAGS -I"$SRC/dmcore/include" -I"$SRC/memnode" -o "$OUT/fuzz_memnode" \
+    "$HERE/fuzz_memnode.c" "$SRC/memnode/mn_request.c" "$SRC/dmcore/transport/exec.c" \
+    "$SRC/dmcore/util/log.c"
+for t in resp glob chime memnode; do
     mkdir -p "$OUT/corpus-$t"
     echo "fuzz_$t: $SECS s"
     rc=0
-    (cd "$OUT" && ./fuzz_$t -max_total_time="$SECS" -max_len=$([ $t = chime ] && echo 9000 || echo 4096) -timeout=10 \
+    (cd "$OUT" && ./fuzz_$t -max_total_time="$SECS" -max_len=$(case $t in chime) echo 9000 ;; memnode) echo 20000 ;; *) echo 4096 ;; esac) -timeout=10 \
         -rss_limit_mb=1024 -print_final_stats=1 "corpus-$t" "$HERE/corpus/$t") \
         >"$OUT/fuzz_$t.log" 2>&1 || rc=$?
     tail -8 "$OUT/fuzz_$t.log"

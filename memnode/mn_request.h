@@ -1,0 +1,72 @@
+/* One connection's stream of tcp-transport requests (dmkv/tcp_proto.h), without any I/O:
+ * the incremental parser (header, then body), the checks of every field a client sends, and
+ * the execution of HELLO, STATS and VERBS against the region. Replies are handed to a sink.
+ * The tcp server (tcp_server.c) feeds it what it reads; the fuzz target (tests/fuzz/
+ * fuzz_memnode.c) feeds it arbitrary bytes. Nothing a client sends makes it touch memory
+ * outside the region: bad verbs get a per-verb DM_ERANGE / DM_EALIGN / DM_EINVAL, malformed
+ * messages a DM_TCP_ERROR reply, after which the stream is failed (the connection must be
+ * closed once that reply is written). */
+#ifndef MEMNODE_MN_REQUEST_H
+#define MEMNODE_MN_REQUEST_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dmkv/tcp_proto.h"
+#include "mn_region.h"
+
+/* A reply: header and body, len bytes. malloc'd; the sink owns it. */
+typedef struct mn_reply {
+    size_t len;
+    uint8_t data[]; /* dm_tcp_hdr_t + body */
+} mn_reply_t;
+
+/* What a server's connections share. */
+typedef struct mn_req_env {
+    mn_region_t *region;
+    const char *auth;      /* the HELLO token required, "" = none */
+    dm_tcp_stats_t *stats; /* verbs, batches and bytes are counted here */
+    /* STATS: fills the fields only the server knows (uptime, connections); may be NULL. */
+    void (*fill_stats)(void *arg, dm_tcp_stats_t *st);
+    void *arg;
+} mn_req_env_t;
+
+enum { MN_REQ_OK = 0, MN_REQ_FAILED = 1, MN_REQ_CLOSE = 2 };
+
+typedef struct mn_req {
+    const mn_req_env_t *env;
+    const char *peer;                       /* for log lines */
+    void (*send)(void *arg, mn_reply_t *r); /* takes ownership of r */
+    void *arg;
+    int state;      /* MN_REQ_*: FAILED = error reply sent, close after writing it;
+                       CLOSE = close now (out of memory) */
+    int hello_done; /* HELLO accepted */
+    /* parser */
+    uint8_t hbuf[sizeof(dm_tcp_hdr_t)];
+    size_t hgot;
+    int in_body;
+    dm_tcp_hdr_t hdr;
+    uint8_t *body;
+    uint64_t body_cap, body_got;
+} mn_req_t;
+
+/* A stream for one connection (env outlives it). */
+void mn_req_init(mn_req_t *q, const mn_req_env_t *env, const char *peer,
+                 void (*send)(void *arg, mn_reply_t *r), void *arg);
+/* Free its buffers. */
+void mn_req_free(mn_req_t *q);
+
+/* Consume bytes from d[0..len) until one request was executed (its reply sent), the bytes
+ * run out, or the stream failed (q->state != MN_REQ_OK). Returns the bytes consumed. */
+size_t mn_req_feed(mn_req_t *q, const uint8_t *d, size_t len);
+
+/* For reading a large body straight into place: when a body is being read and at least
+ * `at_least` bytes of it are missing, reserve up to want bytes of it and return where they
+ * go (*room bytes, never past the body's end); NULL when no body is wanted that big, or on
+ * out of memory (*room 0). */
+uint8_t *mn_req_body_room(mn_req_t *q, uint64_t at_least, uint64_t want, uint64_t *room);
+/* n bytes were read into the room mn_req_body_room gave: the request runs once its body
+ * is complete. */
+void mn_req_body_got(mn_req_t *q, uint64_t n);
+
+#endif
