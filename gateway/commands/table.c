@@ -281,6 +281,9 @@ bool gw_command_exec(gw_conn_t *c, gw_cmd_t *cmd)
 {
     size_t at = gw_conn_out(c)->len;
     bool kept = exec_one(c, cmd);
+    const gw_command_t *gc = gw_command_of(cmd);
+    if (!c->authed && gc && (gc->proc == cmd_auth || gc->proc == cmd_hello))
+        c->auth_queued = false; /* it failed: the limits before AUTH apply again */
     /* CLIENT REPLY OFF/SKIP: the reply is dropped (errors too, as in Redis); SKIP drops
      * its own +OK and the next command's reply, unless that is CLIENT REPLY ON. */
     gw_buf_t *out = gw_conn_out(c);

@@ -33,6 +33,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "commands/commands.h"
 #include "server/monitor.h"
@@ -467,12 +468,18 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
     while (pos < n && !c->proto_error) {
         gw_cmd_t *cmd;
         size_t used;
+        /* Before AUTH, Redis's small limits on a command's size apply; not once an AUTH or
+         * HELLO is queued (it may succeed: what follows it is checked when it runs). */
+        c->parser.unauth = !c->authed && !c->auth_queued && gw_server_requirepass_set();
         int rc = resp_parse(&c->parser, buf->base + pos, n - pos, &used, &cmd);
         pos += used;
         c->wire_acc += used;
         if (rc == RESP_CMD) {
             cmd->wire = c->wire_acc;
             c->wire_acc = 0;
+            if (c->parser.unauth &&
+                (!strcasecmp(cmd->argv[0], "auth") || !strcasecmp(cmd->argv[0], "hello")))
+                c->auth_queued = true;
             enqueue(c, cmd);
         } else if (rc == RESP_ERROR) {
             gw_cmd_t *e = calloc(1, sizeof(*e));

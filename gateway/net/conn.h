@@ -65,6 +65,7 @@ struct gw_conn {
 
     int resp;              /* reply protocol: 2 (default) or 3 (HELLO 3) */
     bool authed;           /* AUTH passed (or no requirepass when the connection started) */
+    bool auth_queued;      /* an AUTH or HELLO was parsed: the limits before AUTH are off */
     bool no_evict;         /* CLIENT NO-EVICT (accepted, no effect: dmkv never evicts clients) */
     bool kill;             /* CLIENT KILL from another thread: closed by this thread's timer */
     bool uncounted;        /* already left connected_clients (flagged by CLIENT KILL; th->lock) */

@@ -251,6 +251,10 @@ int resp_parse(resp_parser_t *p, const char *data, size_t len, size_t *used, gw_
                 rc = fail(p, "invalid multibulk length");
                 break;
             }
+            if (n > RESP_UNAUTH_MULTIBULK && p->unauth) {
+                rc = fail(p, "unauthenticated multibulk length");
+                break;
+            }
             p->line.len = 0;
             if (n <= 0) {
                 p->state = P_IDLE; /* empty multibulk: nothing to run */
@@ -283,6 +287,10 @@ int resp_parse(resp_parser_t *p, const char *data, size_t len, size_t *used, gw_
             if (!gw_str2ll(p->line.data + 1, p->line.len - 1, &n) || n < 0 ||
                 (unsigned long long)n > RESP_BULK_MAX) {
                 rc = fail(p, "invalid bulk length");
+                break;
+            }
+            if (n > RESP_UNAUTH_BULK && p->unauth) {
+                rc = fail(p, "unauthenticated bulk length");
                 break;
             }
             p->line.len = 0;

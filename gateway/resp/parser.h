@@ -10,6 +10,8 @@
 
 #define RESP_INLINE_MAX (64u * 1024)         /* PROTO_INLINE_MAX_SIZE, bytes */
 #define RESP_BULK_MAX (512ull * 1024 * 1024) /* proto-max-bulk-len, bytes */
+#define RESP_UNAUTH_MULTIBULK 10             /* arguments a client may send before AUTH */
+#define RESP_UNAUTH_BULK 16384               /* bytes per argument before AUTH */
 
 /* One parsed command (or a protocol error to report), owned by whoever holds it. */
 typedef struct gw_cmd {
@@ -42,6 +44,9 @@ typedef struct resp_parser {
     char *bulk; /* current bulk argument buffer (malloc'd, or in cmd->small) */
     size_t bulklen, bulkhave, bulkcap;
     char err[128]; /* protocol error text after RESP_ERROR ("ERR Protocol error: ...") */
+    int unauth;    /* set by the caller while the client must still authenticate: commands
+                      over RESP_UNAUTH_MULTIBULK arguments or RESP_UNAUTH_BULK bytes per
+                      argument are protocol errors, as in Redis 7 */
 } resp_parser_t;
 
 /* Initialise an empty parser. */

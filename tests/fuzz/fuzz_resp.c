@@ -13,9 +13,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     if (size < 1) return 0;
     unsigned step = data[0] % 17 + 1; /* piece size: 1..17 bytes, then the rest at once */
+    int unauth = data[0] >> 7;
     data++, size--;
     resp_parser_t p;
     resp_parser_init(&p);
+    p.unauth = unauth; /* the limits before AUTH */
     size_t pos = 0;
     int dead = 0;
     while (pos < size && !dead) {

@@ -218,6 +218,45 @@ static void test_query_buffer_limit(void)
     EXPECT_STATUS(it_cmd(observer, "PING"), "PONG");
 }
 
+/* Before AUTH, with requirepass set: more than 10 arguments or an argument over 16384 bytes
+ * is a protocol error (Redis 7), so an unauthenticated client cannot make the gateway
+ * buffer big commands; an AUTH (or HELLO) lifts the limits for what follows it, also in the
+ * same packet, and a failed AUTH puts them back. */
+static void test_unauth_limits(void)
+{
+    EXPECT_STATUS(it_cmd(observer, "CONFIG SET requirepass pw"), "OK");
+    CLOSED("*11\r\n", "-ERR Protocol error: unauthenticated multibulk length\r\n");
+    CLOSED("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$16385\r\n",
+           "-ERR Protocol error: unauthenticated bulk length\r\n");
+    /* Within the limits: answered NOAUTH, the connection stays. */
+    int fd = raw_connect();
+    const char small[] = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$1\r\nv\r\n";
+    send_all(fd, small, sizeof(small) - 1);
+    const char noauth[] = "-NOAUTH Authentication required.\r\n";
+    expect_open_reply(fd, noauth, sizeof(noauth) - 1);
+    /* AUTH and an 11-argument MSET in one write. */
+    const char authed[] = "*2\r\n$4\r\nAUTH\r\n$2\r\npw\r\n*11\r\n$4\r\nMSET\r\n"
+                          "$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$1\r\n2\r\n$1\r\nc\r\n$1\r\n3\r\n"
+                          "$1\r\nd\r\n$1\r\n4\r\n$1\r\ne\r\n$1\r\n5\r\n";
+    send_all(fd, authed, sizeof(authed) - 1);
+    expect_open_reply(fd, "+OK\r\n+OK\r\n", 10);
+    close(fd);
+    /* A failed AUTH: the limits apply again to what is parsed after it ran. */
+    fd = raw_connect();
+    const char bad[] = "*2\r\n$4\r\nAUTH\r\n$3\r\nbad\r\n";
+    send_all(fd, bad, sizeof(bad) - 1);
+    const char wrongpass[] = "-WRONGPASS invalid username-password pair or user is disabled.\r\n";
+    expect_open_reply(fd, wrongpass, sizeof(wrongpass) - 1);
+    send_all(fd, "*11\r\n", 5);
+    char buf[256];
+    size_t n;
+    CHECK(read_reply(fd, buf, sizeof(buf), &n, 0));
+    const char want[] = "-ERR Protocol error: unauthenticated multibulk length\r\n";
+    CHECKF(n == sizeof(want) - 1 && !memcmp(buf, want, n), "got '%.*s'", (int)n, buf);
+    close(fd);
+    EXPECT_STATUS(it_cmd(observer, "CONFIG SET requirepass \"\""), "OK");
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -234,6 +273,7 @@ int main(void)
     RUN(test_split_everywhere);
     RUN(test_inline);
     RUN(test_query_buffer_limit);
+    RUN(test_unauth_limits);
     EXPECT_STATUS(it_cmd(observer, "PING"), "PONG");
     redisFree(observer);
     int st = it_proc_stop(&gw);
