@@ -227,7 +227,8 @@ static void sec_stats(gw_buf_t *b)
                   "pubsub_channels:0\r\n"
                   "pubsub_patterns:0\r\n"
                   "total_error_replies:%llu\r\n"
-                  "client_query_buffer_limit_disconnections:%llu\r\n",
+                  "client_query_buffer_limit_disconnections:%llu\r\n"
+                  "evicted_clients:%llu\r\n",
                   (unsigned long long)GW_STAT_GET(total_connections_received),
                   (unsigned long long)GW_STAT_GET(total_commands_processed),
                   (unsigned long long)__atomic_load_n(&gw_server.ops_per_sec, __ATOMIC_RELAXED),
@@ -238,7 +239,8 @@ static void sec_stats(gw_buf_t *b)
                   (unsigned long long)GW_STAT_GET(keyspace_hits),
                   (unsigned long long)GW_STAT_GET(keyspace_misses),
                   (unsigned long long)GW_STAT_GET(total_error_replies),
-                  (unsigned long long)GW_STAT_GET(client_query_buffer_limit_disconnections));
+                  (unsigned long long)GW_STAT_GET(client_query_buffer_limit_disconnections),
+                  (unsigned long long)GW_STAT_GET(evicted_clients));
 }
 
 static void sec_replication(gw_buf_t *b)

@@ -15,6 +15,7 @@
 #include "dmkv/stats.h"
 #include "info.h"
 #include "resp/reply.h"
+#include "server/client_evict.h"
 #include "server/server.h"
 #include "server/stats.h"
 #include "util/glob.h"
@@ -90,6 +91,10 @@ static void v_slowlog_max_len(gw_buf_t *b)
 {
     gw_buf_printf(b, "%lld", gw_slowlog_max_len());
 }
+static void v_maxmemory_clients(gw_buf_t *b)
+{
+    gw_buf_printf(b, "%llu", (unsigned long long)gw_evict_limit());
+}
 static void v_query_buffer_limit(gw_buf_t *b)
 {
     gw_buf_printf(b, "%llu", (unsigned long long)gw_server.cfg->query_buffer_limit);
@@ -159,6 +164,7 @@ static const struct {
     {"latency-monitor-threshold", NULL, v_latency_threshold},
     {"maxclients", NULL, v_maxclients},
     {"maxmemory", NULL, NULL}, /* pool-wide, read from the superblock (config_get) */
+    {"maxmemory-clients", NULL, v_maxmemory_clients},
     {"maxmemory-policy", "noeviction", NULL},
     {"memnode", NULL, v_memnode},
     {"port", NULL, v_port},
@@ -228,7 +234,7 @@ static bool param_is(gw_conn_t *c, size_t p, const char *s, size_t len)
  * answer Redis's failure text. Every value is checked before any is applied. */
 static void config_set(gw_conn_t *c, gw_cmd_t *cmd)
 {
-    int pass_arg = 0, mem_arg = 0, slower_arg = 0, len_arg = 0, lat_arg = 0;
+    int pass_arg = 0, mem_arg = 0, slower_arg = 0, len_arg = 0, lat_arg = 0, clients_arg = 0;
     for (int i = 2; i < cmd->argc; i += 2) {
         size_t param = NPARAMS;
         for (size_t p = 0; p < NPARAMS; p++)
@@ -255,6 +261,18 @@ static void config_set(gw_conn_t *c, gw_cmd_t *cmd)
                 return;
             }
             mem_arg = i + 1;
+            continue;
+        }
+        if (!strcasecmp(cmd->argv[i], "maxmemory-clients")) {
+            if (parse_memory(cmd->argv[i + 1]) < 0) {
+                reply_error(gw_conn_out(c),
+                            "ERR CONFIG SET failed (possibly related to argument "
+                            "'maxmemory-clients') - argument must be a memory value (dmkv: "
+                            "bytes; a percentage of the pool's maxmemory says nothing about "
+                            "this gateway's memory)");
+                return;
+            }
+            clients_arg = i + 1;
             continue;
         }
         if (!strcasecmp(cmd->argv[i], "latency-monitor-threshold")) {
@@ -305,6 +323,7 @@ static void config_set(gw_conn_t *c, gw_cmd_t *cmd)
             return;
         }
     }
+    if (clients_arg) gw_evict_set_limit((uint64_t)parse_memory(cmd->argv[clients_arg]));
     if (lat_arg) {
         long long v;
         gw_str2ll(cmd->argv[lat_arg], cmd->argvlen[lat_arg], &v);

@@ -38,6 +38,8 @@ void gw_config_usage(FILE *f, const char *prog)
         "  --client-query-buffer-limit <bytes> input a client may have sent and not yet\n"
         "                         had run (commands queued and the one being read); a\n"
         "                         client over it is closed (default 1gb, at least 1mb)\n"
+        "  --maxmemory-clients <bytes> memory all clients may hold (queries, replies);\n"
+        "                         over it the biggest are closed (default 0: no limit)\n"
         "  --local-size <bytes>   size of the in-process pool for --memnode local (e.g. "
         "1gb)\n"
         "  --local-delay-us <us>  tests: delay each local-pool round trip (simulated RTT)\n"
@@ -181,6 +183,11 @@ static int apply(gw_config_t *cfg, bool from_cli, const char *name, int argc, ch
             snprintf(err, errlen, "Invalid client-query-buffer-limit '%s' (at least 1mb)", argv[0]);
             return -1;
         }
+    } else if (!strcasecmp(name, "maxmemory-clients") && argc == 1) {
+        if (!parse_mem(argv[0], &cfg->maxmemory_clients)) {
+            snprintf(err, errlen, "Invalid maxmemory-clients '%s' (bytes, 0 = no limit)", argv[0]);
+            return -1;
+        }
     } else if (!strcasecmp(name, "local-size") && argc == 1) {
         if (!parse_mem(argv[0], &cfg->local_size) || cfg->local_size == 0) {
             snprintf(err, errlen, "Invalid local-size '%s'", argv[0]);
@@ -289,6 +296,7 @@ int gw_config_parse(gw_config_t *cfg, int argc, char **argv, char *err, size_t e
                                       "loglevel",
                                       "maxclients",
                                       "client-query-buffer-limit",
+                                      "maxmemory-clients",
                                       "local-size",
                                       "local-delay-us",
                                       "chime-leaf-span",

@@ -21,6 +21,8 @@ typedef struct gw_config {
     int maxclients;              /* connections over this are refused (default 10000) */
     uint64_t query_buffer_limit; /* client-query-buffer-limit: bytes of unexecuted input a
                                     client may hold (default 1gb, as Redis) */
+    uint64_t maxmemory_clients;  /* bytes all clients may hold before the biggest are closed
+                                    (server/client_evict.h); 0 = no limit (default) */
     uint64_t local_size;         /* bytes of the in-process pool for "local"; 0: default */
     int local_delay_us;          /* tests: delay every local-pool completion, microseconds */
     char *config_file;           /* absolute or given path, NULL when none */
@@ -28,7 +30,7 @@ typedef struct gw_config {
 
 /* Fill cfg from argv: "[config-file] [--port N] [--bind A [A ...]] [--threads N]
  * [--memnode URI]... [--loglevel L] [--maxclients N]
- * [--client-query-buffer-limit BYTES] [--local-size BYTES]
+ * [--client-query-buffer-limit BYTES] [--maxmemory-clients BYTES] [--local-size BYTES]
  * [--local-delay-us N]". A config file
  * holds the same keys one per line ("port 6379"); command-line flags given after it win
  * (memnode and bind accumulate from both). Returns 0 when the server should start,

@@ -36,6 +36,7 @@
 #include <strings.h>
 
 #include "commands/commands.h"
+#include "server/client_evict.h"
 #include "server/monitor.h"
 #include "server/server.h"
 #include "resp/reply.h"
@@ -505,6 +506,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         gw_conn_close(c);
         return;
     }
+    if (gw_evict_if_over(c)) return; /* maxmemory-clients */
     kick(c);
     if (!c->closing) update_reading(c);
 }

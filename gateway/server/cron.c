@@ -12,6 +12,7 @@
 #include "dmkv/coro.h"
 #include "dmkv/kv.h"
 #include "net/conn.h"
+#include "server/client_evict.h"
 #include "server/expiry_track.h"
 #include "server/monitor.h"
 #include "server/stats.h"
@@ -71,6 +72,7 @@ static void on_tick(uv_timer_t *t)
     gw_thread_t *th = t->data;
     if (th->stopping) return;
     close_killed(th);
+    gw_evict_tick(th);
     gw_monitor_deliver(th); /* lines held back while a monitor ran a command */
     if (!th->expire_running && th->w) {
         th->expire_running = true;

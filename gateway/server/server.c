@@ -1,6 +1,8 @@
 /* Process start-up and shutdown: worker threads, SIGINT/SIGTERM, the ops/sec sampler. */
 #include "server/server.h"
 
+#include "server/client_evict.h"
+
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -90,6 +92,7 @@ int gw_server_run(const gw_config_t *cfg)
         if (uv_exepath(gw_server.executable, &exe_len) != 0) gw_server.executable[0] = 0;
     }
     dm_log_set_level(cfg->loglevel);
+    gw_evict_set_limit(cfg->maxmemory_clients);
 
     dm_log(DM_LOG_WARNING, "oO0OoO0OoO0Oo dmkv gateway is starting oO0OoO0OoO0Oo");
     dm_log(DM_LOG_WARNING, "dmkv version=%s, redis_version=%s, bits=%d, pid=%d, just started",

@@ -10,6 +10,7 @@ typedef struct gw_stats {
     uint64_t total_connections_received;               /* accepted since start */
     uint64_t rejected_connections;                     /* refused over maxclients */
     uint64_t client_query_buffer_limit_disconnections; /* closed over the input limit */
+    uint64_t evicted_clients;                          /* closed by maxmemory-clients */
     uint64_t total_commands_processed; /* commands executed (incl. ones that replied errors) */
     uint64_t total_error_replies;      /* error replies sent */
     uint64_t total_net_input_bytes;    /* bytes read from clients */

@@ -40,6 +40,8 @@ typedef struct gw_thread {
     uv_mutex_t lock;
     gw_conn_t *conns; /* doubly linked through gw_conn_t.prev/next */
     size_t nconns;
+    uint64_t clients_mem;        /* bytes its clients held at the last cron tick (atomic) */
+    uint64_t biggest_client_mem; /* ... its biggest evictable one (server/client_evict.h) */
 
     char rbuf[GW_READ_BUF]; /* read buffer shared by this thread's connections */
     bool rbuf_busy;

@@ -7,6 +7,7 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -254,7 +255,87 @@ static void test_unauth_limits(void)
     const char want[] = "-ERR Protocol error: unauthenticated multibulk length\r\n";
     CHECKF(n == sizeof(want) - 1 && !memcmp(buf, want, n), "got '%.*s'", (int)n, buf);
     close(fd);
-    EXPECT_STATUS(it_cmd(observer, "CONFIG SET requirepass \"\""), "OK");
+    EXPECT_STATUS(it_cmd(observer, "CONFIG SET requirepass %s", ""), "OK");
+}
+
+/* Open a SET of a declared bulk length and send all but 1000 bytes of it. */
+static int partial_set(const char *key, size_t declared)
+{
+    int fd = raw_connect();
+    char head[128];
+    int n = snprintf(head, sizeof(head), "*3\r\n$3\r\nSET\r\n$%zu\r\n%s\r\n$%zu\r\n", strlen(key),
+                     key, declared);
+    send_all(fd, head, (size_t)n);
+    char *body = malloc(declared);
+    memset(body, 'm', declared);
+    send_all(fd, body, declared - 1000);
+    free(body);
+    return fd;
+}
+
+/* Send the last 1000 bytes and the CRLF: the SET completes with +OK. */
+static void finish_set(int fd)
+{
+    char tail[1002];
+    memset(tail, 'm', 1000);
+    memcpy(tail + 1000, "\r\n", 2);
+    send_all(fd, tail, sizeof(tail));
+    expect_open_reply(fd, "+OK\r\n", 5);
+    close(fd);
+}
+
+/* True when the server closed fd within ms milliseconds without replying anything. */
+static bool closed_within(int fd, int ms)
+{
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    if (poll(&p, 1, ms) <= 0) return false;
+    char b;
+    return recv(fd, &b, 1, MSG_PEEK) <= 0;
+}
+
+/* maxmemory-clients: a client alone over it is closed when it reads; when all clients
+ * together are over it, the biggest goes (one per cron tick), never a CLIENT NO-EVICT one
+ * (which still counts in the total, as in Redis); the others finish their commands.
+ * Counted in INFO stats evicted_clients. */
+static void test_maxmemory_clients(void)
+{
+    EXPECT_STATUS(it_cmd(observer, "CONFIG SET maxmemory-clients 3000000"), "OK");
+    long long ev0 = info_field("evicted_clients");
+    long long qb0 = info_field("client_query_buffer_limit_disconnections");
+    int a = partial_set("ev:a", 3500000);
+    CHECK(closed_within(a, 10000));
+    close(a);
+    CHECK(info_field("evicted_clients") == ev0 + 1);
+    int b = partial_set("ev:b", 2000000);
+    EXPECT_STATUS(it_cmd(observer, "PING"), "PONG");
+    int c = partial_set("ev:c", 2400000);
+    CHECK(closed_within(c, 10000)); /* the biggest */
+    close(c);
+    CHECK(!closed_within(b, 500));
+    CHECK(info_field("evicted_clients") == ev0 + 2);
+    finish_set(b);
+    /* CLIENT NO-EVICT on, then 3.5 MB held: alone over the limit, and still kept. */
+    const char noevict[] = "*3\r\n$6\r\nCLIENT\r\n$8\r\nNO-EVICT\r\n$2\r\non\r\n";
+    int d = raw_connect();
+    send_all(d, noevict, sizeof(noevict) - 1);
+    expect_open_reply(d, "+OK\r\n", 5);
+    char head[128];
+    int n = snprintf(head, sizeof(head), "*3\r\n$3\r\nSET\r\n$4\r\nev:d\r\n$%d\r\n", 3500000);
+    send_all(d, head, (size_t)n);
+    char *body = malloc(3500000);
+    memset(body, 'm', 3500000);
+    send_all(d, body, 3500000 - 1000);
+    free(body);
+    CHECK(!closed_within(d, 1000));
+    finish_set(d);
+    /* As in Redis, a NO-EVICT client counts in the total: the only other client, the
+     * observer, went while d held 3.5 MB. */
+    redisFree(observer);
+    observer = it_connect(port);
+    CHECK(info_field("evicted_clients") == ev0 + 3);
+    CHECK(info_field("client_query_buffer_limit_disconnections") == qb0);
+    EXPECT_INT(it_cmd(observer, "STRLEN ev:d"), 3500000);
+    EXPECT_STATUS(it_cmd(observer, "CONFIG SET maxmemory-clients 0"), "OK");
 }
 
 int main(void)
@@ -274,6 +355,7 @@ int main(void)
     RUN(test_inline);
     RUN(test_query_buffer_limit);
     RUN(test_unauth_limits);
+    RUN(test_maxmemory_clients);
     EXPECT_STATUS(it_cmd(observer, "PING"), "PONG");
     redisFree(observer);
     int st = it_proc_stop(&gw);
