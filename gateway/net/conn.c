@@ -601,6 +601,10 @@ void gw_conn_describe(gw_conn_t *c, gw_buf_t *b)
     const char *cmd = __atomic_load_n(&c->last_cmd, __ATOMIC_RELAXED);
     const char *sub = __atomic_load_n(&c->last_sub, __ATOMIC_RELAXED);
     size_t sublen = __atomic_load_n(&c->last_sublen, __ATOMIC_RELAXED);
+    /* flags: O a monitor, x in MULTI, N none. */
+    const char *flags = __atomic_load_n(&c->monitor, __ATOMIC_RELAXED) ? "O"
+                        : c->in_multi                                  ? "x"
+                                                                       : "N";
     /* qbuf: the request bytes queued and running (Redis counts the running command's). */
     size_t qbuf = __atomic_load_n(&c->qbytes, __ATOMIC_RELAXED) +
                   __atomic_load_n(&c->running_bytes, __ATOMIC_RELAXED);
@@ -611,10 +615,7 @@ void gw_conn_describe(gw_conn_t *c, gw_buf_t *b)
                   "user=default redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
                   (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
                   (unsigned long long)((now - c->ctime_ms) / 1000),
-                  (unsigned long long)(now > last ? (now - last) / 1000 : 0),
-                  c->monitor    ? "O"
-                  : c->in_multi ? "x"
-                                : "N",
+                  (unsigned long long)(now > last ? (now - last) / 1000 : 0), flags,
                   c->in_multi ? c->mq_n : -1, qbuf, cmd ? cmd : "NULL", sub ? "|" : "",
                   sub ? (int)sublen : 0, sub ? sub : "", c->resp, c->lib_name ? c->lib_name : "",
                   c->lib_ver ? c->lib_ver : "");

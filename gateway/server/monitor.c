@@ -27,7 +27,7 @@ void gw_monitor_add(gw_conn_t *c)
     uv_once(&once, init);
     uv_mutex_lock(&lock);
     if (!c->monitor && nmonitors < MAX_MONITORS) {
-        c->monitor = true;
+        __atomic_store_n(&c->monitor, true, __ATOMIC_RELAXED); /* CLIENT LIST reads it */
         monitors[nmonitors] = c;
         __atomic_store_n(&nmonitors, nmonitors + 1, __ATOMIC_RELEASE);
     }
@@ -45,7 +45,7 @@ void gw_monitor_remove(gw_conn_t *c)
             __atomic_store_n(&nmonitors, nmonitors - 1, __ATOMIC_RELEASE);
             break;
         }
-    c->monitor = false;
+    __atomic_store_n(&c->monitor, false, __ATOMIC_RELAXED);
     uv_mutex_unlock(&lock);
     uv_mutex_lock(&c->th->lock);
     gw_buf_free(&c->monitor_feed);
