@@ -119,6 +119,8 @@ void dm_chime_get_stats(dm_chime_stats_t *o)
     o->scan_rtts = LOAD(scan_rtts);
     o->lock_waits = LOAD(lock_waits);
     o->lease_takeovers = LOAD(takeovers);
+    o->right_moves = LOAD(right_moves);
+    o->sep_repairs = LOAD(sep_repairs);
 #undef LOAD
 }
 

@@ -250,6 +250,10 @@ struct dm_chime {
     ch_hot_t hot[CH_HOT_SLOTS];
     ch_fence_cache_t fence[CH_FENCE_SLOTS];
     uint64_t lockguess[256]; /* last lock word seen per leaf hash: the CAS fallback's guess */
+    struct {
+        dm_gaddr_t left, right; /* a half-split seen on a fresh descent (repair.c) */
+        uint64_t since_us;      /* when first seen */
+    } halfsplit[8];
 };
 
 /* Cache of inner nodes (inner.c). */
@@ -314,10 +318,21 @@ int ch_leaf_check(const ch_geo_t *g, const uint8_t *img, const uint8_t *have, in
 /* Is a whole-leaf image untorn: one NV, and every home's bitmap equal to its entries? */
 int ch_leaf_consistent(const ch_geo_t *g, const uint8_t *img);
 
+/* A move right from left to right on a descent whose parent was read fresh: left's parent
+ * lacks the separator of right (a split not yet propagated). The first sighting of (left,
+ * right) is remembered; one at least the repair delay later (5 s, beyond a live splitter's
+ * lease; DMKV_SEP_REPAIR_MS in tests) inserts the separator sep (left's high fence key)
+ * with ch_propagate, as a splitter that died mid-propagation never will (issue 12). Safe
+ * against a splitter that is alive after all: the insert links a separator once. Counts
+ * every move in ch_stats.right_moves. Returns 0 or DM_E* (a failed repair is retried at
+ * the next sighting). */
+int ch_repair_half_split(dm_ctx_t *ctx, dm_gaddr_t left, dm_gaddr_t right, const uint8_t *sep,
+                         uint32_t seplen);
+
 /* Process-wide counters. */
 typedef struct ch_counters {
     uint64_t cache_nodes, cache_bytes, hot_lookups, hot_hits, leaf_splits, inner_splits, roots,
-        scan_pages, scan_rtts, lock_waits, takeovers;
+        scan_pages, scan_rtts, lock_waits, takeovers, right_moves, sep_repairs;
 } ch_counters_t;
 extern ch_counters_t ch_stats;
 static inline void ch_count(uint64_t *c, uint64_t n)

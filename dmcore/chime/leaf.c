@@ -391,6 +391,7 @@ int ch_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int speculate, cons
             }
             if (fence && ch_key_cmp(key, klen, fk, fl) >= 0 && sib) {
                 unlock_unchanged(ctx, lk);
+                ch_repair_half_split(ctx, leaf, sib, fk, fl); /* best effort: the move works */
                 leaf = sib;
                 continue;
             }

@@ -141,7 +141,8 @@ static int search(dm_ctx_t *ctx, const void *key, size_t klen, int *pending, uin
                 rc = 0;
                 goto out;
             }
-            leaf = sib; /* half-split: the key moved right */
+            ch_repair_half_split(ctx, leaf, sib, fk, fl); /* best effort: the move works */
+            leaf = sib;                                   /* half-split: the key moved right */
         }
         if (rc != DM_ERETRY) break;
     }

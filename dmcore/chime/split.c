@@ -8,6 +8,7 @@
 
 #include "dmkv/alloc.h"
 #include "dmkv/errors.h"
+#include "dmkv/fault.h"
 #include "leaf_lock.h"
 
 typedef struct skey {
@@ -261,6 +262,7 @@ int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk)
     memset(lk->have, 1, g->groups * (g->nbhd + 1));
     lk->idx = -1;
     /* Still holding the key's leaf: parents are locked only bottom-up, so no deadlock. */
+    dm_fault_point(ctx, DM_FAULT_PROPAGATE);
     rc = ch_propagate(ctx, 1, left, sep, sl, ra);
 out:
     for (int i = 0; i < n; i++)

@@ -146,6 +146,8 @@ typedef struct dm_chime_stats {
     uint64_t leaf_splits, inner_splits, roots; /* splits done by this process, new roots */
     uint64_t scan_pages, scan_rtts;            /* SCAN pages served, round trips they took */
     uint64_t lock_waits, lease_takeovers;      /* lock retries, expired leases taken over */
+    uint64_t right_moves; /* moves right past a leaf its fresh parent routed to */
+    uint64_t sep_repairs; /* separators a dead splitter left out, inserted (repair.c) */
 } dm_chime_stats_t;
 void dm_chime_get_stats(dm_chime_stats_t *out);
 

@@ -16,6 +16,7 @@ typedef enum {
     DM_FAULT_LOCKED,     /* a leaf lock held, before the RACE slot CAS (kv/hybrid.c) */
     DM_FAULT_INSERTED,   /* a new key's slot CAS done, before its duplicate check (race/ops.c) */
     DM_FAULT_TAKEN_BACK, /* a stranded insert's slot taken back, before the redo (race/ops.c) */
+    DM_FAULT_PROPAGATE,  /* a leaf split written, before its separator goes up (chime/split.c) */
     DM_FAULT_NSITES
 } dm_fault_site_t;
 
