@@ -69,16 +69,21 @@ void gw_evict_tick(gw_thread_t *th)
     }
     __atomic_store_n(&th->clients_mem, sum, __ATOMIC_RELAXED);
     __atomic_store_n(&th->biggest_client_mem, big, __ATOMIC_RELAXED);
-    if (!victim) return;
     uint64_t total = 0;
+    int biggest_here = victim != NULL;
     for (int t = 0; t < gw_server.nthreads; t++) {
         const gw_thread_t *o = &gw_server.threads[t];
         total += __atomic_load_n(&o->clients_mem, __ATOMIC_RELAXED);
         uint64_t ob = __atomic_load_n(&o->biggest_client_mem, __ATOMIC_RELAXED);
         if (o != th && (ob > big || (ob == big && o->index < th->index)))
-            return; /* another thread holds the biggest: its tick closes it */
+            biggest_here = 0; /* another thread holds the biggest: its tick closes it */
     }
-    if (total <= limit) return;
+    /* The other threads' sums are as of their last tick (up to 100 ms old): a client that
+     * has just finished a big command may still be counted. Over on two ticks in a row
+     * before anyone is closed. */
+    th->evict_over_ticks = limit && total > limit ? th->evict_over_ticks + 1 : 0;
+    if (!biggest_here || th->evict_over_ticks < 2) return;
+    th->evict_over_ticks = 0;
     __atomic_store_n(&th->clients_mem, sum - big, __ATOMIC_RELAXED);
     __atomic_store_n(&th->biggest_client_mem, 0, __ATOMIC_RELAXED);
     evict(victim, big, "the biggest while all clients are over the limit");

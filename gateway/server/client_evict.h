@@ -6,7 +6,8 @@
  * process's). A client that alone holds more than the limit is closed when it reads; the
  * sum is checked by every thread's cron tick (10 Hz): each thread publishes its clients'
  * bytes and its biggest evictable client, and the thread whose client is the biggest of
- * all closes it, one per tick, while the total is over. Evictions are logged and counted
+ * all closes it, one per tick, once it has seen the total over on two ticks in a row
+ * (the others' sums are up to a tick old). Evictions are logged and counted
  * in INFO stats evicted_clients. */
 #ifndef GW_SERVER_CLIENT_EVICT_H
 #define GW_SERVER_CLIENT_EVICT_H

@@ -42,6 +42,7 @@ typedef struct gw_thread {
     size_t nconns;
     uint64_t clients_mem;        /* bytes its clients held at the last cron tick (atomic) */
     uint64_t biggest_client_mem; /* ... its biggest evictable one (server/client_evict.h) */
+    int evict_over_ticks;        /* its ticks in a row that saw all clients over the limit */
 
     char rbuf[GW_READ_BUF]; /* read buffer shared by this thread's connections */
     bool rbuf_busy;
