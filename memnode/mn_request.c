@@ -346,12 +346,16 @@ size_t mn_req_feed(mn_req_t *q, const uint8_t *d, size_t len)
     return used;
 }
 
-uint8_t *mn_req_body_room(mn_req_t *q, uint64_t at_least, uint64_t want, uint64_t *room)
+uint64_t mn_req_body_missing(const mn_req_t *q)
+{
+    return q->state == MN_REQ_OK && q->in_body ? q->hdr.body_len - q->body_got : 0;
+}
+
+uint8_t *mn_req_body_room(mn_req_t *q, uint64_t want, uint64_t *room)
 {
     *room = 0;
-    if (q->state != MN_REQ_OK || !q->in_body) return NULL;
-    uint64_t left = q->hdr.body_len - q->body_got;
-    if (left < at_least) return NULL;
+    uint64_t left = mn_req_body_missing(q);
+    if (!left) return NULL;
     if (want > left) want = left;
     if (body_reserve(q, want)) return NULL;
     /* A buffer kept from a larger request is bigger than this body: never read past the

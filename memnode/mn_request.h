@@ -60,11 +60,12 @@ void mn_req_free(mn_req_t *q);
  * run out, or the stream failed (q->state != MN_REQ_OK). Returns the bytes consumed. */
 size_t mn_req_feed(mn_req_t *q, const uint8_t *d, size_t len);
 
-/* For reading a large body straight into place: when a body is being read and at least
- * `at_least` bytes of it are missing, reserve up to want bytes of it and return where they
- * go (*room bytes, never past the body's end); NULL when no body is wanted that big, or on
- * out of memory (*room 0). */
-uint8_t *mn_req_body_room(mn_req_t *q, uint64_t at_least, uint64_t want, uint64_t *room);
+/* Body bytes of the current request still to come (0 between requests or after a
+ * failure): a caller may read that many straight into place with mn_req_body_room. */
+uint64_t mn_req_body_missing(const mn_req_t *q);
+/* Room for up to want of the missing body bytes (never past the body's end, *room bytes);
+ * NULL when none are missing or on out of memory. */
+uint8_t *mn_req_body_room(mn_req_t *q, uint64_t want, uint64_t *room);
 /* n bytes were read into the room mn_req_body_room gave: the request runs once its body
  * is complete. */
 void mn_req_body_got(mn_req_t *q, uint64_t n);

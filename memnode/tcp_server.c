@@ -213,15 +213,12 @@ static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf)
 {
     mn_client_t *c = h->data;
     (void)suggested;
-    /* A body of a read buffer or more goes straight into place (64 MiB at a time). */
-    uint64_t room;
-    uint8_t *at = mn_req_body_room(&c->req, RBUF_SIZE, 64u << 20, &room);
-    if (at) {
-        *buf = uv_buf_init((char *)at, (unsigned)room);
-        return;
-    }
-    if (c->req.in_body && c->req.hdr.body_len - c->req.body_got >= RBUF_SIZE) {
-        *buf = uv_buf_init(NULL, 0); /* out of memory: libuv reports UV_ENOBUFS */
+    /* A body of a read buffer or more goes straight into place (64 MiB at a time); out of
+     * memory for it: a NULL buffer, libuv reports UV_ENOBUFS. */
+    if (mn_req_body_missing(&c->req) >= RBUF_SIZE) {
+        uint64_t room;
+        uint8_t *at = mn_req_body_room(&c->req, 64u << 20, &room);
+        *buf = uv_buf_init((char *)at, at ? (unsigned)room : 0);
         return;
     }
     *buf = uv_buf_init((char *)c->rbuf, RBUF_SIZE);
@@ -241,9 +238,8 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     }
     if (nread == 0) return;
     if ((uint8_t *)buf->base != c->rbuf) { /* landed in the body buffer (on_alloc) */
-        uint64_t want = c->req.hdr.body_len - c->req.body_got;
         mn_req_body_got(&c->req, (uint64_t)nread);
-        if ((uint64_t)nread == want) { /* complete: the request ran */
+        if (!mn_req_body_missing(&c->req)) { /* complete: the request ran */
             if (after_request(c) == 0)
                 parse(c); /* rbuf is empty: applies backpressure or keeps reading */
             else

@@ -321,8 +321,7 @@ uint64_t dm_alloc_kv_block_bytes(uint64_t bytes)
 
 int dm_alloc_kv_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out)
 {
-    uint64_t units = (bytes + DM_GRAIN - 1) / DM_GRAIN;
-    return alloc_aligned(ctx, (units ? units : 1) * DM_GRAIN, DM_GRAIN, out);
+    return alloc_aligned(ctx, dm_alloc_kv_block_bytes(bytes), DM_GRAIN, out);
 }
 
 /* Queue a block on its size class: at the tail with its free time (quarantine, FIFO), or

@@ -41,19 +41,18 @@ static cmd_counters_t *counters_of(const gw_command_t *gc, int sub)
     return &per_cmd[(size_t)(gc - table) * SLOTS + (size_t)(sub + 1)];
 }
 
+/* Bucket of a call of usec µs: the k with 1024 << (k-1) <= ns < 1024 << k (0 below 1 µs). */
 static unsigned bucket_of(uint64_t usec)
 {
-    uint64_t ns = usec * 1000;
-    unsigned k = 0;
-    while (k < NBUCKETS - 1 && ns >= (1024ULL << k))
-        k++;
-    return k;
+    uint64_t units = usec * 1000 / 1024;
+    unsigned k = units ? 64u - (unsigned)__builtin_clzll(units) : 0;
+    return k < NBUCKETS ? k : NBUCKETS - 1;
 }
 
-/* The bucket's upper bound in microseconds, as Redis prints it (highest value / 1000). */
-static uint64_t bucket_usec(unsigned k)
+/* Bucket k's upper bound in ns: Redis prints it divided by 1000 (µs). */
+static uint64_t bucket_ns(unsigned k)
 {
-    return ((1024ULL << k) - 1) / 1000;
+    return (1024ULL << k) - 1;
 }
 
 void gw_cmdstats_call(const gw_command_t *gc, int sub, uint64_t usec, bool failed)
@@ -72,24 +71,12 @@ void gw_cmdstats_rejected(const gw_command_t *gc)
     if (k) __atomic_fetch_add(&k->rejected, 1, __ATOMIC_RELAXED);
 }
 
-/* "name" or "name|sub" of a slot into out (size n). */
-static void slot_name(const gw_command_t *gc, int sub, char *out, size_t n)
-{
-    size_t len = 0;
-    const char *p = gw_command_sub_name(gc, sub, &len);
-    if (p)
-        snprintf(out, n, "%s|%.*s", gc->name, (int)len, p);
-    else
-        snprintf(out, n, "%s", gc->name);
-}
-
 static int nsubs(const gw_command_t *gc)
 {
-    if (!gc->subs || !*gc->subs) return 0;
-    int n = 1;
-    for (const char *p = gc->subs; *p; p++)
-        n += *p == ' ';
-    return n < GW_MAX_SUBS ? n : GW_MAX_SUBS;
+    int n = 0;
+    while (n < GW_MAX_SUBS && gw_command_sub_name(gc, n))
+        n++;
+    return n;
 }
 
 #define MAX_ERRORS 128 /* distinct first words, as Redis's errors rax is capped */
@@ -121,12 +108,8 @@ void gw_cmdstats_error(const char *reply, size_t len)
     pthread_mutex_unlock(&errors_lock);
 }
 
-typedef struct snap {
-    uint64_t calls, usec, rejected, failed;
-    uint64_t hist[NBUCKETS];
-} snap_t;
-
-static void take(const cmd_counters_t *k, snap_t *s)
+/* A consistent-enough copy of k (each counter read once). */
+static void take(const cmd_counters_t *k, cmd_counters_t *s)
 {
     s->calls = __atomic_load_n(&k->calls, __ATOMIC_RELAXED);
     s->usec = __atomic_load_n(&k->usec, __ATOMIC_RELAXED);
@@ -137,22 +120,22 @@ static void take(const cmd_counters_t *k, snap_t *s)
 }
 
 /* Calls fn for every slot (command or subcommand) with calls or rejections. */
-static void each_used(void (*fn)(void *arg, const char *name, const snap_t *s), void *arg)
+static void each_used(void (*fn)(void *arg, const char *name, const cmd_counters_t *s), void *arg)
 {
     pthread_once(&once, init);
     for (size_t i = 0; per_cmd && i < ncmds; i++) {
         for (int sub = -1; sub < nsubs(&table[i]); sub++) {
-            snap_t s;
+            cmd_counters_t s;
             take(counters_of(&table[i], sub), &s);
             if (!s.calls && !s.rejected) continue;
             char name[80];
-            slot_name(&table[i], sub, name, sizeof(name));
+            gw_command_fullname(&table[i], sub, name, sizeof(name));
             fn(arg, name, &s);
         }
     }
 }
 
-static void info_line(void *arg, const char *name, const snap_t *s)
+static void info_line(void *arg, const char *name, const cmd_counters_t *s)
 {
     gw_buf_printf(arg,
                   "cmdstat_%s:calls=%llu,usec=%llu,usec_per_call=%.2f,rejected_calls=%llu,"
@@ -168,18 +151,18 @@ void gw_cmdstats_info_commands(gw_buf_t *b)
 }
 
 /* The smallest bucket bound (µs) under which at least p percent of the calls fell. */
-static double percentile(const snap_t *s, double p)
+static double percentile(const cmd_counters_t *s, double p)
 {
     uint64_t want = (uint64_t)((double)s->calls * p / 100.0 + 0.999999), seen = 0;
     if (want == 0) want = 1;
     for (unsigned k = 0; k < NBUCKETS; k++) {
         seen += s->hist[k];
-        if (seen >= want) return (double)((1024ULL << k) - 1) / 1000.0;
+        if (seen >= want) return (double)bucket_ns(k) / 1000.0;
     }
-    return (double)((1024ULL << (NBUCKETS - 1)) - 1) / 1000.0;
+    return (double)bucket_ns(NBUCKETS - 1) / 1000.0;
 }
 
-static void latency_line(void *arg, const char *name, const snap_t *s)
+static void latency_line(void *arg, const char *name, const cmd_counters_t *s)
 {
     if (!s->calls) return;
     gw_buf_printf(arg, "latency_percentiles_usec_%s:p50=%.3f,p99=%.3f,p99.9=%.3f\r\n", name,
@@ -192,7 +175,7 @@ void gw_cmdstats_info_latency(gw_buf_t *b)
 }
 
 /* One "name" => {calls, histogram_usec} pair of LATENCY HISTOGRAM (fillCommandCDF). */
-static void reply_cdf(gw_conn_t *c, const char *name, const snap_t *s)
+static void reply_cdf(gw_conn_t *c, const char *name, const cmd_counters_t *s)
 {
     gw_buf_t *b = gw_conn_out(c);
     reply_bulk_cstr(b, name);
@@ -208,80 +191,60 @@ static void reply_cdf(gw_conn_t *c, const char *name, const snap_t *s)
     for (unsigned k = 0; k < NBUCKETS; k++) {
         if (!s->hist[k]) continue;
         cum += s->hist[k];
-        reply_int(b, (long long)bucket_usec(k));
+        reply_int(b, (long long)(bucket_ns(k) / 1000));
         reply_int(b, (long long)cum);
     }
 }
 
-typedef struct pick {
-    const gw_command_t *gc;
-    int sub; /* -1: the command (and, for a container, all its subcommands) */
-} pick_t;
-
-/* The slots LATENCY HISTOGRAM names: "cmd" (a container: each subcommand) or "cmd|sub";
- * unknown names are skipped, as Redis does. */
-static size_t picked(gw_cmd_t *cmd, int from, pick_t *out, size_t cap)
+/* Mark the slots LATENCY HISTOGRAM names: "cmd" (a container: also each subcommand) or
+ * "cmd|sub"; unknown names are skipped, as Redis does. */
+static void mark_named(gw_cmd_t *cmd, int from, uint8_t *marks)
 {
-    size_t n = 0;
     for (int i = from; i < cmd->argc; i++) {
         const char *bar = memchr(cmd->argv[i], '|', cmd->argvlen[i]);
         size_t nlen = bar ? (size_t)(bar - cmd->argv[i]) : cmd->argvlen[i];
         const gw_command_t *gc = gw_command_lookup(cmd->argv[i], nlen);
         if (!gc) continue;
-        int sub = -1;
-        if (bar) {
-            sub = gw_command_sub_named(gc, bar + 1, cmd->argvlen[i] - nlen - 1);
-            if (sub < 0) continue;
+        size_t base = (size_t)(gc - table) * SLOTS;
+        if (!bar) {
+            for (int sub = -1; sub < nsubs(gc); sub++)
+                marks[base + (size_t)(sub + 1)] = 1;
+            continue;
         }
-        for (int s = sub; s < (sub < 0 ? nsubs(gc) : sub + 1) && n < cap; s++)
-            out[n++] = (pick_t){gc, s};
+        int sub = gw_command_sub_named(gc, bar + 1, cmd->argvlen[i] - nlen - 1);
+        if (sub >= 0) marks[base + (size_t)(sub + 1)] = 1;
     }
-    return n;
 }
 
 void gw_cmdstats_reply_histogram(gw_conn_t *c, gw_cmd_t *cmd, int from)
 {
-    enum { CAP = 512 };
-    pick_t *want = NULL;
-    size_t nwant = 0;
-    if (cmd->argc > from) {
-        want = malloc(sizeof(*want) * CAP);
-        if (!want) {
-            gw_reply_dm_error(c, DM_ENOMEM);
-            return;
-        }
-        nwant = picked(cmd, from, want, CAP);
-    }
     pthread_once(&once, init);
-    /* A snapshot of the named slots with calls, then the reply from it. */
-    enum { MAXLIST = 2048 };
-    struct {
-        const gw_command_t *gc;
-        int sub;
-        snap_t s;
-    } *list = malloc(sizeof(*list) * MAXLIST);
-    size_t nlist = 0;
-    for (size_t i = 0; list && per_cmd && i < ncmds; i++) {
-        for (int sub = -1; sub < nsubs(&table[i]); sub++) {
-            bool named = cmd->argc <= from;
-            for (size_t w = 0; !named && w < nwant; w++)
-                named = want[w].gc == &table[i] && want[w].sub == sub;
-            if (!named || nlist >= MAXLIST) continue;
-            take(counters_of(&table[i], sub), &list[nlist].s);
-            if (!list[nlist].s.calls) continue;
-            list[nlist].gc = &table[i];
-            list[nlist].sub = sub;
-            nlist++;
-        }
+    uint8_t *marks = per_cmd ? calloc(ncmds * SLOTS, 1) : NULL;
+    if (!marks) {
+        gw_reply_dm_error(c, DM_ENOMEM);
+        return;
     }
-    gw_reply_map(c, (long long)nlist);
-    for (size_t i = 0; i < nlist; i++) {
+    if (cmd->argc > from)
+        mark_named(cmd, from, marks);
+    else
+        memset(marks, 1, ncmds * SLOTS);
+    /* Keep the named slots with calls, then reply: a slot counted in the map header is
+     * answered even if RESETSTAT zeroes it in between. */
+    long long n = 0;
+    for (size_t k = 0; k < ncmds * SLOTS; k++) {
+        marks[k] = marks[k] && __atomic_load_n(&per_cmd[k].calls, __ATOMIC_RELAXED);
+        n += marks[k];
+    }
+    gw_reply_map(c, n);
+    for (size_t k = 0; k < ncmds * SLOTS; k++) {
+        if (!marks[k]) continue;
+        cmd_counters_t s;
+        take(&per_cmd[k], &s);
         char name[80];
-        slot_name(list[i].gc, list[i].sub, name, sizeof(name));
-        reply_cdf(c, name, &list[i].s);
+        gw_command_fullname(&table[k / SLOTS], (int)(k % SLOTS) - 1, name, sizeof(name));
+        reply_cdf(c, name, &s);
     }
-    free(list);
-    free(want);
+    free(marks);
 }
 
 void gw_cmdstats_info_errors(gw_buf_t *b)

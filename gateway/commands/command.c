@@ -109,13 +109,9 @@ static void command_list(gw_conn_t *c, gw_cmd_t *cmd)
             const char *p = strcasestr(t[i].acl, cat);
             if (len >= (int)sizeof(cat) || !p || (p[len] && p[len] != ' ')) continue;
         }
-        for (int sub = -1; sub < GW_MAX_SUBS; sub++) {
-            size_t slen = 0;
-            const char *sname = sub < 0 ? NULL : gw_command_sub_name(&t[i], sub, &slen);
-            if (sub >= 0 && !sname) break;
+        for (int sub = -1; sub < 0 || gw_command_sub_name(&t[i], sub); sub++) {
             char full[96];
-            int len = sname ? snprintf(full, sizeof(full), "%s|%.*s", t[i].name, (int)slen, sname)
-                            : snprintf(full, sizeof(full), "%s", t[i].name);
+            int len = gw_command_fullname(&t[i], sub, full, sizeof(full));
             if (by && !strcasecmp(by, "pattern") &&
                 !gw_glob_match(arg, arglen, full, (size_t)len, true))
                 continue;

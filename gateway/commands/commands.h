@@ -21,7 +21,7 @@ typedef struct gw_command {
     int first, last, step; /* key positions (COMMAND reply) */
     const char *acl;       /* ACL categories, space separated ("@write @string") */
     gw_cmd_proc proc;
-    const char *subs; /* a container's subcommands, space separated, lower case (stats) */
+    const char *const *subs; /* a container's subcommands, lower case, NULL-terminated */
 } gw_command_t;
 
 #define GW_MAX_SUBS 16 /* subcommands per container */
@@ -31,9 +31,11 @@ typedef struct gw_command {
 int gw_command_sub(const gw_command_t *gc, const gw_cmd_t *cmd);
 /* The same for a name of len bytes (case-insensitive). */
 int gw_command_sub_named(const gw_command_t *gc, const char *name, size_t len);
-/* Subcommand sub's name in gc->subs (static storage, *len bytes, not NUL-terminated);
- * NULL when there is no such subcommand. */
-const char *gw_command_sub_name(const gw_command_t *gc, int sub, size_t *len);
+/* Subcommand sub's name (static storage), NULL for sub < 0 or past the last one. */
+const char *gw_command_sub_name(const gw_command_t *gc, int sub);
+/* "name" or, for subcommand sub, "name|sub" (as Redis 7 names it) into out (n bytes);
+ * returns its length as snprintf does. */
+int gw_command_fullname(const gw_command_t *gc, int sub, char *out, size_t n);
 
 /* Find a command by name (case-insensitive, binary-safe length). NULL when unknown. */
 const gw_command_t *gw_command_lookup(const char *name, size_t len);

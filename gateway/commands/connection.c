@@ -58,6 +58,7 @@ static const char wrongpass[] = "WRONGPASS invalid username-password pair or use
 
 void cmd_auth(gw_conn_t *c, gw_cmd_t *cmd)
 {
+    c->auth_queued = false; /* authenticated now, or the limits before AUTH apply again */
     if (cmd->argc > 3) {
         reply_error(gw_conn_out(c), "ERR syntax error");
         return;
@@ -103,6 +104,7 @@ static void set_str(gw_conn_t *c, char **field, const char *s, size_t len)
 
 void cmd_hello(gw_conn_t *c, gw_cmd_t *cmd)
 {
+    c->auth_queued = false; /* as in cmd_auth */
     int j = 1;
     long long ver = 0;
     if (cmd->argc >= 2) {

@@ -3,7 +3,8 @@
  * that took at least that long (wall time, memory-node round trips included) adds a sample
  * to its event, "fast-command" or "command" by the command's fast flag: one sample per
  * second (the highest), the last 160 kept, plus the all-time maximum. Per gateway process,
- * thread-safe. GRAPH and HISTOGRAM are not implemented (an error says so). */
+ * thread-safe. HISTOGRAM comes from the command statistics (cmdstats.h); GRAPH is not
+ * implemented (an error says so). */
 #ifndef GW_COMMANDS_LATENCY_H
 #define GW_COMMANDS_LATENCY_H
 

@@ -222,6 +222,7 @@ void cmd_reset(gw_conn_t *c, gw_cmd_t *cmd)
     c->reply_skip = 0;
     gw_monitor_remove(c);
     c->authed = !gw_server_requirepass_set();
+    c->auth_queued = false;
     uv_mutex_lock(&c->th->lock);
     free(c->name);
     c->name = NULL;

@@ -16,17 +16,20 @@
 #include "server/stats.h"
 #include "util/strconv.h"
 
+#define SUBS(...) ((const char *const[]){__VA_ARGS__, NULL})
+
 /* Sorted by name (lookup is a binary search). */
 static const gw_command_t table[] = {
     {"append", 3, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_append, NULL},
     {"auth", -2, "noscript loading stale fast no_auth allow_busy", 0, 0, 0, "@fast @connection",
      cmd_auth, NULL},
     {"client", -2, "", 0, 0, 0, "@slow", cmd_client,
-     "getname help id info kill list no-evict reply setinfo setname"},
+     SUBS("getname", "help", "id", "info", "kill", "list", "no-evict", "reply", "setinfo",
+          "setname")},
     {"command", -1, "loading stale", 0, 0, 0, "@slow @connection", cmd_command,
-     "count docs getkeys help info list"},
+     SUBS("count", "docs", "getkeys", "help", "info", "list")},
     {"config", -2, "admin noscript loading stale", 0, 0, 0, "@admin @slow @dangerous", cmd_config,
-     "get help resetstat rewrite set"},
+     SUBS("get", "help", "resetstat", "rewrite", "set")},
     {"copy", -3, "write denyoom", 1, 2, 1, "@keyspace @write @slow", cmd_copy, NULL},
     {"dbsize", 1, "readonly fast", 0, 0, 0, "@keyspace @read @fast", cmd_dbsize, NULL},
     {"decr", 2, "write denyoom fast", 1, 1, 1, "@write @string @fast", cmd_decr, NULL},
@@ -44,7 +47,7 @@ static const gw_command_t table[] = {
     {"flushall", -1, "write", 0, 0, 0, "@keyspace @write @slow @dangerous", cmd_flushall, NULL},
     {"flushdb", -1, "write", 0, 0, 0, "@keyspace @write @slow @dangerous", cmd_flushall, NULL},
     {"function", -2, "noscript", 0, 0, 0, "@slow @scripting", cmd_function,
-     "delete dump flush help kill list load restore stats"},
+     SUBS("delete", "dump", "flush", "help", "kill", "list", "load", "restore", "stats")},
     {"get", 2, "readonly fast", 1, 1, 1, "@read @string @fast", cmd_get, NULL},
     {"getbit", 3, "readonly fast", 1, 1, 1, "@read @bitmap @fast", cmd_getbit, NULL},
     {"getdel", 2, "write fast", 1, 1, 1, "@write @string @fast", cmd_getdel, NULL},
@@ -60,9 +63,9 @@ static const gw_command_t table[] = {
     {"info", -1, "loading stale", 0, 0, 0, "@slow @dangerous", cmd_info, NULL},
     {"keys", 2, "readonly", 0, 0, 0, "@keyspace @read @slow @dangerous", cmd_keys, NULL},
     {"latency", -2, "admin noscript loading stale", 0, 0, 0, "@admin @slow @dangerous", cmd_latency,
-     "doctor graph help histogram history latest reset"},
+     SUBS("doctor", "graph", "help", "histogram", "history", "latest", "reset")},
     {"lcs", -3, "readonly", 1, 2, 1, "@read @string @slow", cmd_lcs, NULL},
-    {"memory", -2, "", 0, 0, 0, "@slow", cmd_memory, "help usage"},
+    {"memory", -2, "", 0, 0, 0, "@slow", cmd_memory, SUBS("help", "usage")},
     {"mget", -2, "readonly fast", 1, -1, 1, "@read @string @fast", cmd_mget, NULL},
     {"monitor", 1, "admin noscript loading stale", 0, 0, 0, "@admin @slow @dangerous", cmd_monitor,
      NULL},
@@ -94,7 +97,7 @@ static const gw_command_t table[] = {
     {"shutdown", -1, "admin noscript loading stale no_multi allow_busy", 0, 0, 0,
      "@admin @slow @dangerous", cmd_shutdown, NULL},
     {"slowlog", -2, "admin random loading stale", 0, 0, 0, "@admin @slow @dangerous", cmd_slowlog,
-     "get help len reset"},
+     SUBS("get", "help", "len", "reset")},
     {"strlen", 2, "readonly fast", 1, 1, 1, "@read @string @fast", cmd_strlen, NULL},
     {"substr", 4, "readonly", 1, 1, 1, "@read @string @slow", cmd_getrange, NULL},
     {"time", 1, "loading stale fast", 0, 0, 0, "@fast", cmd_time, NULL},
@@ -222,12 +225,9 @@ void gw_command_run(gw_conn_t *c, const gw_command_t *gc, gw_cmd_t *cmd)
 {
     size_t before = gw_conn_out(c)->len;
     int sub = gw_command_sub(gc, cmd);
-    size_t sublen = 0;
-    const char *subname = gw_command_sub_name(gc, sub, &sublen);
     __atomic_store_n(&c->last_cmd, gc->name, __ATOMIC_RELAXED);
-    __atomic_store_n(&c->last_sub, subname, __ATOMIC_RELAXED);
-    __atomic_store_n(&c->last_sublen, sublen, __ATOMIC_RELAXED);
-    c->running_bytes = cmd->wire;
+    __atomic_store_n(&c->last_sub, gw_command_sub_name(gc, sub), __ATOMIC_RELAXED);
+    __atomic_store_n(&c->running_bytes, cmd->wire, __ATOMIC_RELAXED);
     __atomic_store_n(&c->last_ms, dm_wall_ms(), __ATOMIC_RELAXED);
     uint64_t t0 = dm_now_us();
     gc->proc(c, cmd);
@@ -235,7 +235,7 @@ void gw_command_run(gw_conn_t *c, const gw_command_t *gc, gw_cmd_t *cmd)
     bool failed =
         !c->closing && gw_conn_out(c)->len > before && gw_conn_out(c)->data[before] == '-';
     uint64_t usec = dm_now_us() - t0;
-    c->running_bytes = 0;
+    __atomic_store_n(&c->running_bytes, 0, __ATOMIC_RELAXED);
     gw_cmdstats_call(gc, sub, usec, failed);
     gw_slowlog_note(c, gc, cmd, usec);
     gw_monitor_feed(c, gc, cmd);
@@ -245,29 +245,23 @@ void gw_command_run(gw_conn_t *c, const gw_command_t *gc, gw_cmd_t *cmd)
 
 int gw_command_sub_named(const gw_command_t *gc, const char *name, size_t len)
 {
-    const char *p = gc->subs;
-    for (int i = 0; p && *p && i < GW_MAX_SUBS; i++) {
-        size_t n = strcspn(p, " ");
-        if (n == len && !strncasecmp(p, name, len)) return i;
-        p += n;
-        if (*p) p++;
-    }
+    for (int i = 0; gc->subs && gc->subs[i] && i < GW_MAX_SUBS; i++)
+        if (strlen(gc->subs[i]) == len && !strncasecmp(gc->subs[i], name, len)) return i;
     return -1;
 }
 
-const char *gw_command_sub_name(const gw_command_t *gc, int sub, size_t *len)
+const char *gw_command_sub_name(const gw_command_t *gc, int sub)
 {
-    const char *p = gc->subs;
-    for (int i = 0; p && *p && i < GW_MAX_SUBS; i++) {
-        size_t n = strcspn(p, " ");
-        if (i == sub) {
-            *len = n;
-            return p;
-        }
-        p += n;
-        if (*p) p++;
-    }
-    return NULL;
+    if (sub < 0 || sub >= GW_MAX_SUBS || !gc->subs) return NULL;
+    for (int i = 0; i < sub; i++)
+        if (!gc->subs[i]) return NULL;
+    return gc->subs[sub];
+}
+
+int gw_command_fullname(const gw_command_t *gc, int sub, char *out, size_t n)
+{
+    const char *s = gw_command_sub_name(gc, sub);
+    return s ? snprintf(out, n, "%s|%s", gc->name, s) : snprintf(out, n, "%s", gc->name);
 }
 
 int gw_command_sub(const gw_command_t *gc, const gw_cmd_t *cmd)
@@ -281,9 +275,6 @@ bool gw_command_exec(gw_conn_t *c, gw_cmd_t *cmd)
 {
     size_t at = gw_conn_out(c)->len;
     bool kept = exec_one(c, cmd);
-    const gw_command_t *gc = gw_command_of(cmd);
-    if (!c->authed && gc && (gc->proc == cmd_auth || gc->proc == cmd_hello))
-        c->auth_queued = false; /* it failed: the limits before AUTH apply again */
     /* CLIENT REPLY OFF/SKIP: the reply is dropped (errors too, as in Redis); SKIP drops
      * its own +OK and the next command's reply, unless that is CLIENT REPLY ON. */
     gw_buf_t *out = gw_conn_out(c);

@@ -600,7 +600,6 @@ void gw_conn_describe(gw_conn_t *c, gw_buf_t *b)
     uint64_t last = __atomic_load_n(&c->last_ms, __ATOMIC_RELAXED);
     const char *cmd = __atomic_load_n(&c->last_cmd, __ATOMIC_RELAXED);
     const char *sub = __atomic_load_n(&c->last_sub, __ATOMIC_RELAXED);
-    size_t sublen = __atomic_load_n(&c->last_sublen, __ATOMIC_RELAXED);
     /* flags: O a monitor, x in MULTI, N none. */
     const char *flags = __atomic_load_n(&c->monitor, __ATOMIC_RELAXED) ? "O"
                         : c->in_multi                                  ? "x"
@@ -611,12 +610,12 @@ void gw_conn_describe(gw_conn_t *c, gw_buf_t *b)
     gw_buf_printf(b,
                   "id=%llu addr=%s laddr=%s fd=%d name=%s age=%llu idle=%llu flags=%s db=0 "
                   "sub=0 psub=0 ssub=0 multi=%d qbuf=%zu qbuf-free=0 argv-mem=0 multi-mem=0 "
-                  "rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=%s%s%.*s "
+                  "rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=%s%s%s "
                   "user=default redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
                   (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
                   (unsigned long long)((now - c->ctime_ms) / 1000),
                   (unsigned long long)(now > last ? (now - last) / 1000 : 0), flags,
                   c->in_multi ? c->mq_n : -1, qbuf, cmd ? cmd : "NULL", sub ? "|" : "",
-                  sub ? (int)sublen : 0, sub ? sub : "", c->resp, c->lib_name ? c->lib_name : "",
+                  sub ? sub : "", c->resp, c->lib_name ? c->lib_name : "",
                   c->lib_ver ? c->lib_ver : "");
 }

@@ -54,19 +54,19 @@ struct gw_conn {
     char addr[64];          /* peer "ip:port" */
     char laddr[64];         /* local "ip:port" */
     int fd;
-    uint64_t ctime_ms;    /* connect time, wall ms */
-    uint64_t last_ms;     /* last command time, wall ms */
-    const char *last_cmd; /* static name of the last command */
-    const char *last_sub; /* its subcommand's static name (last_sublen bytes) or NULL */
-    size_t last_sublen;
+    uint64_t ctime_ms;        /* connect time, wall ms */
+    uint64_t last_ms;         /* last command time, wall ms */
+    const char *last_cmd;     /* static name of the last command */
+    const char *last_sub;     /* its subcommand's static name or NULL */
     size_t running_bytes;     /* request bytes of the command running now (CLIENT LIST qbuf) */
     char *name;               /* CLIENT SETNAME (under th->lock), NULL when unset */
     char *lib_name, *lib_ver; /* CLIENT SETINFO (under th->lock) */
 
     int resp;              /* reply protocol: 2 (default) or 3 (HELLO 3) */
     bool authed;           /* AUTH passed (or no requirepass when the connection started) */
-    bool auth_queued;      /* an AUTH or HELLO was parsed: the limits before AUTH are off */
-    bool no_evict;         /* CLIENT NO-EVICT (accepted, no effect: dmkv never evicts clients) */
+    bool auth_queued;      /* an AUTH or HELLO was parsed and has not run yet: the limits
+                              before AUTH are off (resp/parser.h) */
+    bool no_evict;         /* CLIENT NO-EVICT: never closed by maxmemory-clients */
     bool kill;             /* CLIENT KILL from another thread: closed by this thread's timer */
     bool uncounted;        /* already left connected_clients (flagged by CLIENT KILL; th->lock) */
     bool reply_off;        /* CLIENT REPLY OFF: replies dropped until CLIENT REPLY ON */

@@ -55,18 +55,22 @@ void gw_evict_tick(gw_thread_t *th)
     uint64_t limit = gw_evict_limit();
     uint64_t sum = 0, big = 0;
     gw_conn_t *victim = NULL;
-    if (limit) {
-        uv_mutex_lock(&th->lock);
-        for (gw_conn_t *x = th->conns; x; x = x->next) {
-            uint64_t m = gw_client_mem(x);
-            sum += m;
-            if (!x->no_evict && !x->kill && !x->closing && m > big) {
-                big = m;
-                victim = x;
-            }
-        }
-        uv_mutex_unlock(&th->lock);
+    if (!limit) {
+        __atomic_store_n(&th->clients_mem, 0, __ATOMIC_RELAXED);
+        __atomic_store_n(&th->biggest_client_mem, 0, __ATOMIC_RELAXED);
+        th->evict_over_ticks = 0;
+        return;
     }
+    uv_mutex_lock(&th->lock);
+    for (gw_conn_t *x = th->conns; x; x = x->next) {
+        uint64_t m = gw_client_mem(x);
+        sum += m;
+        if (!x->no_evict && !x->kill && !x->closing && m > big) {
+            big = m;
+            victim = x;
+        }
+    }
+    uv_mutex_unlock(&th->lock);
     __atomic_store_n(&th->clients_mem, sum, __ATOMIC_RELAXED);
     __atomic_store_n(&th->biggest_client_mem, big, __ATOMIC_RELAXED);
     uint64_t total = 0;
@@ -81,7 +85,7 @@ void gw_evict_tick(gw_thread_t *th)
     /* The other threads' sums are as of their last tick (up to 100 ms old): a client that
      * has just finished a big command may still be counted. Over on two ticks in a row
      * before anyone is closed. */
-    th->evict_over_ticks = limit && total > limit ? th->evict_over_ticks + 1 : 0;
+    th->evict_over_ticks = total > limit ? th->evict_over_ticks + 1 : 0;
     if (!biggest_here || th->evict_over_ticks < 2) return;
     th->evict_over_ticks = 0;
     __atomic_store_n(&th->clients_mem, sum - big, __ATOMIC_RELAXED);

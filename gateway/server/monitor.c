@@ -137,6 +137,7 @@ void gw_monitor_feed(gw_conn_t *from, const gw_command_t *gc, const gw_cmd_t *cm
 
 void gw_monitor_deliver(gw_thread_t *th)
 {
+    if (!__atomic_load_n(&nmonitors, __ATOMIC_ACQUIRE)) return; /* removal drops the lines */
     for (;;) {
         gw_conn_t *c = NULL;
         gw_buf_t feed;

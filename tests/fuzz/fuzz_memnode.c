@@ -46,7 +46,8 @@ static int feed(mn_req_t *q, const uint8_t *d, size_t n, unsigned step, int dire
     size_t pos = 0;
     while (pos < n && q->state == MN_REQ_OK) {
         uint64_t room;
-        uint8_t *at = direct ? mn_req_body_room(q, 64, step * 8u, &room) : NULL;
+        uint8_t *at =
+            direct && mn_req_body_missing(q) >= 64 ? mn_req_body_room(q, step * 8u, &room) : NULL;
         if (at) {
             size_t k = n - pos < room ? n - pos : (size_t)room;
             memcpy(at, d + pos, k);

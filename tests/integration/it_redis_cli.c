@@ -126,7 +126,14 @@ int main(void)
     free(out);
     out = run("timeout 3 stdbuf -oL redis-cli -h 127.0.0.1 -p %d --latency-history -i 1 2>&1", &s2,
               port);
-    CHECKF(count_lines(out) >= 1 && !strstr(out, "ERR"), "--latency-history: %s", out);
+    /* Without a terminal each line is "min max avg samples" of PINGs that were answered:
+     * a refused connection or an error reply prints no such line. */
+    long mn, mx, samples;
+    double avg;
+    CHECKF(count_lines(out) >= 1 && !strstr(out, "ERR") &&
+               sscanf(out, "%ld %ld %lf %ld", &mn, &mx, &avg, &samples) == 4 && samples > 0 &&
+               mn <= mx,
+           "--latency-history: %s", out);
     free(out);
 
     out = run("redis-benchmark --version 2>/dev/null", &s2);
