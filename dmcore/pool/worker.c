@@ -10,6 +10,7 @@
 #include "dmkv/chime.h"
 #include "dmkv/coro.h"
 #include "dmkv/errors.h"
+#include "dmkv/fault.h"
 #include "dmkv/log.h"
 #include "dmkv/race.h"
 #include "../kv/keyq.h"
@@ -350,7 +351,8 @@ int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b)
 
 /* A fire-and-forget batch owns copies of its verbs and WRITE payloads. */
 typedef struct async_batch {
-    unsigned pending;
+    unsigned pending, nodes;
+    unsigned start[DM_BATCH_MAX], count[DM_BATCH_MAX]; /* as group_by_node made them */
     dm_verb_t verbs[];
 } async_batch_t;
 
@@ -359,6 +361,42 @@ static void async_done(void *arg, int conn_status)
     (void)conn_status;
     async_batch_t *ab = arg;
     if (--ab->pending == 0) free(ab);
+}
+
+/* Post ab's verbs, node by node; returns the first error. */
+static int async_send(dm_worker_t *w, async_batch_t *ab)
+{
+    ab->pending = ab->nodes + 1; /* +1 held while posting: local may complete synchronously */
+    int first = 0;
+    for (unsigned j = 0; j < ab->nodes; j++) {
+        unsigned node = ab->start[j] >> 16, s = ab->start[j] & 0xffff;
+        int rc = DM_EINVAL;
+        dm_conn_t *c = conn_for(w, node);
+        if (c && w->lost[node])
+            rc = DM_ELOST;
+        else if (c)
+            rc = c->ops->post(c, &ab->verbs[s], ab->count[j], async_done, ab);
+        if (rc) {
+            ab->pending--;
+            if (!first) first = rc;
+        }
+    }
+    async_done(ab, 0);
+    return first;
+}
+
+/* A batch held back by the 'posted' fault point (tests: a slow network for one message). */
+typedef struct held_batch {
+    uv_timer_t timer; /* first: the handle pointer is the struct's */
+    dm_worker_t *w;
+    async_batch_t *ab;
+} held_batch_t;
+
+static void on_held_batch(uv_timer_t *t)
+{
+    held_batch_t *h = t->data;
+    async_send(h->w, h->ab);
+    uv_close((uv_handle_t *)&h->timer, (uv_close_cb)free);
 }
 
 int dm_batch_post_async(dm_ctx_t *ctx, dm_batch_t *b)
@@ -385,23 +423,22 @@ int dm_batch_post_async(dm_ctx_t *ctx, dm_batch_t *b)
             return DM_EINVAL;
         }
     }
-    ab->pending = nodes + 1; /* +1 held while posting: local may complete synchronously */
-    int first = 0;
-    for (unsigned j = 0; j < nodes; j++) {
-        unsigned node = start[j] >> 16, s = start[j] & 0xffff;
-        int rc = DM_EINVAL;
-        dm_conn_t *c = conn_for(w, node);
-        if (c && w->lost[node])
-            rc = DM_ELOST;
-        else if (c)
-            rc = c->ops->post(c, &ab->verbs[s], count[j], async_done, ab);
-        if (rc) {
-            ab->pending--;
-            if (!first) first = rc;
+    ab->nodes = nodes;
+    memcpy(ab->start, start, nodes * sizeof(start[0]));
+    memcpy(ab->count, count, nodes * sizeof(count[0]));
+    uint32_t delay_ms = dm_fault_delay_ms(DM_FAULT_POSTED);
+    if (delay_ms) {
+        held_batch_t *h = malloc(sizeof(*h));
+        if (h) {
+            h->w = w;
+            h->ab = ab;
+            uv_timer_init(w->loop, &h->timer);
+            h->timer.data = h;
+            uv_timer_start(&h->timer, on_held_batch, delay_ms, 0);
+            return 0;
         }
     }
-    async_done(ab, 0);
-    return first;
+    return async_send(w, ab);
 }
 
 static void on_waker(uv_idle_t *h)

@@ -79,6 +79,20 @@ static int fetch_cands(dm_ctx_t *ctx, cand_t *c, unsigned n, const void *key, si
     return 0;
 }
 
+/* Add the key counter's FAA by delta to b. Its status reads DM_EIO until a memory node
+ * executed it (a batch given up before posting leaves it so): counted() tells. */
+static dm_verb_t *count_with(dm_batch_t *b, int64_t delta)
+{
+    dm_verb_t *v = dm_batch_faa(b, dm_gaddr_make(0, DM_SB_OFF(key_count)), (uint64_t)delta);
+    if (v) v->status = DM_EIO;
+    return v;
+}
+
+static int counted(const dm_verb_t *v)
+{
+    return v && v->status == 0;
+}
+
 /* A key's view of the table: its home subtable's two combined buckets and, while the
  * home subtable is still receiving keys from the one it split from (MOVING-IN headers),
  * the parent's combined buckets too, read BEFORE the home ones are read again so a key
@@ -358,12 +372,16 @@ int race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *ite
     return rc;
 }
 
+/* The key counter (DBSIZE) changes before the operation that changes a key's presence
+ * answers: a DBSIZE sent after a DEL's reply, through any gateway, counts it. The common
+ * paths add the FAA to the batch of their slot CAS (count_with); the rare ones (duplicates,
+ * stranded inserts, a lost CAS after a counted one) wait for this one (1 RTT). */
 static void count_keys(dm_ctx_t *ctx, int64_t delta)
 {
     dm_batch_t b;
     dm_batch_init(&b);
-    dm_batch_faa(&b, dm_gaddr_make(0, DM_SB_OFF(key_count)), (uint64_t)delta);
-    dm_batch_post_async(ctx, &b);
+    count_with(&b, delta);
+    dm_batch_exec(ctx, &b);
 }
 
 static unsigned free_slots(const race_cbs_t *cbs, int i)
@@ -475,15 +493,15 @@ static int take_back_stranded(dm_ctx_t *ctx, const void *key, size_t klen, dm_ga
 }
 
 static int dedupe_after_insert(dm_ctx_t *ctx, const void *key, size_t klen, dm_gaddr_t mine,
-                               uint64_t my_word, uint64_t hash, unsigned ld, uint64_t *lease,
-                               uint64_t *adopt)
+                               uint64_t my_word, uint64_t hash, unsigned ld, int counted,
+                               uint64_t *lease, uint64_t *adopt)
 {
     lookup_t lk;
     dm_batch_t b;
     uint64_t hdr = 0;
     dm_race_t *r = ctx->w->race;
     dm_batch_init(&b);
-    dm_batch_faa(&b, dm_gaddr_make(0, DM_SB_OFF(key_count)), 1);
+    if (!counted) count_with(&b, 1);
     dm_batch_read(&b, mine & ~63ull, &hdr, 8);
     /* The split lease of the subtable we inserted into: if we landed behind a split whose
      * splitter died, we finish its work before redoing the insert. */
@@ -634,9 +652,10 @@ static int cached_update(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *b
 }
 
 /* After an insert under the leaf lock whose CAS batch read the bucket's header (hdr)
- * behind the CAS: only the stranded case is left to check (RACE §3.4.2). A duplicate needs
- * two overlapping inserts of the key, which its leaf lock excludes (dm_race_carry_t).
- * Returns 1, or what take_back_stranded returns (with *lease read for the caller). */
+ * behind the CAS and counted the key: only the stranded case is left to check (RACE §3.4.2). A
+ * duplicate needs two overlapping inserts of the key, which its leaf lock excludes
+ * (dm_race_carry_t). Returns 1, or what take_back_stranded returns (with *lease read for the
+ * caller). */
 static int check_locked_insert(dm_ctx_t *ctx, const void *key, size_t klen, dm_gaddr_t mine,
                                uint64_t my_word, uint64_t hash, unsigned ld, uint64_t hdr,
                                uint64_t *lease, uint64_t *adopt)
@@ -644,7 +663,6 @@ static int check_locked_insert(dm_ctx_t *ctx, const void *key, size_t klen, dm_g
     uint64_t mask = (1ull << race_hdr_ld(hdr)) - 1;
     *adopt = 0;
     *lease = 0;
-    count_keys(ctx, 1);
     if ((hash & mask) == race_hdr_suffix(hdr)) return 1;
     dm_batch_t b;
     dm_batch_init(&b);
@@ -783,20 +801,25 @@ int dm_race_set_carry(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *bloc
             dm_batch_init(&b);
             dm_verb_t *v = dm_batch_cas(&b, slot, 0, word);
             if (light) dm_batch_read(&b, slot & ~63ull, &hdr, 8)->fence = 1;
+            /* Counted with the CAS, taken back if the CAS lost (another key took the
+             * slot): the count is right before the insert answers. */
+            dm_verb_t *fv = light ? count_with(&b, 1) : NULL;
             posted_cas = 1;
             rc = dm_ctx_ride_before(ctx, &b);
             if (!rc) rc = dm_batch_exec(ctx, &b);
+            if (counted(fv) && (rc || v->result != 0))
+                count_keys(ctx, -1); /* on rc, the CAS's fate is unknown: as if lost */
             if (!rc && v->result == 0) {
                 cands_free(lk.c, lk.n);
                 if (old) memset(old, 0, sizeof(*old));
                 uint64_t lease = 0, adopt = 0;
                 dm_fault_point(ctx, DM_FAULT_INSERTED);
-                if (light && dm_now_us() <= carry->sure_until_us)
+                if (counted(fv) && dm_now_us() <= carry->sure_until_us)
                     rc = check_locked_insert(ctx, key, klen, slot, word, lk.loc.hash,
                                              bucket_ld_of(&lk, slot), hdr, &lease, &adopt);
                 else
                     rc = dedupe_after_insert(ctx, key, klen, slot, word, lk.loc.hash,
-                                             bucket_ld_of(&lk, slot), &lease, &adopt);
+                                             bucket_ld_of(&lk, slot), counted(fv), &lease, &adopt);
                 if (adopt) adopted = adopt;
                 if (rc == DM_ERETRY) {
                     /* Inserted behind a split: wait for it (or finish it, if its splitter
@@ -856,9 +879,14 @@ int dm_race_delete_carry(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_de
             /* Remove every copy (a delete that sees duplicates removes all of them). */
             dm_batch_init(&b);
             dm_verb_t *v[2 * MAX_CANDS] = {0};
+            int64_t sent = 0;
             for (unsigned i = 0; i < lk.n; i++)
-                if (lk.c[i].state == CAND_MATCH)
+                if (lk.c[i].state == CAND_MATCH) {
                     v[i] = dm_batch_cas(&b, lk.c[i].ref.addr, lk.c[i].ref.word, 0);
+                    sent++;
+                }
+            /* Counted with the CASes, the lost ones given back below. */
+            dm_verb_t *fv = count_with(&b, -sent);
             rc = dm_ctx_ride_before(ctx, &b);
             if (!rc) rc = dm_batch_exec(ctx, &b);
             int64_t removed = 0;
@@ -873,8 +901,9 @@ int dm_race_delete_carry(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_de
                     all = 0;
                 }
             }
+            if (counted(fv) ? removed < sent : removed > 0)
+                count_keys(ctx, counted(fv) ? sent - removed : -removed);
             if (removed) {
-                count_keys(ctx, -removed);
                 race_addr_cache_put(ctx->w->race, key, klen, 0, 0); /* forget it */
                 deleted = 1;
             }

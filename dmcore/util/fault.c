@@ -10,7 +10,7 @@
 #include "dmkv/log.h"
 
 static const char *const site_names[DM_FAULT_NSITES] = {"locked", "inserted", "taken_back",
-                                                        "propagate"};
+                                                        "propagate", "posted"};
 
 typedef struct {
     uint32_t ms, one_in;
@@ -51,12 +51,18 @@ void dm_fault_configure(const char *spec)
     parse_spec(spec);
 }
 
-int dm_fault_point(dm_ctx_t *ctx, dm_fault_site_t site)
+uint32_t dm_fault_delay_ms(dm_fault_site_t site)
 {
     pthread_once(&env_once, parse_env);
     const stall_t *s = &stalls[site];
     if (!s->ms || dm_lease_token() % s->one_in) return 0; /* the per-thread generator */
     dm_log(DM_LOG_NOTICE, "fault: stalling %u ms at '%s'", s->ms, site_names[site]);
-    dm_ctx_sleep(ctx, s->ms * 1000u);
-    return 1;
+    return s->ms;
+}
+
+int dm_fault_point(dm_ctx_t *ctx, dm_fault_site_t site)
+{
+    uint32_t ms = dm_fault_delay_ms(site);
+    if (ms) dm_ctx_sleep(ctx, ms * 1000u);
+    return ms != 0;
 }

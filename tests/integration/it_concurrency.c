@@ -121,6 +121,28 @@ static size_t scan_sorted(redisContext *c, char ***out)
     return keep;
 }
 
+/* DBSIZE through one gateway counts every new key and DEL another gateway has answered,
+ * even when that gateway's fire-and-forget messages are slow: a third gateway holds every
+ * such batch back 400 ms (fault point 'posted'). Before 2026-11-26 the key counter's FAA
+ * was one of them, so a DBSIZE sent right after a DEL's reply could still count the key. */
+static void dbsize_after_replies(const char *const *uris, redisContext *a)
+{
+    it_proc_t slow;
+    setenv("DMKV_FAULT_STALL", "posted:400:1", 1);
+    it_gateway_start(&slow, uris, 1, 1, NULL);
+    unsetenv("DMKV_FAULT_STALL");
+    redisContext *s = it_connect(slow.port);
+    EXPECT_INT(it_cmd(a, "DBSIZE"), 0);
+    for (int i = 0; i < 6; i++) {
+        EXPECT_STATUS(it_cmd(s, "SET slowpost:%d v", i), "OK");
+        EXPECT_INT(it_cmd(a, "DBSIZE"), 1);
+        EXPECT_INT(it_cmd(s, "DEL slowpost:%d", i), 1);
+        EXPECT_INT(it_cmd(a, "DBSIZE"), 0);
+    }
+    redisFree(s);
+    it_proc_stop(&slow);
+}
+
 int main(void)
 {
     it_begin("concurrency", 600);
@@ -150,6 +172,8 @@ int main(void)
     EXPECT_BULKS(it_cmd(a, "GET cross"), "2");
     EXPECT_INT(it_cmd(b, "DEL cross"), 1);
     EXPECT_NIL(it_cmd(a, "GET cross"));
+
+    if (pool.shared) dbsize_after_replies(uris, a);
 
     pthread_t th[NCLIENTS];
     for (int i = 0; i < NCLIENTS; i++)

@@ -555,8 +555,16 @@ static void check_end_state(void)
     for (int i = 0; i < NGW; i++) {
         r = it_cmd(c[i], "DBSIZE");
         SOFT_CHECK(r->type == REDIS_REPLY_INTEGER && r->integer == (drift > 0 ? drift : 0),
-                   "DBSIZE %lld after deleting every key (the counter is off by %lld)", r->integer,
-                   drift);
+                   "gateway %d: DBSIZE %lld after deleting every key (the counter is off by %lld)",
+                   i, r->integer, drift);
+        if (r->integer != (drift > 0 ? drift : 0)) {
+            /* A count that settles later was late (a DEL answered before its FAA ran);
+             * one that stays off was lost or doubled. */
+            sleep(1);
+            redisReply *again = it_cmd(c[i], "DBSIZE");
+            fprintf(stderr, "gateway %d: DBSIZE 1 s later: %lld\n", i, again->integer);
+            freeReplyObject(again);
+        }
         freeReplyObject(r);
         for (int k = 0; k < NSTR + NCNT; k++) {
             r = record(c[i], 100 + i, LC_GET, 0, k, NULL);

@@ -17,6 +17,7 @@ typedef enum {
     DM_FAULT_INSERTED,   /* a new key's slot CAS done, before its duplicate check (race/ops.c) */
     DM_FAULT_TAKEN_BACK, /* a stranded insert's slot taken back, before the redo (race/ops.c) */
     DM_FAULT_PROPAGATE,  /* a leaf split written, before its separator goes up (chime/split.c) */
+    DM_FAULT_POSTED,     /* a fire-and-forget batch held back before it is sent (pool/worker.c) */
     DM_FAULT_NSITES
 } dm_fault_site_t;
 
@@ -26,5 +27,9 @@ void dm_fault_configure(const char *spec);
 
 /* Maybe stall the calling coroutine at site (see above). Returns 1 if it stalled. */
 int dm_fault_point(dm_ctx_t *ctx, dm_fault_site_t site);
+
+/* For sites where something else than the caller waits (a batch posted later, a slow
+ * network): the milliseconds to hold it, 0 on most passes (same draw as dm_fault_point). */
+uint32_t dm_fault_delay_ms(dm_fault_site_t site);
 
 #endif
