@@ -166,14 +166,18 @@ static void sec_clients(gw_buf_t *b)
                   (unsigned long long)GW_STAT_GET(connected_clients), gw_server.cfg->maxclients);
 }
 
-/* used_memory is this gateway's RSS (the pool's bytes are in the dmkv section);
- * maxmemory is the pool-wide budget from the superblock (0 = none), as CONFIG GET shows. */
+/* used_memory is this gateway's RSS; maxmemory is the pool-wide budget from the
+ * superblock (0 = none), as CONFIG GET shows. mem_fragmentation_ratio keeps Redis's meaning
+ * (memory the OS gave / memory in use) for the pool: bytes taken from the memory nodes over
+ * bytes in live blocks (dm_pool_memory), so freed blocks waiting for reuse, abandoned
+ * chunk tails and size-class rounding raise it. */
 static void sec_memory(gw_conn_t *c, gw_buf_t *b)
 {
-    uint64_t rss = rss_bytes(), limit = 0, used = 0;
+    uint64_t rss = rss_bytes(), limit = 0, used = 0, taken = 0, live = 0;
     dm_ctx_t ctx;
     dm_ctx_init(&ctx, c->th->w, DM_CLS_ADMIN);
     dm_pool_usage(&ctx, &limit, &used);
+    dm_pool_memory(&ctx, &taken, &live);
     char h[32], hm[32];
     human_bytes(h, sizeof(h), rss);
     human_bytes(hm, sizeof(hm), limit);
@@ -186,9 +190,14 @@ static void sec_memory(gw_conn_t *c, gw_buf_t *b)
                   "maxmemory:%llu\r\n"
                   "maxmemory_human:%s\r\n"
                   "maxmemory_policy:noeviction\r\n"
-                  "mem_allocator:libc\r\n",
+                  "mem_fragmentation_ratio:%.2f\r\n"
+                  "mem_fragmentation_bytes:%lld\r\n"
+                  "mem_allocator:libc\r\n"
+                  "pool_taken_bytes:%llu\r\n"
+                  "pool_live_bytes:%llu\r\n",
                   (unsigned long long)rss, h, (unsigned long long)rss, h, (unsigned long long)limit,
-                  hm);
+                  hm, live ? (double)taken / (double)live : 0.0, (long long)taken - (long long)live,
+                  (unsigned long long)taken, (unsigned long long)live);
 }
 
 static void sec_persistence(gw_buf_t *b)

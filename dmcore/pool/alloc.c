@@ -32,6 +32,7 @@ struct dm_alloc {
     struct refill_wait *waiters; /* coroutines waiting for it */
     unsigned next_node;          /* round robin */
     uint64_t chunk_bytes;
+    int64_t live_delta; /* bytes allocated minus bytes freed since the last flush */
     freed_t *head[NCLASSES], *tail[NCLASSES];
 };
 
@@ -181,19 +182,68 @@ static int class_of(uint64_t *units)
     return MAX_CLASS + 1 + (int)idx;
 }
 
-static freed_t *take_freed(dm_alloc_t *a, uint64_t units, uint64_t align)
+/* The first block of class c past its quarantine with `units` grains (0: any) and
+ * aligned to align, unlinked; NULL when none among the first 8. */
+static freed_t *take_from_class(dm_alloc_t *a, int c, uint64_t units, uint64_t align)
 {
-    int c = class_of(&units);
     freed_t *f = a->head[c], *prev = NULL;
     uint64_t now = dm_now_us();
     for (int scanned = 0; f && scanned < 8; prev = f, f = f->next, scanned++) {
         if (now - f->freed_us < DM_GRACE_US) return NULL; /* FIFO: the rest are younger */
-        if (f->units != units || f->addr % align) continue;
+        if ((units && f->units != units) || f->addr % align) continue;
         if (prev)
             prev->next = f->next;
         else
             a->head[c] = f->next;
         if (a->tail[c] == f) a->tail[c] = prev;
+        return f;
+    }
+    return NULL;
+}
+
+static freed_t *take_freed(dm_alloc_t *a, uint64_t units, uint64_t align)
+{
+    int c = class_of(&units);
+    return take_from_class(a, c, units, align);
+}
+
+static void queue_block(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, int now_reusable);
+
+/* Largest class size (grains) not above u: a piece of a split block must not claim more
+ * than it has. */
+static uint64_t class_floor(uint64_t u)
+{
+    if (u <= MAX_CLASS) return u;
+    unsigned k = 63u - (unsigned)__builtin_clzll(u);
+    uint64_t step = 1ull << (k - 3);
+    return u / step * step;
+}
+
+/* Queue [addr, addr + bytes) as reusable now, cut into pieces of class sizes. */
+static void queue_pieces(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes)
+{
+    while (bytes >= DM_GRAIN) {
+        uint64_t piece = class_floor(bytes / DM_GRAIN) * DM_GRAIN;
+        queue_block(a, addr, piece, 1);
+        addr += piece;
+        bytes -= piece;
+    }
+}
+
+/* Best fit for a large block (over MAX_CLASS grains) whose own class has nothing reusable:
+ * a block of one of the next classes up to a doubling larger, its tail queued as pieces
+ * reusable at once (the whole block passed its quarantine). Random value sizes then reuse
+ * each other's blocks instead of waiting for their exact class; before, rewriting a key
+ * with 20-200 KB values took a new chunk every few seconds for half a minute. */
+static freed_t *take_larger(dm_alloc_t *a, uint64_t units, uint64_t align)
+{
+    int c = class_of(&units);
+    if (c <= MAX_CLASS) return NULL;
+    for (int up = c + 1; up <= c + LARGE_STEPS && up < NCLASSES; up++) {
+        freed_t *f = take_from_class(a, up, 0, align);
+        if (!f) continue;
+        queue_pieces(a, f->addr + units * DM_GRAIN, (f->units - units) * DM_GRAIN);
+        f->units = units;
         return f;
     }
     return NULL;
@@ -270,8 +320,6 @@ static int refill(dm_ctx_t *ctx, dm_alloc_t *a)
     return rc;
 }
 
-static void queue_block(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, int now_reusable);
-
 /* Carve need bytes (a multiple of DM_GRAIN) aligned to align (DM_GRAIN or DM_UNIT). */
 static int alloc_aligned(dm_ctx_t *ctx, uint64_t need, uint64_t align, dm_gaddr_t *out)
 {
@@ -280,13 +328,18 @@ static int alloc_aligned(dm_ctx_t *ctx, uint64_t need, uint64_t align, dm_gaddr_
     class_of(&units); /* large blocks take their class's size: any freed one then fits */
     need = units * DM_GRAIN;
     freed_t *f = take_freed(a, units, align);
+    if (!f) f = take_larger(a, units, align);
     if (f) {
         *out = f->addr;
         free(f);
+        a->live_delta += (int64_t)need;
         return 0;
     }
-    if (need > DM_CHUNK_SIZE / 4) /* big values get their own extent */
-        return take_range(ctx, a, need, out);
+    if (need > DM_CHUNK_SIZE / 4) { /* big values get their own extent */
+        int rc = take_range(ctx, a, need, out);
+        if (!rc) a->live_delta += (int64_t)need;
+        return rc;
+    }
     uint64_t pad;
     for (;;) { /* chunks start 64-byte aligned: a fresh one needs no pad */
         pad = a->cur % align ? align - a->cur % align : 0;
@@ -302,6 +355,7 @@ static int alloc_aligned(dm_ctx_t *ctx, uint64_t need, uint64_t align, dm_gaddr_
     *out = a->cur;
     a->cur += need;
     a->cur_left -= need;
+    a->live_delta += (int64_t)need;
     return 0;
 }
 
@@ -348,12 +402,25 @@ static void queue_block(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, int now_
 
 void dm_alloc_free(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes)
 {
+    a->live_delta -= (int64_t)dm_alloc_kv_block_bytes(bytes);
     queue_block(a, addr, bytes, 0);
 }
 
 void dm_alloc_unused(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes)
 {
+    a->live_delta -= (int64_t)dm_alloc_kv_block_bytes(bytes);
     queue_block(a, addr, bytes, 1);
+}
+
+int dm_alloc_flush_live(dm_ctx_t *ctx, int wait)
+{
+    dm_alloc_t *a = ctx->w->alloc;
+    if (!a || !a->live_delta) return 0;
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_faa(&b, dm_gaddr_make(0, DM_SB_OFF(live_bytes)), (uint64_t)a->live_delta);
+    a->live_delta = 0;
+    return wait ? dm_batch_exec(ctx, &b) : dm_batch_post_async(ctx, &b);
 }
 
 uint64_t dm_alloc_chunk_bytes(const dm_alloc_t *a)
@@ -366,6 +433,15 @@ int dm_pool_set_maxmemory(dm_ctx_t *ctx, uint64_t bytes)
     dm_batch_t b;
     dm_batch_init(&b);
     dm_batch_write(&b, dm_gaddr_make(0, DM_SB_OFF(maxmemory)), &bytes, 8);
+    return dm_batch_exec(ctx, &b);
+}
+
+int dm_pool_memory(dm_ctx_t *ctx, uint64_t *taken, uint64_t *live)
+{
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(pool_used)), taken, 8);
+    dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(live_bytes)), live, 8);
     return dm_batch_exec(ctx, &b);
 }
 

@@ -8,6 +8,7 @@
 
 #include <stdlib.h>
 
+#include "dmkv/alloc.h"
 #include "dmkv/clock.h"
 #include "dmkv/coro.h"
 #include "dmkv/kv.h"
@@ -74,6 +75,11 @@ static void on_tick(uv_timer_t *t)
     close_killed(th);
     gw_evict_tick(th);
     gw_monitor_deliver(th); /* lines held back while a monitor ran a command */
+    if (th->w) {
+        dm_ctx_t ctx;
+        dm_ctx_init(&ctx, th->w, DM_CLS_ADMIN);
+        dm_alloc_flush_live(&ctx, 0); /* the pool's live_bytes (INFO mem_fragmentation_*) */
+    }
     if (!th->expire_running && th->w) {
         th->expire_running = true;
         if (!dm_coro_spawn(expire_step, th) && th->expire_running) th->expire_running = false;

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "dmkv/alloc.h"
 #include "dmkv/coro.h"
 #include "net/conn.h"
 #include "net/listener.h"
@@ -27,10 +28,23 @@ static void close_leftover(uv_handle_t *h, void *arg)
     if (!uv_is_closing(h)) uv_close(h, NULL);
 }
 
+/* The pool's live_bytes gets this thread's last change before the worker goes. */
+static void flush_live(void *arg)
+{
+    gw_thread_t *th = arg;
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, th->w, DM_CLS_ADMIN);
+    dm_alloc_flush_live(&ctx, 1);
+}
+
 static void on_drain(uv_timer_t *t)
 {
     gw_thread_t *th = t->data;
     size_t live = dm_coro_live();
+    if (live == 0 && !th->live_flushed && th->w) {
+        th->live_flushed = true;
+        if (dm_coro_spawn(flush_live, th)) return; /* destroyed on a later poll */
+    }
     if (live > 0) {
         uint64_t waited = dm_now_us() / 1000 - th->stop_started_ms;
         if (waited >= DRAIN_WARN_MS && waited < DRAIN_WARN_MS + DRAIN_POLL_MS)

@@ -46,6 +46,18 @@ int dm_pool_set_maxmemory(dm_ctx_t *ctx, uint64_t bytes);
 /* Reads the limit and the chunk bytes taken so far from the superblock. */
 int dm_pool_usage(dm_ctx_t *ctx, uint64_t *maxmemory, uint64_t *used);
 
+/* Pool-wide memory, 1 RTT: *taken = bytes of ranges taken from the memory nodes (chunks and
+ * extents, headers included: what maxmemory counts), *live = bytes in blocks allocated and
+ * not freed (KV blocks, subtables, CHIME nodes and records; a block in quarantine or on a
+ * free list is not live). live lags each gateway by up to a cron tick, and keeps what a
+ * dead gateway allocated but never linked. Returns 0 or DM_E*. */
+int dm_pool_memory(dm_ctx_t *ctx, uint64_t *taken, uint64_t *live);
+
+/* Add this worker's net change of live bytes to the pool's counter (one FAA on node 0,
+ * waited for when wait, else posted). Called by each gateway thread's cron and at its
+ * stop. Returns 0 or DM_E*. */
+int dm_alloc_flush_live(dm_ctx_t *ctx, int wait);
+
 /* Return a whole range to its node's free-range stack: hdr is the gaddr of the range's
  * dm_chunk_hdr_t, bytes its size, header included (multiple of 64). The header is
  * rewritten (owner 0 = free, link to the old top) before the head CAS publishes it, and

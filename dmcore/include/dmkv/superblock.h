@@ -30,7 +30,10 @@ typedef struct dm_superblock {
     uint64_t incarnation;     /* random at format: which life of this node's memory it is;
                                  reported in the handshake (a gateway refuses a node whose
                                  incarnation changed: it restarted without its data) */
-    uint64_t reserved[18];
+    uint64_t live_bytes;      /* node 0: bytes in blocks allocated and not freed, pool-wide;
+                                 each gateway worker adds its net change with FAA every cron
+                                 tick (dm_alloc_flush_live) */
+    uint64_t reserved[17];
 } dm_superblock_t;
 
 #define DM_SB_OFF(field) offsetof(dm_superblock_t, field)
