@@ -16,6 +16,7 @@
 #include "dmkv/kv.h"
 #include "dmkv/race.h"
 #include "dmkv/stats.h"
+#include "server/dead_repair.h"
 #include "server/server.h"
 #include "server/stats.h"
 #include "version.h"
@@ -358,6 +359,16 @@ static void sec_dmkv(gw_buf_t *b)
                   "clock_offset_max_ms:%lld\r\nclock_skewed:%d\r\nmax_clock_skew_ms:%u\r\n",
                   cs.peers, cs.far_peers, (long long)cs.lo_ms, (long long)cs.hi_ms, cs.skewed,
                   dm_clock_bound_ms());
+    gw_dead_repair_stats_t dr;
+    gw_dead_repair_stats(&dr);
+    gw_buf_printf(b,
+                  "dead_gateways_found:%llu\r\ndead_gateway_repairs:%llu\r\n"
+                  "dead_gateway_repair_running:%d\r\n"
+                  "dead_gateway_repairs_failed:%llu\r\nkey_count_repairs:%llu\r\n"
+                  "key_count_repaired_by:%lld\r\n",
+                  (unsigned long long)dr.dead_found, (unsigned long long)dr.repairs_done,
+                  dr.running, (unsigned long long)dr.repairs_failed,
+                  (unsigned long long)dr.count_fixed, (long long)dr.count_drift);
     sec_dmkv_chime(b);
     for (int k = 0; k < DM_CLS_COUNT; k++) {
         dm_cls_stats_t s;

@@ -25,6 +25,7 @@ static uint32_t bound_ms = DM_CLOCK_BOUND_MS_DEFAULT;
 static int my_slot = -1;
 static uint16_t my_tag;
 static uint64_t prev_issue_us; /* when the previous board read was posted, 0 = none */
+static unsigned dead_cleared;  /* peers' slots this process found dead and cleared */
 static dm_clock_status_t verdict;
 /* verdict.skewed and verdict.peers, read without the mutex on every key command */
 static int verdict_skewed, verdict_peers;
@@ -120,8 +121,24 @@ int dm_clock_tick(dm_ctx_t *ctx)
     }
     prev_issue_us = issue_us;
     judge(done_us);
-    int need_claim = my_slot < 0;
+    int need_claim = my_slot < 0, dead = -1;
+    for (int i = 0; i < DM_CLOCK_SLOTS && dead < 0; i++)
+        if (i != my_slot && !(need_claim && i == claim) && board[i] && peers[i].seen_us &&
+            done_us - peers[i].seen_us > 2ull * DM_CLOCK_STALE_MS * 1000)
+            dead = i;
     pthread_mutex_unlock(&mu);
+    if (dead >= 0) {
+        /* A gateway that stopped writing its word for 2 * DM_CLOCK_STALE_MS died (or was
+         * frozen that long): whoever clears its slot repairs what it may have left. */
+        dm_batch_init(&b);
+        dm_verb_t *v = dm_batch_cas(&b, slot_addr(dead), board[dead], 0);
+        if (dm_batch_exec(ctx, &b) == 0 && v->result == board[dead]) {
+            pthread_mutex_lock(&mu);
+            dead_cleared++;
+            memset(&peers[dead], 0, sizeof(peers[dead]));
+            pthread_mutex_unlock(&mu);
+        }
+    }
     if (!need_claim) return 0;
     if (claim < 0) return DM_EFULL;
     dm_batch_init(&b);
@@ -131,11 +148,21 @@ int dm_clock_tick(dm_ctx_t *ctx)
     if (rc) return rc;
     if (v->result == board[claim]) {
         pthread_mutex_lock(&mu);
+        if (board[claim]) dead_cleared++; /* a dead gateway's slot: its repair is ours */
         my_slot = claim;
         memset(&peers[claim], 0, sizeof(peers[claim]));
         pthread_mutex_unlock(&mu);
     }
     return 0;
+}
+
+unsigned dm_clock_take_dead(void)
+{
+    pthread_mutex_lock(&mu);
+    unsigned n = dead_cleared;
+    dead_cleared = 0;
+    pthread_mutex_unlock(&mu);
+    return n;
 }
 
 void dm_clock_status(dm_clock_status_t *s)

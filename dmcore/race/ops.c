@@ -83,7 +83,9 @@ static int fetch_cands(dm_ctx_t *ctx, cand_t *c, unsigned n, const void *key, si
  * executed it (a batch given up before posting leaves it so): counted() tells. */
 static dm_verb_t *count_with(dm_batch_t *b, int64_t delta)
 {
-    dm_verb_t *v = dm_batch_faa(b, dm_gaddr_make(0, DM_SB_OFF(key_count)), (uint64_t)delta);
+    if (dm_fault_delay_ms(DM_FAULT_UNCOUNTED)) return NULL; /* tests: a lost FAA */
+    dm_verb_t *v =
+        dm_batch_faa(b, dm_gaddr_make(0, DM_SB_OFF(key_count)), dm_key_count_delta(delta));
     if (v) v->status = DM_EIO;
     return v;
 }
@@ -373,15 +375,24 @@ int race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *ite
 }
 
 /* The key counter (DBSIZE) changes before the operation that changes a key's presence
- * answers: a DBSIZE sent after a DEL's reply, through any gateway, counts it. The common
- * paths add the FAA to the batch of their slot CAS (count_with); the rare ones (duplicates,
- * stranded inserts, a lost CAS after a counted one) wait for this one (1 RTT). */
+ * answers: a DBSIZE sent after a DEL's reply, through any gateway, counts it. Every slot
+ * CAS that adds or removes a key carries the counter's FAA in its batch (count_with), so a
+ * gateway killed after its CAS left has sent the FAA too (one loop turn); this waited FAA
+ * (1 RTT, rare) only gives back what a CAS that lost had counted. */
 static void count_keys(dm_ctx_t *ctx, int64_t delta)
 {
     dm_batch_t b;
     dm_batch_init(&b);
     count_with(&b, delta);
     dm_batch_exec(ctx, &b);
+}
+
+/* After a batch of `sent` CASes that each remove a copy of a key (`won` of them did), sent
+ * with fv = count_with(-sent): give back what the lost ones counted, or count the won ones
+ * when the FAA did not run. A batch that failed counts as lost (won 0). */
+static void count_removed(dm_ctx_t *ctx, const dm_verb_t *fv, int64_t sent, int64_t won)
+{
+    if (counted(fv) ? won < sent : won > 0) count_keys(ctx, counted(fv) ? sent - won : -won);
 }
 
 static unsigned free_slots(const race_cbs_t *cbs, int i)
@@ -461,10 +472,14 @@ static int take_back_stranded(dm_ctx_t *ctx, const void *key, size_t klen, dm_ga
         dm_batch_t b;
         dm_batch_init(&b);
         dm_verb_t *v = dm_batch_cas(&b, mine, cur, 0);
-        if (dm_batch_exec(ctx, &b) != 0) return DM_ETIMEDOUT; /* fate unknown */
+        dm_verb_t *fv = count_with(&b, -1);
+        if (dm_batch_exec(ctx, &b) != 0) {
+            count_removed(ctx, fv, 1, 0);
+            return DM_ETIMEDOUT; /* fate unknown */
+        }
         uint64_t got = v->result;
+        count_removed(ctx, fv, 1, got == cur);
         if (got == cur) {
-            count_keys(ctx, -1);
             *adopt = cur == my_word ? 0 : cur;
             __atomic_fetch_add(&stranded_taken_back, 1, __ATOMIC_RELAXED);
             if (*adopt) __atomic_fetch_add(&stranded_adopted, 1, __ATOMIC_RELAXED);
@@ -528,25 +543,30 @@ static int dedupe_after_insert(dm_ctx_t *ctx, const void *key, size_t klen, dm_g
     if (lk.first < 0 || lk.c[lk.first].ref.addr == mine) {
         /* We are the canonical copy: remove the others (rare). */
         dm_batch_init(&b);
-        unsigned removed = 0;
+        int64_t removed = 0, sent = 0;
         dm_verb_t *v[2 * MAX_CANDS] = {0};
         for (unsigned i = 0; i < lk.n; i++)
             if (lk.c[i].state == CAND_MATCH && lk.c[i].ref.addr != mine &&
-                !race_slot_moving(lk.c[i].ref.word))
+                !race_slot_moving(lk.c[i].ref.word)) {
                 v[i] = dm_batch_cas(&b, lk.c[i].ref.addr, lk.c[i].ref.word, 0);
-        if (b.n && dm_batch_exec(ctx, &b) == 0)
+                sent++;
+            }
+        dm_verb_t *fv = sent ? count_with(&b, -sent) : NULL;
+        if (sent && dm_batch_exec(ctx, &b) == 0)
             for (unsigned i = 0; i < lk.n; i++)
                 if (v[i] && v[i]->result == lk.c[i].ref.word) {
                     removed++;
                     dm_alloc_free(ctx->w->alloc, race_slot_ptr(lk.c[i].ref.word),
                                   lk.c[i].block_len);
                 }
-        if (removed) count_keys(ctx, -(int64_t)removed);
+        count_removed(ctx, fv, sent, removed);
     } else {
         /* Another copy wins: ours is removed (our SET is ordered just before it). */
         dm_batch_init(&b);
         dm_verb_t *v = dm_batch_cas(&b, mine, my_word, 0);
-        if (dm_batch_exec(ctx, &b) == 0 && v->result == my_word) count_keys(ctx, -1);
+        dm_verb_t *fv = count_with(&b, -1);
+        int won = dm_batch_exec(ctx, &b) == 0 && v->result == my_word;
+        count_removed(ctx, fv, 1, won);
     }
     cands_free(lk.c, lk.n);
     return 1;
@@ -901,8 +921,7 @@ int dm_race_delete_carry(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_de
                     all = 0;
                 }
             }
-            if (counted(fv) ? removed < sent : removed > 0)
-                count_keys(ctx, counted(fv) ? sent - removed : -removed);
+            count_removed(ctx, fv, sent, removed);
             if (removed) {
                 race_addr_cache_put(ctx->w->race, key, klen, 0, 0); /* forget it */
                 deleted = 1;

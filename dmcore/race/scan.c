@@ -200,11 +200,77 @@ int64_t dm_race_flush(dm_ctx_t *ctx)
     if (fs.removed) {
         dm_batch_t b;
         dm_batch_init(&b);
-        dm_batch_faa(&b, dm_gaddr_make(0, DM_SB_OFF(key_count)), (uint64_t)-fs.removed);
+        dm_batch_faa(&b, dm_gaddr_make(0, DM_SB_OFF(key_count)), dm_key_count_delta(-fs.removed));
         int rc2 = dm_batch_exec(ctx, &b);
         if (!rc) rc = rc2;
     }
     return rc ? rc : fs.removed;
+}
+
+/* Recount: live slots, and whether a split is under way (frozen slots, MOVING headers). */
+typedef struct recount_state {
+    int64_t keys;
+    int split;
+} recount_state_t;
+
+static int recount_bucket(dm_ctx_t *ctx, dm_gaddr_t bucket, const uint64_t *raw, void *arg)
+{
+    (void)ctx;
+    (void)bucket;
+    recount_state_t *rs = arg;
+    if (raw[0] & RACE_HDR_MOVING) rs->split = 1;
+    for (int s = 0; s < DM_RACE_SLOTS; s++) {
+        if (race_slot_moving(raw[1 + s])) rs->split = 1;
+        rs->keys += race_slot_ptr(raw[1 + s]) != 0;
+    }
+    return 0;
+}
+
+/* The counter word and a private copy of the directory, in one batch. */
+static int read_count_and_dir(dm_ctx_t *ctx, uint64_t *word, uint64_t *dir, unsigned *gd)
+{
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(key_count)), word, 8);
+    int rc = dm_batch_exec(ctx, &b);
+    uint64_t groups;
+    return rc ? rc : race_read_dir(ctx, ctx->w->race, dir, gd, &groups);
+}
+
+int dm_race_recount(dm_ctx_t *ctx, int64_t *drift)
+{
+    *drift = 0;
+    uint64_t *d0 = malloc(8ull << DM_RACE_MAX_DEPTH), *d1 = malloc(8ull << DM_RACE_MAX_DEPTH);
+    int rc = d0 && d1 ? DM_ERETRY : DM_ENOMEM;
+    for (int tries = 0; rc == DM_ERETRY && tries < 8; tries++) {
+        if (tries) race_pause(ctx, 200000);
+        uint64_t w0, w1;
+        unsigned gd0, gd1;
+        recount_state_t rs = {0, 0};
+        rc = read_count_and_dir(ctx, &w0, d0, &gd0);
+        if (!rc) rc = walk_buckets(ctx, recount_bucket, &rs);
+        if (!rc) rc = read_count_and_dir(ctx, &w1, d1, &gd1);
+        if (rc) break;
+        if (w0 != w1 || gd0 != gd1 || memcmp(d0, d1, 8ull << gd0) || rs.split) {
+            rc = DM_ERETRY; /* keys came or went, or a split moved slots: walk again */
+            continue;
+        }
+        if (rs.keys == dm_key_count_value(w1)) break;
+        uint64_t want = (dm_key_count_seq(w1) + 1) << DM_KEY_COUNT_BITS |
+                        ((uint64_t)rs.keys & ((1ull << DM_KEY_COUNT_BITS) - 1));
+        dm_batch_t b;
+        dm_batch_init(&b);
+        dm_verb_t *v = dm_batch_cas(&b, dm_gaddr_make(0, DM_SB_OFF(key_count)), w1, want);
+        if ((rc = dm_batch_exec(ctx, &b)) != 0) break;
+        if (v->result != w1) {
+            rc = DM_ERETRY;
+            continue;
+        }
+        *drift = rs.keys - dm_key_count_value(w1);
+    }
+    free(d0);
+    free(d1);
+    return rc;
 }
 
 typedef struct load_state {

@@ -305,7 +305,7 @@ int64_t dm_race_count(dm_ctx_t *ctx)
     dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(key_count)), &n, 8);
     int rc = dm_batch_exec(ctx, &b);
     if (rc) return rc;
-    return (int64_t)n < 0 ? 0 : (int64_t)n;
+    return dm_key_count_value(n) < 0 ? 0 : dm_key_count_value(n);
 }
 
 unsigned dm_race_global_depth(const dm_race_t *r)

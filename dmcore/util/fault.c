@@ -9,8 +9,8 @@
 #include "dmkv/lease.h"
 #include "dmkv/log.h"
 
-static const char *const site_names[DM_FAULT_NSITES] = {"locked", "inserted", "taken_back",
-                                                        "propagate", "posted"};
+static const char *const site_names[DM_FAULT_NSITES] = {"locked",    "inserted", "taken_back",
+                                                        "propagate", "posted",   "uncounted"};
 
 typedef struct {
     uint32_t ms, one_in;

@@ -14,6 +14,7 @@
 #include "dmkv/kv.h"
 #include "net/conn.h"
 #include "server/client_evict.h"
+#include "server/dead_repair.h"
 #include "server/expiry_track.h"
 #include "server/monitor.h"
 #include "server/stats.h"
@@ -80,6 +81,7 @@ static void on_tick(uv_timer_t *t)
         dm_ctx_init(&ctx, th->w, DM_CLS_ADMIN);
         dm_alloc_flush_live(&ctx, 0); /* the pool's live_bytes (INFO mem_fragmentation_*) */
     }
+    if (th->index == 0 && th->w) gw_dead_repair_check(th); /* found by the clock board */
     if (!th->expire_running && th->w) {
         th->expire_running = true;
         if (!dm_coro_spawn(expire_step, th) && th->expire_running) th->expire_running = false;

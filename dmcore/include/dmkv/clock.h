@@ -32,6 +32,11 @@ uint32_t dm_clock_bound_ms(void);
  * one thread of the process about every 100 ms. Returns 0 or DM_E* (DM_EFULL: no slot). */
 int dm_clock_tick(dm_ctx_t *ctx);
 
+/* Peers found dead since the last call: slots whose word stayed unchanged for
+ * 2 * DM_CLOCK_STALE_MS, which this process's dm_clock_tick cleared (by CAS, so one
+ * process per dead peer). The caller repairs what a dead gateway leaves behind. */
+unsigned dm_clock_take_dead(void);
+
 typedef struct dm_clock_status {
     int peers;     /* live peers measured */
     int far_peers; /* of which surely more than the bound away */

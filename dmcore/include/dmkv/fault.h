@@ -18,6 +18,7 @@ typedef enum {
     DM_FAULT_TAKEN_BACK, /* a stranded insert's slot taken back, before the redo (race/ops.c) */
     DM_FAULT_PROPAGATE,  /* a leaf split written, before its separator goes up (chime/split.c) */
     DM_FAULT_POSTED,     /* a fire-and-forget batch held back before it is sent (pool/worker.c) */
+    DM_FAULT_UNCOUNTED,  /* any ms: the key counter's FAA dropped, as if never sent (race/ops.c) */
     DM_FAULT_NSITES
 } dm_fault_site_t;
 

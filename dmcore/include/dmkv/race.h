@@ -136,6 +136,16 @@ int64_t dm_race_flush(dm_ctx_t *ctx);
 /* Number of keys (superblock counter, kept with FAA). */
 int64_t dm_race_count(dm_ctx_t *ctx);
 
+/* Repair the key counter (DBSIZE) from the table: walk every bucket counting live slots,
+ * with the counter word and the directory read before and after; when neither changed
+ * (no key came or went: the counter's sequence, superblock.h) and no split was under way,
+ * CAS the counter to the count. Walks again after 200 ms otherwise, 8 times at most. The
+ * drift it corrected (keys found - counter) in *drift. Costs a walk of the whole table
+ * (one READ per 384 buckets). For a dead gateway's leftovers: a counter FAA it never sent
+ * (issue 12). Expired keys not yet removed count, as in DBSIZE. Returns 0, DM_ERETRY (the
+ * table kept changing) or DM_E*. */
+int dm_race_recount(dm_ctx_t *ctx, int64_t *drift);
+
 /* Process-wide split counters: finished splits, splits in progress, directory doublings
  * done by this process (INFO). */
 void dm_race_split_stats(uint64_t *done, uint64_t *running, uint64_t *doublings);

@@ -20,7 +20,8 @@ typedef struct dm_superblock {
     uint64_t chunk_free;    /* head of this node's free-range stack (DM_FREE_*), 0 = empty */
     uint64_t race_root;     /* node 0: gaddr of the RACE table header, 0 = not created */
     uint64_t chime_root;    /* node 0: CHIME root word (issue 3) */
-    uint64_t key_count;     /* node 0: number of keys (DBSIZE), kept with FAA */
+    uint64_t key_count;     /* node 0: number of keys (DBSIZE) and a change sequence, kept
+                               with FAA of dm_key_count_delta() (below) */
     uint64_t maxmemory;     /* node 0: pool-wide limit on chunk bytes taken, 0 = none */
     uint64_t pool_used;     /* node 0: chunk bytes taken from all nodes, kept with FAA */
     uint64_t chime_geo;     /* node 0: CHIME leaf span | neighborhood << 16, set before the root */
@@ -37,6 +38,24 @@ typedef struct dm_superblock {
 } dm_superblock_t;
 
 #define DM_SB_OFF(field) offsetof(dm_superblock_t, field)
+
+/* key_count: bits 0..39 the number of keys (two's complement in 40 bits), bits 40..63 a
+ * sequence that every presence change advances, so a recount can tell that no key came or
+ * went while it walked the table (dm_race_recount). Pools written before the sequence
+ * existed hold a plain count: sequence 0. */
+#define DM_KEY_COUNT_BITS 40
+static inline uint64_t dm_key_count_delta(int64_t d)
+{
+    return (1ull << DM_KEY_COUNT_BITS) + (uint64_t)d;
+}
+static inline int64_t dm_key_count_value(uint64_t w)
+{
+    return (int64_t)(w << (64 - DM_KEY_COUNT_BITS)) >> (64 - DM_KEY_COUNT_BITS);
+}
+static inline uint64_t dm_key_count_seq(uint64_t w)
+{
+    return w >> DM_KEY_COUNT_BITS;
+}
 
 /* Every range a gateway takes from a node's alloc_ptr (a chunk, or an extent for a large
  * value or a subtable) starts with this header, so a node's memory can be walked from

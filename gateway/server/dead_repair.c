@@ -1,0 +1,79 @@
+/* Repair after a dead gateway (dead_repair.h). */
+#include "server/dead_repair.h"
+
+#include <errno.h>
+
+#include "dmkv/clock.h"
+#include "dmkv/coro.h"
+#include "dmkv/errors.h"
+#include "dmkv/log.h"
+#include "dmkv/race.h"
+
+static gw_dead_repair_stats_t stats; /* atomics: INFO reads them from any thread */
+static int again;                    /* thread 0 only (the clock board's thread) */
+
+#define RETRY_PAUSE_US 2000000u /* a table that kept changing: walk again this much later */
+#define RETRIES 30
+
+static void repair_main(void *arg)
+{
+    gw_thread_t *th = arg;
+    do {
+        again = 0;
+        dm_ctx_t ctx;
+        dm_ctx_init(&ctx, th->w, DM_CLS_ADMIN);
+        int64_t drift = 0;
+        int rc = dm_race_recount(&ctx, &drift);
+        /* Keys kept coming and going while it walked: the table is busy; try later. */
+        for (int i = 0; rc == DM_ERETRY && i < RETRIES && !th->stopping; i++) {
+            dm_ctx_sleep(&ctx, RETRY_PAUSE_US);
+            rc = dm_race_recount(&ctx, &drift);
+        }
+        if (rc) {
+            __atomic_fetch_add(&stats.repairs_failed, 1, __ATOMIC_RELAXED);
+            dm_log(DM_LOG_WARNING, "dead gateway repair: key count not checked: %s",
+                   dm_strerror(rc));
+        } else if (drift) {
+            __atomic_fetch_add(&stats.count_fixed, 1, __ATOMIC_RELAXED);
+            __atomic_fetch_add(&stats.count_drift, drift, __ATOMIC_RELAXED);
+            dm_log(DM_LOG_WARNING,
+                   "dead gateway repair: the key count was off by %lld (a counter update "
+                   "the dead gateway never sent): corrected from the table",
+                   (long long)-drift);
+        } else {
+            dm_log(DM_LOG_NOTICE, "dead gateway repair: the key count agrees with the table");
+        }
+        __atomic_fetch_add(&stats.repairs_done, 1, __ATOMIC_RELAXED);
+    } while (again && !th->stopping);
+    __atomic_store_n(&stats.running, 0, __ATOMIC_RELAXED);
+}
+
+void gw_dead_repair_check(gw_thread_t *th)
+{
+    unsigned dead = dm_clock_take_dead();
+    if (!dead) return;
+    int running = __atomic_load_n(&stats.running, __ATOMIC_RELAXED);
+    __atomic_store_n(&stats.running, 1, __ATOMIC_RELAXED); /* before found: INFO readers */
+    __atomic_fetch_add(&stats.dead_found, dead, __ATOMIC_RELAXED);
+    dm_log(DM_LOG_WARNING,
+           "%u peer gateway(s) stopped updating the clock board for %u ms: repairing what "
+           "they may have left behind",
+           dead, 2 * DM_CLOCK_STALE_MS);
+    if (running) {
+        again = 1;
+        return;
+    }
+    errno = 0;
+    dm_coro_spawn(repair_main, th); /* NULL: it ran to the end already (or no memory) */
+    if (errno == ENOMEM) __atomic_store_n(&stats.running, 0, __ATOMIC_RELAXED);
+}
+
+void gw_dead_repair_stats(gw_dead_repair_stats_t *s)
+{
+    s->dead_found = __atomic_load_n(&stats.dead_found, __ATOMIC_RELAXED);
+    s->repairs_done = __atomic_load_n(&stats.repairs_done, __ATOMIC_RELAXED);
+    s->count_fixed = __atomic_load_n(&stats.count_fixed, __ATOMIC_RELAXED);
+    s->count_drift = __atomic_load_n(&stats.count_drift, __ATOMIC_RELAXED);
+    s->repairs_failed = __atomic_load_n(&stats.repairs_failed, __ATOMIC_RELAXED);
+    s->running = __atomic_load_n(&stats.running, __ATOMIC_RELAXED);
+}

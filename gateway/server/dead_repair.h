@@ -1,0 +1,31 @@
+/* Repair after a dead gateway (issue 12): when this process's clock-board tick finds a peer
+ * gateway dead (its word unchanged for 2 * DM_CLOCK_STALE_MS, dmkv/clock.h) and clears its
+ * slot, it repairs what that gateway may have left behind while the pool serves. Today:
+ * the key counter (DBSIZE), recounted from RACE (dm_race_recount), in case the dead
+ * gateway's last counter FAA never left. Its leaf locks expire by lease and their pending
+ * entries are settled by the next holder; a separator it never inserted is repaired by
+ * CHIME (chime/repair.c); its chunks, unlinked blocks and free lists are reclaimed only
+ * offline (dmkv-pool-reclaim). */
+#ifndef GW_SERVER_DEAD_REPAIR_H
+#define GW_SERVER_DEAD_REPAIR_H
+
+#include <stdint.h>
+
+#include "server/thread.h"
+
+/* Call after dm_clock_tick on th's worker: starts a repair coroutine on th when a dead
+ * peer was found and no repair is running (a later death during a repair runs again). */
+void gw_dead_repair_check(gw_thread_t *th);
+
+typedef struct gw_dead_repair_stats {
+    uint64_t dead_found;     /* peers found dead by this process */
+    uint64_t repairs_done;   /* repair runs finished */
+    uint64_t count_fixed;    /* runs that corrected the key counter */
+    int64_t count_drift;     /* keys added to the counter by them, in total */
+    uint64_t repairs_failed; /* runs that gave up (the table kept changing, errors) */
+    int running;             /* a repair run is under way */
+} gw_dead_repair_stats_t;
+
+void gw_dead_repair_stats(gw_dead_repair_stats_t *s);
+
+#endif

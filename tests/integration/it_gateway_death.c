@@ -1,0 +1,250 @@
+/* Gateways killed with SIGKILL while the pool serves (issue 12): the survivors notice each
+ * death on the clock board (a word unchanged for 2 * DM_CLOCK_STALE_MS) and repair the key
+ * counter from the table, so DBSIZE equals what SCAN returns afterwards; and every write
+ * whose reply arrived is there.
+ *
+ * 1. A gateway whose key counter FAAs are all dropped (test fault 'uncounted': the FAAs a
+ *    gateway killed at the wrong instant never sends) writes 200 new keys and is killed:
+ *    DBSIZE is 200 short until a survivor repairs it.
+ * 2. Four writers (small values, one in 16 of 20-200 KB) create and delete keys through
+ *    three gateways while one of them is SIGKILLed and restarted 4 times. */
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "integration/it_check.h"
+#include "integration/procs.h"
+
+#define WRITERS 4
+#define KEYS_PER_WRITER 400
+#define KILLS 4
+
+static it_pool_t pool;
+static it_proc_t gw[3];
+static atomic_int port_of[3];
+static atomic_bool stop_load;
+static atomic_long acked, unknown;
+
+/* Per key of a writer: 0 absent, 1 present (value = tag), -1 outcome unknown. */
+static signed char state[WRITERS][KEYS_PER_WRITER];
+static unsigned tag[WRITERS][KEYS_PER_WRITER];
+
+static long long info_field(redisContext *c, const char *name)
+{
+    redisReply *r = it_cmd(c, "INFO dmkv");
+    CHECK(r->type == REDIS_REPLY_STRING);
+    char pat[64];
+    snprintf(pat, sizeof(pat), "\r\n%s:", name);
+    const char *p = strstr(r->str, pat);
+    CHECKF(p, "INFO dmkv has no %s", name);
+    long long v = atoll(p + strlen(pat));
+    freeReplyObject(r);
+    return v;
+}
+
+static long long dbsize(redisContext *c)
+{
+    redisReply *r = it_cmd(c, "DBSIZE");
+    CHECK(r->type == REDIS_REPLY_INTEGER);
+    long long n = r->integer;
+    freeReplyObject(r);
+    return n;
+}
+
+static long long scan_count(redisContext *c)
+{
+    long long n = 0;
+    char cursor[32] = "0";
+    do {
+        redisReply *r = it_cmd(c, "SCAN %s COUNT 200", cursor);
+        CHECKF(r->type == REDIS_REPLY_ARRAY && r->elements == 2, "SCAN answered %s",
+               r->type == REDIS_REPLY_ERROR ? r->str : "no array");
+        snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
+        n += (long long)r->element[1]->elements;
+        freeReplyObject(r);
+    } while (strcmp(cursor, "0") != 0);
+    return n;
+}
+
+static void kill_gateway(it_proc_t *p)
+{
+    kill(p->pid, SIGKILL);
+    waitpid(p->pid, NULL, 0);
+    p->pid = 0;
+}
+
+/* Sum of an INFO dmkv field over the two gateways that are never killed. */
+static long long survivors(redisContext *a, redisContext *b, const char *name)
+{
+    return info_field(a, name) + info_field(b, name);
+}
+
+/* Wait until the survivors have found `dead` deaths and no repair is running. */
+static void wait_repaired(redisContext *a, redisContext *b, long long dead)
+{
+    for (int i = 0; i < 600; i++) {
+        if (survivors(a, b, "dead_gateways_found") >= dead &&
+            !survivors(a, b, "dead_gateway_repair_running")) {
+            CHECK(survivors(a, b, "dead_gateway_repairs_failed") == 0);
+            return;
+        }
+        usleep(100 * 1000);
+    }
+    CHECKF(0, "the survivors found %lld of %lld deaths, %lld repairs",
+           survivors(a, b, "dead_gateways_found"), dead, survivors(a, b, "dead_gateway_repairs"));
+}
+
+static redisContext *connect_to(int g)
+{
+    int port = atomic_load(&port_of[g]);
+    if (!port) return NULL;
+    redisContext *c = redisConnect("127.0.0.1", port);
+    if (!c || c->err) {
+        if (c) redisFree(c);
+        return NULL;
+    }
+    struct timeval tv = {5, 0};
+    redisSetTimeout(c, tv);
+    return c;
+}
+
+static void *writer_main(void *arg)
+{
+    int id = (int)(intptr_t)arg;
+    int g = id % 3;
+    redisContext *c = NULL;
+    static __thread char big[200 * 1024];
+    memset(big, 'a' + id, sizeof(big));
+    uint64_t x = 0x9E3779B97F4A7C15ull * (uint64_t)(id + 1);
+    for (unsigned n = 0; !atomic_load(&stop_load); n++) {
+        if (!c) c = connect_to(g);
+        if (!c) {
+            usleep(20 * 1000);
+            g = (g + 1) % 3;
+            continue;
+        }
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        int k = (int)(x % KEYS_PER_WRITER), del = (x >> 20) % 3 == 0;
+        redisReply *r;
+        size_t len = (x >> 30) % 16 == 0 ? 20 * 1024 + (x >> 40) % (180 * 1024) : 100;
+        if (del) {
+            r = redisCommand(c, "DEL gd:%d:%d", id, k);
+        } else {
+            snprintf(big, 16, "%u:", n);
+            r = redisCommand(c, "SET gd:%d:%d %b", id, k, big, len);
+        }
+        if (!r || (r->type == REDIS_REPLY_ERROR && !strncmp(r->str, "ERR dmkv", 8))) {
+            state[id][k] = -1; /* the gateway died under it: it may or may not have landed */
+            atomic_fetch_add(&unknown, 1);
+            if (r) freeReplyObject(r);
+            redisFree(c);
+            c = NULL;
+            continue;
+        }
+        CHECKF(r->type == (del ? REDIS_REPLY_INTEGER : REDIS_REPLY_STATUS), "writer %d: %s", id,
+               r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
+        state[id][k] = del ? 0 : 1;
+        tag[id][k] = n;
+        atomic_fetch_add(&acked, 1);
+        freeReplyObject(r);
+    }
+    if (c) redisFree(c);
+    return NULL;
+}
+
+int main(void)
+{
+    it_begin("gateway_death", 600);
+    if (!it_shared_pool_start(&pool)) return IT_SKIP;
+    const char *uris[] = {pool.uri};
+    it_gateway_start(&gw[0], uris, 1, 1, NULL);
+    it_gateway_start(&gw[1], uris, 1, 2, NULL);
+    redisContext *a = it_connect(gw[0].port), *b = it_connect(gw[1].port);
+
+    /* 1. Counter FAAs that never left. */
+    setenv("DMKV_FAULT_STALL", "uncounted:1:1", 1);
+    it_gateway_start(&gw[2], uris, 1, 1, NULL);
+    unsetenv("DMKV_FAULT_STALL");
+    redisContext *lossy = it_connect(gw[2].port);
+    for (int i = 0; i < 200; i++)
+        redisAppendCommand(lossy, "SET lost:%d v", i);
+    it_pipeline_ok(lossy, 200);
+    redisFree(lossy);
+    CHECKF(dbsize(a) == 0, "DBSIZE %lld with the counter FAAs dropped", dbsize(a));
+    kill_gateway(&gw[2]);
+    fprintf(stderr, "a gateway that wrote 200 keys without counting them was killed\n");
+    wait_repaired(a, b, 1);
+    CHECKF(dbsize(a) == 200 && dbsize(b) == 200 && scan_count(a) == 200,
+           "after the repair: DBSIZE %lld / %lld, SCAN %lld", dbsize(a), dbsize(b), scan_count(a));
+    CHECK(survivors(a, b, "key_count_repaired_by") == 200);
+    for (int i = 0; i < 200; i++)
+        redisAppendCommand(a, "DEL lost:%d", i);
+    it_pipeline_ok(a, 200);
+    CHECK(dbsize(b) == 0);
+
+    /* 2. Kills under write load. */
+    it_gateway_start(&gw[2], uris, 1, 1, NULL);
+    for (int g = 0; g < 3; g++)
+        atomic_store(&port_of[g], gw[g].port);
+    pthread_t th[WRITERS];
+    for (int i = 0; i < WRITERS; i++)
+        pthread_create(&th[i], NULL, writer_main, (void *)(intptr_t)i);
+    for (int k = 0; k < KILLS; k++) {
+        usleep(1500 * 1000);
+        atomic_store(&port_of[2], 0);
+        kill_gateway(&gw[2]);
+        usleep(300 * 1000);
+        it_gateway_start(&gw[2], uris, 1, 1, NULL);
+        atomic_store(&port_of[2], gw[2].port);
+    }
+    usleep(1000 * 1000);
+    atomic_store(&stop_load, 1);
+    for (int i = 0; i < WRITERS; i++)
+        pthread_join(th[i], NULL);
+    fprintf(stderr, "%d kills under load: %ld writes acknowledged, %ld with unknown outcome\n",
+            KILLS, atomic_load(&acked), atomic_load(&unknown));
+    CHECK(atomic_load(&acked) > 200);
+    wait_repaired(a, b, 1 + KILLS);
+
+    /* Every acknowledged write is there; DBSIZE equals SCAN and the keys GET finds. */
+    long long present = 0;
+    for (int id = 0; id < WRITERS; id++)
+        for (int k = 0; k < KEYS_PER_WRITER; k++) {
+            redisReply *r = it_cmd(k % 2 ? a : b, "GET gd:%d:%d", id, k);
+            CHECK(r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_NIL);
+            if (state[id][k] == 0)
+                CHECKF(r->type == REDIS_REPLY_NIL, "gd:%d:%d deleted, GET found it", id, k);
+            if (state[id][k] == 1) {
+                char want[16];
+                snprintf(want, sizeof(want), "%u:", tag[id][k]);
+                CHECKF(r->type == REDIS_REPLY_STRING && !strncmp(r->str, want, strlen(want)),
+                       "gd:%d:%d: GET does not return its acknowledged SET", id, k);
+            }
+            present += r->type == REDIS_REPLY_STRING;
+            freeReplyObject(r);
+        }
+    long long db = dbsize(a), scanned = scan_count(b);
+    fprintf(stderr,
+            "after the repairs: %lld keys present, DBSIZE %lld, SCAN %lld; key count corrected "
+            "by %lld in all\n",
+            present, db, scanned, survivors(a, b, "key_count_repaired_by"));
+    CHECKF(db == present && scanned == present, "DBSIZE %lld, SCAN %lld, GET finds %lld", db,
+           scanned, present);
+    redisReply *r = it_cmd(a, "INFO memory");
+    const char *t = strstr(r->str, "pool_taken_bytes:"), *l = strstr(r->str, "pool_live_bytes:");
+    CHECK(t && l);
+    fprintf(stderr,
+            "pool: %lld bytes taken, %lld live (dead gateways' chunks are reclaimed "
+            "offline only)\n",
+            atoll(t + 17), atoll(l + 16));
+    freeReplyObject(r);
+    redisFree(a);
+    redisFree(b);
+    for (int g = 0; g < 3; g++)
+        it_proc_stop(&gw[g]);
+    return 0;
+}
