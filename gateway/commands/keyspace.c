@@ -10,6 +10,7 @@
 #include "resp/reply.h"
 #include "util/glob.h"
 #include "util/strconv.h"
+#include "util/oom.h"
 
 #define KEYS_SCAN_COUNT 1000 /* keys asked per dm_kv_scan step by KEYS */
 
@@ -206,19 +207,27 @@ static bool pattern_is_literal(const char *p, size_t len)
     return true;
 }
 
-/* Append l's keys to acc (takes them over and frees l's array). */
-static void keys_append(dm_keylist_t *acc, dm_keylist_t *l)
+/* Append l's keys to acc (takes them over and frees l's array). Returns DM_ENOMEM (l
+ * freed, acc unchanged) when acc cannot grow. */
+static int keys_append(dm_keylist_t *acc, dm_keylist_t *l)
 {
     if (acc->n + l->n > acc->cap) {
-        while (acc->n + l->n > acc->cap)
-            acc->cap = acc->cap ? acc->cap * 2 : 64;
-        acc->keys = realloc(acc->keys, acc->cap * sizeof(*acc->keys));
-        if (!acc->keys) abort();
+        size_t cap = acc->cap;
+        while (acc->n + l->n > cap)
+            cap = cap ? cap * 2 : 64;
+        dm_key_t *k = gw_try_realloc(acc->keys, cap * sizeof(*acc->keys));
+        if (!k) {
+            dm_keylist_free(l);
+            return DM_ENOMEM;
+        }
+        acc->keys = k;
+        acc->cap = cap;
     }
     if (l->n) memcpy(acc->keys + acc->n, l->keys, l->n * sizeof(*l->keys));
     acc->n += l->n;
     free(l->keys);
     *l = (dm_keylist_t){0};
+    return 0;
 }
 
 /* Make acc sorted and free of repeats. A full iteration comes back in key order, each key
@@ -260,7 +269,7 @@ static int keys_collect(gw_conn_t *c, const char *pat, size_t patlen, dm_keylist
             break;
         }
         filter_keys(&l, pat, patlen, true);
-        keys_append(acc, &l);
+        if ((rc = keys_append(acc, &l)) != 0) break;
         cursor = next;
     } while (cursor != 0 && !c->closing);
     free(prefix);
@@ -293,7 +302,11 @@ void cmd_keys(gw_conn_t *c, gw_cmd_t *cmd)
     dm_stats_op(DM_CLS_SCAN);
     if (rc < 0) {
         dm_keylist_free(&acc);
-        gw_reply_dm_error(c, rc);
+        if (rc == DM_ENOMEM) /* this gateway's memory, not the pool's: no -OOM */
+            reply_error(gw_conn_out(c),
+                        "ERR Insufficient memory, failed allocating transient memory for KEYS");
+        else
+            gw_reply_dm_error(c, rc);
         return;
     }
     keys_sort_unique(&acc);

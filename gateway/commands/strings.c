@@ -10,6 +10,7 @@
 #include "resp/reply.h"
 #include "server/expiry_track.h"
 #include "server/stats.h"
+#include "util/oom.h"
 
 static void count_lookup(int found)
 {
@@ -211,9 +212,15 @@ void cmd_getset(gw_conn_t *c, gw_cmd_t *cmd)
 void cmd_mget(gw_conn_t *c, gw_cmd_t *cmd)
 {
     int n = cmd->argc - 1;
-    dm_value_t *vals = calloc((size_t)n, sizeof(*vals));
-    int *found = calloc((size_t)n, sizeof(*found));
-    if (!vals || !found) abort();
+    dm_value_t *vals = gw_try_calloc((size_t)n, sizeof(*vals));
+    int *found = gw_try_calloc((size_t)n, sizeof(*found));
+    if (!vals || !found) {
+        free(vals);
+        free(found);
+        reply_error(gw_conn_out(c),
+                    "ERR Insufficient memory, failed allocating transient memory for MGET");
+        return;
+    }
     int err = 0;
     for (int i = 0; i < n && !err; i++) {
         dm_ctx_t ctx;

@@ -171,6 +171,14 @@ void gw_conn_flush(gw_conn_t *c)
         c->out.len = 0;
         return;
     }
+    if (c->out.oom) {
+        /* A reply did not fit in memory: this client goes, the gateway stays. */
+        dm_log(DM_LOG_WARNING, "Out of memory building a reply: closing client id=%llu addr=%s",
+               (unsigned long long)c->id, c->addr);
+        GW_STAT_ADD(client_oom_disconnections, 1);
+        gw_conn_close(c);
+        return;
+    }
     if (c->out.len == 0) return;
     size_t len = c->out.len;
     if (c->out_inflight == 0) {
@@ -194,7 +202,11 @@ void gw_conn_flush(gw_conn_t *c)
         len = c->out.len;
     }
     wreq_t *wr = malloc(sizeof(*wr));
-    if (!wr) abort();
+    if (!wr) {
+        GW_STAT_ADD(client_oom_disconnections, 1);
+        gw_conn_close(c);
+        return;
+    }
     wr->c = c;
     wr->data = gw_buf_take(&c->out, &wr->len);
     uv_buf_t b = uv_buf_init(wr->data, (unsigned)wr->len);
@@ -256,6 +268,7 @@ static void emit_slots(gw_conn_t *c)
             s->out = t;
         } else if (!c->closing) {
             gw_buf_append(&c->out, s->out.data, s->out.len);
+            if (s->out.oom) c->out.oom = 1; /* its reply is incomplete */
         }
         s->out.len = 0;
         if (s->out.cap > GW_FLUSH_AT) gw_buf_free(&s->out); /* keep small buffers only */
@@ -484,10 +497,20 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
             enqueue(c, cmd);
         } else if (rc == RESP_ERROR) {
             gw_cmd_t *e = calloc(1, sizeof(*e));
-            if (!e) abort();
+            if (!e) {
+                GW_STAT_ADD(client_oom_disconnections, 1);
+                gw_conn_close(c);
+                return;
+            }
             e->proto_err = strdup(c->parser.err);
             enqueue(c, e);
             c->proto_error = true;
+            if (c->parser.oom) {
+                dm_log(DM_LOG_WARNING,
+                       "Out of memory reading a command: closing client id=%llu addr=%s",
+                       (unsigned long long)c->id, c->addr);
+                GW_STAT_ADD(client_oom_disconnections, 1);
+            }
             dm_log(DM_LOG_VERBOSE, "Protocol error (%s) from client: id=%llu addr=%s",
                    c->parser.err, (unsigned long long)c->id, c->addr);
         } else {

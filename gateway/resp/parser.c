@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "util/oom.h"
 #include "util/splitargs.h"
 #include "util/strconv.h"
 
@@ -66,21 +67,14 @@ void resp_parser_free(resp_parser_t *p)
     gw_buf_free(&p->line);
 }
 
-static void *xrealloc(void *ptr, size_t n)
-{
-    void *q = realloc(ptr, n);
-    if (!q && n) abort();
-    return q;
-}
-
 /* One allocation: the command, argv[cap], argvlen[cap], then the small-argument bytes. */
 static gw_cmd_t *new_cmd(int cap)
 {
     size_t small =
         (size_t)cap * SMALL_PER_ARG < SMALL_MIN ? SMALL_MIN : (size_t)cap * SMALL_PER_ARG;
     size_t arrays = (size_t)cap * (sizeof(char *) + sizeof(size_t));
-    gw_cmd_t *c = malloc(sizeof(*c) + arrays + small);
-    if (!c) abort();
+    gw_cmd_t *c = gw_try_malloc(sizeof(*c) + arrays + small);
+    if (!c) return NULL;
     memset(c, 0, sizeof(*c));
     c->argv = (char **)(c + 1);
     c->argvlen = (size_t *)(c->argv + cap);
@@ -104,27 +98,39 @@ size_t resp_parser_pending_bytes(const resp_parser_t *p)
     return n;
 }
 
-static void push_arg(resp_parser_t *p, char *arg, size_t len)
+/* Append an argument to the command being read. Returns -1 when its arrays cannot grow
+ * (out of memory: the command keeps what it had, arg is not in it). */
+static int push_arg(resp_parser_t *p, char *arg, size_t len)
 {
     gw_cmd_t *c = p->cmd;
     if (c->argc == p->argcap) {
-        p->argcap = p->argcap ? p->argcap * 2 : 8;
+        int cap = p->argcap ? p->argcap * 2 : 8;
         if (inline_arrays(c)) { /* move the arrays out of the allocation */
-            char **av = xrealloc(NULL, sizeof(char *) * (size_t)p->argcap);
-            size_t *al = xrealloc(NULL, sizeof(size_t) * (size_t)p->argcap);
+            char **av = gw_try_malloc(sizeof(char *) * (size_t)cap);
+            size_t *al = gw_try_malloc(sizeof(size_t) * (size_t)cap);
+            if (!av || !al) {
+                free(av);
+                free(al);
+                return -1;
+            }
             memcpy(av, c->argv, sizeof(char *) * (size_t)c->argc);
             memcpy(al, c->argvlen, sizeof(size_t) * (size_t)c->argc);
             c->argv = av;
             c->argvlen = al;
         } else {
-            c->argv = xrealloc(c->argv, sizeof(char *) * (size_t)p->argcap);
-            c->argvlen = xrealloc(c->argvlen, sizeof(size_t) * (size_t)p->argcap);
+            char **av = gw_try_realloc(c->argv, sizeof(char *) * (size_t)cap);
+            if (av) c->argv = av;
+            size_t *al = av ? gw_try_realloc(c->argvlen, sizeof(size_t) * (size_t)cap) : NULL;
+            if (al) c->argvlen = al;
+            if (!av || !al) return -1;
         }
+        p->argcap = cap;
     }
     c->argv[c->argc] = arg;
     c->argvlen[c->argc] = len;
     c->argc++;
     c->bytes += len + ARG_OVERHEAD;
+    return 0;
 }
 
 static int fail(resp_parser_t *p, const char *msg)
@@ -136,9 +142,19 @@ static int fail(resp_parser_t *p, const char *msg)
     return RESP_ERROR;
 }
 
+/* An allocation the command needs failed: the client gets this error and is closed (as
+ * after a protocol error), and the gateway goes on (util/oom.h). */
+static int fail_oom(resp_parser_t *p)
+{
+    int rc = fail(p, "");
+    snprintf(p->err, sizeof(p->err), "ERR dmkv: out of memory reading the command");
+    p->oom = 1;
+    return rc;
+}
+
 /* Accumulate a header line up to '\r' (Redis skips the byte after it unchecked).
  * Returns 1 when p->line holds a complete line, 0 when more input is needed, -1 when the
- * line is longer than Redis allows. */
+ * line is longer than Redis allows, -2 when it could not be stored (out of memory). */
 static int read_header(resp_parser_t *p, const char *data, size_t len, size_t *pos)
 {
     const char *start = data + *pos;
@@ -147,12 +163,12 @@ static int read_header(resp_parser_t *p, const char *data, size_t len, size_t *p
     if (!cr) {
         gw_buf_append(&p->line, start, avail);
         *pos = len;
-        return p->line.len > RESP_INLINE_MAX ? -1 : 0;
+        return p->line.oom ? -2 : p->line.len > RESP_INLINE_MAX ? -1 : 0;
     }
     gw_buf_append(&p->line, start, (size_t)(cr - start));
     *pos += (size_t)(cr - start) + 1;
     p->skip = 1; /* the '\n' */
-    return 1;
+    return p->line.oom ? -2 : 1;
 }
 
 static int finish_cmd(resp_parser_t *p, gw_cmd_t **out)
@@ -179,7 +195,10 @@ int resp_parse(resp_parser_t *p, const char *data, size_t len, size_t *used, gw_
             p->skip -= (int)n;
             if (p->skip) break;
             if (p->state == P_BULK_END) {
-                push_arg(p, p->bulk, p->bulklen);
+                if (push_arg(p, p->bulk, p->bulklen)) {
+                    rc = fail_oom(p); /* frees the bulk with the command */
+                    break;
+                }
                 p->bulk = NULL;
                 p->bulklen = p->bulkhave = p->bulkcap = 0;
                 if (--p->mb_left == 0) {
@@ -188,6 +207,10 @@ int resp_parse(resp_parser_t *p, const char *data, size_t len, size_t *used, gw_
                 }
                 p->state = P_BULK_HDR;
             }
+        }
+        if (p->line.oom) {
+            rc = fail_oom(p);
+            break;
         }
         /* Out of input; a complete (e.g. empty) bulk payload still needs one more step. */
         if (pos >= len && !(p->state == P_BULK_DATA && p->bulkhave == p->bulklen)) break;
@@ -226,8 +249,12 @@ int resp_parse(resp_parser_t *p, const char *data, size_t len, size_t *used, gw_
                 gw_args_free(&a);
                 break;
             }
-            gw_cmd_t *c = calloc(1, sizeof(*c));
-            if (!c) abort();
+            gw_cmd_t *c = gw_try_calloc(1, sizeof(*c));
+            if (!c) {
+                gw_args_free(&a);
+                rc = fail_oom(p);
+                break;
+            }
             c->argc = a.argc;
             c->argv = a.argv;
             c->argvlen = a.argvlen;
@@ -241,6 +268,10 @@ int resp_parse(resp_parser_t *p, const char *data, size_t len, size_t *used, gw_
 
         case P_MB_COUNT: {
             int r = read_header(p, data, len, &pos);
+            if (r == -2) {
+                rc = fail_oom(p);
+                break;
+            }
             if (r < 0) {
                 rc = fail(p, "too big mbulk count string");
                 break;
@@ -263,12 +294,20 @@ int resp_parse(resp_parser_t *p, const char *data, size_t len, size_t *used, gw_
             p->mb_left = n;
             p->argcap = n < 1024 ? (int)n : 1024;
             p->cmd = new_cmd(p->argcap);
+            if (!p->cmd) {
+                rc = fail_oom(p);
+                break;
+            }
             p->state = P_BULK_HDR;
             break;
         }
 
         case P_BULK_HDR: {
             int r = read_header(p, data, len, &pos);
+            if (r == -2) {
+                rc = fail_oom(p);
+                break;
+            }
             if (r < 0) {
                 rc = fail(p, "too big bulk count string");
                 break;
@@ -303,7 +342,11 @@ int resp_parse(resp_parser_t *p, const char *data, size_t len, size_t *used, gw_
                 p->bulkcap = p->bulklen;
             } else {
                 p->bulkcap = p->bulklen < ARG_INITIAL_MAX ? p->bulklen : ARG_INITIAL_MAX;
-                p->bulk = xrealloc(NULL, p->bulkcap + 1);
+                p->bulk = gw_try_malloc(p->bulkcap + 1);
+                if (!p->bulk) {
+                    rc = fail_oom(p);
+                    break;
+                }
             }
             p->state = P_BULK_DATA;
             break;
@@ -316,7 +359,12 @@ int resp_parse(resp_parser_t *p, const char *data, size_t len, size_t *used, gw_
                 size_t cap = p->bulkcap * 2;
                 if (cap < p->bulkhave + n) cap = p->bulkhave + n;
                 if (cap > p->bulklen) cap = p->bulklen;
-                p->bulk = xrealloc(p->bulk, cap + 1);
+                char *nb = gw_try_realloc(p->bulk, cap + 1);
+                if (!nb) {
+                    rc = fail_oom(p); /* frees the old bulk */
+                    break;
+                }
+                p->bulk = nb;
                 p->bulkcap = cap;
             }
             if (n) memcpy(p->bulk + p->bulkhave, data + pos, n);

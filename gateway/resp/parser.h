@@ -44,6 +44,7 @@ typedef struct resp_parser {
     char *bulk; /* current bulk argument buffer (malloc'd, or in cmd->small) */
     size_t bulklen, bulkhave, bulkcap;
     char err[128]; /* protocol error text after RESP_ERROR ("ERR Protocol error: ...") */
+    int oom;       /* the RESP_ERROR was an allocation that failed (util/oom.h), not bad input */
     int unauth;    /* set by the caller while the client must still authenticate: commands
                       over RESP_UNAUTH_MULTIBULK arguments or RESP_UNAUTH_BULK bytes per
                       argument are protocol errors, as in Redis 7 */

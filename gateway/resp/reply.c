@@ -10,7 +10,7 @@
 void reply_status(gw_buf_t *b, const char *s)
 {
     size_t n = strlen(s);
-    gw_buf_reserve(b, n + 3);
+    if (gw_buf_reserve(b, n + 3)) return; /* b->oom: its client is closed */
     b->data[b->len++] = '+';
     memcpy(b->data + b->len, s, n);
     b->len += n;
@@ -22,7 +22,7 @@ void reply_status(gw_buf_t *b, const char *s)
 void reply_error(gw_buf_t *b, const char *msg)
 {
     size_t n = strlen(msg);
-    gw_buf_reserve(b, n + 3);
+    if (gw_buf_reserve(b, n + 3)) return;
     b->data[b->len++] = '-';
     for (size_t i = 0; i < n; i++) {
         char c = msg[i];
@@ -66,7 +66,7 @@ void reply_bulk(gw_buf_t *b, const void *p, size_t len)
 {
     char tmp[32];
     int n = snprintf(tmp, sizeof(tmp), "$%zu\r\n", len);
-    gw_buf_reserve(b, (size_t)n + len + 2);
+    if (gw_buf_reserve(b, (size_t)n + len + 2)) return;
     memcpy(b->data + b->len, tmp, (size_t)n);
     b->len += (size_t)n;
     if (len) memcpy(b->data + b->len, p, len);
@@ -117,7 +117,7 @@ void reply_verbatim(gw_buf_t *b, const void *p, size_t len)
 {
     char tmp[32];
     int n = snprintf(tmp, sizeof(tmp), "=%zu\r\ntxt:", len + 4);
-    gw_buf_reserve(b, (size_t)n + len + 2);
+    if (gw_buf_reserve(b, (size_t)n + len + 2)) return;
     gw_buf_append(b, tmp, (size_t)n);
     if (len) gw_buf_append(b, p, len);
     gw_buf_append(b, "\r\n", 2);

@@ -11,14 +11,15 @@ typedef struct gw_stats {
     uint64_t rejected_connections;                     /* refused over maxclients */
     uint64_t client_query_buffer_limit_disconnections; /* closed over the input limit */
     uint64_t evicted_clients;                          /* closed by maxmemory-clients */
-    uint64_t total_commands_processed; /* commands executed (incl. ones that replied errors) */
-    uint64_t total_error_replies;      /* error replies sent */
-    uint64_t total_net_input_bytes;    /* bytes read from clients */
-    uint64_t total_net_output_bytes;   /* bytes handed to the kernel for clients */
-    uint64_t keyspace_hits;            /* GET-like lookups that found the key */
-    uint64_t keyspace_misses;          /* ... that did not */
-    uint64_t expired_keys;             /* expired keys removed by this gateway's active expiry */
-    uint64_t next_client_id;           /* CLIENT ID source */
+    uint64_t client_oom_disconnections; /* closed: their reply or command did not fit in memory */
+    uint64_t total_commands_processed;  /* commands executed (incl. ones that replied errors) */
+    uint64_t total_error_replies;       /* error replies sent */
+    uint64_t total_net_input_bytes;     /* bytes read from clients */
+    uint64_t total_net_output_bytes;    /* bytes handed to the kernel for clients */
+    uint64_t keyspace_hits;             /* GET-like lookups that found the key */
+    uint64_t keyspace_misses;           /* ... that did not */
+    uint64_t expired_keys;              /* expired keys removed by this gateway's active expiry */
+    uint64_t next_client_id;            /* CLIENT ID source */
 } gw_stats_t;
 
 extern gw_stats_t gw_stats;

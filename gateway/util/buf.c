@@ -5,10 +5,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dmkv/log.h"
+#include "util/oom.h"
+
 void gw_buf_init(gw_buf_t *b)
 {
     b->data = NULL;
     b->len = b->cap = 0;
+    b->oom = 0;
 }
 
 void gw_buf_free(gw_buf_t *b)
@@ -17,25 +21,32 @@ void gw_buf_free(gw_buf_t *b)
     gw_buf_init(b);
 }
 
-void gw_buf_reserve(gw_buf_t *b, size_t extra)
+int gw_buf_reserve(gw_buf_t *b, size_t extra)
 {
+    if (b->oom) return -1;
     size_t need = b->len + extra + 1; /* +1: room for a trailing NUL */
-    if (need <= b->cap) return;
+    if (need <= b->cap) return 0;
+    if (need < extra) {
+        b->oom = 1;
+        return -1;
+    }
     size_t cap = b->cap ? b->cap : 64;
     while (cap < need)
         cap = cap < (1u << 30) ? cap * 2 : cap + (1u << 30);
-    char *p = realloc(b->data, cap);
+    char *p = gw_try_realloc(b->data, cap);
     if (!p) {
-        fprintf(stderr, "dmkv-gateway: out of memory allocating %zu bytes\n", cap);
-        abort();
+        dm_log(DM_LOG_WARNING, "Out of memory growing a buffer to %zu bytes", cap);
+        b->oom = 1;
+        return -1;
     }
     b->data = p;
     b->cap = cap;
+    return 0;
 }
 
 void gw_buf_append(gw_buf_t *b, const void *p, size_t len)
 {
-    gw_buf_reserve(b, len);
+    if (gw_buf_reserve(b, len)) return;
     if (len) memcpy(b->data + b->len, p, len);
     b->len += len;
     b->data[b->len] = 0;
@@ -58,7 +69,7 @@ void gw_buf_vprintf(gw_buf_t *b, const char *fmt, va_list ap)
         gw_buf_append(b, small, (size_t)n);
         return;
     }
-    gw_buf_reserve(b, (size_t)n);
+    if (gw_buf_reserve(b, (size_t)n)) return;
     vsnprintf(b->data + b->len, (size_t)n + 1, fmt, ap);
     b->len += (size_t)n;
 }

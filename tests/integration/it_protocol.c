@@ -340,6 +340,84 @@ static void test_maxmemory_clients(void)
     EXPECT_STATUS(it_cmd(observer, "CONFIG SET maxmemory-clients 0"), "OK");
 }
 
+/* Out of memory in the gateway (issue 12): a second gateway on which every allocation a
+ * client sizes (argument and reply buffers, per-command arrays) fails above 2 MB
+ * (DMKV_TEST_ALLOC_MAX, as if malloc returned NULL). A 3 MB argument closes its client
+ * (with "-ERR dmkv: out of memory reading the command" when the reply gets out before the
+ * close), a 3 MB reply closes its client, an MGET whose arrays do not fit fails alone, and
+ * the gateway serves everyone else throughout (before, each of these was an abort()). */
+static void test_gateway_oom(const char *const *uris)
+{
+    it_proc_t g;
+    setenv("DMKV_TEST_ALLOC_MAX", "2097152", 1);
+    it_gateway_start(&g, uris, 1, 1, NULL);
+    unsetenv("DMKV_TEST_ALLOC_MAX");
+    int saved = port;
+    port = g.port;
+    redisContext *other = it_connect(g.port);
+    redisContext *was = observer;
+    observer = other; /* info_field reads this gateway */
+    long long before = info_field("client_oom_disconnections");
+    CHECK(before == 0);
+
+    size_t big = 3u << 20;
+    char *val = malloc(big);
+    CHECK(val);
+    memset(val, 'v', big);
+    int fd = raw_connect();
+    char head[96];
+    snprintf(head, sizeof(head), "*3\r\n$3\r\nSET\r\n$2\r\nom\r\n$%zu\r\n", big);
+    send_all(fd, head, strlen(head));
+    send_all(fd, val, big);
+    char buf[4096];
+    size_t n;
+    bool eof = read_reply(fd, buf, sizeof(buf), &n, 0);
+    if (!eof && errno == ECONNRESET) eof = true, n = 0; /* closed with our bytes unread */
+    const char *want = "-ERR dmkv: out of memory reading the command\r\n";
+    CHECKF(eof && (n == 0 || (n == strlen(want) && !memcmp(buf, want, n))),
+           "3 MB argument: %s, got '%.*s'", eof ? "closed" : "still open", (int)n, buf);
+    close(fd);
+    CHECK(info_field("client_oom_disconnections") == before + 1);
+    EXPECT_NIL(it_cmd(other, "GET om"));
+
+    /* A 1.5 MB value fits; MGET of it twice needs a 3 MB reply. */
+    size_t half = 3u << 19;
+    EXPECT_STATUS(redisCommand(other, "SET om %b", val, half), "OK");
+    redisContext *reader = it_connect(g.port);
+    redisReply *r = redisCommand(reader, "MGET om om");
+    CHECKF(!r && reader->err, "MGET with a 3 MB reply: %s", r ? "answered" : "no error");
+    redisFree(reader);
+    CHECK(info_field("client_oom_disconnections") == before + 2);
+    r = it_cmd(other, "STRLEN om");
+    CHECK(r->type == REDIS_REPLY_INTEGER && (size_t)r->integer == half);
+    freeReplyObject(r);
+
+    /* 200,000 keys: the arrays MGET needs do not fit; the command fails, its client stays. */
+    int nk = 200000;
+    const char **argv = malloc(sizeof(*argv) * (size_t)(nk + 1));
+    size_t *lens = malloc(sizeof(*lens) * (size_t)(nk + 1));
+    CHECK(argv && lens);
+    argv[0] = "MGET";
+    lens[0] = 4;
+    for (int i = 1; i <= nk; i++)
+        argv[i] = "k", lens[i] = 1;
+    r = redisCommandArgv(other, nk + 1, argv, lens);
+    CHECKF(r && r->type == REDIS_REPLY_ERROR &&
+               !strcmp(r->str, "ERR Insufficient memory, failed allocating transient memory "
+                               "for MGET"),
+           "MGET of %d keys: %s", nk, r && r->type == REDIS_REPLY_ERROR ? r->str : "no error");
+    freeReplyObject(r);
+    free(argv);
+    free(lens);
+    EXPECT_STATUS(it_cmd(other, "PING"), "PONG");
+    EXPECT_INT(it_cmd(other, "DEL om"), 1);
+    free(val);
+    redisFree(other);
+    observer = was;
+    port = saved;
+    CHECK(it_proc_stop(&g) == 0);
+}
+
 int main(void)
 {
     signal(SIGPIPE, SIG_IGN);
@@ -358,6 +436,7 @@ int main(void)
     RUN(test_query_buffer_limit);
     RUN(test_unauth_limits);
     RUN(test_maxmemory_clients);
+    test_gateway_oom(uris);
     EXPECT_STATUS(it_cmd(observer, "PING"), "PONG");
     redisFree(observer);
     int st = it_proc_stop(&gw);
