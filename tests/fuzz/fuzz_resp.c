@@ -2,7 +2,8 @@
  * sizes come from the input itself, as a client's bytes arrive. Every command it returns
  * must be well formed (argc >= 1, every argument NUL-terminated at its length), bytes
  * held must stay bounded by what was fed, and nothing may leak or touch memory out of
- * bounds (AddressSanitizer, UBSan). */
+ * bounds (AddressSanitizer, UBSan). run-fuzz.sh also runs it with DMKV_TEST_ALLOC_MAX=300,
+ * so allocations fail (util/oom.h) and the out-of-memory paths are fuzzed too. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,7 +37,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                     if (cmd->argv[i][cmd->argvlen[i]] != 0) abort();
                 gw_cmd_free(cmd);
             } else if (rc == RESP_ERROR) {
-                if (strncmp(p.err, "ERR Protocol error: ", 20) != 0) abort();
+                if (p.oom ? strcmp(p.err, "ERR dmkv: out of memory reading the command") != 0
+                          : strncmp(p.err, "ERR Protocol error: ", 20) != 0)
+                    abort();
                 dead = 1;
                 break;
             } else if (used == 0) {

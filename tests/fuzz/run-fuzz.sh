@@ -26,20 +26,27 @@ if ! echo 'int LLVMFuzzerTestOneInput(const char *d, long n){(void)d;(void)n;ret
     exit 77
 fi
 G="$SRC/gateway"
-$CC $FLAGS -o "$OUT/fuzz_resp" "$HERE/fuzz_resp.c" "$G/resp/parser.c" "$G/util/buf.c" \
-    "$G/util/splitargs.c" "$G/util/strconv.c"
+$CC $FLAGS -I"$SRC/dmcore/include" -o "$OUT/fuzz_resp" "$HERE/fuzz_resp.c" "$G/resp/parser.c" \
+    "$G/util/buf.c" "$G/util/oom.c" "$G/util/splitargs.c" "$G/util/strconv.c" \
+    "$SRC/dmcore/util/log.c"
 $CC $FLAGS -o "$OUT/fuzz_glob" "$HERE/fuzz_glob.c" "$G/util/glob.c"
 $CC $FLAGS -I"$SRC/dmcore/include" -I"$SRC/dmcore/chime" -o "$OUT/fuzz_chime" \
     "$HERE/fuzz_chime.c" "$SRC/dmcore/chime/layout.c" -lxxhash
 $CC $FLAGS -I"$SRC/dmcore/include" -I"$SRC/memnode" -o "$OUT/fuzz_memnode" \
     "$HERE/fuzz_memnode.c" "$SRC/memnode/mn_request.c" "$SRC/dmcore/transport/exec.c" \
     "$SRC/dmcore/util/log.c"
-for t in resp glob chime memnode; do
+# resp_oom: the RESP parser again with every allocation over 300 bytes failing
+# (DMKV_TEST_ALLOC_MAX, gateway/util/oom.h): its out-of-memory paths.
+ln -sf fuzz_resp "$OUT/fuzz_resp_oom"
+for t in resp resp_oom glob chime memnode; do
     mkdir -p "$OUT/corpus-$t"
     echo "fuzz_$t: $SECS s"
     rc=0
-    (cd "$OUT" && ./fuzz_$t -max_total_time="$SECS" -max_len=$(case $t in chime) echo 9000 ;; memnode) echo 20000 ;; *) echo 4096 ;; esac) -timeout=10 \
-        -rss_limit_mb=1024 -print_final_stats=1 "corpus-$t" "$HERE/corpus/$t") \
+    cap=
+    [ "$t" = resp_oom ] && cap=300
+    seeds=$HERE/corpus/$(echo "$t" | sed 's/_oom//')
+    (cd "$OUT" && DMKV_TEST_ALLOC_MAX=$cap ./fuzz_$t -max_total_time="$SECS" -max_len=$(case $t in chime) echo 9000 ;; memnode) echo 20000 ;; *) echo 4096 ;; esac) -timeout=10 \
+        -rss_limit_mb=1024 -print_final_stats=1 "corpus-$t" "$seeds") \
         >"$OUT/fuzz_$t.log" 2>&1 || rc=$?
     tail -8 "$OUT/fuzz_$t.log"
     if [ "$rc" -ne 0 ]; then
