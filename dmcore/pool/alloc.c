@@ -436,22 +436,24 @@ int dm_pool_set_maxmemory(dm_ctx_t *ctx, uint64_t bytes)
     return dm_batch_exec(ctx, &b);
 }
 
-int dm_pool_memory(dm_ctx_t *ctx, uint64_t *taken, uint64_t *live)
+/* Two superblock words of node 0 in one batch. */
+static int read_sb_words(dm_ctx_t *ctx, size_t off1, uint64_t *v1, size_t off2, uint64_t *v2)
 {
     dm_batch_t b;
     dm_batch_init(&b);
-    dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(pool_used)), taken, 8);
-    dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(live_bytes)), live, 8);
+    dm_batch_read(&b, dm_gaddr_make(0, off1), v1, 8);
+    dm_batch_read(&b, dm_gaddr_make(0, off2), v2, 8);
     return dm_batch_exec(ctx, &b);
+}
+
+int dm_pool_memory(dm_ctx_t *ctx, uint64_t *taken, uint64_t *live)
+{
+    return read_sb_words(ctx, DM_SB_OFF(pool_used), taken, DM_SB_OFF(live_bytes), live);
 }
 
 int dm_pool_usage(dm_ctx_t *ctx, uint64_t *maxmemory, uint64_t *used)
 {
-    dm_batch_t b;
-    dm_batch_init(&b);
-    dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(maxmemory)), maxmemory, 8);
-    dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(pool_used)), used, 8);
-    return dm_batch_exec(ctx, &b);
+    return read_sb_words(ctx, DM_SB_OFF(maxmemory), maxmemory, DM_SB_OFF(pool_used), used);
 }
 
 int dm_pool_push_free(dm_ctx_t *ctx, dm_gaddr_t hdr, uint64_t bytes)

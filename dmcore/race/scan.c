@@ -242,7 +242,7 @@ int dm_race_recount(dm_ctx_t *ctx, int64_t *drift)
     *drift = 0;
     uint64_t *d0 = malloc(8ull << DM_RACE_MAX_DEPTH), *d1 = malloc(8ull << DM_RACE_MAX_DEPTH);
     int rc = d0 && d1 ? DM_ERETRY : DM_ENOMEM;
-    for (int tries = 0; rc == DM_ERETRY && tries < 8; tries++) {
+    for (int tries = 0; rc == DM_ERETRY && tries < 3; tries++) {
         if (tries) race_pause(ctx, 200000);
         uint64_t w0, w1;
         unsigned gd0, gd1;

@@ -12,8 +12,11 @@
 static gw_dead_repair_stats_t stats; /* atomics: INFO reads them from any thread */
 static int again;                    /* thread 0 only (the clock board's thread) */
 
-#define RETRY_PAUSE_US 2000000u /* a table that kept changing: walk again this much later */
-#define RETRIES 30
+/* A table that kept changing: walk again 1, 2, 4 ... 64 s later (about 4 minutes in all, at
+ * most 3 walks each time: a walk reads the whole table). */
+#define RETRY_FIRST_US 1000000u
+#define RETRY_MAX_US 64000000u
+#define RETRIES 8
 
 static void repair_main(void *arg)
 {
@@ -25,8 +28,10 @@ static void repair_main(void *arg)
         int64_t drift = 0;
         int rc = dm_race_recount(&ctx, &drift);
         /* Keys kept coming and going while it walked: the table is busy; try later. */
+        uint32_t pause = RETRY_FIRST_US;
         for (int i = 0; rc == DM_ERETRY && i < RETRIES && !th->stopping; i++) {
-            dm_ctx_sleep(&ctx, RETRY_PAUSE_US);
+            dm_ctx_sleep(&ctx, pause);
+            pause = pause < RETRY_MAX_US / 2 ? pause * 2 : RETRY_MAX_US;
             rc = dm_race_recount(&ctx, &drift);
         }
         if (rc) {

@@ -35,15 +35,7 @@ static unsigned tag[WRITERS][KEYS_PER_WRITER];
 
 static long long info_field(redisContext *c, const char *name)
 {
-    redisReply *r = it_cmd(c, "INFO dmkv");
-    CHECK(r->type == REDIS_REPLY_STRING);
-    char pat[64];
-    snprintf(pat, sizeof(pat), "\r\n%s:", name);
-    const char *p = strstr(r->str, pat);
-    CHECKF(p, "INFO dmkv has no %s", name);
-    long long v = atoll(p + strlen(pat));
-    freeReplyObject(r);
-    return v;
+    return (long long)it_info_field(c, "dmkv", name);
 }
 
 static long long dbsize(redisContext *c)

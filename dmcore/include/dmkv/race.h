@@ -139,7 +139,7 @@ int64_t dm_race_count(dm_ctx_t *ctx);
 /* Repair the key counter (DBSIZE) from the table: walk every bucket counting live slots,
  * with the counter word and the directory read before and after; when neither changed
  * (no key came or went: the counter's sequence, superblock.h) and no split was under way,
- * CAS the counter to the count. Walks again after 200 ms otherwise, 8 times at most. The
+ * CAS the counter to the count. Walks again after 200 ms otherwise, 3 times at most. The
  * drift it corrected (keys found - counter) in *drift. Costs a walk of the whole table
  * (one READ per 384 buckets). For a dead gateway's leftovers: a counter FAA it never sent
  * (issue 12). Expired keys not yet removed count, as in DBSIZE. Returns 0, DM_ERETRY (the
