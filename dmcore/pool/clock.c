@@ -156,6 +156,24 @@ int dm_clock_tick(dm_ctx_t *ctx)
     return 0;
 }
 
+int dm_clock_leave(dm_ctx_t *ctx)
+{
+    pthread_mutex_lock(&mu);
+    int slot = my_slot;
+    my_slot = -1;
+    pthread_mutex_unlock(&mu);
+    if (slot < 0) return 0;
+    uint64_t w = 0;
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_read(&b, slot_addr(slot), &w, 8);
+    int rc = dm_batch_exec(ctx, &b);
+    if (rc || w >> MS_BITS != my_tag) return rc; /* already taken over */
+    dm_batch_init(&b);
+    dm_batch_cas(&b, slot_addr(slot), w, 0);
+    return dm_batch_exec(ctx, &b);
+}
+
 unsigned dm_clock_take_dead(void)
 {
     pthread_mutex_lock(&mu);

@@ -79,9 +79,7 @@ static int fetch_cands(dm_ctx_t *ctx, cand_t *c, unsigned n, const void *key, si
     return 0;
 }
 
-/* Add the key counter's FAA by delta to b. Its status reads DM_EIO until a memory node
- * executed it (a batch given up before posting leaves it so): counted() tells. */
-static dm_verb_t *count_with(dm_batch_t *b, int64_t delta)
+dm_verb_t *race_count_with(dm_batch_t *b, int64_t delta)
 {
     if (dm_fault_delay_ms(DM_FAULT_UNCOUNTED)) return NULL; /* tests: a lost FAA */
     dm_verb_t *v =
@@ -90,7 +88,7 @@ static dm_verb_t *count_with(dm_batch_t *b, int64_t delta)
     return v;
 }
 
-static int counted(const dm_verb_t *v)
+int race_counted(const dm_verb_t *v)
 {
     return v && v->status == 0;
 }
@@ -374,25 +372,19 @@ int race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *ite
     return rc;
 }
 
-/* The key counter (DBSIZE) changes before the operation that changes a key's presence
- * answers: a DBSIZE sent after a DEL's reply, through any gateway, counts it. Every slot
- * CAS that adds or removes a key carries the counter's FAA in its batch (count_with), so a
- * gateway killed after its CAS left has sent the FAA too (one loop turn); this waited FAA
- * (1 RTT, rare) only gives back what a CAS that lost had counted. */
-static void count_keys(dm_ctx_t *ctx, int64_t delta)
+/* The key counter's FAAs (race_internal.h). */
+void race_count_keys(dm_ctx_t *ctx, int64_t delta)
 {
     dm_batch_t b;
     dm_batch_init(&b);
-    count_with(&b, delta);
+    race_count_with(&b, delta);
     dm_batch_exec(ctx, &b);
 }
 
-/* After a batch of `sent` CASes that each remove a copy of a key (`won` of them did), sent
- * with fv = count_with(-sent): give back what the lost ones counted, or count the won ones
- * when the FAA did not run. A batch that failed counts as lost (won 0). */
-static void count_removed(dm_ctx_t *ctx, const dm_verb_t *fv, int64_t sent, int64_t won)
+void race_count_removed(dm_ctx_t *ctx, const dm_verb_t *fv, int64_t sent, int64_t won)
 {
-    if (counted(fv) ? won < sent : won > 0) count_keys(ctx, counted(fv) ? sent - won : -won);
+    if (race_counted(fv) ? won < sent : won > 0)
+        race_count_keys(ctx, race_counted(fv) ? sent - won : -won);
 }
 
 static unsigned free_slots(const race_cbs_t *cbs, int i)
@@ -472,13 +464,13 @@ static int take_back_stranded(dm_ctx_t *ctx, const void *key, size_t klen, dm_ga
         dm_batch_t b;
         dm_batch_init(&b);
         dm_verb_t *v = dm_batch_cas(&b, mine, cur, 0);
-        dm_verb_t *fv = count_with(&b, -1);
+        dm_verb_t *fv = race_count_with(&b, -1);
         if (dm_batch_exec(ctx, &b) != 0) {
-            count_removed(ctx, fv, 1, 0);
+            race_count_removed(ctx, fv, 1, 0);
             return DM_ETIMEDOUT; /* fate unknown */
         }
         uint64_t got = v->result;
-        count_removed(ctx, fv, 1, got == cur);
+        race_count_removed(ctx, fv, 1, got == cur);
         if (got == cur) {
             *adopt = cur == my_word ? 0 : cur;
             __atomic_fetch_add(&stranded_taken_back, 1, __ATOMIC_RELAXED);
@@ -516,7 +508,7 @@ static int dedupe_after_insert(dm_ctx_t *ctx, const void *key, size_t klen, dm_g
     uint64_t hdr = 0;
     dm_race_t *r = ctx->w->race;
     dm_batch_init(&b);
-    if (!counted) count_with(&b, 1);
+    if (!counted) race_count_with(&b, 1);
     dm_batch_read(&b, mine & ~63ull, &hdr, 8);
     /* The split lease of the subtable we inserted into: if we landed behind a split whose
      * splitter died, we finish its work before redoing the insert. */
@@ -551,7 +543,7 @@ static int dedupe_after_insert(dm_ctx_t *ctx, const void *key, size_t klen, dm_g
                 v[i] = dm_batch_cas(&b, lk.c[i].ref.addr, lk.c[i].ref.word, 0);
                 sent++;
             }
-        dm_verb_t *fv = sent ? count_with(&b, -sent) : NULL;
+        dm_verb_t *fv = sent ? race_count_with(&b, -sent) : NULL;
         if (sent && dm_batch_exec(ctx, &b) == 0)
             for (unsigned i = 0; i < lk.n; i++)
                 if (v[i] && v[i]->result == lk.c[i].ref.word) {
@@ -559,14 +551,14 @@ static int dedupe_after_insert(dm_ctx_t *ctx, const void *key, size_t klen, dm_g
                     dm_alloc_free(ctx->w->alloc, race_slot_ptr(lk.c[i].ref.word),
                                   lk.c[i].block_len);
                 }
-        count_removed(ctx, fv, sent, removed);
+        race_count_removed(ctx, fv, sent, removed);
     } else {
         /* Another copy wins: ours is removed (our SET is ordered just before it). */
         dm_batch_init(&b);
         dm_verb_t *v = dm_batch_cas(&b, mine, my_word, 0);
-        dm_verb_t *fv = count_with(&b, -1);
+        dm_verb_t *fv = race_count_with(&b, -1);
         int won = dm_batch_exec(ctx, &b) == 0 && v->result == my_word;
-        count_removed(ctx, fv, 1, won);
+        race_count_removed(ctx, fv, 1, won);
     }
     cands_free(lk.c, lk.n);
     return 1;
@@ -823,23 +815,24 @@ int dm_race_set_carry(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *bloc
             if (light) dm_batch_read(&b, slot & ~63ull, &hdr, 8)->fence = 1;
             /* Counted with the CAS, taken back if the CAS lost (another key took the
              * slot): the count is right before the insert answers. */
-            dm_verb_t *fv = light ? count_with(&b, 1) : NULL;
+            dm_verb_t *fv = light ? race_count_with(&b, 1) : NULL;
             posted_cas = 1;
             rc = dm_ctx_ride_before(ctx, &b);
             if (!rc) rc = dm_batch_exec(ctx, &b);
-            if (counted(fv) && (rc || v->result != 0))
-                count_keys(ctx, -1); /* on rc, the CAS's fate is unknown: as if lost */
+            if (race_counted(fv) && (rc || v->result != 0))
+                race_count_keys(ctx, -1); /* on rc, the CAS's fate is unknown: as if lost */
             if (!rc && v->result == 0) {
                 cands_free(lk.c, lk.n);
                 if (old) memset(old, 0, sizeof(*old));
                 uint64_t lease = 0, adopt = 0;
                 dm_fault_point(ctx, DM_FAULT_INSERTED);
-                if (counted(fv) && dm_now_us() <= carry->sure_until_us)
+                if (race_counted(fv) && dm_now_us() <= carry->sure_until_us)
                     rc = check_locked_insert(ctx, key, klen, slot, word, lk.loc.hash,
                                              bucket_ld_of(&lk, slot), hdr, &lease, &adopt);
                 else
                     rc = dedupe_after_insert(ctx, key, klen, slot, word, lk.loc.hash,
-                                             bucket_ld_of(&lk, slot), counted(fv), &lease, &adopt);
+                                             bucket_ld_of(&lk, slot), race_counted(fv), &lease,
+                                             &adopt);
                 if (adopt) adopted = adopt;
                 if (rc == DM_ERETRY) {
                     /* Inserted behind a split: wait for it (or finish it, if its splitter
@@ -906,7 +899,7 @@ int dm_race_delete_carry(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_de
                     sent++;
                 }
             /* Counted with the CASes, the lost ones given back below. */
-            dm_verb_t *fv = count_with(&b, -sent);
+            dm_verb_t *fv = race_count_with(&b, -sent);
             rc = dm_ctx_ride_before(ctx, &b);
             if (!rc) rc = dm_batch_exec(ctx, &b);
             int64_t removed = 0;
@@ -921,7 +914,7 @@ int dm_race_delete_carry(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_de
                     all = 0;
                 }
             }
-            count_removed(ctx, fv, sent, removed);
+            race_count_removed(ctx, fv, sent, removed);
             if (removed) {
                 race_addr_cache_put(ctx->w->race, key, klen, 0, 0); /* forget it */
                 deleted = 1;

@@ -186,6 +186,21 @@ dm_gaddr_t race_pick_empty(const race_loc_t *loc, const race_cbs_t *cbs, const d
 /* Sleep the current operation for us microseconds (yields on a coroutine). */
 void race_pause(dm_ctx_t *ctx, uint32_t us);
 
+/* The key counter (DBSIZE, superblock.h) changes before the operation that adds or removes
+ * a key answers: a DBSIZE sent after a DEL's reply, through any gateway, counts it. Every
+ * slot CAS that adds or removes a key carries the counter's FAA in its batch, so a gateway
+ * killed after its CAS left has sent the FAA too. race_count_with adds that FAA (by delta)
+ * to b; its status reads DM_EIO until a memory node executed it, which race_counted tells
+ * (NULL: not added). race_count_keys posts one and waits (1 RTT, rare). After a batch of
+ * `sent` CASes that each remove a copy of a key (`won` of them did), sent with
+ * fv = race_count_with(-sent), race_count_removed gives back what the lost ones counted,
+ * or counts the won ones when the FAA did not run (a failed batch counts as won 0).
+ * ops.c. */
+dm_verb_t *race_count_with(dm_batch_t *b, int64_t delta);
+int race_counted(const dm_verb_t *v);
+void race_count_keys(dm_ctx_t *ctx, int64_t delta);
+void race_count_removed(dm_ctx_t *ctx, const dm_verb_t *fv, int64_t sent, int64_t won);
+
 /* Lease words: owner:16 | expiry (wall ms):48. */
 #define RACE_LEASE_MS 3000u
 static inline uint64_t race_lease(uint16_t owner, uint64_t expiry_ms)

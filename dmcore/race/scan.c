@@ -169,18 +169,26 @@ typedef struct flush_state {
     int64_t removed;
 } flush_state_t;
 
-/* Frozen slots belong to a running split: its mover clears them. */
+/* Frozen slots belong to a running split: its mover clears them. The key counter is
+ * counted with each bucket's CASes, as every removal is (race_internal.h). */
 static int flush_bucket(dm_ctx_t *ctx, dm_gaddr_t bucket, const uint64_t *raw, void *arg)
 {
     flush_state_t *fs = arg;
     dm_batch_t b;
     dm_batch_init(&b);
     dm_verb_t *v[DM_RACE_SLOTS] = {0};
+    int64_t sent = 0, won = 0;
     for (int s = 0; s < DM_RACE_SLOTS; s++)
-        if (race_slot_ptr(raw[1 + s]) && !race_slot_moving(raw[1 + s]))
+        if (race_slot_ptr(raw[1 + s]) && !race_slot_moving(raw[1 + s])) {
             v[s] = dm_batch_cas(&b, bucket + 8 + 8 * (uint64_t)s, raw[1 + s], 0);
+            sent++;
+        }
     if (b.n == 0) return 0;
+    dm_verb_t *fv = race_count_with(&b, -sent);
     int rc = dm_batch_exec(ctx, &b);
+    for (int s = 0; !rc && s < DM_RACE_SLOTS; s++)
+        won += v[s] && v[s]->result == raw[1 + s];
+    race_count_removed(ctx, fv, sent, won);
     if (rc) return rc;
     for (int s = 0; s < DM_RACE_SLOTS; s++)
         if (v[s] && v[s]->result == raw[1 + s]) {
@@ -197,17 +205,11 @@ int64_t dm_race_flush(dm_ctx_t *ctx)
 {
     flush_state_t fs = {0};
     int rc = walk_buckets(ctx, flush_bucket, &fs);
-    if (fs.removed) {
-        dm_batch_t b;
-        dm_batch_init(&b);
-        dm_batch_faa(&b, dm_gaddr_make(0, DM_SB_OFF(key_count)), dm_key_count_delta(-fs.removed));
-        int rc2 = dm_batch_exec(ctx, &b);
-        if (!rc) rc = rc2;
-    }
     return rc ? rc : fs.removed;
 }
 
 /* Recount: live slots, and whether a split is under way (frozen slots, MOVING headers). */
+#define RECOUNT_GAP_US 1000000u /* between the two walks a recount trusts, and between tries */
 typedef struct recount_state {
     int64_t keys;
     int split;
@@ -237,36 +239,61 @@ static int read_count_and_dir(dm_ctx_t *ctx, uint64_t *word, uint64_t *dir, unsi
     return rc ? rc : race_read_dir(ctx, ctx->w->race, dir, gd, &groups);
 }
 
+/* One walk between two reads of the counter and the directory: rs counts the live slots,
+ * and *steady says the counter, the directory and every bucket stayed still (no frozen
+ * slot, no MOVING header) as far as these reads can tell. *w is the counter word after. */
+static int walk_once(dm_ctx_t *ctx, uint64_t *d0, uint64_t *d1, recount_state_t *rs, uint64_t *w,
+                     int *steady)
+{
+    uint64_t w0;
+    unsigned gd0, gd1;
+    *rs = (recount_state_t){0, 0};
+    int rc = read_count_and_dir(ctx, &w0, d0, &gd0);
+    if (!rc) rc = walk_buckets(ctx, recount_bucket, rs);
+    if (!rc) rc = read_count_and_dir(ctx, w, d1, &gd1);
+    *steady = !rc && w0 == *w && gd0 == gd1 && !memcmp(d0, d1, 8ull << gd0) && !rs->split;
+    return rc;
+}
+
 int dm_race_recount(dm_ctx_t *ctx, int64_t *drift)
 {
     *drift = 0;
     uint64_t *d0 = malloc(8ull << DM_RACE_MAX_DEPTH), *d1 = malloc(8ull << DM_RACE_MAX_DEPTH);
     int rc = d0 && d1 ? DM_ERETRY : DM_ENOMEM;
     for (int tries = 0; rc == DM_ERETRY && tries < 3; tries++) {
-        if (tries) race_pause(ctx, 200000);
-        uint64_t w0, w1;
-        unsigned gd0, gd1;
-        recount_state_t rs = {0, 0};
-        rc = read_count_and_dir(ctx, &w0, d0, &gd0);
-        if (!rc) rc = walk_buckets(ctx, recount_bucket, &rs);
-        if (!rc) rc = read_count_and_dir(ctx, &w1, d1, &gd1);
+        if (tries) race_pause(ctx, RECOUNT_GAP_US);
+        recount_state_t r1, r2;
+        uint64_t w1, w2;
+        int steady1 = 0, steady2 = 0;
+        rc = walk_once(ctx, d0, d1, &r1, &w1, &steady1);
         if (rc) break;
-        if (w0 != w1 || gd0 != gd1 || memcmp(d0, d1, 8ull << gd0) || rs.split) {
-            rc = DM_ERETRY; /* keys came or went, or a split moved slots: walk again */
+        if (!steady1) {
+            rc = DM_ERETRY; /* keys came or went, or a split moved slots */
             continue;
         }
-        if (rs.keys == dm_key_count_value(w1)) break;
-        uint64_t want = (dm_key_count_seq(w1) + 1) << DM_KEY_COUNT_BITS |
-                        ((uint64_t)rs.keys & ((1ull << DM_KEY_COUNT_BITS) - 1));
-        dm_batch_t b;
-        dm_batch_init(&b);
-        dm_verb_t *v = dm_batch_cas(&b, dm_gaddr_make(0, DM_SB_OFF(key_count)), w1, want);
-        if ((rc = dm_batch_exec(ctx, &b)) != 0) break;
-        if (v->result != w1) {
+        /* A slot CAS and the FAA that counts it travel in one batch but land apart (two
+         * memory nodes, or two QPs): a walk that falls between them sees the key while the
+         * counter does not. A second walk a while later, agreeing with the first and with
+         * the same counter word, rules that out (the batch's other verb has landed). */
+        race_pause(ctx, RECOUNT_GAP_US);
+        rc = walk_once(ctx, d0, d1, &r2, &w2, &steady2);
+        if (rc) break;
+        if (!steady2 || w2 != w1 || r2.keys != r1.keys) {
             rc = DM_ERETRY;
             continue;
         }
-        *drift = rs.keys - dm_key_count_value(w1);
+        if (r2.keys == dm_key_count_value(w2)) break;
+        uint64_t want = (dm_key_count_seq(w2) + 1) << DM_KEY_COUNT_BITS |
+                        ((uint64_t)r2.keys & ((1ull << DM_KEY_COUNT_BITS) - 1));
+        dm_batch_t b;
+        dm_batch_init(&b);
+        dm_verb_t *v = dm_batch_cas(&b, dm_gaddr_make(0, DM_SB_OFF(key_count)), w2, want);
+        if ((rc = dm_batch_exec(ctx, &b)) != 0) break;
+        if (v->result != w2) {
+            rc = DM_ERETRY;
+            continue;
+        }
+        *drift = r2.keys - dm_key_count_value(w2);
     }
     free(d0);
     free(d1);

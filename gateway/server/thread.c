@@ -29,13 +29,16 @@ static void close_leftover(uv_handle_t *h, void *arg)
     if (!uv_is_closing(h)) uv_close(h, NULL);
 }
 
-/* The pool's live_bytes gets this thread's last change before the worker goes. */
-static void flush_live(void *arg)
+/* Before the worker goes: the pool's live_bytes gets this thread's last change, and
+ * thread 0 clears the process's clock-board slot (a clean stop is not a death: peers do
+ * not repair after it). */
+static void leave_pool(void *arg)
 {
     gw_thread_t *th = arg;
     dm_ctx_t ctx;
     dm_ctx_init(&ctx, th->w, DM_CLS_ADMIN);
     dm_alloc_flush_live(&ctx, 1);
+    if (th->index == 0) dm_clock_leave(&ctx);
 }
 
 static void on_drain(uv_timer_t *t)
@@ -44,7 +47,7 @@ static void on_drain(uv_timer_t *t)
     size_t live = dm_coro_live();
     if (live == 0 && !th->live_flushed && th->w) {
         th->live_flushed = true;
-        if (dm_coro_spawn(flush_live, th)) return; /* destroyed on a later poll */
+        if (dm_coro_spawn(leave_pool, th)) return; /* destroyed on a later poll */
     }
     if (live > 0) {
         uint64_t waited = dm_now_us() / 1000 - th->stop_started_ms;

@@ -3,6 +3,7 @@
  * counter from the table, so DBSIZE equals what SCAN returns afterwards; and every write
  * whose reply arrived is there.
  *
+ * 0. A gateway stopped cleanly is not taken for dead (it clears its clock-board slot).
  * 1. A gateway whose key counter FAAs are all dropped (test fault 'uncounted': the FAAs a
  *    gateway killed at the wrong instant never sends) writes 200 new keys and is killed:
  *    DBSIZE is 200 short until a survivor repairs it.
@@ -157,6 +158,11 @@ int main(void)
     it_gateway_start(&gw[1], uris, 1, 2, NULL);
     redisContext *a = it_connect(gw[0].port), *b = it_connect(gw[1].port);
 
+    /* 0. A gateway stopped cleanly clears its clock-board slot: not a death. */
+    it_proc_t clean;
+    it_gateway_start(&clean, uris, 1, 1, NULL);
+    CHECK(it_proc_stop(&clean) == 0);
+
     /* 1. Counter FAAs that never left. */
     setenv("DMKV_FAULT_STALL", "uncounted:1:1", 1);
     it_gateway_start(&gw[2], uris, 1, 1, NULL);
@@ -170,6 +176,9 @@ int main(void)
     kill_gateway(&gw[2]);
     fprintf(stderr, "a gateway that wrote 200 keys without counting them was killed\n");
     wait_repaired(a, b, 1);
+    CHECKF(survivors(a, b, "dead_gateways_found") == 1,
+           "%lld deaths found: the cleanly stopped gateway was taken for dead",
+           survivors(a, b, "dead_gateways_found"));
     CHECKF(dbsize(a) == 200 && dbsize(b) == 200 && scan_count(a) == 200,
            "after the repair: DBSIZE %lld / %lld, SCAN %lld", dbsize(a), dbsize(b), scan_count(a));
     CHECK(survivors(a, b, "key_count_repaired_by") == 200);

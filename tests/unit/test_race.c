@@ -150,7 +150,9 @@ static void test_slow_large_get(void)
 }
 
 /* Find the slot(s) holding key: scans the whole table in the region. */
-static unsigned count_copies(dm_worker_t *w, const char *region, const char *key)
+/* Copies of key in region's RACE table; with drop, the first one's slot is zeroed (as a
+ * slot CAS to 0 that landed) and 1 returned. */
+static unsigned key_slots(dm_worker_t *w, const char *region, const char *key, int drop)
 {
     uint64_t size;
     uint8_t *base = dm_local_region_base(region, &size);
@@ -166,10 +168,20 @@ static unsigned count_copies(dm_worker_t *w, const char *region, const char *key
         for (uint64_t i = 0; i < r->groups * 3 * 8; i++) {
             if (i % 8 == 0 || !race_slot_ptr(b[i])) continue;
             uint8_t *blk = base + dm_gaddr_off(race_slot_ptr(b[i]));
-            if (dm_kvblock_key_equals(blk, 1 << 20, key, strlen(key))) copies++;
+            if (!dm_kvblock_key_equals(blk, 1 << 20, key, strlen(key))) continue;
+            if (drop) {
+                b[i] = 0;
+                return 1;
+            }
+            copies++;
         }
     }
     return copies;
+}
+
+static unsigned count_copies(dm_worker_t *w, const char *region, const char *key)
+{
+    return key_slots(w, region, key, 0);
 }
 
 /* The duplicate-key race (RACE §3.3): a second copy of the key appears in the other
@@ -814,6 +826,28 @@ static void bump_during_walk(const dm_verb_t *v, void *arg)
     }
 }
 
+typedef struct late_faa {
+    dm_worker_t *w;
+    uint8_t *base;
+    int counter_reads, faa_done;
+} late_faa_t;
+
+/* At the recount's 1st read of the counter, a key's slot goes; at its 3rd (before the
+ * second walk), the FAA that counts it. */
+static void late_faa_hook(const dm_verb_t *v, void *arg)
+{
+    late_faa_t *h = arg;
+    if (v->op != DM_OP_READ || v->len != 8 || dm_gaddr_off(v->offset) != DM_SB_OFF(key_count))
+        return;
+    h->counter_reads++;
+    if (h->counter_reads == 1) key_slots(h->w, "recount", "rc5", 1);
+    if (h->counter_reads == 3) {
+        __atomic_fetch_add((uint64_t *)(h->base + DM_SB_OFF(key_count)), dm_key_count_delta(-1),
+                           __ATOMIC_RELAXED);
+        h->faa_done = 1;
+    }
+}
+
 static void test_recount(void)
 {
     uv_loop_t loop;
@@ -849,6 +883,59 @@ static void test_recount(void)
     dm_local_inject(0, 0, NULL, NULL);
     CHECKF(h.fired && drift == -1 && dm_kv_dbsize(&ctx) == 300, "fired %d drift %lld", h.fired,
            (long long)drift);
+    /* A slot CAS and its FAA landing apart (two memory nodes, two QPs): a key's slot goes
+     * just before the first walk, its counter FAA only between the two walks. One walk
+     * would be trusted (the counter did not move around it) and set 299, and the FAA would
+     * then take the key off a second time. */
+    late_faa_t lf = {w, base, 0, 0};
+    dm_local_inject(0, 0, late_faa_hook, &lf);
+    CHECK(dm_race_recount(&ctx, &drift) == 0);
+    dm_local_inject(0, 0, NULL, NULL);
+    if (!lf.faa_done) __atomic_fetch_add(word, dm_key_count_delta(-1), __ATOMIC_RELAXED);
+    CHECKF(dm_kv_dbsize(&ctx) == 299, "DBSIZE %lld after a CAS and its FAA landed apart",
+           (long long)dm_kv_dbsize(&ctx));
+    dm_worker_destroy(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+}
+
+/* FLUSHALL counts its removals as it goes, with each bucket's CASes, not once at the end
+ * (a recount walking during a long flush would see the slots gone and the counter not). */
+typedef struct flush_watch {
+    uint8_t *base;
+    int cas;
+    uint64_t start, seen;
+} flush_watch_t;
+
+static void watch_flush(const dm_verb_t *v, void *arg)
+{
+    flush_watch_t *f = arg;
+    if (v->op != DM_OP_CAS || ++f->cas != 200) return;
+    f->seen = *(uint64_t *)(f->base + DM_SB_OFF(key_count)); /* 200th removal's CAS */
+}
+
+static void test_flush_counts(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = worker_on(&loop, "local:flushcount");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    uint64_t size;
+    flush_watch_t f = {dm_local_region_base("flushcount", &size), 0, 0, 0};
+    for (int i = 0; i < 400; i++) {
+        char key[16];
+        int kl = snprintf(key, sizeof(key), "fc%d", i);
+        CHECK(dm_kv_set(&ctx, key, (size_t)kl, "v", 1, 0, 0, NULL) == 1);
+    }
+    f.start = *(uint64_t *)(f.base + DM_SB_OFF(key_count));
+    dm_local_inject(0, 0, watch_flush, &f);
+    CHECK(dm_race_flush(&ctx) == 400);
+    dm_local_inject(0, 0, NULL, NULL);
+    CHECKF(f.cas >= 400 && dm_key_count_value(f.seen) < dm_key_count_value(f.start) - 100,
+           "at the 200th removal the counter said %lld of %lld",
+           (long long)dm_key_count_value(f.seen), (long long)dm_key_count_value(f.start));
+    CHECK(dm_kv_dbsize(&ctx) == 0);
     dm_worker_destroy(w);
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
@@ -868,6 +955,7 @@ int main(void)
     RUN(test_concurrent_resize);
     RUN(test_stranded_update);
     RUN(test_recount);
+    RUN(test_flush_counts);
     fprintf(stderr, "test_race: all passed\n");
     return 0;
 }

@@ -32,6 +32,10 @@ uint32_t dm_clock_bound_ms(void);
  * one thread of the process about every 100 ms. Returns 0 or DM_E* (DM_EFULL: no slot). */
 int dm_clock_tick(dm_ctx_t *ctx);
 
+/* A clean stop: clear this process's slot (READ + CAS, 2 RTTs), so peers do not take it
+ * for dead. Returns 0 or DM_E*. */
+int dm_clock_leave(dm_ctx_t *ctx);
+
 /* Peers found dead since the last call: slots whose word stayed unchanged for
  * 2 * DM_CLOCK_STALE_MS, which this process's dm_clock_tick cleared (by CAS, so one
  * process per dead peer). The caller repairs what a dead gateway leaves behind. */

@@ -137,13 +137,16 @@ int64_t dm_race_flush(dm_ctx_t *ctx);
 int64_t dm_race_count(dm_ctx_t *ctx);
 
 /* Repair the key counter (DBSIZE) from the table: walk every bucket counting live slots,
- * with the counter word and the directory read before and after; when neither changed
- * (no key came or went: the counter's sequence, superblock.h) and no split was under way,
- * CAS the counter to the count. Walks again after 200 ms otherwise, 3 times at most. The
- * drift it corrected (keys found - counter) in *drift. Costs a walk of the whole table
- * (one READ per 384 buckets). For a dead gateway's leftovers: a counter FAA it never sent
- * (issue 12). Expired keys not yet removed count, as in DBSIZE. Returns 0, DM_ERETRY (the
- * table kept changing) or DM_E*. */
+ * with the counter word and the directory read before and after, then again 1 s later.
+ * Trusted only when both walks found the same count, the counter word (its sequence:
+ * superblock.h) and the directory never changed and no split was under way (no frozen
+ * slot, no MOVING header); then the counter is CASed to the count. The second walk is for
+ * a slot CAS whose FAA, sent in the same batch, lands apart from it (two memory nodes, two
+ * QPs, a FLUSHALL that counts at its end): it assumes a batch's verbs land within that
+ * second of each other. Up to 3 tries, 1 s apart. The drift corrected (keys found -
+ * counter) goes to *drift. Each try reads the whole table twice. For a dead gateway's
+ * leftovers: a counter FAA it never sent (issue 12). Expired keys not yet removed count,
+ * as in DBSIZE. Returns 0, DM_ERETRY (the table kept changing) or DM_E*. */
 int dm_race_recount(dm_ctx_t *ctx, int64_t *drift);
 
 /* Process-wide split counters: finished splits, splits in progress, directory doublings
