@@ -24,6 +24,7 @@ typedef struct gate {
     int conflict;              /* vetoed by the guard */
     const dm_chime_lock_t *lk; /* the leaf lock held (locked mode) */
     int lock_expired;          /* vetoed: held too long to change presence safely */
+    int deleting;              /* a DEL's gate: a write makes a present key absent */
 } gate_t;
 
 static void gate_init(gate_t *g, dm_race_decide_fn decide, void *arg, int locked, const void *key,
@@ -70,8 +71,12 @@ static int gate_decide(void *p, const dm_kv_view_t *v)
         return 0;
     }
     /* The slot CAS follows within a round trip or two: a lock held so long that a waiter
-     * could soon take its lease over must not change the key's presence any more. */
-    g->lock_expired = yes && g->lk && !dm_chime_lock_valid(g->lk);
+     * could soon take its lease over must not change the key's presence any more. An
+     * update of a present key does not change it and needs no lock (unlocked updates run
+     * all the time): it goes on. Vetoing it too made a SET that found its key present
+     * under a long-held lock give up after 8 such tries. */
+    int changes_presence = g->deleting ? v != NULL : v == NULL;
+    g->lock_expired = yes && changes_presence && g->lk && !dm_chime_lock_valid(g->lk);
     if (g->lock_expired) return 0;
     /* The slot CAS is this write's commit point: a write running ahead of earlier writes
      * of its connection waits here for them (coro.h). Locked writes waited before their
@@ -258,6 +263,7 @@ int dm_hybrid_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide
 {
     gate_t g;
     gate_init(&g, decide, arg, 1, key, klen);
+    g.deleting = 1;
     dm_coro_wait_turn(); /* before the leaf lock, as in dm_hybrid_set */
     int rc = DM_ERETRY;
     for (int tries = 0; tries < MAX_LOCKED_TRIES; tries++) {

@@ -941,6 +941,68 @@ static void test_flush_counts(void)
     uv_loop_close(&loop);
 }
 
+/* A SET whose locked attempt finds its key present (someone inserted it between the
+ * attempt's unlocked probe and its lock: here a RACE insert behind the lock's back) after
+ * holding the leaf lock past CH_HOLD_MAX_MS (the fault point 'locked' stalls 2.3 s) is an
+ * update: it keeps the key present, needs no lock, and goes on. Before 2026-11-26 it was
+ * vetoed like an insert and retried until 'operation restarted too often'. */
+typedef struct hold_step {
+    dm_worker_t *w;
+    int role; /* 0: SET through the hybrid protocol; 1: the insert behind its back */
+    const char *key;
+    int rc, *done;
+} hold_step_t;
+
+static void hold_run(void *arg)
+{
+    hold_step_t *st = arg;
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, st->w, DM_CLS_SET);
+    size_t kl = strlen(st->key);
+    if (st->role == 0) {
+        st->rc = dm_kv_set(&ctx, st->key, kl, "locked", 6, 0, 0, NULL);
+    } else {
+        dm_ctx_sleep(&ctx, 300000);
+        uint64_t len = dm_kvblock_size(kl, 6);
+        uint8_t *blk = malloc(len);
+        dm_kvblock_build(blk, st->key, kl, "behind", 6, 0);
+        ctx.start_us = dm_now_us();
+        st->rc = dm_race_set(&ctx, st->key, kl, blk, len, NULL, NULL, 0, NULL);
+        free(blk);
+    }
+    (*st->done)++;
+}
+
+static void test_update_after_long_hold(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w[2] = {worker_on(&loop, "local:hold"), worker_on(&loop, "local:hold")};
+    int done = 0;
+    hold_step_t st[2] = {{w[0], 0, "held-key", 0, &done}, {w[1], 1, "held-key", 0, &done}};
+    dm_fault_configure("locked:2300:1");
+    uint64_t t0 = dm_now_us();
+    for (int i = 0; i < 2; i++)
+        dm_coro_spawn(hold_run, &st[i]);
+    while (done < 2)
+        uv_run(&loop, UV_RUN_ONCE);
+    dm_fault_configure(NULL);
+    fprintf(stderr, "   SET answered %d after %.1f s\n", st[0].rc, (dm_now_us() - t0) / 1e6);
+    CHECKF(st[1].rc == 1, "the insert behind the lock answered %d", st[1].rc);
+    CHECKF(st[0].rc == 1, "SET under a long-held lock answered %s",
+           st[0].rc < 0 ? dm_strerror(st[0].rc) : "0");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w[0], DM_CLS_GET);
+    dm_value_t v;
+    CHECK(dm_kv_get(&ctx, "held-key", 8, &v) == 1);
+    CHECKF(v.len == 6 && !memcmp(v.data, "locked", 6), "GET: %.*s", (int)v.len, v.data);
+    dm_value_free(&v);
+    for (int i = 0; i < 2; i++)
+        dm_worker_destroy(w[i]);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+}
+
 int main(void)
 {
     dm_local_set_size(512ull << 20);
@@ -956,6 +1018,7 @@ int main(void)
     RUN(test_stranded_update);
     RUN(test_recount);
     RUN(test_flush_counts);
+    RUN(test_update_after_long_hold);
     fprintf(stderr, "test_race: all passed\n");
     return 0;
 }
