@@ -261,7 +261,7 @@ int dm_race_recount(dm_ctx_t *ctx, int64_t *drift)
     uint64_t *d0 = malloc(8ull << DM_RACE_MAX_DEPTH), *d1 = malloc(8ull << DM_RACE_MAX_DEPTH);
     int rc = d0 && d1 ? DM_ERETRY : DM_ENOMEM;
     for (int tries = 0; rc == DM_ERETRY && tries < 3; tries++) {
-        if (tries) race_pause(ctx, RECOUNT_GAP_US);
+        if (tries) race_pause(ctx, 200000);
         recount_state_t r1, r2;
         uint64_t w1, w2;
         int steady1 = 0, steady2 = 0;

@@ -143,7 +143,7 @@ int64_t dm_race_count(dm_ctx_t *ctx);
  * slot, no MOVING header); then the counter is CASed to the count. The second walk is for
  * a slot CAS whose FAA, sent in the same batch, lands apart from it (two memory nodes, two
  * QPs, a FLUSHALL that counts at its end): it assumes a batch's verbs land within that
- * second of each other. Up to 3 tries, 1 s apart. The drift corrected (keys found -
+ * second of each other. Up to 3 tries, 200 ms apart. The drift corrected (keys found -
  * counter) goes to *drift. Each try reads the whole table twice. For a dead gateway's
  * leftovers: a counter FAA it never sent (issue 12). Expired keys not yet removed count,
  * as in DBSIZE. Returns 0, DM_ERETRY (the table kept changing) or DM_E*. */
