@@ -29,12 +29,12 @@ int dm_alloc_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out);
 /* The same for a KV block: bytes rounded up to DM_GRAIN (32) and 32-byte aligned. */
 int dm_alloc_kv_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out);
 
-/* A block that was allocated but never published (no slot or entry ever pointed to it, so
- * no reader can hold its address) is reusable at once. bytes as passed to dm_alloc_block. */
 /* Bytes a dm_alloc_kv_block of `bytes` takes from the pool: rounded to DM_GRAIN and, for a
  * large block, to its size class (an eighth of a doubling). */
 uint64_t dm_alloc_kv_block_bytes(uint64_t bytes);
 
+/* A block that was allocated but never published (no slot or entry ever pointed to it, so
+ * no reader can hold its address) is reusable at once. bytes as passed to dm_alloc_block. */
 void dm_alloc_unused(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes);
 
 /* Return a block; it is reused only after DM_GRACE_US. bytes as passed to dm_alloc_block. */
