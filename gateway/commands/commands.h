@@ -166,6 +166,8 @@ void cmd_monitor(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_memory(gw_conn_t *c, gw_cmd_t *cmd); /* memory.c */
 /* CLIENT KILL (both forms), client_kill.c. */
 void gw_client_kill(gw_conn_t *c, gw_cmd_t *cmd);
+/* CLIENT LIST [TYPE type] [ID id ...], client_list.c. */
+void gw_client_list(gw_conn_t *c, gw_cmd_t *cmd);
 
 void cmd_command(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_config(gw_conn_t *c, gw_cmd_t *cmd);

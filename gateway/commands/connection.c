@@ -178,21 +178,6 @@ void cmd_hello(gw_conn_t *c, gw_cmd_t *cmd)
     reply_array(gw_conn_out(c), 0);
 }
 
-static void client_list(gw_conn_t *c)
-{
-    gw_buf_t b;
-    gw_buf_init(&b);
-    for (int t = 0; t < gw_server.nthreads; t++) {
-        gw_thread_t *th = &gw_server.threads[t];
-        uv_mutex_lock(&th->lock);
-        for (gw_conn_t *x = th->conns; x; x = x->next)
-            gw_conn_describe(x, &b);
-        uv_mutex_unlock(&th->lock);
-    }
-    gw_reply_verbatim(c, b.data, b.len);
-    gw_buf_free(&b);
-}
-
 static const char *client_help[] = {
     "CLIENT <subcommand> [<arg> [value] [opt] ...]. Subcommands are:",
     "GETNAME",
@@ -206,8 +191,10 @@ static const char *client_help[] = {
     "KILL <option> <value> [<option> <value> [...]]",
     "    Kill connections. Options are: ID <client-id>, ADDR <ip:port>, LADDR <ip:port>,",
     "    USER <username>, TYPE <normal|master|replica|pubsub>, SKIPME (YES|NO).",
-    "LIST",
-    "    Return information about client connections.",
+    "LIST [options ...]",
+    "    Return information about client connections. Options:",
+    "    * TYPE (NORMAL|MASTER|REPLICA|PUBSUB)",
+    "      Return clients of specified type.",
     "NO-EVICT (ON|OFF)",
     "    Protect current client connection from eviction.",
     "REPLY (ON|OFF|SKIP)",
@@ -281,7 +268,7 @@ void cmd_client(gw_conn_t *c, gw_cmd_t *cmd)
         set_str(c, field, cmd->argv[3], cmd->argvlen[3]);
         reply_status(gw_conn_out(c), "OK");
     } else if (!strcasecmp(sub, "list")) {
-        client_list(c);
+        gw_client_list(c, cmd);
     } else if (!strcasecmp(sub, "info")) {
         if (argc != 2) {
             gw_reply_arity(c, "client|info");

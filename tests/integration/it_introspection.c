@@ -5,6 +5,7 @@
  * with subcommands ("client|id"), MEMORY USAGE, COMMAND LIST/GETKEYS, CONFIG SET's
  * duplicate and same-value rules, FUNCTION as on a server without libraries, SETBIT and
  * GETBIT, and RANDOMKEY returning every key of a pool with many empty leaves. */
+#include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -100,6 +101,64 @@ static void test_client_kill(void)
     redisReply *r = it_cmd(c, "CLIENT INFO");
     CHECKF(strstr(r->str, " qbuf=26 ") && strstr(r->str, " cmd=client|info "), "%s", r->str);
     freeReplyObject(r);
+}
+
+/* The ID of the first client line in a CLIENT LIST reply, and how many lines it has. */
+static long long first_id(redisReply *r, int *lines)
+{
+    CHECKF(r->type == REDIS_REPLY_STRING, "type %d", r->type);
+    *lines = 0;
+    for (const char *p = r->str; (p = strchr(p, '\n')); p++)
+        (*lines)++;
+    return r->len ? strtoll(r->str + 3, NULL, 10) : 0;
+}
+
+/* CLIENT LIST's filters, with other clients connected (the Redis suite's "CLIENT LIST with
+ * IDs" saw another client's line first when the filter was ignored). */
+static void test_client_list(void)
+{
+    redisContext *v[3];
+    long long ids[3];
+    for (int i = 0; i < 3; i++) {
+        v[i] = it_connect(port);
+        redisReply *r = it_cmd(v[i], "CLIENT ID");
+        ids[i] = r->integer;
+        freeReplyObject(r);
+    }
+    int lines;
+    redisReply *r = it_cmd(v[0], "CLIENT LIST ID %lld", ids[0]);
+    CHECKF(first_id(r, &lines) == ids[0] && lines == 1 && strstr(r->str, " cmd=client|list "), "%s",
+           r->str);
+    freeReplyObject(r);
+    r = it_cmd(c, "CLIENT LIST ID %lld 999999 %lld", ids[2], ids[1]); /* the order asked */
+    CHECKF(first_id(r, &lines) == ids[2] && lines == 2, "%s", r->str);
+    char want[32];
+    snprintf(want, sizeof(want), "\nid=%lld ", ids[1]);
+    CHECKF(strstr(r->str, want), "%s", r->str);
+    freeReplyObject(r);
+    r = it_cmd(c, "CLIENT LIST"); /* every client, ascending IDs */
+    lines = 0;
+    long long last = 0;
+    for (const char *p = r->str; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL) {
+        long long id = strtoll(p + 3, NULL, 10);
+        CHECKF(id > last, "%s", r->str);
+        last = id;
+        lines++;
+    }
+    CHECKF(lines >= 4, "%s", r->str);
+    freeReplyObject(r);
+    r = it_cmd(c, "CLIENT LIST TYPE normal");
+    CHECKF(first_id(r, &lines) > 0 && lines >= 4, "%s", r->str);
+    freeReplyObject(r);
+    r = it_cmd(c, "CLIENT LIST TYPE pubsub");
+    CHECKF(r->len == 0, "%s", r->str);
+    freeReplyObject(r);
+    EXPECT_ERR(it_cmd(c, "CLIENT LIST TYPE bogus"), "ERR Unknown client type 'bogus'");
+    EXPECT_ERR(it_cmd(c, "CLIENT LIST ID 12x"), "ERR Invalid client ID");
+    EXPECT_ERR(it_cmd(c, "CLIENT LIST ID"), "ERR syntax error");
+    EXPECT_ERR(it_cmd(c, "CLIENT LIST extra"), "ERR syntax error");
+    for (int i = 0; i < 3; i++)
+        redisFree(v[i]);
 }
 
 static void test_latency_histogram(void)
@@ -269,6 +328,7 @@ int main(void)
     RUN(test_function_and_bits);
     RUN(test_randomkey_spread);
     RUN(test_client_kill);
+    RUN(test_client_list);
     RUN(test_shutdown);
     redisFree(c);
     int st = it_proc_wait(&gw, 20000); /* SHUTDOWN stopped it */
