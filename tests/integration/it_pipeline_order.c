@@ -100,10 +100,14 @@ static redisReply *next_reply(redisContext *c)
     return r;
 }
 
-int main(int argc, char **argv)
+/* One writer pipeline over a fresh pool and two fresh gateways, with the readers; returns
+ * the violations seen plus the pipeline's own missed reads. */
+static int run_once(int expect_violation)
 {
-    int expect_violation = argc > 1 && !strcmp(argv[1], "--expect-violation");
-    it_begin("pipeline_order", 600);
+    atomic_store(&written, 0);
+    atomic_store(&done, 0);
+    atomic_store(&violations, 0);
+    atomic_store(&polls, 0);
     if (expect_violation) setenv("DMKV_TEST_UNORDERED_WRITES", "1", 1);
     it_pool_t pool;
     it_pool_start(&pool);
@@ -171,13 +175,25 @@ int main(int argc, char **argv)
     for (int i = 0; i < 2; i++)
         it_proc_stop(&gw[i]);
     it_proc_stop(&pool.memnode);
-    if (expect_violation) {
-        CHECKF(atomic_load(&violations) + own_misses > 0,
-               "the unordered variant went unnoticed: the test cannot see reordering");
-    } else {
+    if (!expect_violation) {
         CHECKF(atomic_load(&violations) == 0, "a reader saw a later write before an earlier one");
         CHECKF(own_misses == 0, "a read missed an earlier write of its own pipeline");
     }
+    return atomic_load(&violations) + own_misses;
+}
+
+int main(int argc, char **argv)
+{
+    int expect_violation = argc > 1 && !strcmp(argv[1], "--expect-violation");
+    it_begin("pipeline_order", 600);
+    int seen = run_once(expect_violation);
+    /* The unordered variant shows itself by chance (a reader polling at the wrong
+     * moment): on a loaded machine one pass saw nothing once; try up to three. */
+    for (int i = 1; expect_violation && !seen && i < 3; i++)
+        seen = run_once(expect_violation);
+    if (expect_violation)
+        CHECKF(seen > 0, "the unordered variant went unnoticed in 3 passes: the test cannot see "
+                         "reordering");
     fprintf(stderr, "it_pipeline_order: OK\n");
     return 0;
 }
