@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "dmkv/alloc.h"
+#include "dmkv/clock.h"
 #include "dmkv/errors.h"
 #include "dmkv/kv.h"
 #include "dmkv/superblock.h"
@@ -486,6 +487,15 @@ static int reclaim(dm_ctx_t *ctx, ranges_t *rs, int dry, int list)
     size_t nrows = 0;
     uint64_t tot_r = 0, tot_b = 0, partial = 0;
     int rc = 0;
+    if (!dry) {
+        /* The gateways' allocation records are ranges without live objects, pushed below:
+         * no slot may keep naming one (its range may come back as anything). */
+        uint64_t zero[DM_CLOCK_SLOTS] = {0};
+        dm_batch_t b;
+        dm_batch_init(&b);
+        dm_batch_write(&b, dm_gaddr_make(0, DM_SB_OFF(alloc_board)), zero, sizeof(zero));
+        rc = dm_batch_exec(ctx, &b);
+    }
     for (size_t i = 0; i < rs->n && !rc; i++) {
         range_t *r = &rs->v[i];
         owner_row_t *row = row_of(rows, &nrows, r->owner);

@@ -371,6 +371,13 @@ static void sec_dmkv(gw_buf_t *b)
                   (unsigned long long)dr.dead_found, (unsigned long long)dr.repairs_done,
                   dr.running, (unsigned long long)dr.repairs_failed,
                   (unsigned long long)dr.count_fixed, (long long)dr.count_drift);
+    dm_alloc_tail_stats_t ts;
+    dm_alloc_tail_stats(&ts);
+    gw_buf_printf(b,
+                  "chunk_tails_adopted:%llu\r\nchunk_tail_bytes_adopted:%llu\r\n"
+                  "chunk_tail_bytes_spare:%llu\r\n",
+                  (unsigned long long)ts.regions_adopted, (unsigned long long)ts.bytes_adopted,
+                  (unsigned long long)ts.spare_bytes);
     sec_dmkv_chime(b);
     for (int k = 0; k < DM_CLS_COUNT; k++) {
         dm_cls_stats_t s;

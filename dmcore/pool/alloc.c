@@ -10,7 +10,9 @@
 #include <unistd.h>
 
 #include "dmkv/errors.h"
+#include "dmkv/log.h"
 #include "dmkv/superblock.h"
+#include "tails.h"
 
 #define MAX_CLASS 512      /* exact size classes 1..512 grains (16 KB) */
 #define LARGE_STEPS 8      /* rounded classes per doubling above MAX_CLASS grains */
@@ -26,9 +28,14 @@ typedef struct freed {
 
 struct dm_alloc {
     dm_worker_t *w;
-    dm_gaddr_t cur;              /* next free byte in the current chunk */
+    dm_gaddr_t cur;              /* next free byte in the current region */
     uint64_t cur_left;           /* bytes left in it */
-    int refilling;               /* a coroutine is taking the next chunk */
+    dm_gaddr_t wm;               /* carve below this: the watermark registered (tails.h),
+                                    the region's end when it is not registered */
+    int entry;                   /* our word in the process's record (tails.h), -1 none */
+    uint64_t entry_word;         /* the value we last put there */
+    int fenced;                  /* a repairer took our region over: never register again */
+    int busy;                    /* a coroutine is switching regions or raising wm */
     struct refill_wait *waiters; /* coroutines waiting for it */
     unsigned next_node;          /* round robin */
     uint64_t chunk_bytes;
@@ -39,7 +46,9 @@ struct dm_alloc {
 dm_alloc_t *dm_alloc_create(dm_worker_t *w)
 {
     dm_alloc_t *a = calloc(1, sizeof(*a));
-    if (a) a->w = w;
+    if (!a) return NULL;
+    a->w = w;
+    a->entry = tails_entry_index();
     return a;
 }
 
@@ -289,34 +298,156 @@ typedef struct refill_wait {
     struct refill_wait *next;
 } refill_wait_t;
 
-/* Open a new current chunk. One coroutine of the worker at a time takes it while the others
- * wait and then look again: without this, every writer of a burst that crosses a chunk
- * boundary took a chunk of its own and all but the last were abandoned almost empty.
- * Returns 0 (the current chunk may have changed) or DM_E* from take_range. */
-static int refill(dm_ctx_t *ctx, dm_alloc_t *a)
+/* One coroutine of the worker at a time switches regions or raises the watermark while the
+ * others wait and then look again: without this, every writer of a burst that crosses a
+ * chunk boundary took a chunk of its own and all but the last were abandoned almost empty.
+ * Returns 1 when the caller may go on (it then calls unbusy), 0 when it waited. */
+static int busy(dm_alloc_t *a)
 {
-    if (a->refilling) {
+    if (a->busy) {
         refill_wait_t rw = {.next = a->waiters};
         a->waiters = &rw;
         dm_worker_park(a->w, &rw.wk);
         return 0;
     }
-    a->refilling = 1;
-    dm_gaddr_t chunk;
-    uint64_t payload = DM_CHUNK_SIZE - sizeof(dm_chunk_hdr_t);
-    int rc = take_range(ctx, a, payload, &chunk);
-    if (!rc) {
-        /* The rest of the old chunk is abandoned (small: < a quarter chunk). */
-        a->cur = chunk;
-        a->cur_left = payload;
-    }
-    a->refilling = 0;
+    a->busy = 1;
+    return 1;
+}
+
+static void unbusy(dm_alloc_t *a)
+{
+    a->busy = 0;
     refill_wait_t *list = a->waiters;
     a->waiters = NULL;
     for (refill_wait_t *rw = list, *next; rw; rw = next) {
         next = rw->next; /* read before the wake: rw lives on the waiter's stack */
         dm_worker_wake(a->w, &rw->wk);
     }
+}
+
+static void log_fenced(void)
+{
+    dm_log(DM_LOG_WARNING, "allocator: another gateway took this worker's chunk tail over (it "
+                           "found this gateway dead); its next chunks are not registered");
+}
+
+/* CAS our entry from the word we last wrote to want. Returns 0 (done), 1 (a repairer took
+ * our region: nothing of ours can be registered again) or DM_E* (outcome unknown: our
+ * next CAS then fails if this one landed, and we fence ourselves then). */
+static int cas_entry(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t want)
+{
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_verb_t *v = dm_batch_cas(&b, tails_entry_addr(a->entry), a->entry_word, want);
+    int rc = dm_batch_exec(ctx, &b);
+    if (rc) return rc;
+    if (v->result != a->entry_word) {
+        if (!a->fenced) log_fenced();
+        a->fenced = 1;
+        return 1;
+    }
+    a->entry_word = want;
+    return 0;
+}
+
+int dm_alloc_register(dm_ctx_t *ctx)
+{
+    if (dm_alloc_record()) return 0;
+    dm_alloc_t *a = ctx->w->alloc;
+    uint64_t words[1 + DM_TAIL_ENTRIES] = {DM_TAIL_MAGIC};
+    dm_gaddr_t rec;
+    int rc = dm_alloc_block(ctx, sizeof(words), &rec);
+    if (rc) return rc;
+    /* A reused block holds old bytes: every entry starts empty. */
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_write(&b, rec, words, sizeof(words));
+    if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
+    tails_set_record(rec);
+    /* The region the record came from is registered from here on (carving went on
+     * unregistered before: everything below cur is ours). */
+    if (a->entry >= 0 && !a->fenced && a->cur_left) {
+        a->wm = a->cur;
+        rc = cas_entry(ctx, a, tail_word(a->cur, a->cur_left));
+        if (rc == 1) { /* someone else's word in our entry: carve none of this region */
+            a->cur_left = 0;
+            rc = 0;
+        }
+    }
+    return rc;
+}
+
+/* Make [start, start + bytes) the current region (registered when we can), and queue what
+ * is left of the old one as pieces reusable at once (never handed out). Returns 0 or DM_E*
+ * (the region is current all the same). */
+static int switch_region(dm_ctx_t *ctx, dm_alloc_t *a, dm_gaddr_t start, uint64_t bytes)
+{
+    dm_gaddr_t old = a->cur, old_end = a->cur + a->cur_left;
+    dm_gaddr_t old_mine = a->wm < old_end ? a->wm : old_end; /* below wm: ours in any case */
+    int rc = 0;
+    a->cur = start;
+    a->cur_left = bytes;
+    a->wm = start + bytes; /* unregistered: carve it all */
+    if (!a->fenced && tails_entry_addr(a->entry)) {
+        rc = cas_entry(ctx, a, tail_word(start, bytes));
+        if (rc == 0) {
+            a->wm = start; /* registered, nothing reserved yet */
+            old_mine = old_end;
+        } else if (rc == 1) {
+            rc = 0; /* the old tail was taken over; the new region is ours, unregistered */
+        } else {
+            a->wm = start; /* it may have landed: reserve before carving */
+        }
+    }
+    if (old_mine > old) queue_pieces(a, old, old_mine - old);
+    return rc;
+}
+
+/* Open a new current region of at least need bytes: a spare region adopted from a dead
+ * gateway when one is big enough (smaller ones are queued as pieces), else a new chunk.
+ * Returns 0 (the current region may have changed) or DM_E*. */
+static int refill(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t need)
+{
+    if (!busy(a)) return 0;
+    dm_gaddr_t start;
+    uint64_t bytes;
+    int rc = 0, got = 0;
+    while (!got && tails_pop_spare(&start, &bytes)) {
+        if (bytes >= need + DM_UNIT)
+            got = 1;
+        else
+            queue_pieces(a, start, bytes);
+    }
+    if (!got) {
+        bytes = DM_CHUNK_SIZE - sizeof(dm_chunk_hdr_t);
+        rc = take_range(ctx, a, bytes, &start);
+    }
+    if (!rc) rc = switch_region(ctx, a, start, bytes);
+    unbusy(a);
+    return rc;
+}
+
+/* Raise the registered watermark to cover [cur, target): by DM_TAIL_STEP at least, to the
+ * region's end at most. Returns 0 (look again: wm or the region changed) or DM_E*. */
+static int advance(dm_ctx_t *ctx, dm_alloc_t *a, dm_gaddr_t target)
+{
+    if (!busy(a)) return 0;
+    int rc = 0;
+    dm_gaddr_t end = a->cur + a->cur_left;
+    if (target > a->wm) {
+        dm_gaddr_t nw = a->wm + DM_TAIL_STEP > target ? a->wm + DM_TAIL_STEP : target;
+        nw = (nw + DM_UNIT - 1) / DM_UNIT * DM_UNIT;
+        if (nw > end) nw = end;
+        rc = a->fenced ? 1 : cas_entry(ctx, a, tail_word(nw, end - nw));
+        if (rc == 0) {
+            a->wm = nw;
+        } else if (rc == 1) { /* the region ends at our watermark now */
+            a->cur_left = a->wm > a->cur ? a->wm - a->cur : 0;
+            a->wm = a->cur + a->cur_left;
+            rc = 0;
+        }
+    }
+    unbusy(a);
     return rc;
 }
 
@@ -341,10 +472,15 @@ static int alloc_aligned(dm_ctx_t *ctx, uint64_t need, uint64_t align, dm_gaddr_
         return rc;
     }
     uint64_t pad;
-    for (;;) { /* chunks start 64-byte aligned: a fresh one needs no pad */
+    for (;;) { /* regions start 64-byte aligned: a fresh one needs no pad */
         pad = a->cur % align ? align - a->cur % align : 0;
-        if (a->cur_left >= need + pad) break;
-        int rc = refill(ctx, a);
+        int rc = 0;
+        if (a->cur_left < need + pad)
+            rc = refill(ctx, a, need);
+        else if (a->cur + pad + need > a->wm)
+            rc = advance(ctx, a, a->cur + pad + need);
+        else
+            break;
         if (rc) return rc;
     }
     if (pad) { /* the gap before an aligned block: never published, reusable at once */

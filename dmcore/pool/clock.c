@@ -6,6 +6,7 @@
 #include <string.h>
 #include <sys/random.h>
 
+#include "dmkv/alloc.h"
 #include "dmkv/errors.h"
 #include "dmkv/superblock.h"
 
@@ -26,6 +27,8 @@ static int my_slot = -1;
 static uint16_t my_tag;
 static uint64_t prev_issue_us; /* when the previous board read was posted, 0 = none */
 static unsigned dead_cleared;  /* peers' slots this process found dead and cleared */
+static uint64_t dead_records[DM_CLOCK_SLOTS]; /* their allocation records, not yet taken */
+static unsigned ndead_records;
 static dm_clock_status_t verdict;
 /* verdict.skewed and verdict.peers, read without the mutex on every key command */
 static int verdict_skewed, verdict_peers;
@@ -43,6 +46,25 @@ uint32_t dm_clock_bound_ms(void)
 static dm_gaddr_t slot_addr(int i)
 {
     return dm_gaddr_make(0, DM_SB_OFF(clock_board) + 8u * (unsigned)i);
+}
+
+static dm_gaddr_t record_addr(int i)
+{
+    return dm_gaddr_make(0, DM_SB_OFF(alloc_board) + 8u * (unsigned)i);
+}
+
+/* An allocation record left in a slot we cleared or claimed, to be taken over (mu held). */
+static void note_record(uint64_t rec)
+{
+    if (rec && rec != dm_alloc_record() && ndead_records < DM_CLOCK_SLOTS)
+        dead_records[ndead_records++] = rec;
+}
+
+/* A cleared dead slot: its repair is ours (mu held). */
+static void note_dead(uint64_t rec)
+{
+    dead_cleared++;
+    note_record(rec);
 }
 
 static uint64_t my_word(uint64_t wall)
@@ -77,7 +99,7 @@ static void judge(uint64_t now_us)
 
 int dm_clock_tick(dm_ctx_t *ctx)
 {
-    uint64_t board[DM_CLOCK_SLOTS];
+    uint64_t board[DM_CLOCK_SLOTS], recs[DM_CLOCK_SLOTS];
     pthread_mutex_lock(&mu);
     while (!my_tag)
         if (getrandom(&my_tag, sizeof(my_tag), 0) != sizeof(my_tag)) my_tag = 1;
@@ -89,6 +111,8 @@ int dm_clock_tick(dm_ctx_t *ctx)
     uint64_t mine = my_word(dm_wall_ms());
     if (slot >= 0) dm_batch_write(&b, slot_addr(slot), &mine, 8);
     dm_batch_read(&b, slot_addr(0), board, sizeof(board));
+    dm_batch_read(&b, record_addr(0), recs, sizeof(recs)); /* read with the board: a slot's
+        record is its dead owner's only while the word is unchanged (the clearing CAS) */
     uint64_t issue_us = dm_now_us();
     int rc = dm_batch_exec(ctx, &b);
     if (rc) return rc;
@@ -121,7 +145,7 @@ int dm_clock_tick(dm_ctx_t *ctx)
     }
     prev_issue_us = issue_us;
     judge(done_us);
-    int need_claim = my_slot < 0, dead = -1;
+    int need_claim = my_slot < 0, dead = -1, now_slot = my_slot;
     for (int i = 0; i < DM_CLOCK_SLOTS && dead < 0; i++)
         if (i != my_slot && !(need_claim && i == claim) && board[i] && peers[i].seen_us &&
             done_us - peers[i].seen_us > 2ull * DM_CLOCK_STALE_MS * 1000)
@@ -134,26 +158,41 @@ int dm_clock_tick(dm_ctx_t *ctx)
         dm_verb_t *v = dm_batch_cas(&b, slot_addr(dead), board[dead], 0);
         if (dm_batch_exec(ctx, &b) == 0 && v->result == board[dead]) {
             pthread_mutex_lock(&mu);
-            dead_cleared++;
+            note_dead(recs[dead]);
             memset(&peers[dead], 0, sizeof(peers[dead]));
             pthread_mutex_unlock(&mu);
         }
     }
-    if (!need_claim) return 0;
+    if (!need_claim) {
+        /* Publish our allocation record in our slot's alloc_board word (once it exists). */
+        uint64_t rec = dm_alloc_record();
+        if (rec && now_slot >= 0 && recs[now_slot] != rec) {
+            dm_batch_init(&b);
+            dm_batch_write(&b, record_addr(now_slot), &rec, 8);
+            return dm_batch_exec(ctx, &b);
+        }
+        return 0;
+    }
     if (claim < 0) return DM_EFULL;
     dm_batch_init(&b);
     mine = my_word(dm_wall_ms());
     dm_verb_t *v = dm_batch_cas(&b, slot_addr(claim), board[claim], mine);
     rc = dm_batch_exec(ctx, &b);
     if (rc) return rc;
-    if (v->result == board[claim]) {
-        pthread_mutex_lock(&mu);
-        if (board[claim]) dead_cleared++; /* a dead gateway's slot: its repair is ours */
-        my_slot = claim;
-        memset(&peers[claim], 0, sizeof(peers[claim]));
-        pthread_mutex_unlock(&mu);
-    }
-    return 0;
+    if (v->result != board[claim]) return 0;
+    pthread_mutex_lock(&mu);
+    if (board[claim])
+        note_dead(recs[claim]); /* a dead gateway's slot: its repair is ours */
+    else
+        note_record(recs[claim]); /* left by a gateway that stopped cleanly: its tails too */
+    my_slot = claim;
+    memset(&peers[claim], 0, sizeof(peers[claim]));
+    pthread_mutex_unlock(&mu);
+    uint64_t rec = dm_alloc_record();
+    if (!rec) return 0; /* published by a later tick once it exists */
+    dm_batch_init(&b);
+    dm_batch_write(&b, record_addr(claim), &rec, 8);
+    return dm_batch_exec(ctx, &b);
 }
 
 int dm_clock_leave(dm_ctx_t *ctx)
@@ -172,6 +211,25 @@ int dm_clock_leave(dm_ctx_t *ctx)
     dm_batch_init(&b);
     dm_batch_cas(&b, slot_addr(slot), w, 0);
     return dm_batch_exec(ctx, &b);
+}
+
+unsigned dm_clock_records_pending(void)
+{
+    pthread_mutex_lock(&mu);
+    unsigned n = ndead_records;
+    pthread_mutex_unlock(&mu);
+    return n;
+}
+
+unsigned dm_clock_take_dead_records(uint64_t *out, unsigned max)
+{
+    pthread_mutex_lock(&mu);
+    unsigned n = ndead_records < max ? ndead_records : max;
+    memcpy(out, dead_records, n * sizeof(*out));
+    memmove(dead_records, dead_records + n, (ndead_records - n) * sizeof(*out));
+    ndead_records -= n;
+    pthread_mutex_unlock(&mu);
+    return n;
 }
 
 unsigned dm_clock_take_dead(void)

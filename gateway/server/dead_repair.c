@@ -3,6 +3,7 @@
 
 #include <errno.h>
 
+#include "dmkv/alloc.h"
 #include "dmkv/clock.h"
 #include "dmkv/coro.h"
 #include "dmkv/errors.h"
@@ -24,6 +25,33 @@ static void nap(dm_ctx_t *ctx, gw_thread_t *th, uint32_t us)
 {
     for (uint32_t slept = 0; slept < us && !th->stopping; slept += 100000u)
         dm_ctx_sleep(ctx, 100000u);
+}
+
+static int adopting; /* thread 0 only */
+
+/* Take over the unused chunk tails of the gateways found dead or gone (dm_alloc_adopt):
+ * this process's workers carve them before taking new chunks. */
+static void adopt_main(void *arg)
+{
+    gw_thread_t *th = arg;
+    dm_ctx_t c, *ctx = &c;
+    dm_ctx_init(ctx, th->w, DM_CLS_ADMIN);
+    uint64_t recs[DM_CLOCK_SLOTS];
+    unsigned n = dm_clock_take_dead_records(recs, DM_CLOCK_SLOTS);
+    for (unsigned i = 0; i < n; i++) {
+        uint64_t regions = 0, bytes = 0;
+        int rc = dm_alloc_adopt(ctx, recs[i], &regions, &bytes);
+        if (rc)
+            dm_log(DM_LOG_WARNING,
+                   "the chunk tails of a gateway that died or stopped were not taken over: %s",
+                   dm_strerror(rc));
+        else if (regions)
+            dm_log(DM_LOG_NOTICE,
+                   "took over %llu chunk tail(s) of a gateway that died or stopped: %llu bytes "
+                   "it never handed out",
+                   (unsigned long long)regions, (unsigned long long)bytes);
+    }
+    adopting = 0;
 }
 
 static void repair_main(void *arg)
@@ -67,6 +95,12 @@ static void repair_main(void *arg)
 
 void gw_dead_repair_check(gw_thread_t *th)
 {
+    if (!adopting && dm_clock_records_pending()) {
+        adopting = 1;
+        errno = 0;
+        dm_coro_spawn(adopt_main, th);
+        if (errno == ENOMEM) adopting = 0;
+    }
     unsigned dead = dm_clock_take_dead();
     if (!dead) return;
     int running = __atomic_load_n(&stats.running, __ATOMIC_RELAXED);

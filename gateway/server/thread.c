@@ -7,6 +7,7 @@
 #include "dmkv/alloc.h"
 #include "dmkv/clock.h"
 #include "dmkv/coro.h"
+#include "dmkv/errors.h"
 #include "net/conn.h"
 #include "net/listener.h"
 #include "server/cron.h"
@@ -108,6 +109,14 @@ static void thread_main(void *arg)
          * found dead by its peers, who then repair what it left (server/dead_repair.h). */
         dm_ctx_t ctx;
         dm_ctx_init(&ctx, th->w, DM_CLS_ADMIN);
+        /* Our chunk tails registered before any is taken (dmkv/alloc.h): a peer that
+         * finds us dead takes over what we never handed out. */
+        int rc = dm_alloc_register(&ctx);
+        if (rc)
+            dm_log(DM_LOG_WARNING,
+                   "no allocation record (%s): if this gateway dies, its chunk "
+                   "tails stay taken until dmkv-pool-reclaim",
+                   dm_strerror(rc));
         dm_clock_tick(&ctx);
     }
     for (int i = 0; i < cfg->nbind; i++) {

@@ -114,6 +114,11 @@ static void *writer_main(void *arg)
     memset(big, 'a' + id, sizeof(big));
     uint64_t x = 0x9E3779B97F4A7C15ull * (uint64_t)(id + 1);
     for (unsigned n = 0; !atomic_load(&stop_load); n++) {
+        if (c && g != id % 3 && n % 64 == 0 && atomic_load(&port_of[id % 3])) {
+            redisFree(c); /* back to our own gateway once it was restarted */
+            c = NULL;
+            g = id % 3;
+        }
         if (!c) c = connect_to(g);
         if (!c) {
             usleep(20 * 1000);
@@ -158,9 +163,19 @@ int main(void)
     it_gateway_start(&gw[1], uris, 1, 2, NULL);
     redisContext *a = it_connect(gw[0].port), *b = it_connect(gw[1].port);
 
-    /* 0. A gateway stopped cleanly clears its clock-board slot: not a death. */
+    /* 0. A gateway stopped cleanly clears its clock-board slot: not a death. Its chunk
+     * tail stays registered: the next gateway that claims the slot (gw[2], below) takes
+     * it over. */
     it_proc_t clean;
     it_gateway_start(&clean, uris, 1, 1, NULL);
+    redisContext *cc = it_connect(clean.port);
+    for (int i = 0; i < 100; i++)
+        redisAppendCommand(cc, "SET clean:%d v", i);
+    it_pipeline_ok(cc, 100);
+    for (int i = 0; i < 100; i++)
+        redisAppendCommand(cc, "DEL clean:%d", i);
+    it_pipeline_ok(cc, 100);
+    redisFree(cc);
     CHECK(it_proc_stop(&clean) == 0);
 
     /* 1. Counter FAAs that never left. */
@@ -168,6 +183,11 @@ int main(void)
     it_gateway_start(&gw[2], uris, 1, 1, NULL);
     unsetenv("DMKV_FAULT_STALL");
     redisContext *lossy = it_connect(gw[2].port);
+    for (int i = 0; i < 50 && !info_field(lossy, "chunk_tails_adopted"); i++)
+        usleep(100 * 1000);
+    CHECKF(info_field(lossy, "chunk_tails_adopted") == 1,
+           "the cleanly stopped gateway's chunk tail was not taken over by its slot's next "
+           "owner");
     for (int i = 0; i < 200; i++)
         redisAppendCommand(lossy, "SET lost:%d v", i);
     it_pipeline_ok(lossy, 200);
@@ -238,11 +258,18 @@ int main(void)
     redisReply *r = it_cmd(a, "INFO memory");
     const char *t = strstr(r->str, "pool_taken_bytes:"), *l = strstr(r->str, "pool_live_bytes:");
     CHECK(t && l);
+    /* Each dead gateway's registered chunk tail (above its watermark) was taken over by a
+     * survivor or by its own successor (gw[2], whose count a later kill may have lost). */
+    long long tails = survivors(a, b, "chunk_tails_adopted"),
+              tail_bytes = survivors(a, b, "chunk_tail_bytes_adopted");
     fprintf(stderr,
-            "pool: %lld bytes taken, %lld live (dead gateways' chunks are reclaimed "
-            "offline only)\n",
-            atoll(t + 17), atoll(l + 16));
+            "pool: %lld bytes taken, %lld live; %lld chunk tails of dead gateways taken over "
+            "by the survivors (%lld bytes, %lld not carved yet); quarantines, free lists and "
+            "unlinked blocks of dead gateways are reclaimed offline only\n",
+            atoll(t + 17), atoll(l + 16), tails, tail_bytes,
+            survivors(a, b, "chunk_tail_bytes_spare"));
     freeReplyObject(r);
+    CHECKF(tails >= 1 && tail_bytes > 0, "no dead gateway's chunk tail was taken over");
     redisFree(a);
     redisFree(b);
     for (int g = 0; g < 3; g++)

@@ -232,12 +232,101 @@ static void test_large_reuse(void)
     uv_loop_close(&loop);
 }
 
+typedef struct iv {
+    dm_gaddr_t a;
+    uint64_t len;
+} iv_t;
+
+static int iv_cmp(const void *x, const void *y)
+{
+    const iv_t *p = x, *q = y;
+    return p->a < q->a ? -1 : p->a > q->a;
+}
+
+static uint64_t entry_word(dm_ctx_t *ctx, int idx)
+{
+    uint64_t v = 0;
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_read(&b, dm_alloc_record() + 8u * (1u + (unsigned)idx), &v, 8);
+    CHECK(dm_batch_exec(ctx, &b) == 0);
+    return v;
+}
+
+/* Issue 12: a gateway found dead has its registered chunk tails taken over. Worker A
+ * (entry 0 of this process's record) carves 300 KB; worker B takes the record over, as a
+ * repairer does, and gets what lies above A's watermark; then both carve 2 MB more. A,
+ * playing a gateway that was only thought dead, must stop at its watermark (its next CAS
+ * fails) and take a new chunk; B carves A's tail. No two blocks overlap, and every block A
+ * handed out before the take-over lies below the watermark B took. */
+static void test_chunk_tails(void)
+{
+    enum { N0 = 300, N1 = 2000, LEN = 1000 };
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *wa = worker_on(&loop, URI), *wb = worker_on(&loop, URI);
+    dm_ctx_t ca, cb;
+    dm_ctx_init(&ca, wa, DM_CLS_ADMIN);
+    dm_ctx_init(&cb, wb, DM_CLS_ADMIN);
+    CHECK(dm_alloc_register(&ca) == 0);
+    static iv_t iv[N0 + 2 * N1];
+    int n = 0;
+    for (int i = 0; i < N0; i++) {
+        CHECK(dm_alloc_kv_block(&ca, LEN, &iv[n].a) == 0);
+        iv[n++].len = dm_alloc_kv_block_bytes(LEN);
+    }
+    /* Which entry is A's: the one holding a region (B never allocated). */
+    int ea = -1;
+    for (int i = 0; i < 64 && ea < 0; i++)
+        if (entry_word(&ca, i)) ea = i;
+    CHECK(ea >= 0);
+    uint64_t w = entry_word(&ca, ea);
+    dm_gaddr_t wm = (w >> 22) << 6;
+    uint64_t left = (w & ((1u << 22) - 1)) << 6;
+    for (int i = 0; i < n; i++)
+        CHECKF(iv[i].a + iv[i].len <= wm, "block %d at %llx above the watermark %llx", i,
+               (unsigned long long)iv[i].a, (unsigned long long)wm);
+    CHECKF(wm - iv[0].a >= (1u << 20) && wm - iv[0].a <= (1u << 20) + 64,
+           "watermark %llu bytes past the first block, want 1 MiB",
+           (unsigned long long)(wm - iv[0].a));
+    uint64_t regions, bytes;
+    CHECK(dm_alloc_adopt(&cb, dm_alloc_record(), &regions, &bytes) == 0);
+    CHECKF(regions == 1 && bytes == left, "%llu regions, %llu bytes (want 1, %llu)",
+           (unsigned long long)regions, (unsigned long long)bytes, (unsigned long long)left);
+    CHECK(entry_word(&cb, ea) == 0);
+    dm_alloc_tail_stats_t ts;
+    dm_alloc_tail_stats(&ts);
+    CHECK(ts.spare_bytes == left);
+    uint64_t ptr0 = sb_word(&ca, DM_SB_OFF(alloc_ptr));
+    int b_in_tail = 0;
+    for (int i = 0; i < N1; i++) {
+        CHECK(dm_alloc_kv_block(&ca, LEN, &iv[n].a) == 0);
+        iv[n++].len = dm_alloc_kv_block_bytes(LEN);
+        CHECK(dm_alloc_kv_block(&cb, LEN, &iv[n].a) == 0);
+        iv[n].len = dm_alloc_kv_block_bytes(LEN);
+        b_in_tail += iv[n].a >= wm && iv[n].a < wm + left;
+        n++;
+    }
+    CHECKF(b_in_tail == N1, "only %d of B's %d blocks came from A's tail", b_in_tail, N1);
+    qsort(iv, (size_t)n, sizeof(*iv), iv_cmp);
+    for (int i = 1; i < n; i++)
+        CHECKF(iv[i - 1].a + iv[i - 1].len <= iv[i].a, "blocks at %llx and %llx overlap",
+               (unsigned long long)iv[i - 1].a, (unsigned long long)iv[i].a);
+    /* A took one new chunk after its watermark; B took none. */
+    CHECK(sb_word(&ca, DM_SB_OFF(alloc_ptr)) == ptr0 + DM_CHUNK_SIZE);
+    dm_worker_destroy(wa);
+    dm_worker_destroy(wb);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+}
+
 int main(void)
 {
     RUN(test_push_pop);
     RUN(test_kv_grain);
     RUN(test_refill_burst);
     RUN(test_large_reuse);
+    RUN(test_chunk_tails);
     printf("test_pool_free: passed\n");
     return 0;
 }

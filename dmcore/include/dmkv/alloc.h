@@ -77,6 +77,34 @@ int dm_pool_free_list(dm_ctx_t *ctx, unsigned node, uint64_t *offs, uint64_t max
  * gateways log it at start). */
 uint64_t dm_alloc_owner_id(void);
 
+/* ---- chunk tails of dead gateways (issue 12, docs/leases.md) ----
+ * Each worker publishes its current bump region in its process's allocation record on the
+ * pool: one word per worker holding a watermark (the first byte it has not reserved) and
+ * the bytes left above it. It raises the watermark by CAS, DM_TAIL_STEP (1 MiB) at a time,
+ * before carving past it (1 RTT per MiB carved), so everything above a dead gateway's
+ * watermarks was never handed out and can be taken over while the pool serves. */
+
+/* Create this process's allocation record (one small range: 1-3 RTTs) so that its
+ * workers' regions are registered from their next region on. Call once, before the clock
+ * board publishes it (dm_clock_tick writes it into the superblock's alloc_board slot of
+ * this process). Returns 0 or DM_E* (the process then runs unregistered, as before). */
+int dm_alloc_register(dm_ctx_t *ctx);
+/* This process's record (gaddr of its first entry), 0 before dm_alloc_register. */
+dm_gaddr_t dm_alloc_record(void);
+/* Take over the regions registered in a dead gateway's record rec (from the superblock's
+ * alloc_board, read by the clock board when it found the gateway dead): each nonzero entry
+ * is CASed to 0 and, when the CAS wins, the space above its watermark becomes a spare
+ * region this process's workers carve before taking new chunks. *regions and *bytes: what
+ * was taken over. A few RTTs. Returns 0, DM_ECORRUPT (rec is not a record) or DM_E*. */
+int dm_alloc_adopt(dm_ctx_t *ctx, dm_gaddr_t rec, uint64_t *regions, uint64_t *bytes);
+
+typedef struct dm_alloc_tail_stats {
+    uint64_t regions_adopted; /* regions taken over by this process */
+    uint64_t bytes_adopted;   /* their bytes */
+    uint64_t spare_bytes;     /* of those, not yet carving */
+} dm_alloc_tail_stats_t;
+void dm_alloc_tail_stats(dm_alloc_tail_stats_t *s);
+
 /* Bytes this worker has taken from the pool in chunks, and bytes in quarantine/free. */
 uint64_t dm_alloc_chunk_bytes(const dm_alloc_t *a);
 

@@ -40,6 +40,13 @@ int dm_clock_leave(dm_ctx_t *ctx);
  * 2 * DM_CLOCK_STALE_MS, which this process's dm_clock_tick cleared (by CAS, so one
  * process per dead peer). The caller repairs what a dead gateway leaves behind. */
 unsigned dm_clock_take_dead(void);
+/* The allocation records (dmkv/alloc.h dm_alloc_register) to take over, up to max into
+ * out, each returned once: those of the peers found dead, read from the superblock's
+ * alloc_board with the board word the clearing CAS replaced, and the one left in a slot
+ * this process claimed after its gateway stopped cleanly. Returns how many. */
+unsigned dm_clock_take_dead_records(uint64_t *out, unsigned max);
+/* How many such records wait. */
+unsigned dm_clock_records_pending(void);
 
 typedef struct dm_clock_status {
     int peers;     /* live peers measured */

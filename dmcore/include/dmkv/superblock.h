@@ -35,6 +35,9 @@ typedef struct dm_superblock {
                                  each gateway worker adds its net change with FAA every cron
                                  tick (dm_alloc_flush_live) */
     uint64_t reserved[17];
+    uint64_t alloc_board[32]; /* node 0: per clock-board slot, the gaddr of that gateway's
+                                 allocation record (dmkv/alloc.h dm_alloc_register), 0 =
+                                 none: a dead gateway's unused chunk tails are found here */
 } dm_superblock_t;
 
 #define DM_SB_OFF(field) offsetof(dm_superblock_t, field)

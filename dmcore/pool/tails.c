@@ -1,0 +1,137 @@
+/* Chunk tails of dead gateways taken over online (tails.h, dmkv/alloc.h dm_alloc_adopt).
+ *
+ * Why it is safe: a worker never carves at or above its entry's watermark without first
+ * raising it by CAS, and a repairer takes a region over by CAS of the entry to 0. Once that
+ * CAS succeeds every later CAS of the owner fails (it expects its own last word), so the
+ * owner, even one only thought dead, never hands out a byte of what was taken over. */
+#include "tails.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+#include "dmkv/alloc.h"
+#include "dmkv/errors.h"
+#include "dmkv/log.h"
+#include "dmkv/superblock.h"
+
+static dm_gaddr_t record; /* this process's, atomics */
+static int next_entry;
+
+typedef struct spare {
+    dm_gaddr_t start;
+    uint64_t bytes;
+} spare_t;
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static spare_t *spares;
+static size_t nspares, capspares;
+static dm_alloc_tail_stats_t stats; /* mu */
+
+int tails_entry_index(void)
+{
+    int i = __atomic_fetch_add(&next_entry, 1, __ATOMIC_RELAXED);
+    return i < DM_TAIL_ENTRIES ? i : -1;
+}
+
+dm_gaddr_t tails_entry_addr(int idx)
+{
+    dm_gaddr_t rec = __atomic_load_n(&record, __ATOMIC_ACQUIRE);
+    return rec && idx >= 0 ? rec + 8u * (1u + (unsigned)idx) : 0;
+}
+
+void tails_set_record(dm_gaddr_t rec)
+{
+    __atomic_store_n(&record, rec, __ATOMIC_RELEASE);
+}
+
+dm_gaddr_t dm_alloc_record(void)
+{
+    return __atomic_load_n(&record, __ATOMIC_ACQUIRE);
+}
+
+int tails_pop_spare(dm_gaddr_t *start, uint64_t *bytes)
+{
+    pthread_mutex_lock(&mu);
+    int got = nspares > 0;
+    if (got) {
+        spare_t s = spares[--nspares];
+        *start = s.start;
+        *bytes = s.bytes;
+        stats.spare_bytes -= s.bytes;
+    }
+    pthread_mutex_unlock(&mu);
+    return got;
+}
+
+void tails_push_spare(dm_gaddr_t start, uint64_t bytes)
+{
+    pthread_mutex_lock(&mu);
+    if (nspares == capspares) {
+        size_t cap = capspares ? 2 * capspares : 16;
+        spare_t *n = realloc(spares, cap * sizeof(*n));
+        if (!n) { /* leak rather than fail: the space stays taken, as before repair */
+            pthread_mutex_unlock(&mu);
+            return;
+        }
+        spares = n;
+        capspares = cap;
+    }
+    spares[nspares++] = (spare_t){start, bytes};
+    stats.spare_bytes += bytes;
+    pthread_mutex_unlock(&mu);
+}
+
+void dm_alloc_tail_stats(dm_alloc_tail_stats_t *s)
+{
+    pthread_mutex_lock(&mu);
+    *s = stats;
+    pthread_mutex_unlock(&mu);
+}
+
+/* An entry word that describes space inside a node of this pool past the superblock. */
+static int word_ok(const dm_worker_t *w, uint64_t word)
+{
+    dm_gaddr_t wm = tail_wm(word);
+    unsigned node = dm_gaddr_node(wm);
+    uint64_t off = dm_gaddr_off(wm), left = tail_left(word);
+    return node < w->n_nodes && off >= DM_SB_FIRST_CHUNK &&
+           off + left <= w->conns[node]->region_size;
+}
+
+int dm_alloc_adopt(dm_ctx_t *ctx, dm_gaddr_t rec, uint64_t *regions, uint64_t *bytes)
+{
+    *regions = *bytes = 0;
+    /* Our own record is taken over like any other (a stale alloc_board word can name it):
+     * the CASes fence our workers exactly as they fence a dead gateway's. */
+    if (!rec) return 0;
+    uint64_t words[1 + DM_TAIL_ENTRIES];
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_read(&b, rec, words, sizeof(words));
+    int rc = dm_batch_exec(ctx, &b);
+    if (rc) return rc;
+    if (words[0] != DM_TAIL_MAGIC) return DM_ECORRUPT;
+    for (int i = 0; i < DM_TAIL_ENTRIES; i++) {
+        uint64_t word = words[1 + i];
+        if (!word) continue;
+        if (!word_ok(ctx->w, word)) {
+            dm_log(DM_LOG_WARNING,
+                   "dead gateway repair: allocation record entry %d holds "
+                   "%#llx, outside the pool: left alone",
+                   i, (unsigned long long)word);
+            continue;
+        }
+        dm_batch_init(&b);
+        dm_verb_t *v = dm_batch_cas(&b, rec + 8u * (1u + (unsigned)i), word, 0);
+        if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
+        if (v->result != word || !tail_left(word)) continue; /* its owner moved on: alive */
+        tails_push_spare(tail_wm(word), tail_left(word));
+        ++*regions;
+        *bytes += tail_left(word);
+    }
+    pthread_mutex_lock(&mu);
+    stats.regions_adopted += *regions;
+    stats.bytes_adopted += *bytes;
+    pthread_mutex_unlock(&mu);
+    return 0;
+}
