@@ -7,6 +7,7 @@
 #include "dmkv/alloc.h"
 
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "dmkv/errors.h"
@@ -228,12 +229,13 @@ static uint64_t class_floor(uint64_t u)
     return u / step * step;
 }
 
-/* Queue [addr, addr + bytes) as reusable now, cut into pieces of class sizes. */
-static void queue_pieces(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes)
+/* Queue [addr, addr + bytes) cut into pieces of class sizes: reusable now, or quarantined
+ * from now. */
+static void queue_pieces_as(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, int now_reusable)
 {
     while (bytes >= DM_GRAIN) {
         uint64_t piece = class_floor(bytes / DM_GRAIN) * DM_GRAIN;
-        queue_block(a, addr, piece, 1);
+        queue_block(a, addr, piece, now_reusable);
         addr += piece;
         bytes -= piece;
     }
@@ -244,6 +246,16 @@ static void queue_pieces(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes)
  * reusable at once (the whole block passed its quarantine). Random value sizes then reuse
  * each other's blocks instead of waiting for their exact class; before, rewriting a key
  * with 20-200 KB values took a new chunk every few seconds for half a minute. */
+static void queue_pieces(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes)
+{
+    queue_pieces_as(a, addr, bytes, 1);
+}
+
+void alloc_take_handed(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes)
+{
+    queue_pieces_as(a, addr, bytes, 0);
+}
+
 static freed_t *take_larger(dm_alloc_t *a, uint64_t units, uint64_t align)
 {
     int c = class_of(&units);
@@ -354,7 +366,7 @@ int dm_alloc_register(dm_ctx_t *ctx)
 {
     if (dm_alloc_record()) return 0;
     dm_alloc_t *a = ctx->w->alloc;
-    uint64_t words[1 + DM_TAIL_ENTRIES] = {DM_TAIL_MAGIC};
+    uint64_t words[DM_TAIL_RECORD_WORDS] = {DM_TAIL_MAGIC};
     dm_gaddr_t rec;
     int rc = dm_alloc_block(ctx, sizeof(words), &rec);
     if (rc) return rc;
@@ -492,6 +504,82 @@ static int alloc_aligned(dm_ctx_t *ctx, uint64_t need, uint64_t align, dm_gaddr_
     a->cur += need;
     a->cur_left -= need;
     a->live_delta += (int64_t)need;
+    return 0;
+}
+
+/* Everything this worker holds free: its free lists (emptied), the reserved rest of its
+ * region (which it stops carving) and the process's spare regions, as (gaddr, bytes)
+ * pairs appended to v (room for max). Returns how many. */
+static size_t gather_free(dm_alloc_t *a, uint64_t *v, size_t max)
+{
+    size_t n = 0;
+    for (int c = 0; c < NCLASSES; c++)
+        for (freed_t *f = a->head[c]; f && n < max; f = a->head[c]) {
+            v[2 * n] = f->addr;
+            v[2 * n++ + 1] = f->units * DM_GRAIN;
+            a->head[c] = f->next;
+            free(f);
+        }
+    for (int c = 0; c < NCLASSES; c++) /* beyond max: leaked, as before */
+        while (a->head[c]) {
+            freed_t *f = a->head[c];
+            a->head[c] = f->next;
+            free(f);
+        }
+    memset(a->tail, 0, sizeof(a->tail));
+    dm_gaddr_t end = a->cur + a->cur_left, mine = a->wm < end ? a->wm : end;
+    if (mine > a->cur && n < max) {
+        v[2 * n] = a->cur;
+        v[2 * n++ + 1] = mine - a->cur;
+    }
+    a->cur_left = 0; /* [wm, end) stays registered: the adopter takes it as a tail */
+    dm_gaddr_t sp;
+    uint64_t sb;
+    while (n < max && tails_pop_spare(&sp, &sb)) {
+        v[2 * n] = sp;
+        v[2 * n++ + 1] = sb;
+    }
+    return n;
+}
+
+int dm_alloc_handoff(dm_ctx_t *ctx, uint64_t *pieces, uint64_t *bytes)
+{
+    dm_alloc_t *a = ctx->w->alloc;
+    *pieces = *bytes = 0;
+    dm_gaddr_t word = tails_handoff_addr(a->entry);
+    if (!word || a->fenced) return 0;
+    size_t max = 2; /* the region's rest, a spare */
+    for (int c = 0; c < NCLASSES; c++)
+        for (freed_t *f = a->head[c]; f; f = f->next)
+            max++;
+    dm_alloc_tail_stats_t ts;
+    dm_alloc_tail_stats(&ts);
+    max += ts.spare_bytes ? 64 : 0;
+    uint64_t blk_bytes = 16 + 16 * (uint64_t)max;
+    uint64_t *v = malloc(blk_bytes);
+    if (!v) return DM_ENOMEM;
+    dm_gaddr_t blk;
+    int rc = dm_alloc_block(ctx, blk_bytes, &blk); /* first: it may take a listed block */
+    if (rc) {
+        free(v);
+        return rc;
+    }
+    size_t n = gather_free(a, v + 2, max);
+    v[0] = DM_HANDOFF_MAGIC;
+    v[1] = n;
+    for (size_t i = 0; i < n; i++)
+        *bytes += v[2 + 2 * i + 1];
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_write(&b, blk, v, 16 + 16 * n);
+    rc = dm_batch_exec(ctx, &b);
+    free(v);
+    if (rc) return rc;
+    dm_batch_init(&b);
+    dm_verb_t *cas = dm_batch_cas(&b, word, 0, blk);
+    if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
+    if (cas->result != 0) return 0; /* our record was taken over meanwhile: left as it is */
+    *pieces = n;
     return 0;
 }
 

@@ -39,6 +39,12 @@ dm_gaddr_t tails_entry_addr(int idx)
     return rec && idx >= 0 ? rec + 8u * (1u + (unsigned)idx) : 0;
 }
 
+dm_gaddr_t tails_handoff_addr(int idx)
+{
+    dm_gaddr_t rec = __atomic_load_n(&record, __ATOMIC_ACQUIRE);
+    return rec && idx >= 0 ? rec + 8u * (1u + DM_TAIL_ENTRIES + (unsigned)idx) : 0;
+}
+
 void tails_set_record(dm_gaddr_t rec)
 {
     __atomic_store_n(&record, rec, __ATOMIC_RELEASE);
@@ -98,13 +104,55 @@ static int word_ok(const dm_worker_t *w, uint64_t word)
            off + left <= w->conns[node]->region_size;
 }
 
+#define HANDOFF_READ 4096 /* pairs per read: 64 KB */
+
+/* The free blocks a stopped gateway's worker listed in its handoff block blk (which we
+ * now own, by CAS): queued on this worker's lists, quarantined from now (a reader may
+ * still hold one it read before the stop), then blk itself. Pairs outside the pool are
+ * skipped. Returns 0 or DM_E*. */
+static int take_handoff(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t *pieces, uint64_t *bytes)
+{
+    uint64_t hdr[2];
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_read(&b, blk, hdr, sizeof(hdr));
+    int rc = dm_batch_exec(ctx, &b);
+    if (rc) return rc;
+    if (hdr[0] != DM_HANDOFF_MAGIC || hdr[1] > (1ull << 26)) return DM_ECORRUPT;
+    uint64_t *v = malloc(HANDOFF_READ * 16);
+    if (!v) return DM_ENOMEM;
+    for (uint64_t done = 0; done < hdr[1] && !rc;) {
+        uint64_t n = hdr[1] - done < HANDOFF_READ ? hdr[1] - done : HANDOFF_READ;
+        dm_batch_init(&b);
+        dm_batch_read(&b, blk + 16 + 16 * done, v, 16 * n);
+        if ((rc = dm_batch_exec(ctx, &b)) != 0) break;
+        for (uint64_t i = 0; i < n; i++) {
+            dm_gaddr_t addr = v[2 * i];
+            uint64_t len = v[2 * i + 1];
+            unsigned node = dm_gaddr_node(addr);
+            uint64_t off = dm_gaddr_off(addr);
+            if (node >= ctx->w->n_nodes || off < DM_SB_FIRST_CHUNK || len > (1ull << 32) ||
+                off + len > ctx->w->conns[node]->region_size)
+                continue;
+            alloc_take_handed(ctx->w->alloc, addr, len);
+            ++*pieces;
+            *bytes += len;
+        }
+        done += n;
+    }
+    free(v);
+    if (!rc)
+        dm_alloc_free(ctx->w->alloc, blk, (16 + 16 * hdr[1] + DM_UNIT - 1) / DM_UNIT * DM_UNIT);
+    return rc;
+}
+
 int dm_alloc_adopt(dm_ctx_t *ctx, dm_gaddr_t rec, uint64_t *regions, uint64_t *bytes)
 {
     *regions = *bytes = 0;
     /* Our own record is taken over like any other (a stale alloc_board word can name it):
      * the CASes fence our workers exactly as they fence a dead gateway's. */
     if (!rec) return 0;
-    uint64_t words[1 + DM_TAIL_ENTRIES];
+    uint64_t words[DM_TAIL_RECORD_WORDS];
     dm_batch_t b;
     dm_batch_init(&b);
     dm_batch_read(&b, rec, words, sizeof(words));
@@ -129,9 +177,20 @@ int dm_alloc_adopt(dm_ctx_t *ctx, dm_gaddr_t rec, uint64_t *regions, uint64_t *b
         ++*regions;
         *bytes += tail_left(word);
     }
+    uint64_t hpieces = 0, hbytes = 0;
+    for (int i = 0; i < DM_TAIL_ENTRIES && !rc; i++) {
+        dm_gaddr_t blk = words[1 + DM_TAIL_ENTRIES + i];
+        if (!blk) continue;
+        dm_batch_init(&b);
+        dm_verb_t *v = dm_batch_cas(&b, rec + 8u * (1u + DM_TAIL_ENTRIES + (unsigned)i), blk, 0);
+        if ((rc = dm_batch_exec(ctx, &b)) != 0) break;
+        if (v->result == blk) rc = take_handoff(ctx, blk, &hpieces, &hbytes);
+    }
     pthread_mutex_lock(&mu);
     stats.regions_adopted += *regions;
     stats.bytes_adopted += *bytes;
+    stats.handoffs_adopted += hpieces ? 1 : 0;
+    stats.handoff_bytes_adopted += hbytes;
     pthread_mutex_unlock(&mu);
-    return 0;
+    return rc;
 }

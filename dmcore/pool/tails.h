@@ -7,15 +7,20 @@
 
 #include <stdint.h>
 
+#include "dmkv/alloc.h"
 #include "dmkv/gaddr.h"
 
 #define DM_TAIL_ENTRIES 64      /* watermark words per record: workers per process */
 #define DM_TAIL_STEP (1u << 20) /* bytes reserved by one watermark CAS */
 #define DM_TAIL_LEFT_BITS 22    /* bytes above the watermark, in 64-byte units */
-/* A record: this magic ("DKRECORD"), then DM_TAIL_ENTRIES entry words; a block of the
- * process's first region (not a range of its own: odd-sized ranges would clog the
- * free-range stacks). */
+/* A record: this magic ("DKRECORD"), DM_TAIL_ENTRIES entry words, then as many handoff
+ * words (the gaddr of the free blocks a worker handed over at a clean stop, 0 = none); a
+ * block of the process's first region (not a range of its own: odd-sized ranges would
+ * clog the free-range stacks). */
 #define DM_TAIL_MAGIC 0x44524f4345524b44ull
+#define DM_TAIL_RECORD_WORDS (1 + 2 * DM_TAIL_ENTRIES)
+/* A handoff block: this magic ("DKHANDOF"), a count n, then n (gaddr, bytes) pairs. */
+#define DM_HANDOFF_MAGIC 0x464f444e41484b44ull
 
 /* An entry word: the watermark wm (first byte not reserved by the owner, 64-byte aligned)
  * and the bytes left above it in the region, both in 64-byte units; 0 = no region (never
@@ -38,6 +43,8 @@ static inline uint64_t tail_left(uint64_t w)
 int tails_entry_index(void);
 /* The gaddr of entry idx in this process's record, 0 before dm_alloc_register ran. */
 dm_gaddr_t tails_entry_addr(int idx);
+/* The gaddr of worker idx's handoff word, 0 before dm_alloc_register ran. */
+dm_gaddr_t tails_handoff_addr(int idx);
 /* Set this process's record (dm_alloc_register). */
 void tails_set_record(dm_gaddr_t rec);
 
@@ -45,5 +52,9 @@ void tails_set_record(dm_gaddr_t rec);
  * one (1, *start and *bytes set; 0 when none), push one. */
 int tails_pop_spare(dm_gaddr_t *start, uint64_t *bytes);
 void tails_push_spare(dm_gaddr_t start, uint64_t bytes);
+
+/* Queue [addr, addr + bytes), handed over by a gateway that stopped, on a's free lists,
+ * cut into class-sized pieces, each quarantined from now (alloc.c). */
+void alloc_take_handed(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes);
 
 #endif

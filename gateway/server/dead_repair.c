@@ -40,16 +40,22 @@ static void adopt_main(void *arg)
     unsigned n = dm_clock_take_dead_records(recs, DM_CLOCK_SLOTS);
     for (unsigned i = 0; i < n; i++) {
         uint64_t regions = 0, bytes = 0;
+        dm_alloc_tail_stats_t before, after;
+        dm_alloc_tail_stats(&before);
         int rc = dm_alloc_adopt(ctx, recs[i], &regions, &bytes);
+        dm_alloc_tail_stats(&after);
         if (rc)
             dm_log(DM_LOG_WARNING,
-                   "the chunk tails of a gateway that died or stopped were not taken over: %s",
+                   "the chunk tails and free blocks of a gateway that died or stopped were not "
+                   "(all) taken over: %s",
                    dm_strerror(rc));
-        else if (regions)
-            dm_log(DM_LOG_NOTICE,
-                   "took over %llu chunk tail(s) of a gateway that died or stopped: %llu bytes "
-                   "it never handed out",
-                   (unsigned long long)regions, (unsigned long long)bytes);
+        if (regions || after.handoffs_adopted > before.handoffs_adopted)
+            dm_log(
+                DM_LOG_NOTICE,
+                "took over from a gateway that died or stopped: %llu chunk tail(s), %llu "
+                "bytes it never handed out; %llu free bytes it handed over at its stop",
+                (unsigned long long)regions, (unsigned long long)bytes,
+                (unsigned long long)(after.handoff_bytes_adopted - before.handoff_bytes_adopted));
     }
     adopting = 0;
 }

@@ -30,7 +30,8 @@ static void close_leftover(uv_handle_t *h, void *arg)
     if (!uv_is_closing(h)) uv_close(h, NULL);
 }
 
-/* Before the worker goes: the pool's live_bytes gets this thread's last change, and
+/* Before the worker goes: what it holds free is handed over (the next gateway in our
+ * clock-board slot takes it), the pool's live_bytes gets this thread's last change, and
  * thread 0 clears the process's clock-board slot (a clean stop is not a death: peers do
  * not repair after it). */
 static void leave_pool(void *arg)
@@ -38,6 +39,18 @@ static void leave_pool(void *arg)
     gw_thread_t *th = arg;
     dm_ctx_t ctx;
     dm_ctx_init(&ctx, th->w, DM_CLS_ADMIN);
+    uint64_t pieces = 0, bytes = 0;
+    int rc = dm_alloc_handoff(&ctx, &pieces, &bytes);
+    if (rc)
+        dm_log(DM_LOG_WARNING,
+               "Thread %d: its free blocks were not handed over (%s): they stay "
+               "taken until dmkv-pool-reclaim",
+               th->index, dm_strerror(rc));
+    else if (pieces)
+        dm_log(DM_LOG_NOTICE,
+               "Thread %d: handed over %llu free block(s), %llu bytes, to the "
+               "next gateway in this clock-board slot",
+               th->index, (unsigned long long)pieces, (unsigned long long)bytes);
     dm_alloc_flush_live(&ctx, 1);
     if (th->index == 0) dm_clock_leave(&ctx);
 }

@@ -164,8 +164,8 @@ int main(void)
     redisContext *a = it_connect(gw[0].port), *b = it_connect(gw[1].port);
 
     /* 0. A gateway stopped cleanly clears its clock-board slot: not a death. Its chunk
-     * tail stays registered: the next gateway that claims the slot (gw[2], below) takes
-     * it over. */
+     * tail stays registered and its free blocks are handed over: the next gateway that
+     * claims the slot (gw[2], below) takes both over. */
     it_proc_t clean;
     it_gateway_start(&clean, uris, 1, 1, NULL);
     redisContext *cc = it_connect(clean.port);
@@ -188,6 +188,11 @@ int main(void)
     CHECKF(info_field(lossy, "chunk_tails_adopted") == 1,
            "the cleanly stopped gateway's chunk tail was not taken over by its slot's next "
            "owner");
+    /* ... and the 100 blocks its DELs freed, handed over at its stop. */
+    CHECKF(info_field(lossy, "free_lists_adopted") == 1 &&
+               info_field(lossy, "free_list_bytes_adopted") >= 100 * 64,
+           "the cleanly stopped gateway's free blocks were not taken over (%lld bytes)",
+           info_field(lossy, "free_list_bytes_adopted"));
     for (int i = 0; i < 200; i++)
         redisAppendCommand(lossy, "SET lost:%d v", i);
     it_pipeline_ok(lossy, 200);

@@ -320,6 +320,58 @@ static void test_chunk_tails(void)
     uv_loop_close(&loop);
 }
 
+/* A gateway stopping cleanly hands what it holds free over (dm_alloc_handoff): worker A
+ * frees 200 blocks (in quarantine) and hands them over; B takes A's record over and, past
+ * the quarantine, its next 200 blocks of that size are exactly A's; A, carving on, gets
+ * none of them. */
+static void test_handoff(void)
+{
+    enum { N = 200, LEN = 1000 };
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *wa = worker_on(&loop, URI), *wb = worker_on(&loop, URI);
+    dm_ctx_t ca, cb;
+    dm_ctx_init(&ca, wa, DM_CLS_ADMIN);
+    dm_ctx_init(&cb, wb, DM_CLS_ADMIN);
+    CHECK(dm_alloc_register(&ca) == 0); /* the process's record, if no test made it yet */
+    static dm_gaddr_t blk[N];
+    for (int i = 0; i < N; i++)
+        CHECK(dm_alloc_kv_block(&ca, LEN, &blk[i]) == 0);
+    for (int i = 0; i < N; i++)
+        dm_alloc_free(wa->alloc, blk[i], LEN);
+    uint64_t pieces, bytes, regions, rbytes;
+    CHECK(dm_alloc_handoff(&ca, &pieces, &bytes) == 0);
+    CHECKF(pieces >= N && bytes >= (uint64_t)N * dm_alloc_kv_block_bytes(LEN),
+           "handed over %llu pieces, %llu bytes", (unsigned long long)pieces,
+           (unsigned long long)bytes);
+    dm_alloc_tail_stats_t before, after;
+    dm_alloc_tail_stats(&before);
+    CHECK(dm_alloc_adopt(&cb, dm_alloc_record(), &regions, &rbytes) == 0);
+    dm_alloc_tail_stats(&after);
+    CHECK(after.handoffs_adopted == before.handoffs_adopted + 1);
+    CHECK(after.handoff_bytes_adopted - before.handoff_bytes_adopted == bytes);
+    CHECK(dm_alloc_adopt(&cb, dm_alloc_record(), &regions, &rbytes) == 0); /* taken once */
+    dm_alloc_tail_stats(&before);
+    CHECK(before.handoffs_adopted == after.handoffs_adopted);
+    usleep(DM_GRACE_US + 100000);
+    int b_reused = 0, a_reused = 0;
+    for (int i = 0; i < N; i++) {
+        dm_gaddr_t x, y;
+        CHECK(dm_alloc_kv_block(&cb, LEN, &x) == 0);
+        CHECK(dm_alloc_kv_block(&ca, LEN, &y) == 0);
+        for (int j = 0; j < N; j++) {
+            b_reused += x == blk[j];
+            a_reused += y == blk[j];
+        }
+    }
+    CHECKF(b_reused == N && a_reused == 0, "B reused %d of A's %d handed blocks, A %d", b_reused, N,
+           a_reused);
+    dm_worker_destroy(wa);
+    dm_worker_destroy(wb);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+}
+
 int main(void)
 {
     RUN(test_push_pop);
@@ -327,6 +379,7 @@ int main(void)
     RUN(test_refill_burst);
     RUN(test_large_reuse);
     RUN(test_chunk_tails);
+    RUN(test_handoff);
     printf("test_pool_free: passed\n");
     return 0;
 }
