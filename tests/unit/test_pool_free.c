@@ -232,6 +232,32 @@ static void test_large_reuse(void)
     uv_loop_close(&loop);
 }
 
+/* Two workers on one pool in one process (gateways A and B), and the process's allocation
+ * record (made by the first test that needs it). */
+typedef struct two {
+    uv_loop_t loop;
+    dm_worker_t *wa, *wb;
+    dm_ctx_t ca, cb;
+} two_t;
+
+static void two_start(two_t *t)
+{
+    uv_loop_init(&t->loop);
+    t->wa = worker_on(&t->loop, URI);
+    t->wb = worker_on(&t->loop, URI);
+    dm_ctx_init(&t->ca, t->wa, DM_CLS_ADMIN);
+    dm_ctx_init(&t->cb, t->wb, DM_CLS_ADMIN);
+    CHECK(dm_alloc_register(&t->ca) == 0);
+}
+
+static void two_stop(two_t *t)
+{
+    dm_worker_destroy(t->wa);
+    dm_worker_destroy(t->wb);
+    uv_run(&t->loop, UV_RUN_DEFAULT);
+    uv_loop_close(&t->loop);
+}
+
 typedef struct iv {
     dm_gaddr_t a;
     uint64_t len;
@@ -262,25 +288,21 @@ static uint64_t entry_word(dm_ctx_t *ctx, int idx)
 static void test_chunk_tails(void)
 {
     enum { N0 = 300, N1 = 2000, LEN = 1000 };
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    dm_worker_t *wa = worker_on(&loop, URI), *wb = worker_on(&loop, URI);
-    dm_ctx_t ca, cb;
-    dm_ctx_init(&ca, wa, DM_CLS_ADMIN);
-    dm_ctx_init(&cb, wb, DM_CLS_ADMIN);
-    CHECK(dm_alloc_register(&ca) == 0);
+    two_t t;
+    two_start(&t);
+    dm_ctx_t *ca = &t.ca, *cb = &t.cb;
     static iv_t iv[N0 + 2 * N1];
     int n = 0;
     for (int i = 0; i < N0; i++) {
-        CHECK(dm_alloc_kv_block(&ca, LEN, &iv[n].a) == 0);
+        CHECK(dm_alloc_kv_block(ca, LEN, &iv[n].a) == 0);
         iv[n++].len = dm_alloc_kv_block_bytes(LEN);
     }
     /* Which entry is A's: the one holding a region (B never allocated). */
     int ea = -1;
     for (int i = 0; i < 64 && ea < 0; i++)
-        if (entry_word(&ca, i)) ea = i;
+        if (entry_word(ca, i)) ea = i;
     CHECK(ea >= 0);
-    uint64_t w = entry_word(&ca, ea);
+    uint64_t w = entry_word(ca, ea);
     dm_gaddr_t wm = (w >> 22) << 6;
     uint64_t left = (w & ((1u << 22) - 1)) << 6;
     for (int i = 0; i < n; i++)
@@ -290,19 +312,19 @@ static void test_chunk_tails(void)
            "watermark %llu bytes past the first block, want 1 MiB",
            (unsigned long long)(wm - iv[0].a));
     uint64_t regions, bytes;
-    CHECK(dm_alloc_adopt(&cb, dm_alloc_record(), &regions, &bytes) == 0);
+    CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &regions, &bytes) == 0);
     CHECKF(regions == 1 && bytes == left, "%llu regions, %llu bytes (want 1, %llu)",
            (unsigned long long)regions, (unsigned long long)bytes, (unsigned long long)left);
-    CHECK(entry_word(&cb, ea) == 0);
+    CHECK(entry_word(cb, ea) == 0);
     dm_alloc_tail_stats_t ts;
     dm_alloc_tail_stats(&ts);
     CHECK(ts.spare_bytes == left);
-    uint64_t ptr0 = sb_word(&ca, DM_SB_OFF(alloc_ptr));
+    uint64_t ptr0 = sb_word(ca, DM_SB_OFF(alloc_ptr));
     int b_in_tail = 0;
     for (int i = 0; i < N1; i++) {
-        CHECK(dm_alloc_kv_block(&ca, LEN, &iv[n].a) == 0);
+        CHECK(dm_alloc_kv_block(ca, LEN, &iv[n].a) == 0);
         iv[n++].len = dm_alloc_kv_block_bytes(LEN);
-        CHECK(dm_alloc_kv_block(&cb, LEN, &iv[n].a) == 0);
+        CHECK(dm_alloc_kv_block(cb, LEN, &iv[n].a) == 0);
         iv[n].len = dm_alloc_kv_block_bytes(LEN);
         b_in_tail += iv[n].a >= wm && iv[n].a < wm + left;
         n++;
@@ -313,11 +335,8 @@ static void test_chunk_tails(void)
         CHECKF(iv[i - 1].a + iv[i - 1].len <= iv[i].a, "blocks at %llx and %llx overlap",
                (unsigned long long)iv[i - 1].a, (unsigned long long)iv[i].a);
     /* A took one new chunk after its watermark; B took none. */
-    CHECK(sb_word(&ca, DM_SB_OFF(alloc_ptr)) == ptr0 + DM_CHUNK_SIZE);
-    dm_worker_destroy(wa);
-    dm_worker_destroy(wb);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
+    CHECK(sb_word(ca, DM_SB_OFF(alloc_ptr)) == ptr0 + DM_CHUNK_SIZE);
+    two_stop(&t);
 }
 
 /* A gateway stopping cleanly hands what it holds free over (dm_alloc_handoff): worker A
@@ -327,38 +346,35 @@ static void test_chunk_tails(void)
 static void test_handoff(void)
 {
     enum { N = 200, LEN = 1000 };
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    dm_worker_t *wa = worker_on(&loop, URI), *wb = worker_on(&loop, URI);
-    dm_ctx_t ca, cb;
-    dm_ctx_init(&ca, wa, DM_CLS_ADMIN);
-    dm_ctx_init(&cb, wb, DM_CLS_ADMIN);
-    CHECK(dm_alloc_register(&ca) == 0); /* the process's record, if no test made it yet */
+    two_t t;
+    two_start(&t);
+    dm_worker_t *wa = t.wa;
+    dm_ctx_t *ca = &t.ca, *cb = &t.cb;
     static dm_gaddr_t blk[N];
     for (int i = 0; i < N; i++)
-        CHECK(dm_alloc_kv_block(&ca, LEN, &blk[i]) == 0);
+        CHECK(dm_alloc_kv_block(ca, LEN, &blk[i]) == 0);
     for (int i = 0; i < N; i++)
         dm_alloc_free(wa->alloc, blk[i], LEN);
     uint64_t pieces, bytes, regions, rbytes;
-    CHECK(dm_alloc_handoff(&ca, &pieces, &bytes) == 0);
+    CHECK(dm_alloc_handoff(ca, &pieces, &bytes) == 0);
     CHECKF(pieces >= N && bytes >= (uint64_t)N * dm_alloc_kv_block_bytes(LEN),
            "handed over %llu pieces, %llu bytes", (unsigned long long)pieces,
            (unsigned long long)bytes);
     dm_alloc_tail_stats_t before, after;
     dm_alloc_tail_stats(&before);
-    CHECK(dm_alloc_adopt(&cb, dm_alloc_record(), &regions, &rbytes) == 0);
+    CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &regions, &rbytes) == 0);
     dm_alloc_tail_stats(&after);
     CHECK(after.handoffs_adopted == before.handoffs_adopted + 1);
     CHECK(after.handoff_bytes_adopted - before.handoff_bytes_adopted == bytes);
-    CHECK(dm_alloc_adopt(&cb, dm_alloc_record(), &regions, &rbytes) == 0); /* taken once */
+    CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &regions, &rbytes) == 0); /* taken once */
     dm_alloc_tail_stats(&before);
     CHECK(before.handoffs_adopted == after.handoffs_adopted);
     usleep(DM_GRACE_US + 100000);
     int b_reused = 0, a_reused = 0;
     for (int i = 0; i < N; i++) {
         dm_gaddr_t x, y;
-        CHECK(dm_alloc_kv_block(&cb, LEN, &x) == 0);
-        CHECK(dm_alloc_kv_block(&ca, LEN, &y) == 0);
+        CHECK(dm_alloc_kv_block(cb, LEN, &x) == 0);
+        CHECK(dm_alloc_kv_block(ca, LEN, &y) == 0);
         for (int j = 0; j < N; j++) {
             b_reused += x == blk[j];
             a_reused += y == blk[j];
@@ -366,10 +382,7 @@ static void test_handoff(void)
     }
     CHECKF(b_reused == N && a_reused == 0, "B reused %d of A's %d handed blocks, A %d", b_reused, N,
            a_reused);
-    dm_worker_destroy(wa);
-    dm_worker_destroy(wb);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
+    two_stop(&t);
 }
 
 int main(void)
