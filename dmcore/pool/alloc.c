@@ -362,6 +362,13 @@ static int cas_entry(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t want)
     return 0;
 }
 
+/* The watermark a region is registered with: its first DM_TAIL_STEP already reserved, so
+ * that registering costs one CAS, not two. */
+static dm_gaddr_t first_wm(dm_gaddr_t start, dm_gaddr_t end)
+{
+    return end - start > DM_TAIL_STEP ? start + DM_TAIL_STEP : end;
+}
+
 int dm_alloc_register(dm_ctx_t *ctx)
 {
     if (dm_alloc_record()) return 0;
@@ -379,8 +386,9 @@ int dm_alloc_register(dm_ctx_t *ctx)
     /* The region the record came from is registered from here on (carving went on
      * unregistered before: everything below cur is ours). */
     if (a->entry >= 0 && !a->fenced && a->cur_left) {
-        a->wm = a->cur;
-        rc = cas_entry(ctx, a, tail_word(a->cur, a->cur_left));
+        dm_gaddr_t end = a->cur + a->cur_left;
+        a->wm = first_wm(a->cur, end);
+        rc = cas_entry(ctx, a, tail_word(a->wm, end - a->wm));
         if (rc == 1) { /* someone else's word in our entry: carve none of this region */
             a->cur_left = 0;
             rc = 0;
@@ -401,9 +409,10 @@ static int switch_region(dm_ctx_t *ctx, dm_alloc_t *a, dm_gaddr_t start, uint64_
     a->cur_left = bytes;
     a->wm = start + bytes; /* unregistered: carve it all */
     if (!a->fenced && tails_entry_addr(a->entry)) {
-        rc = cas_entry(ctx, a, tail_word(start, bytes));
+        dm_gaddr_t wm = first_wm(start, start + bytes);
+        rc = cas_entry(ctx, a, tail_word(wm, start + bytes - wm));
         if (rc == 0) {
-            a->wm = start; /* registered, nothing reserved yet */
+            a->wm = wm; /* registered with its first step reserved */
             old_mine = old_end;
         } else if (rc == 1) {
             rc = 0; /* the old tail was taken over; the new region is ours, unregistered */
