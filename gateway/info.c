@@ -376,10 +376,10 @@ static void sec_dmkv(gw_buf_t *b)
     gw_buf_printf(b,
                   "chunk_tails_adopted:%llu\r\nchunk_tail_bytes_adopted:%llu\r\n"
                   "chunk_tail_bytes_spare:%llu\r\nfree_lists_adopted:%llu\r\n"
-                  "free_list_bytes_adopted:%llu\r\n",
+                  "free_list_bytes_adopted:%llu\r\nchunk_tails_from_spare_board:%llu\r\n",
                   (unsigned long long)ts.regions_adopted, (unsigned long long)ts.bytes_adopted,
                   (unsigned long long)ts.spare_bytes, (unsigned long long)ts.handoffs_adopted,
-                  (unsigned long long)ts.handoff_bytes_adopted);
+                  (unsigned long long)ts.handoff_bytes_adopted, (unsigned long long)ts.board_taken);
     sec_dmkv_chime(b);
     for (int k = 0; k < DM_CLS_COUNT; k++) {
         dm_cls_stats_t s;

@@ -439,6 +439,17 @@ static int refill(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t need)
         else
             queue_pieces(a, start, bytes);
     }
+    while (!got && (rc = tails_board_take(ctx, &start, &bytes)) == 1) {
+        if (bytes >= need + DM_UNIT)
+            got = 1;
+        else
+            queue_pieces(a, start, bytes);
+    }
+    if (rc < 0) {
+        unbusy(a);
+        return rc;
+    }
+    rc = 0;
     if (!got) {
         bytes = DM_CHUNK_SIZE - sizeof(dm_chunk_hdr_t);
         rc = take_range(ctx, a, bytes, &start);

@@ -104,6 +104,56 @@ static int word_ok(const dm_worker_t *w, uint64_t word)
            off + left <= w->conns[node]->region_size;
 }
 
+static dm_gaddr_t board_addr(int i)
+{
+    return dm_gaddr_make(0, DM_SB_OFF(spare_board) + 8u * (unsigned)i);
+}
+
+/* Put a tail word on the pool's spare board, where any gateway's worker can take it (a
+ * survivor that kept it would hoard it while another gateway runs out of memory). Returns
+ * 1 (on the board), 0 (board full) or DM_E*. */
+static int board_put(dm_ctx_t *ctx, uint64_t word)
+{
+    uint64_t board[DM_SPARE_SLOTS];
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_read(&b, board_addr(0), board, sizeof(board));
+    int rc = dm_batch_exec(ctx, &b);
+    if (rc) return rc;
+    for (int i = 0; i < DM_SPARE_SLOTS; i++) {
+        if (board[i]) continue;
+        dm_batch_init(&b);
+        dm_verb_t *v = dm_batch_cas(&b, board_addr(i), 0, word);
+        if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
+        if (v->result == 0) return 1;
+    }
+    return 0;
+}
+
+int tails_board_take(dm_ctx_t *ctx, dm_gaddr_t *start, uint64_t *bytes)
+{
+    uint64_t board[DM_SPARE_SLOTS];
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_read(&b, board_addr(0), board, sizeof(board));
+    int rc = dm_batch_exec(ctx, &b);
+    if (rc) return rc;
+    for (int i = 0; i < DM_SPARE_SLOTS; i++) {
+        if (!board[i] || !word_ok(ctx->w, board[i])) continue;
+        dm_batch_init(&b);
+        dm_verb_t *v = dm_batch_cas(&b, board_addr(i), board[i], 0);
+        if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
+        if (v->result != board[i]) continue;
+        *start = tail_wm(board[i]);
+        *bytes = tail_left(board[i]);
+        pthread_mutex_lock(&mu);
+        stats.board_taken++;
+        pthread_mutex_unlock(&mu);
+        return 1;
+    }
+    return 0;
+}
+
 #define HANDOFF_READ 4096 /* pairs per read: 64 KB */
 
 /* The free blocks a stopped gateway's worker listed in its handoff block blk (which we
@@ -173,7 +223,7 @@ int dm_alloc_adopt(dm_ctx_t *ctx, dm_gaddr_t rec, uint64_t *regions, uint64_t *b
         dm_verb_t *v = dm_batch_cas(&b, rec + 8u * (1u + (unsigned)i), word, 0);
         if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
         if (v->result != word || !tail_left(word)) continue; /* its owner moved on: alive */
-        tails_push_spare(tail_wm(word), tail_left(word));
+        if (board_put(ctx, word) != 1) tails_push_spare(tail_wm(word), tail_left(word));
         ++*regions;
         *bytes += tail_left(word);
     }

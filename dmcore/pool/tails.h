@@ -48,6 +48,12 @@ dm_gaddr_t tails_handoff_addr(int idx);
 /* Set this process's record (dm_alloc_register). */
 void tails_set_record(dm_gaddr_t rec);
 
+#define DM_SPARE_SLOTS 16 /* words of the superblock's spare_board */
+
+/* Take a chunk tail from the pool's spare board (superblock.h spare_board) by CAS: 1 and
+ * *start, *bytes set; 0 when the board is empty; DM_E*. 1 RTT, 2 when one is taken. */
+int tails_board_take(dm_ctx_t *ctx, dm_gaddr_t *start, uint64_t *bytes);
+
 /* Regions adopted from dead gateways and not yet used, process-wide (thread-safe): pop
  * one (1, *start and *bytes set; 0 when none), push one. */
 int tails_pop_spare(dm_gaddr_t *start, uint64_t *bytes);

@@ -269,10 +269,11 @@ int main(void)
               tail_bytes = survivors(a, b, "chunk_tail_bytes_adopted");
     fprintf(stderr,
             "pool: %lld bytes taken, %lld live; %lld chunk tails of dead gateways taken over "
-            "by the survivors (%lld bytes, %lld not carved yet); quarantines, free lists and "
-            "unlinked blocks of dead gateways are reclaimed offline only\n",
+            "by the survivors (%lld bytes; %lld taken from the spare board by them); "
+            "quarantines, free lists and unlinked blocks of dead gateways are reclaimed "
+            "offline only\n",
             atoll(t + 17), atoll(l + 16), tails, tail_bytes,
-            survivors(a, b, "chunk_tail_bytes_spare"));
+            survivors(a, b, "chunk_tails_from_spare_board"));
     freeReplyObject(r);
     CHECKF(tails >= 1 && tail_bytes > 0, "no dead gateway's chunk tail was taken over");
     redisFree(a);

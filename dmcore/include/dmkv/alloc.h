@@ -111,9 +111,10 @@ int dm_alloc_handoff(dm_ctx_t *ctx, uint64_t *pieces, uint64_t *bytes);
 typedef struct dm_alloc_tail_stats {
     uint64_t regions_adopted;       /* regions taken over by this process */
     uint64_t bytes_adopted;         /* their bytes */
-    uint64_t spare_bytes;           /* of those, not yet carving */
+    uint64_t spare_bytes;           /* of those, kept here (the spare board was full) */
     uint64_t handoffs_adopted;      /* handoff blocks of stopped gateways taken over */
     uint64_t handoff_bytes_adopted; /* the free bytes they listed */
+    uint64_t board_taken;           /* tails this process took from the spare board */
 } dm_alloc_tail_stats_t;
 void dm_alloc_tail_stats(dm_alloc_tail_stats_t *s);
 

@@ -38,6 +38,9 @@ typedef struct dm_superblock {
     uint64_t alloc_board[32]; /* node 0: per clock-board slot, the gaddr of that gateway's
                                  allocation record (dmkv/alloc.h dm_alloc_register), 0 =
                                  none: a dead gateway's unused chunk tails are found here */
+    uint64_t spare_board[16]; /* node 0: chunk tails taken over from dead gateways and not
+                                 carved yet, as tail words (pool/tails.h), 0 = empty; any
+                                 gateway's worker takes one by CAS before a new chunk */
 } dm_superblock_t;
 
 #define DM_SB_OFF(field) offsetof(dm_superblock_t, field)
