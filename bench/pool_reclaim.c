@@ -488,12 +488,15 @@ static int reclaim(dm_ctx_t *ctx, ranges_t *rs, int dry, int list)
     uint64_t tot_r = 0, tot_b = 0, partial = 0;
     int rc = 0;
     if (!dry) {
-        /* The gateways' allocation records are ranges without live objects, pushed below:
-         * no slot may keep naming one (its range may come back as anything). */
+        /* The gateways' allocation records and the chunk tails on the spare board lie in
+         * ranges without live objects, pushed below: nothing may keep naming them (their
+         * ranges may come back as anything). */
         uint64_t zero[DM_CLOCK_SLOTS] = {0};
         dm_batch_t b;
         dm_batch_init(&b);
         dm_batch_write(&b, dm_gaddr_make(0, DM_SB_OFF(alloc_board)), zero, sizeof(zero));
+        dm_batch_write(&b, dm_gaddr_make(0, DM_SB_OFF(spare_board)), zero,
+                       sizeof(((dm_superblock_t *)0)->spare_board));
         rc = dm_batch_exec(ctx, &b);
     }
     for (size_t i = 0; i < rs->n && !rc; i++) {
