@@ -223,23 +223,28 @@ int dm_alloc_adopt(dm_ctx_t *ctx, dm_gaddr_t rec, uint64_t *regions, uint64_t *b
         dm_verb_t *v = dm_batch_cas(&b, rec + 8u * (1u + (unsigned)i), word, 0);
         if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
         if (v->result != word || !tail_left(word)) continue; /* its owner moved on: alive */
-        if (board_put(ctx, word) != 1) tails_push_spare(tail_wm(word), tail_left(word));
+        /* On an error the board CAS may have landed: leave the tail (leaked) rather than
+         * risk handing it out twice. */
+        int put = board_put(ctx, word);
+        if (put == 0) tails_push_spare(tail_wm(word), tail_left(word));
         ++*regions;
         *bytes += tail_left(word);
     }
-    uint64_t hpieces = 0, hbytes = 0;
+    uint64_t hpieces = 0, hbytes = 0, hblocks = 0;
     for (int i = 0; i < DM_TAIL_ENTRIES && !rc; i++) {
         dm_gaddr_t blk = words[1 + DM_TAIL_ENTRIES + i];
         if (!blk) continue;
         dm_batch_init(&b);
         dm_verb_t *v = dm_batch_cas(&b, rec + 8u * (1u + DM_TAIL_ENTRIES + (unsigned)i), blk, 0);
         if ((rc = dm_batch_exec(ctx, &b)) != 0) break;
-        if (v->result == blk) rc = take_handoff(ctx, blk, &hpieces, &hbytes);
+        if (v->result != blk) continue;
+        rc = take_handoff(ctx, blk, &hpieces, &hbytes);
+        hblocks += rc == 0;
     }
     pthread_mutex_lock(&mu);
     stats.regions_adopted += *regions;
     stats.bytes_adopted += *bytes;
-    stats.handoffs_adopted += hpieces ? 1 : 0;
+    stats.handoffs_adopted += hblocks;
     stats.handoff_bytes_adopted += hbytes;
     pthread_mutex_unlock(&mu);
     return rc;
