@@ -154,6 +154,19 @@ int tails_board_take(dm_ctx_t *ctx, dm_gaddr_t *start, uint64_t *bytes)
     return 0;
 }
 
+int dm_pool_spare_board_bytes(dm_ctx_t *ctx, uint64_t *bytes)
+{
+    uint64_t board[DM_SPARE_SLOTS];
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_read(&b, board_addr(0), board, sizeof(board));
+    int rc = dm_batch_exec(ctx, &b);
+    *bytes = 0;
+    for (int i = 0; !rc && i < DM_SPARE_SLOTS; i++)
+        *bytes += tail_left(board[i]);
+    return rc;
+}
+
 #define HANDOFF_READ 4096 /* pairs per read: 64 KB */
 
 /* The free blocks a stopped gateway's worker listed in its handoff block blk (which we

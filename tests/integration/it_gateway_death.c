@@ -274,6 +274,10 @@ int main(void)
             "offline only\n",
             atoll(t + 17), atoll(l + 16), tails, tail_bytes,
             survivors(a, b, "chunk_tails_from_spare_board"));
+    const char *sp = strstr(r->str, "pool_spare_board_bytes:");
+    CHECK(sp);
+    fprintf(stderr, "pool: %lld bytes of taken-over tails wait on the spare board\n",
+            atoll(sp + 23));
     freeReplyObject(r);
     CHECKF(tails >= 1 && tail_bytes > 0, "no dead gateway's chunk tail was taken over");
     redisFree(a);

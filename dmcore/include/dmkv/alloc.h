@@ -117,6 +117,9 @@ typedef struct dm_alloc_tail_stats {
     uint64_t board_taken;           /* tails this process took from the spare board */
 } dm_alloc_tail_stats_t;
 void dm_alloc_tail_stats(dm_alloc_tail_stats_t *s);
+/* Bytes of the chunk tails waiting on the pool's spare board (taken over from dead
+ * gateways, not carved yet), 1 RTT. Returns 0 or DM_E*. */
+int dm_pool_spare_board_bytes(dm_ctx_t *ctx, uint64_t *bytes);
 
 /* Bytes this worker has taken from the pool in chunks, and bytes in quarantine/free. */
 uint64_t dm_alloc_chunk_bytes(const dm_alloc_t *a);
