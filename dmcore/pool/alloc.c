@@ -409,16 +409,18 @@ static int switch_region(dm_ctx_t *ctx, dm_alloc_t *a, dm_gaddr_t start, uint64_
     a->cur_left = bytes;
     a->wm = start + bytes; /* unregistered: carve it all */
     if (!a->fenced && tails_entry_addr(a->entry)) {
+        /* Nothing is carved while the CAS is out: another coroutine of this worker that
+         * found room would otherwise carve past the watermark being registered. */
+        a->wm = start;
         dm_gaddr_t wm = first_wm(start, start + bytes);
         rc = cas_entry(ctx, a, tail_word(wm, start + bytes - wm));
         if (rc == 0) {
             a->wm = wm; /* registered with its first step reserved */
             old_mine = old_end;
         } else if (rc == 1) {
-            rc = 0; /* the old tail was taken over; the new region is ours, unregistered */
-        } else {
-            a->wm = start; /* it may have landed: reserve before carving */
-        }
+            a->wm = start + bytes; /* the old tail was taken over; this one is ours alone */
+            rc = 0;
+        } /* else it may have landed: reserve before carving (wm stays at start) */
     }
     if (old_mine > old) queue_pieces(a, old, old_mine - old);
     return rc;
