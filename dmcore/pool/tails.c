@@ -109,6 +109,15 @@ static dm_gaddr_t board_addr(int i)
     return dm_gaddr_make(0, DM_SB_OFF(spare_board) + 8u * (unsigned)i);
 }
 
+/* The spare board's words, 1 RTT. Returns 0 or DM_E*. */
+static int board_read(dm_ctx_t *ctx, uint64_t *board)
+{
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_read(&b, board_addr(0), board, DM_SPARE_SLOTS * 8);
+    return dm_batch_exec(ctx, &b);
+}
+
 /* Put a tail word on the pool's spare board, where any gateway's worker can take it (a
  * survivor that kept it would hoard it while another gateway runs out of memory). Returns
  * 1 (on the board), 0 (board full) or DM_E*. */
@@ -116,9 +125,7 @@ static int board_put(dm_ctx_t *ctx, uint64_t word)
 {
     uint64_t board[DM_SPARE_SLOTS];
     dm_batch_t b;
-    dm_batch_init(&b);
-    dm_batch_read(&b, board_addr(0), board, sizeof(board));
-    int rc = dm_batch_exec(ctx, &b);
+    int rc = board_read(ctx, board);
     if (rc) return rc;
     for (int i = 0; i < DM_SPARE_SLOTS; i++) {
         if (board[i]) continue;
@@ -134,9 +141,7 @@ int tails_board_take(dm_ctx_t *ctx, dm_gaddr_t *start, uint64_t *bytes)
 {
     uint64_t board[DM_SPARE_SLOTS];
     dm_batch_t b;
-    dm_batch_init(&b);
-    dm_batch_read(&b, board_addr(0), board, sizeof(board));
-    int rc = dm_batch_exec(ctx, &b);
+    int rc = board_read(ctx, board);
     if (rc) return rc;
     for (int i = 0; i < DM_SPARE_SLOTS; i++) {
         if (!board[i] || !word_ok(ctx->w, board[i])) continue;
@@ -157,10 +162,7 @@ int tails_board_take(dm_ctx_t *ctx, dm_gaddr_t *start, uint64_t *bytes)
 int dm_pool_spare_board_bytes(dm_ctx_t *ctx, uint64_t *bytes)
 {
     uint64_t board[DM_SPARE_SLOTS];
-    dm_batch_t b;
-    dm_batch_init(&b);
-    dm_batch_read(&b, board_addr(0), board, sizeof(board));
-    int rc = dm_batch_exec(ctx, &b);
+    int rc = board_read(ctx, board);
     *bytes = 0;
     for (int i = 0; !rc && i < DM_SPARE_SLOTS; i++)
         *bytes += tail_left(board[i]);
