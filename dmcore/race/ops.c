@@ -739,8 +739,12 @@ int dm_race_set_carry(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *bloc
             dm_batch_write(&b, addr, block, (uint32_t)block_len);
         rc = lookup_from(ctx, &b, &lk, key, klen, carry);
         if (!rc) written = 1;
-        if (!rc && lk.frozen) {
-            rc = DM_ERETRY; /* a split froze this key: wait for it */
+        if (!rc && (lk.frozen || (lk.first < 0 && lk.moving))) {
+            /* A split froze this key, or (an insert) the key's subtable is still receiving
+             * keys from its parent: its parent's headers do not say so yet, so a gateway
+             * with the old directory would read the parent and miss a key inserted here.
+             * Wait for the split (RACE §3.4.2; docs/testing-concurrency.md). */
+            rc = DM_ERETRY;
             help_stuck_split(ctx, &lk.loc, &rt);
         }
         if (!rc && adopted && lk.first >= 0) {
