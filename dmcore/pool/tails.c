@@ -8,6 +8,7 @@
 
 #include <pthread.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "dmkv/alloc.h"
 #include "dmkv/errors.h"
@@ -94,14 +95,19 @@ void dm_alloc_tail_stats(dm_alloc_tail_stats_t *s)
     pthread_mutex_unlock(&mu);
 }
 
-/* An entry word that describes space inside a node of this pool past the superblock. */
+/* [addr, addr + len) lies inside a node of this pool, past the superblock. */
+static int span_ok(const dm_worker_t *w, dm_gaddr_t addr, uint64_t len)
+{
+    unsigned node = dm_gaddr_node(addr);
+    uint64_t off = dm_gaddr_off(addr);
+    return node < w->n_nodes && off >= DM_SB_FIRST_CHUNK && len <= (1ull << 32) &&
+           off + len <= w->conns[node]->region_size;
+}
+
+/* An entry word that describes space inside the pool. */
 static int word_ok(const dm_worker_t *w, uint64_t word)
 {
-    dm_gaddr_t wm = tail_wm(word);
-    unsigned node = dm_gaddr_node(wm);
-    uint64_t off = dm_gaddr_off(wm), left = tail_left(word);
-    return node < w->n_nodes && off >= DM_SB_FIRST_CHUNK &&
-           off + left <= w->conns[node]->region_size;
+    return span_ok(w, tail_wm(word), tail_left(word));
 }
 
 static dm_gaddr_t board_addr(int i)
@@ -194,11 +200,7 @@ static int take_handoff(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t *pieces, uint64_
         for (uint64_t i = 0; i < n; i++) {
             dm_gaddr_t addr = v[2 * i];
             uint64_t len = v[2 * i + 1];
-            unsigned node = dm_gaddr_node(addr);
-            uint64_t off = dm_gaddr_off(addr);
-            if (node >= ctx->w->n_nodes || off < DM_SB_FIRST_CHUNK || len > (1ull << 32) ||
-                off + len > ctx->w->conns[node]->region_size)
-                continue;
+            if (!span_ok(ctx->w, addr, len)) continue;
             alloc_take_handed(ctx->w->alloc, addr, len);
             ++*pieces;
             *bytes += len;
@@ -211,9 +213,9 @@ static int take_handoff(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t *pieces, uint64_
     return rc;
 }
 
-int dm_alloc_adopt(dm_ctx_t *ctx, dm_gaddr_t rec, uint64_t *regions, uint64_t *bytes)
+int dm_alloc_adopt(dm_ctx_t *ctx, dm_gaddr_t rec, dm_alloc_tail_stats_t *got)
 {
-    *regions = *bytes = 0;
+    memset(got, 0, sizeof(*got));
     /* Our own record is taken over like any other (a stale alloc_board word can name it):
      * the CASes fence our workers exactly as they fence a dead gateway's. */
     if (!rec) return 0;
@@ -242,10 +244,10 @@ int dm_alloc_adopt(dm_ctx_t *ctx, dm_gaddr_t rec, uint64_t *regions, uint64_t *b
          * risk handing it out twice. */
         int put = board_put(ctx, word);
         if (put == 0) tails_push_spare(tail_wm(word), tail_left(word));
-        ++*regions;
-        *bytes += tail_left(word);
+        got->regions_adopted++;
+        got->bytes_adopted += tail_left(word);
     }
-    uint64_t hpieces = 0, hbytes = 0, hblocks = 0;
+    uint64_t hpieces = 0;
     for (int i = 0; i < DM_TAIL_ENTRIES && !rc; i++) {
         dm_gaddr_t blk = words[1 + DM_TAIL_ENTRIES + i];
         if (!blk) continue;
@@ -253,14 +255,14 @@ int dm_alloc_adopt(dm_ctx_t *ctx, dm_gaddr_t rec, uint64_t *regions, uint64_t *b
         dm_verb_t *v = dm_batch_cas(&b, rec + 8u * (1u + DM_TAIL_ENTRIES + (unsigned)i), blk, 0);
         if ((rc = dm_batch_exec(ctx, &b)) != 0) break;
         if (v->result != blk) continue;
-        rc = take_handoff(ctx, blk, &hpieces, &hbytes);
-        hblocks += rc == 0;
+        rc = take_handoff(ctx, blk, &hpieces, &got->handoff_bytes_adopted);
+        got->handoffs_adopted += rc == 0;
     }
     pthread_mutex_lock(&mu);
-    stats.regions_adopted += *regions;
-    stats.bytes_adopted += *bytes;
-    stats.handoffs_adopted += hblocks;
-    stats.handoff_bytes_adopted += hbytes;
+    stats.regions_adopted += got->regions_adopted;
+    stats.bytes_adopted += got->bytes_adopted;
+    stats.handoffs_adopted += got->handoffs_adopted;
+    stats.handoff_bytes_adopted += got->handoff_bytes_adopted;
     pthread_mutex_unlock(&mu);
     return rc;
 }

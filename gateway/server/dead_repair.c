@@ -39,23 +39,19 @@ static void adopt_main(void *arg)
     uint64_t recs[DM_CLOCK_SLOTS];
     unsigned n = dm_clock_take_dead_records(recs, DM_CLOCK_SLOTS);
     for (unsigned i = 0; i < n; i++) {
-        uint64_t regions = 0, bytes = 0;
-        dm_alloc_tail_stats_t before, after;
-        dm_alloc_tail_stats(&before);
-        int rc = dm_alloc_adopt(ctx, recs[i], &regions, &bytes);
-        dm_alloc_tail_stats(&after);
+        dm_alloc_tail_stats_t got;
+        int rc = dm_alloc_adopt(ctx, recs[i], &got);
         if (rc)
             dm_log(DM_LOG_WARNING,
                    "the chunk tails and free blocks of a gateway that died or stopped were not "
                    "(all) taken over: %s",
                    dm_strerror(rc));
-        if (regions || after.handoffs_adopted > before.handoffs_adopted)
-            dm_log(
-                DM_LOG_NOTICE,
-                "took over from a gateway that died or stopped: %llu chunk tail(s), %llu "
-                "bytes it never handed out; %llu free bytes it handed over at its stop",
-                (unsigned long long)regions, (unsigned long long)bytes,
-                (unsigned long long)(after.handoff_bytes_adopted - before.handoff_bytes_adopted));
+        if (got.regions_adopted || got.handoffs_adopted)
+            dm_log(DM_LOG_NOTICE,
+                   "took over from a gateway that died or stopped: %llu chunk tail(s), %llu "
+                   "bytes it never handed out; %llu free bytes it handed over at its stop",
+                   (unsigned long long)got.regions_adopted, (unsigned long long)got.bytes_adopted,
+                   (unsigned long long)got.handoff_bytes_adopted);
     }
     adopting = 0;
 }

@@ -311,10 +311,11 @@ static void test_chunk_tails(void)
     CHECKF(wm - iv[0].a >= (1u << 20) && wm - iv[0].a <= (1u << 20) + 64,
            "watermark %llu bytes past the first block, want 1 MiB",
            (unsigned long long)(wm - iv[0].a));
-    uint64_t regions, bytes;
-    CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &regions, &bytes) == 0);
-    CHECKF(regions == 1 && bytes == left, "%llu regions, %llu bytes (want 1, %llu)",
-           (unsigned long long)regions, (unsigned long long)bytes, (unsigned long long)left);
+    dm_alloc_tail_stats_t got;
+    CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &got) == 0);
+    CHECKF(got.regions_adopted == 1 && got.bytes_adopted == left,
+           "%llu regions, %llu bytes (want 1, %llu)", (unsigned long long)got.regions_adopted,
+           (unsigned long long)got.bytes_adopted, (unsigned long long)left);
     CHECK(entry_word(cb, ea) == 0);
     dm_alloc_tail_stats_t ts, ts2;
     dm_alloc_tail_stats(&ts); /* on the pool's spare board, not kept by this process */
@@ -357,18 +358,19 @@ static void test_handoff(void)
         CHECK(dm_alloc_kv_block(ca, LEN, &blk[i]) == 0);
     for (int i = 0; i < N; i++)
         dm_alloc_free(wa->alloc, blk[i], LEN);
-    uint64_t pieces, bytes, regions, rbytes;
+    uint64_t pieces, bytes;
+    dm_alloc_tail_stats_t got;
     CHECK(dm_alloc_handoff(ca, &pieces, &bytes) == 0);
     CHECKF(pieces >= N && bytes >= (uint64_t)N * dm_alloc_kv_block_bytes(LEN),
            "handed over %llu pieces, %llu bytes", (unsigned long long)pieces,
            (unsigned long long)bytes);
     dm_alloc_tail_stats_t before, after;
     dm_alloc_tail_stats(&before);
-    CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &regions, &rbytes) == 0);
+    CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &got) == 0);
     dm_alloc_tail_stats(&after);
     CHECK(after.handoffs_adopted == before.handoffs_adopted + 1);
     CHECK(after.handoff_bytes_adopted - before.handoff_bytes_adopted == bytes);
-    CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &regions, &rbytes) == 0); /* taken once */
+    CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &got) == 0); /* taken once */
     dm_alloc_tail_stats(&before);
     CHECK(before.handoffs_adopted == after.handoffs_adopted);
     usleep(DM_GRACE_US + 100000);

@@ -91,14 +91,23 @@ uint64_t dm_alloc_owner_id(void);
 int dm_alloc_register(dm_ctx_t *ctx);
 /* This process's record (gaddr of its first entry), 0 before dm_alloc_register. */
 dm_gaddr_t dm_alloc_record(void);
+typedef struct dm_alloc_tail_stats {
+    uint64_t regions_adopted;       /* regions taken over by this process */
+    uint64_t bytes_adopted;         /* their bytes */
+    uint64_t spare_bytes;           /* of those, kept here (the spare board was full) */
+    uint64_t handoffs_adopted;      /* handoff blocks of stopped gateways taken over */
+    uint64_t handoff_bytes_adopted; /* the free bytes they listed */
+    uint64_t board_taken;           /* tails this process took from the spare board */
+} dm_alloc_tail_stats_t;
 /* Take over the regions registered in a dead gateway's record rec (from the superblock's
  * alloc_board, read by the clock board when it found the gateway dead): each nonzero entry
- * is CASed to 0 and, when the CAS wins, the space above its watermark becomes a spare
- * region this process's workers carve before taking new chunks. Handoff blocks
- * (dm_alloc_handoff) are taken the same way, their blocks queued on ctx's worker's lists.
- * *regions and *bytes: the regions taken over. A few RTTs, plus one per 4096 handed
+ * is CASed to 0 and, when the CAS wins, the space above its watermark goes to the spare
+ * board (or this process's spares) for workers to carve before taking new chunks. Handoff
+ * blocks (dm_alloc_handoff) are taken the same way, their blocks queued on ctx's worker's
+ * lists. *got: what this call took (regions_adopted, bytes_adopted, handoffs_adopted,
+ * handoff_bytes_adopted; the other fields 0). A few RTTs, plus one per 4096 handed
  * blocks. Returns 0, DM_ECORRUPT (rec is not a record) or DM_E*. */
-int dm_alloc_adopt(dm_ctx_t *ctx, dm_gaddr_t rec, uint64_t *regions, uint64_t *bytes);
+int dm_alloc_adopt(dm_ctx_t *ctx, dm_gaddr_t rec, dm_alloc_tail_stats_t *got);
 
 /* At a clean stop, once no operation runs on ctx's worker: write what the worker holds
  * free (its free lists and quarantine, the rest of its region below the watermark, the
@@ -108,14 +117,6 @@ int dm_alloc_adopt(dm_ctx_t *ctx, dm_gaddr_t rec, uint64_t *regions, uint64_t *b
  * over. 2-3 RTTs. Returns 0 or DM_E* (what was gathered is then lost, as before). */
 int dm_alloc_handoff(dm_ctx_t *ctx, uint64_t *pieces, uint64_t *bytes);
 
-typedef struct dm_alloc_tail_stats {
-    uint64_t regions_adopted;       /* regions taken over by this process */
-    uint64_t bytes_adopted;         /* their bytes */
-    uint64_t spare_bytes;           /* of those, kept here (the spare board was full) */
-    uint64_t handoffs_adopted;      /* handoff blocks of stopped gateways taken over */
-    uint64_t handoff_bytes_adopted; /* the free bytes they listed */
-    uint64_t board_taken;           /* tails this process took from the spare board */
-} dm_alloc_tail_stats_t;
 void dm_alloc_tail_stats(dm_alloc_tail_stats_t *s);
 /* Bytes of the chunk tails waiting on the pool's spare board (taken over from dead
  * gateways, not carved yet), 1 RTT. Returns 0 or DM_E*. */
