@@ -6,6 +6,7 @@
  * that random value sizes almost never repeat (the pool grew without bound). */
 #include "dmkv/alloc.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -13,6 +14,7 @@
 #include "dmkv/errors.h"
 #include "dmkv/log.h"
 #include "dmkv/superblock.h"
+#include "returned.h"
 #include "tails.h"
 
 #define MAX_CLASS 512      /* exact size classes 1..512 grains (16 KB) */
@@ -44,6 +46,36 @@ struct dm_alloc {
     freed_t *head[NCLASSES], *tail[NCLASSES];
 };
 
+/* Bytes in every worker's free lists, quarantined or reusable (INFO). */
+static _Atomic int64_t listed_bytes;
+
+static void listed(const freed_t *f, int sign)
+{
+    atomic_fetch_add_explicit(&listed_bytes, sign * (int64_t)(f->units * DM_GRAIN),
+                              memory_order_relaxed);
+}
+
+/* Allocations that waited for a quarantined block with the pool full; blocks returned to
+ * the pool and taken from it (INFO). */
+static _Atomic uint64_t oom_waits, blocks_returned, blocks_taken;
+
+void dm_alloc_returned_stats(uint64_t *returned, uint64_t *taken)
+{
+    *returned = atomic_load_explicit(&blocks_returned, memory_order_relaxed);
+    *taken = atomic_load_explicit(&blocks_taken, memory_order_relaxed);
+}
+
+uint64_t dm_alloc_oom_waits(void)
+{
+    return atomic_load_explicit(&oom_waits, memory_order_relaxed);
+}
+
+uint64_t dm_alloc_listed_bytes(void)
+{
+    int64_t v = atomic_load_explicit(&listed_bytes, memory_order_relaxed);
+    return v > 0 ? (uint64_t)v : 0;
+}
+
 dm_alloc_t *dm_alloc_create(dm_worker_t *w)
 {
     dm_alloc_t *a = calloc(1, sizeof(*a));
@@ -60,6 +92,7 @@ void dm_alloc_destroy(dm_alloc_t *a)
         while (a->head[c]) {
             freed_t *f = a->head[c];
             a->head[c] = f->next;
+            listed(f, -1);
             free(f);
         }
     free(a);
@@ -206,6 +239,7 @@ static freed_t *take_from_class(dm_alloc_t *a, int c, uint64_t units, uint64_t a
         else
             a->head[c] = f->next;
         if (a->tail[c] == f) a->tail[c] = prev;
+        listed(f, -1);
         return f;
     }
     return NULL;
@@ -447,6 +481,13 @@ static int refill(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t need)
         else
             queue_pieces(a, start, bytes);
     }
+    while (!got && rc >= 0 && (rc = returned_take(ctx, &start, &bytes)) == 1) {
+        atomic_fetch_add_explicit(&blocks_taken, 1, memory_order_relaxed);
+        if (bytes >= need + DM_UNIT)
+            got = 1;
+        else
+            queue_pieces(a, start, bytes);
+    }
     if (rc < 0) {
         unbusy(a);
         return rc;
@@ -485,21 +526,68 @@ static int advance(dm_ctx_t *ctx, dm_alloc_t *a, dm_gaddr_t target)
     return rc;
 }
 
-/* Carve need bytes (a multiple of DM_GRAIN) aligned to align (DM_GRAIN or DM_UNIT). */
+/* Microseconds until the oldest quarantined block that could serve units grains (its own
+ * class, or for a large block the next LARGE_STEPS classes) passes its quarantine; 0 when
+ * none is queued. */
+static uint64_t quarantine_wait_us(const dm_alloc_t *a, uint64_t units)
+{
+    int c = class_of(&units);
+    int last = c > MAX_CLASS ? c + LARGE_STEPS : c;
+    uint64_t now = dm_now_us(), best = 0;
+    for (int k = c; k <= last && k < NCLASSES; k++)
+        for (const freed_t *f = a->head[k]; f; f = f->next) {
+            if (f->units < units) continue;
+            uint64_t ready = f->freed_us + DM_GRACE_US;
+            uint64_t wait = ready > now ? ready - now : 1;
+            if (!best || wait < best) best = wait;
+            break; /* FIFO: the first that fits is the oldest */
+        }
+    return best;
+}
+
+static int alloc_fresh(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t need, uint64_t align,
+                       dm_gaddr_t *out);
+
+#define OOM_POLLS 5         /* looks at the returned blocks before -OOM... */
+#define OOM_POLL_US 100000u /* ...this far apart (a gateway cron tick) */
+
+/* Carve need bytes (a multiple of DM_GRAIN) aligned to align (DM_GRAIN or DM_UNIT). When
+ * the pool is full (maxmemory, or every node) but one of this worker's quarantined blocks
+ * would fit, wait for its quarantine to pass (at most DM_GRACE_US) instead of failing;
+ * with none, look for blocks other gateways returned for half a second: -OOM then means
+ * the memory is not coming back, not that it is 2 s away or held by another gateway. */
 static int alloc_aligned(dm_ctx_t *ctx, uint64_t need, uint64_t align, dm_gaddr_t *out)
 {
     dm_alloc_t *a = ctx->w->alloc;
     uint64_t units = need / DM_GRAIN;
     class_of(&units); /* large blocks take their class's size: any freed one then fits */
     need = units * DM_GRAIN;
-    freed_t *f = take_freed(a, units, align);
-    if (!f) f = take_larger(a, units, align);
-    if (f) {
-        *out = f->addr;
-        free(f);
-        a->live_delta += (int64_t)need;
-        return 0;
+    int polls = 0;
+    for (;;) {
+        freed_t *f = take_freed(a, units, align);
+        if (!f) f = take_larger(a, units, align);
+        if (f) {
+            *out = f->addr;
+            free(f);
+            a->live_delta += (int64_t)need;
+            return 0;
+        }
+        int rc = alloc_fresh(ctx, a, need, align, out);
+        if (rc != DM_ENOMEM) return rc;
+        uint64_t wait = quarantine_wait_us(a, units);
+        /* Nothing of ours would fit: other gateways return their unused blocks under
+         * pressure (dm_alloc_return_idle, every cron tick); look again a few times. */
+        if (!wait && polls++ < OOM_POLLS) wait = OOM_POLL_US;
+        if (!wait) return rc;
+        atomic_fetch_add_explicit(&oom_waits, 1, memory_order_relaxed);
+        dm_ctx_sleep(ctx, (uint32_t)(wait < DM_GRACE_US ? wait : DM_GRACE_US) + 1000);
     }
+}
+
+/* need bytes of memory no block was freed from: the current region, a new one, or (big
+ * blocks) an extent of their own. */
+static int alloc_fresh(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t need, uint64_t align, dm_gaddr_t *out)
+{
     if (need > DM_CHUNK_SIZE / 4) { /* big values get their own extent */
         int rc = take_range(ctx, a, need, out);
         if (!rc) a->live_delta += (int64_t)need;
@@ -529,6 +617,76 @@ static int alloc_aligned(dm_ctx_t *ctx, uint64_t need, uint64_t align, dm_gaddr_
     return 0;
 }
 
+#define RETURN_IDLE_US 1000000u /* reusable and unused this long: returned to the pool */
+#define RETURN_MAX 64           /* blocks returned per call */
+
+/* Unlink one block of a large class that sat reusable and unused for RETURN_IDLE_US; NULL
+ * when none among the first 8 of each class (FIFO: the oldest come first). */
+static freed_t *take_idle(dm_alloc_t *a, uint64_t now, uint64_t idle_us)
+{
+    for (int c = MAX_CLASS + 1; c < NCLASSES; c++) {
+        freed_t *f = a->head[c], *prev = NULL;
+        for (int scanned = 0; f && scanned < 8; prev = f, f = f->next, scanned++) {
+            if (now - f->freed_us < DM_GRACE_US + idle_us) continue;
+            if (f->units * DM_GRAIN < DM_RETURN_MIN_BYTES + 2 * DM_UNIT) continue;
+            if (prev)
+                prev->next = f->next;
+            else
+                a->head[c] = f->next;
+            if (a->tail[c] == f) a->tail[c] = prev;
+            listed(f, -1);
+            return f;
+        }
+    }
+    return NULL;
+}
+
+/* The pool is over 3/4 full (of maxmemory, or of its nodes' memory): 1, 0 or DM_E*. */
+static int pool_pressed(dm_ctx_t *ctx)
+{
+    uint64_t limit = 0, used = 0, cap = 0;
+    int rc = dm_pool_usage(ctx, &limit, &used);
+    if (rc) return rc;
+    for (unsigned n = 0; n < ctx->w->n_nodes; n++)
+        cap += ctx->w->conns[n]->region_size;
+    if (limit && limit < cap) cap = limit;
+    return used > cap / 4 * 3;
+}
+
+int dm_alloc_return_idle(dm_ctx_t *ctx)
+{
+    dm_alloc_t *a = ctx->w->alloc;
+    uint64_t head = 0;
+    unsigned head_node = ~0u;
+    int rc = pool_pressed(ctx);
+    if (rc < 0) return rc;
+    /* Under pressure every block past its quarantine goes back: another gateway may be
+     * out of memory while this one holds it for a size it may never be asked again. */
+    uint64_t idle_us = rc ? 0 : RETURN_IDLE_US;
+    rc = 0;
+    for (int n = 0; n < RETURN_MAX && !rc; n++) {
+        freed_t *f = take_idle(a, dm_now_us(), idle_us);
+        if (!f) break;
+        /* The stack's headers are 64-byte aligned: the slivers stay here. */
+        dm_gaddr_t lo = (f->addr + DM_UNIT - 1) / DM_UNIT * DM_UNIT,
+                   hi = (f->addr + f->units * DM_GRAIN) / DM_UNIT * DM_UNIT;
+        if (lo > f->addr) queue_pieces(a, f->addr, lo - f->addr);
+        if (hi < f->addr + f->units * DM_GRAIN)
+            queue_pieces(a, hi, f->addr + f->units * DM_GRAIN - hi);
+        if (dm_gaddr_node(lo) != head_node) head = 0, head_node = dm_gaddr_node(lo);
+        rc = returned_push(ctx, lo, hi - lo, &head);
+        if (rc == 1) {
+            atomic_fetch_add_explicit(&blocks_returned, 1, memory_order_relaxed);
+            rc = 0;
+        } else if (rc == 0) {
+            queue_pieces(a, lo, hi - lo); /* contended: keep it, try at the next call */
+            rc = 1;
+        } /* else unknown: it may be on the stack, so it is not ours any more */
+        free(f);
+    }
+    return rc < 0 ? rc : 0;
+}
+
 /* Everything this worker holds free: its free lists (emptied), the reserved rest of its
  * region (which it stops carving) and the process's spare regions, as (gaddr, bytes)
  * pairs appended to v (room for max). Returns how many. */
@@ -540,12 +698,14 @@ static size_t gather_free(dm_alloc_t *a, uint64_t *v, size_t max)
             v[2 * n] = f->addr;
             v[2 * n++ + 1] = f->units * DM_GRAIN;
             a->head[c] = f->next;
+            listed(f, -1);
             free(f);
         }
     for (int c = 0; c < NCLASSES; c++) /* beyond max: leaked, as before */
         while (a->head[c]) {
             freed_t *f = a->head[c];
             a->head[c] = f->next;
+            listed(f, -1);
             free(f);
         }
     memset(a->tail, 0, sizeof(a->tail));
@@ -632,7 +792,12 @@ static void queue_block(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, int now_
     int c = class_of(&units); /* as alloc_aligned rounded it */
     freed_t *f = malloc(sizeof(*f));
     if (!f) return; /* leak rather than fail a free */
-    *f = (freed_t){addr, units, now_reusable ? 0 : dm_now_us(), NULL};
+    uint64_t now = dm_now_us();
+    /* A block reusable now is dated as if its quarantine just ended: its age then says how
+     * long it sat unused (dm_alloc_return_idle). */
+    *f = (freed_t){addr, units, now_reusable ? (now > DM_GRACE_US ? now - DM_GRACE_US : 0) : now,
+                   NULL};
+    listed(f, 1);
     if (now_reusable) {
         f->next = a->head[c];
         a->head[c] = f;

@@ -3,7 +3,8 @@
  * keys from this thread's expiry queue (expiry_track.h) are removed with dm_kv_del_expired
  * (which leaves a key alone if it was rewritten meanwhile). Every thread of every gateway
  * expires the keys it gave an expiry, so the work is spread; each tick's work is bounded.
- * (A SCAN-driven sweep cannot find expired keys: RACE's scan skips them.) */
+ * (A SCAN-driven sweep cannot find expired keys: RACE's scan skips them.) The same step
+ * returns the worker's idle free blocks to the pool (dm_alloc_return_idle). */
 #include "server/cron.h"
 
 #include <stdlib.h>
@@ -26,6 +27,11 @@ static void expire_step(void *arg)
         dm_ctx_t cctx;
         dm_ctx_init(&cctx, th->w, DM_CLS_ADMIN);
         dm_clock_tick(&cctx); /* the clock board: one thread per process */
+    }
+    if (!th->stopping) { /* free blocks this worker left unused go back to the pool */
+        dm_ctx_t rctx;
+        dm_ctx_init(&rctx, th->w, DM_CLS_ADMIN);
+        dm_alloc_return_idle(&rctx);
     }
     if (dm_clock_skewed()) { /* our clock would delete other gateways' keys early */
         th->expire_running = false;

@@ -105,6 +105,24 @@ static redisContext *connect_to(int g)
     return c;
 }
 
+/* The pool and allocator lines of each gateway's INFO (when a write failed). */
+static void print_allocators(void)
+{
+    const char *want[] = {"allocator_", "pool_", "chunk_tail", "free_list"};
+    for (int g = 0; g < 3; g++) {
+        redisContext *d = connect_to(g);
+        if (!d) continue;
+        redisReply *x = redisCommand(d, "INFO");
+        char *save = NULL;
+        for (char *ln = x ? strtok_r(x->str, "\r\n", &save) : NULL; ln;
+             ln = strtok_r(NULL, "\r\n", &save))
+            for (int j = 0; j < 4; j++)
+                if (!strncmp(ln, want[j], strlen(want[j]))) fprintf(stderr, "gw%d %s\n", g, ln);
+        if (x) freeReplyObject(x);
+        redisFree(d);
+    }
+}
+
 static void *writer_main(void *arg)
 {
     int id = (int)(intptr_t)arg;
@@ -143,6 +161,7 @@ static void *writer_main(void *arg)
             c = NULL;
             continue;
         }
+        if (r->type == REDIS_REPLY_ERROR) print_allocators();
         CHECKF(r->type == (del ? REDIS_REPLY_INTEGER : REDIS_REPLY_STATUS), "writer %d: %s", id,
                r->type == REDIS_REPLY_ERROR ? r->str : "unexpected reply");
         state[id][k] = del ? 0 : 1;
@@ -276,8 +295,10 @@ int main(void)
             survivors(a, b, "chunk_tails_from_spare_board"));
     const char *sp = strstr(r->str, "pool_spare_board_bytes:");
     CHECK(sp);
-    fprintf(stderr, "pool: %lld bytes of taken-over tails wait on the spare board\n",
-            atoll(sp + 23));
+    fprintf(stderr,
+            "pool: %lld bytes of taken-over tails wait on the spare board; the survivors' "
+            "free lists hold %lld bytes\n",
+            atoll(sp + 23), survivors(a, b, "allocator_free_list_bytes"));
     freeReplyObject(r);
     CHECKF(tails >= 1 && tail_bytes > 0, "no dead gateway's chunk tail was taken over");
     redisFree(a);

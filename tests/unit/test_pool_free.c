@@ -389,6 +389,47 @@ static void test_handoff(void)
     two_stop(&t);
 }
 
+/* Issue 12: a worker's free blocks served no other worker, so a gateway started late ran
+ * out of memory while another held hundreds of megabytes free. Worker A frees 40 blocks of
+ * 100 KB; a second past their quarantine it returns them to the pool; worker B, which has
+ * no region yet, carves its next 40 blocks of 40 KB from them and takes no chunk. */
+static void test_returned(void)
+{
+    enum { N = 40, BIG_LEN = 100000, LEN = 40000 };
+    two_t t;
+    two_start(&t);
+    dm_ctx_t *ca = &t.ca, *cb = &t.cb;
+    static iv_t freed[N];
+    for (int i = 0; i < N; i++) {
+        CHECK(dm_alloc_kv_block(ca, BIG_LEN, &freed[i].a) == 0);
+        freed[i].len = dm_alloc_kv_block_bytes(BIG_LEN);
+    }
+    for (int i = 0; i < N; i++)
+        dm_alloc_free(t.wa->alloc, freed[i].a, BIG_LEN);
+    uint64_t r0, t0, r1, t1;
+    dm_alloc_returned_stats(&r0, &t0);
+    CHECK(dm_alloc_return_idle(ca) == 0);
+    dm_alloc_returned_stats(&r1, &t1);
+    CHECKF(r1 == r0, "%llu blocks returned still in quarantine", (unsigned long long)(r1 - r0));
+    usleep(DM_GRACE_US + 1000000 + 100000); /* past the quarantine, and a second unused */
+    CHECK(dm_alloc_return_idle(ca) == 0);
+    dm_alloc_returned_stats(&r1, &t1);
+    CHECKF(r1 - r0 == N, "%llu of %d idle blocks returned", (unsigned long long)(r1 - r0), N);
+    uint64_t ptr0 = sb_word(cb, DM_SB_OFF(alloc_ptr));
+    int from_a = 0;
+    for (int i = 0; i < N; i++) {
+        dm_gaddr_t x;
+        CHECK(dm_alloc_kv_block(cb, LEN, &x) == 0);
+        for (int j = 0; j < N; j++)
+            from_a += x >= freed[j].a && x + LEN <= freed[j].a + freed[j].len;
+    }
+    dm_alloc_returned_stats(&r0, &t0);
+    CHECKF(from_a == N, "only %d of B's %d blocks came from A's returned ones", from_a, N);
+    CHECKF(sb_word(cb, DM_SB_OFF(alloc_ptr)) == ptr0, "B took a new chunk");
+    CHECK(t0 > t1);
+    two_stop(&t);
+}
+
 int main(void)
 {
     RUN(test_push_pop);
@@ -397,6 +438,7 @@ int main(void)
     RUN(test_large_reuse);
     RUN(test_chunk_tails);
     RUN(test_handoff);
+    RUN(test_returned);
     printf("test_pool_free: passed\n");
     return 0;
 }

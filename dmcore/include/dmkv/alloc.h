@@ -122,6 +122,21 @@ void dm_alloc_tail_stats(dm_alloc_tail_stats_t *s);
  * gateways, not carved yet), 1 RTT. Returns 0 or DM_E*. */
 int dm_pool_spare_board_bytes(dm_ctx_t *ctx, uint64_t *bytes);
 
+/* Return to the pool the blocks of ctx's worker (16 KB and over) that sat reusable and
+ * unused for a second past their quarantine: pushed on their node's returned-block stack,
+ * where any gateway's worker takes them before a new chunk (issue 12: a gateway's free
+ * lists served no other gateway). Called by the gateway's cron on each worker; at most 64
+ * blocks, 2 RTTs each. Returns 0 or DM_E*. */
+int dm_alloc_return_idle(dm_ctx_t *ctx);
+/* Blocks this process returned to the pool, and took from it (INFO). */
+void dm_alloc_returned_stats(uint64_t *returned, uint64_t *taken);
+
+/* Bytes in this process's free lists (quarantined or reusable), all workers. */
+uint64_t dm_alloc_listed_bytes(void);
+/* Allocations that found the pool full and waited (at most DM_GRACE_US) for one of their
+ * worker's quarantined blocks instead of failing with DM_ENOMEM. */
+uint64_t dm_alloc_oom_waits(void);
+
 /* Bytes this worker has taken from the pool in chunks, and bytes in quarantine/free. */
 uint64_t dm_alloc_chunk_bytes(const dm_alloc_t *a);
 

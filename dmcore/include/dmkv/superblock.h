@@ -34,7 +34,11 @@ typedef struct dm_superblock {
     uint64_t live_bytes;      /* node 0: bytes in blocks allocated and not freed, pool-wide;
                                  each gateway worker adds its net change with FAA every cron
                                  tick (dm_alloc_flush_live) */
-    uint64_t reserved[17];
+    uint64_t block_free;      /* head of this node's stack of returned blocks: freed blocks
+                                 past their quarantine that a gateway's worker did not need,
+                                 for any worker to take (pool/returned.h), tagged as
+                                 chunk_free, 0 = empty */
+    uint64_t reserved[16];
     uint64_t alloc_board[32]; /* node 0: per clock-board slot, the gaddr of that gateway's
                                  allocation record (dmkv/alloc.h dm_alloc_register), 0 =
                                  none: a dead gateway's unused chunk tails are found here */

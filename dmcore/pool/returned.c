@@ -1,0 +1,107 @@
+/* The per-node stacks of returned blocks (returned.h). A lock-free stack (Treiber) with a
+ * tagged head, as the free-range stack (superblock.h DM_FREE_*): a pop's CAS succeeds only
+ * if the head did not change since it was read, so the top's link it read is still true. */
+#include "returned.h"
+
+#include "dmkv/errors.h"
+#include "dmkv/superblock.h"
+
+#define TRIES 8 /* CAS attempts on a head before giving up */
+
+static dm_gaddr_t head_addr(unsigned node)
+{
+    return dm_gaddr_make(node, DM_SB_OFF(block_free));
+}
+
+int returned_push(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t bytes, uint64_t *head)
+{
+    unsigned node = dm_gaddr_node(addr);
+    uint64_t off = dm_gaddr_off(addr);
+    if (off % DM_UNIT || bytes % DM_UNIT || bytes < DM_RETURN_MIN_BYTES) return DM_EINVAL;
+    dm_batch_t b;
+    int rc;
+    if (!*head) {
+        dm_batch_init(&b);
+        dm_batch_read(&b, head_addr(node), head, 8);
+        if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
+    }
+    for (int tries = 0; tries < TRIES; tries++) {
+        dm_chunk_hdr_t h = {.magic = DM_RETURNED_MAGIC,
+                            .bytes = bytes,
+                            .owner = 0,
+                            .created_ms = dm_wall_ms(),
+                            .next_free = dm_free_head_off(*head)};
+        /* The link is in place before the CAS makes the block reachable. */
+        dm_batch_init(&b);
+        dm_batch_write(&b, addr, &h, sizeof(h));
+        if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
+        uint64_t want = dm_free_head(dm_free_head_tag(*head) + 1, off);
+        dm_batch_init(&b);
+        dm_verb_t *v = dm_batch_cas(&b, head_addr(node), *head, want);
+        if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
+        if (v->result == *head) {
+            *head = want;
+            return 1;
+        }
+        *head = v->result;
+    }
+    return 0;
+}
+
+/* The header of a returned block is believable: its node's, aligned, its link too. */
+static int hdr_ok(const dm_worker_t *w, unsigned node, uint64_t off, const dm_chunk_hdr_t *h)
+{
+    uint64_t size = w->conns[node]->region_size;
+    return h->magic == DM_RETURNED_MAGIC && h->owner == 0 && h->bytes % DM_UNIT == 0 &&
+           h->bytes >= DM_RETURN_MIN_BYTES && h->bytes <= size - off &&
+           h->next_free % DM_UNIT == 0 &&
+           (h->next_free == 0 || (h->next_free >= DM_SB_FIRST_CHUNK && h->next_free < size));
+}
+
+static int pop(dm_ctx_t *ctx, unsigned node, uint64_t head, dm_gaddr_t *start, uint64_t *bytes)
+{
+    for (int tries = 0; tries < TRIES; tries++) {
+        uint64_t off = dm_free_head_off(head);
+        if (!off || off < DM_SB_FIRST_CHUNK || off >= ctx->w->conns[node]->region_size) return 0;
+        dm_chunk_hdr_t h;
+        dm_batch_t b;
+        dm_batch_init(&b);
+        dm_batch_read(&b, dm_gaddr_make(node, off), &h, sizeof(h));
+        int rc = dm_batch_exec(ctx, &b);
+        if (rc) return rc;
+        int ok = hdr_ok(ctx->w, node, off, &h);
+        dm_batch_init(&b);
+        /* A header that is not believable: the head moved on (the block was taken and
+         * reused) or the stack is corrupt; a CAS that still sees this head cuts the stack
+         * there rather than hand out what it links. */
+        dm_verb_t *v = dm_batch_cas(&b, head_addr(node), head,
+                                    dm_free_head(dm_free_head_tag(head) + 1, ok ? h.next_free : 0));
+        if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
+        if (v->result == head) {
+            if (!ok) return 0;
+            *start = dm_gaddr_make(node, off);
+            *bytes = h.bytes;
+            return 1;
+        }
+        head = v->result;
+    }
+    return 0;
+}
+
+int returned_take(dm_ctx_t *ctx, dm_gaddr_t *start, uint64_t *bytes)
+{
+    dm_worker_t *w = ctx->w;
+    uint64_t heads[DM_BATCH_MAX];
+    unsigned n = w->n_nodes < DM_BATCH_MAX ? w->n_nodes : DM_BATCH_MAX;
+    dm_batch_t b;
+    dm_batch_init(&b);
+    for (unsigned i = 0; i < n; i++)
+        dm_batch_read(&b, head_addr(i), &heads[i], 8);
+    int rc = dm_batch_exec(ctx, &b);
+    if (rc) return rc;
+    for (unsigned i = 0; i < n; i++) {
+        if (!dm_free_head_off(heads[i])) continue;
+        if ((rc = pop(ctx, i, heads[i], start, bytes)) != 0) return rc;
+    }
+    return 0;
+}
