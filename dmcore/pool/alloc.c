@@ -225,6 +225,18 @@ static int class_of(uint64_t *units)
     return MAX_CLASS + 1 + (int)idx;
 }
 
+/* Take f (after prev, NULL when first) off class c's list. Returns f. */
+static freed_t *unlink_freed(dm_alloc_t *a, int c, freed_t *prev, freed_t *f)
+{
+    if (prev)
+        prev->next = f->next;
+    else
+        a->head[c] = f->next;
+    if (a->tail[c] == f) a->tail[c] = prev;
+    listed(f, -1);
+    return f;
+}
+
 /* The first block of class c past its quarantine with `units` grains (0: any) and
  * aligned to align, unlinked; NULL when none among the first 8. */
 static freed_t *take_from_class(dm_alloc_t *a, int c, uint64_t units, uint64_t align)
@@ -234,13 +246,7 @@ static freed_t *take_from_class(dm_alloc_t *a, int c, uint64_t units, uint64_t a
     for (int scanned = 0; f && scanned < 8; prev = f, f = f->next, scanned++) {
         if (now - f->freed_us < DM_GRACE_US) return NULL; /* FIFO: the rest are younger */
         if ((units && f->units != units) || f->addr % align) continue;
-        if (prev)
-            prev->next = f->next;
-        else
-            a->head[c] = f->next;
-        if (a->tail[c] == f) a->tail[c] = prev;
-        listed(f, -1);
-        return f;
+        return unlink_freed(a, c, prev, f);
     }
     return NULL;
 }
@@ -629,13 +635,7 @@ static freed_t *take_idle(dm_alloc_t *a, uint64_t now, uint64_t idle_us)
         for (int scanned = 0; f && scanned < 8; prev = f, f = f->next, scanned++) {
             if (now - f->freed_us < DM_GRACE_US + idle_us) continue;
             if (f->units * DM_GRAIN < DM_RETURN_MIN_BYTES + 2 * DM_UNIT) continue;
-            if (prev)
-                prev->next = f->next;
-            else
-                a->head[c] = f->next;
-            if (a->tail[c] == f) a->tail[c] = prev;
-            listed(f, -1);
-            return f;
+            return unlink_freed(a, c, prev, f);
         }
     }
     return NULL;
