@@ -470,14 +470,18 @@ static int write_dirty(dm_ctx_t *ctx, dm_chime_lock_t *lk, int unlock, int wait)
         unsigned gap = (rs[j] + objs - prev_end) % objs;
         if (gap > widest) widest = gap, first = j;
     }
+    /* Nothing of this hold leaves the process after its end (dm_conn_t.send_by_us). */
+    uint64_t send_by = lk->locked_us + (uint64_t)CH_HOLD_MAX_MS * 1000;
     dm_batch_t b;
     dm_batch_init(&b);
+    b.send_by_us = send_by;
     int rc = 0;
     for (unsigned k = 0; k < nr && !rc; k++) {
         unsigned j = (first + nr - 1 - k) % nr;
         if (b.n == DM_BATCH_MAX - 1) {
             rc = dm_batch_exec(ctx, &b);
             dm_batch_init(&b);
+            b.send_by_us = send_by;
         }
         dm_batch_write(&b, lk->leaf + rs[j] * CH_OBJ, lk->img + rs[j] * CH_OBJ, rn[j] * CH_OBJ);
     }
@@ -490,7 +494,7 @@ static int write_dirty(dm_ctx_t *ctx, dm_chime_lock_t *lk, int unlock, int wait)
     if (wait && ctx->ride && b.n + ctx->ride->n <= DM_BATCH_MAX) {
         /* Ride along with the caller's next batch (the RACE write): one RTT saved, but
          * dropped if this hold has ended by the time that batch is posted. */
-        ctx->ride_until_us = lk->locked_us + (uint64_t)CH_HOLD_MAX_MS * 1000;
+        ctx->ride_until_us = send_by;
         for (unsigned i = 0; i < b.n; i++) {
             ctx->ride->v[ctx->ride->n] = b.v[i];
             ctx->ride->node[ctx->ride->n++] = b.node[i];

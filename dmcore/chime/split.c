@@ -166,10 +166,11 @@ static skey_t hop_median(const ch_geo_t *g, const dm_chime_lock_t *lk, skey_t *k
  * reach yet. */
 static int write_leaf(dm_ctx_t *ctx, const ch_geo_t *g, dm_gaddr_t a, const uint8_t *img,
                       const uint64_t *word, uint64_t held, dm_gaddr_t rec, const uint8_t *recbuf,
-                      uint32_t recbytes)
+                      uint32_t recbytes, uint64_t send_by_us)
 {
     dm_batch_t b;
     dm_batch_init(&b);
+    b.send_by_us = send_by_us; /* the hold's end: never lands after a takeover */
     if (recbuf) dm_batch_write(&b, rec, recbuf, recbytes);
     dm_batch_write(&b, a, img, g->lock_off);
     if (held)
@@ -245,8 +246,10 @@ int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk)
         dm_alloc_unused(ctx->w->alloc, rec, recbytes);
         goto out;
     }
-    rc = write_leaf(ctx, g, ra, right, &rword, 0, rec, recbuf, recbytes);
-    if (!rc) rc = write_leaf(ctx, g, lk->leaf, lk->img, &lword, lk->remote_word, 0, NULL, 0);
+    uint64_t send_by = dm_chime_lock_posted_us(lk) + (uint64_t)CH_HOLD_MAX_MS * 1000;
+    rc = write_leaf(ctx, g, ra, right, &rword, 0, rec, recbuf, recbytes, send_by);
+    if (!rc)
+        rc = write_leaf(ctx, g, lk->leaf, lk->img, &lword, lk->remote_word, 0, NULL, 0, send_by);
     if (rc) goto out;
     ch_count(&ch_stats.leaf_splits, 1);
     dm_gaddr_t left = lk->leaf;

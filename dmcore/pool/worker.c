@@ -58,10 +58,13 @@ int dm_ctx_ride_end(dm_ctx_t *ctx, dm_batch_t *r)
     if (!r->n) return 0;
     if (ride_expired(ctx)) {
         r->n = 0;
+        r->send_by_us = 0;
         return DM_ERETRY;
     }
+    r->send_by_us = dm_send_by_earlier(r->send_by_us, ctx->ride_until_us);
     int rc = dm_batch_exec(ctx, r);
     r->n = 0;
+    r->send_by_us = 0;
     return rc;
 }
 
@@ -215,15 +218,19 @@ static int exec_with_ride(dm_ctx_t *ctx, dm_batch_t *b)
         /* b may rely on the ride (a slot CAS behind its pending entry): not posted either;
          * the caller retries and finds its lease check failing. */
         r->n = 0;
+        r->send_by_us = 0;
         return DM_ERETRY;
     }
     if (r->n + b->n > DM_BATCH_MAX) {
+        r->send_by_us = dm_send_by_earlier(r->send_by_us, ctx->ride_until_us);
         int rc = dm_batch_exec(ctx, r);
         r->n = 0;
+        r->send_by_us = 0;
         return rc ? rc : dm_batch_exec(ctx, b);
     }
     dm_batch_t m;
     m.n = r->n + b->n;
+    m.send_by_us = dm_send_by_earlier(b->send_by_us, ctx->ride_until_us);
     memcpy(m.v, r->v, r->n * sizeof(m.v[0]));
     memcpy(m.node, r->node, r->n);
     memcpy(m.v + r->n, b->v, b->n * sizeof(m.v[0]));
@@ -231,6 +238,17 @@ static int exec_with_ride(dm_ctx_t *ctx, dm_batch_t *b)
     int rc = dm_batch_exec(ctx, &m);
     memcpy(b->v, m.v + r->n, b->n * sizeof(b->v[0]));
     r->n = 0;
+    r->send_by_us = 0;
+    return rc;
+}
+
+/* c->ops->post with the message's send-by bound (dm_conn_t.send_by_us). */
+static int post_by(dm_conn_t *c, dm_verb_t *v, size_t n, dm_post_cb cb, void *arg,
+                   uint64_t send_by_us)
+{
+    c->send_by_us = send_by_us;
+    int rc = c->ops->post(c, v, n, cb, arg);
+    c->send_by_us = 0;
     return rc;
 }
 
@@ -317,7 +335,7 @@ int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b)
         if (c && w->lost[node])
             rc = DM_ELOST;
         else if (c)
-            rc = c->ops->post(c, &tmp[s], count[j], batch_done, &bw);
+            rc = post_by(c, &tmp[s], count[j], batch_done, &bw, b->send_by_us);
         if (rc) {
             for (unsigned i = s; i < s + count[j]; i++)
                 tmp[i].status = rc;
@@ -352,6 +370,7 @@ int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b)
 /* A fire-and-forget batch owns copies of its verbs and WRITE payloads. */
 typedef struct async_batch {
     unsigned pending, nodes;
+    uint64_t send_by_us;
     unsigned start[DM_BATCH_MAX], count[DM_BATCH_MAX]; /* as group_by_node made them */
     dm_verb_t verbs[];
 } async_batch_t;
@@ -375,7 +394,7 @@ static int async_send(dm_worker_t *w, async_batch_t *ab)
         if (c && w->lost[node])
             rc = DM_ELOST;
         else if (c)
-            rc = c->ops->post(c, &ab->verbs[s], ab->count[j], async_done, ab);
+            rc = post_by(c, &ab->verbs[s], ab->count[j], async_done, ab, ab->send_by_us);
         if (rc) {
             ab->pending--;
             if (!first) first = rc;
@@ -411,6 +430,7 @@ int dm_batch_post_async(dm_ctx_t *ctx, dm_batch_t *b)
     async_batch_t *ab = malloc(sizeof(*ab) + b->n * sizeof(dm_verb_t) + wr);
     if (!ab) return DM_ENOMEM;
     memcpy(ab->verbs, tmp, b->n * sizeof(dm_verb_t));
+    ab->send_by_us = b->send_by_us;
     uint8_t *data = (uint8_t *)&ab->verbs[b->n];
     for (unsigned k = 0; k < b->n; k++) {
         dm_verb_t *v = &ab->verbs[k];

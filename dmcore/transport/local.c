@@ -170,6 +170,7 @@ static int local_post(dm_conn_t *base, dm_verb_t *verbs, size_t n, dm_post_cb cb
     local_conn_t *c = (local_conn_t *)base;
     uint32_t delay = __atomic_load_n(&inject.delay_us, __ATOMIC_RELAXED);
     if (c->closing) return DM_EIO;
+    if (dm_conn_send_late(base)) return DM_ETIMEDOUT; /* not run */
     dm_conn_count_message(base, n);
     if (delay == 0) {
         int st = run_batch(c, verbs, n);

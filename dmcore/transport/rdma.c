@@ -81,6 +81,8 @@ typedef struct rbatch {
     dm_post_cb cb;
     void *arg;
     uint32_t nwr;        /* work requests */
+    uint64_t send_by_us; /* dm_conn_t.send_by_us when posted: not rung after it */
+    int status;          /* completed from the defer timer with this */
     uint64_t ring_bytes; /* staging bytes held, wrap-around waste included */
     uint64_t posted_us;
     vinfo_t vi[];
@@ -443,6 +445,14 @@ static void kick_pending(rdma_conn_t *c)
         bq_t chain = {0};
         while (c->pending.head) {
             rbatch_t *b = c->pending.head;
+            if (b->send_by_us && now_us() > b->send_by_us) {
+                /* Its lease ended while it waited for room: never rung (no WR staged). */
+                bq_pop(&c->pending);
+                b->status = DM_ETIMEDOUT;
+                bq_push(&c->deferred, b);
+                uv_timer_start(&c->h->defer, on_defer, 0, 0);
+                continue;
+            }
             int st = stage_batch(c, b, &k);
             if (st == POST_AGAIN) break;
             bq_pop(&c->pending);
@@ -605,7 +615,7 @@ static void on_defer(uv_timer_t *t)
     c->busy++;
     rbatch_t *b;
     while (!c->closing && (b = bq_pop(&c->deferred)))
-        complete_batch(c, b, 0);
+        complete_batch(c, b, b->status);
     conn_unref(c);
 }
 
@@ -662,6 +672,7 @@ static int rdma_post(dm_conn_t *base, dm_verb_t *verbs, size_t n, dm_post_cb cb,
     rdma_conn_t *c = (rdma_conn_t *)base;
     if (c->broken || c->closing) return DM_EIO;
     if (n > c->sq_depth) return DM_EINVAL;
+    if (dm_conn_send_late(base)) return DM_ETIMEDOUT; /* not rung */
     rbatch_t *b = malloc(sizeof(*b) + n * sizeof(vinfo_t));
     if (!b) return DM_ENOMEM;
     b->next = NULL;
@@ -671,6 +682,8 @@ static int rdma_post(dm_conn_t *base, dm_verb_t *verbs, size_t n, dm_post_cb cb,
     b->cb = cb;
     b->arg = arg;
     b->nwr = 0;
+    b->send_by_us = base->send_by_us;
+    b->status = 0;
     b->ring_bytes = 0;
     b->posted_us = 0;
     uint64_t large = c->stage_size / 4;
@@ -703,10 +716,16 @@ static int rdma_post(dm_conn_t *base, dm_verb_t *verbs, size_t n, dm_post_cb cb,
         uv_timer_start(&c->h->defer, on_defer, 0, 0);
         return 0;
     }
-    /* Queued for the end of the turn, with whatever else the turn posts. */
+    /* Queued for the end of the turn, with whatever else the turn posts; a batch with a
+     * send-by bound is rung now. */
     bq_push(&c->pending, b);
     dm_flush_hook_arm(&c->h->flush_hook);
     update_activity(c);
+    if (b->send_by_us) {
+        c->busy++;
+        kick_pending(c);
+        conn_unref(c);
+    }
     return 0;
 }
 

@@ -414,6 +414,7 @@ static int tcp_post(dm_conn_t *base, dm_verb_t *verbs, size_t n, dm_post_cb cb, 
             verbs[i].status = DM_EIO;
         return DM_EIO;
     }
+    if (dm_conn_send_late(base)) return DM_ETIMEDOUT; /* not sent */
     uint64_t inline_bytes;
     size_t big;
     int rc = check_batch(verbs, n, &inline_bytes, &big);
@@ -443,6 +444,7 @@ static int tcp_post(dm_conn_t *base, dm_verb_t *verbs, size_t n, dm_post_cb cb, 
         uv_timer_start(&c->timer, on_timer, 1000, 1000);
     }
     c->tail = p;
+    if (base->send_by_us) flush(&c->flush_hook); /* leaves now, not at the end of the turn */
     return 0;
 }
 

@@ -1,6 +1,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "dmkv/transport.h"
 
@@ -22,6 +23,14 @@ void dm_conn_count_message(dm_conn_t *c, uint64_t verbs)
     if (c->node_id >= STAT_NODES) return;
     __atomic_fetch_add(&node_messages[c->node_id], 1, __ATOMIC_RELAXED);
     __atomic_fetch_add(&node_verbs[c->node_id], verbs, __ATOMIC_RELAXED);
+}
+
+int dm_conn_send_late(const dm_conn_t *c)
+{
+    if (!c->send_by_us) return 0;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u > c->send_by_us;
 }
 
 void dm_conn_node_stats(unsigned node, uint64_t *messages, uint64_t *verbs)

@@ -428,6 +428,34 @@ static void test_turn_coalesced(void)
     }
 }
 
+/* A lease holder's message (dm_conn_t.send_by_us): past its bound it is refused and
+ * nothing lands; before it, it is rung inside post() (one doorbell before post returns),
+ * not at the end of the loop turn. */
+static void test_send_by(void)
+{
+    uint64_t off = 13 * BASE, two = 2, three = 3;
+    *(uint64_t *)(region + off) = 1;
+    dm_verb_t v = vwrite(off, &two, 8);
+    wait_t w = {0};
+    conn->send_by_us = dm_now_us() - 1;
+    CHECK(conn->ops->post(conn, &v, 1, wait_cb, &w) == DM_ETIMEDOUT);
+    conn->send_by_us = 0;
+    dm_rdma_counters_t c0, c1;
+    dm_rdma_counters_get(&c0);
+    v = vwrite(off, &three, 8);
+    conn->send_by_us = dm_now_us() + 10000000u;
+    CHECK(conn->ops->post(conn, &v, 1, wait_cb, &w) == 0);
+    conn->send_by_us = 0;
+    dm_rdma_counters_get(&c1);
+    CHECK(c1.post_send_calls == c0.post_send_calls + 1);
+    uint64_t t0 = dm_now_us();
+    while (!w.done) {
+        uv_run(&loop, UV_RUN_ONCE);
+        CHECK(dm_now_us() - t0 < 10000000u);
+    }
+    CHECK(w.status == 0 && *(uint64_t *)(region + off) == 3);
+}
+
 /* A batch larger than the staging ring (8 x 1 MiB READs + 2 x 2 MiB WRITEs). */
 static void test_larger_than_staging(void)
 {
@@ -674,6 +702,7 @@ int main(void)
     RUN(test_batch64);
     RUN(test_many_outstanding);
     RUN(test_turn_coalesced);
+    RUN(test_send_by);
     RUN(test_larger_than_staging);
     RUN(test_doorbell_one_rtt);
     RUN(test_coroutines);

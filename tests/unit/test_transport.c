@@ -370,6 +370,36 @@ static void t_outstanding(void)
     CHECK(get64(ctr) == N);
 }
 
+static uint64_t mono_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+/* A message with a send-by bound (a lease holder's writes): past the bound it is refused
+ * and nothing lands; before it, it leaves during the post itself (counted as a message
+ * before post returns), not at the end of the loop turn. */
+static void t_send_by(void)
+{
+    uint64_t off = SCRATCH + 9000, two = 2, three = 3;
+    put64(off, 1);
+    dm_verb_t v = wr(off, &two, 8);
+    conn->send_by_us = mono_us() - 1;
+    done_t d = {0};
+    CHECK(conn->ops->post(conn, &v, 1, on_done, &d) == DM_ETIMEDOUT);
+    conn->send_by_us = 0;
+    CHECK(!d.flag && get64(off) == 1);
+    uint64_t before = conn->messages;
+    v = wr(off, &three, 8);
+    conn->send_by_us = mono_us() + 10000000u;
+    CHECK(conn->ops->post(conn, &v, 1, on_done, &d) == 0);
+    conn->send_by_us = 0;
+    CHECK(conn->messages == before + 1);
+    wait_done(&d);
+    CHECK(d.status == 0 && get64(off) == 3);
+}
+
 static void conformance(const char *name)
 {
     fprintf(stderr, "-- backend %s\n", name);
@@ -385,6 +415,7 @@ static void conformance(const char *name)
     RUN(t_bad_atomics);
     RUN(t_batch64);
     RUN(t_outstanding);
+    RUN(t_send_by);
 }
 
 /* ---- memnode process ---- */

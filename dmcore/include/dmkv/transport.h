@@ -36,6 +36,12 @@ struct dm_conn {
     unsigned node_id;      /* position of this memory node in the pool */
     int failed;            /* set by the backend once the connection is unusable (lost, timed
                               out, QP in error): the worker opens a new one (pool/worker.c) */
+    uint64_t send_by_us;   /* set by the batch layer around post(), else 0: the message must
+                              leave this process (socket write, doorbell) by this monotonic
+                              time (us) or be refused with DM_ETIMEDOUT, nothing sent. A lease
+                              holder's writes carry its hold's end: they leave at once (no
+                              end-of-turn coalescing), and a holder stalled before they left
+                              (SIGSTOP, a held batch) never lands them after a takeover */
     uint64_t messages;     /* messages sent (tcp: one per coalesced write; INFO) */
     uint64_t verbs_posted; /* verbs in them */
 };
@@ -43,6 +49,9 @@ struct dm_conn {
 /* Count messages sent to c's memory node (one write, one doorbell) and the verbs in them:
  * process-wide per node, for INFO (verbs per message shows doorbell batching). */
 void dm_conn_count_message(dm_conn_t *c, uint64_t verbs);
+/* 1 when the message being posted on c is past its send_by_us bound (CLOCK_MONOTONIC, the
+ * clock of dm_now_us): the backend refuses it with DM_ETIMEDOUT, nothing sent. */
+int dm_conn_send_late(const dm_conn_t *c);
 /* Totals for memory node `node` (0 for nodes never used). Thread-safe. */
 void dm_conn_node_stats(unsigned node, uint64_t *messages, uint64_t *verbs);
 

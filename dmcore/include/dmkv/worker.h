@@ -106,6 +106,9 @@ uint64_t dm_wall_ms(void);
  * together = 1 round trip (doorbell batching). Verbs to one node run in posting order. */
 struct dm_batch {
     unsigned n;
+    uint64_t send_by_us; /* 0, or the monotonic time (us) after which its messages must not
+                            leave this process: refused with DM_ETIMEDOUT instead (writes
+                            under a lease, dm_conn_t.send_by_us) */
     dm_verb_t v[DM_BATCH_MAX];
     uint8_t node[DM_BATCH_MAX];
 };
@@ -113,6 +116,13 @@ struct dm_batch {
 static inline void dm_batch_init(dm_batch_t *b)
 {
     b->n = 0;
+    b->send_by_us = 0;
+}
+
+/* The earlier of two send_by_us bounds (0: none). */
+static inline uint64_t dm_send_by_earlier(uint64_t a, uint64_t b)
+{
+    return !a ? b : !b ? a : a < b ? a : b;
 }
 /* Append verbs; each returns the verb (its result/status are valid after exec) or NULL
  * when the batch is full. */
