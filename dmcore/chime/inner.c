@@ -349,13 +349,14 @@ static uint64_t inner_lock_addr(dm_gaddr_t a)
     return a + CH_INNER_BYTES;
 }
 
-/* Take an inner node's lock (CAS 0 -> locked with our lease time), taking over an expired
- * lease. */
-static int inner_lock(dm_ctx_t *ctx, dm_gaddr_t a, uint64_t *word)
+/* Take an inner node's lock (CAS 0 -> locked with a fresh lease token), taking over an
+ * expired lease. *since_us: when the winning CAS was posted (the hold's start). */
+static int inner_lock(dm_ctx_t *ctx, dm_gaddr_t a, uint64_t *word, uint64_t *since_us)
 {
     uint64_t expect = 0;
     for (int tries = 0; tries < 100000; tries++) {
         uint64_t mine = 1 | ((uint64_t)dm_lease_token() << 1);
+        *since_us = dm_now_us();
         dm_batch_t b;
         dm_batch_init(&b);
         dm_verb_t *v = dm_batch_cas(&b, inner_lock_addr(a), expect, mine);
@@ -384,12 +385,16 @@ static int inner_lock(dm_ctx_t *ctx, dm_gaddr_t a, uint64_t *word)
 
 /* Write img as node a's new content and unlock, in one batch (Sherman's combined write).
  * held: the lock word we hold (the unlock is a CAS from it, so a holder whose lease was
- * taken over never frees the taker's lock), or 0 for a node nobody can reach yet. */
-static int inner_write_unlock(dm_ctx_t *ctx, dm_gaddr_t a, const uint8_t *img, uint64_t held)
+ * taken over never frees the taker's lock), or 0 for a node nobody can reach yet; since_us:
+ * the hold's start (inner_lock), so that the batch never leaves after the hold's end (a
+ * stale image would land over a taker's; dm_conn_t.send_by_us), 0 with held 0. */
+static int inner_write_unlock(dm_ctx_t *ctx, dm_gaddr_t a, const uint8_t *img, uint64_t held,
+                              uint64_t since_us)
 {
     static const uint64_t zero = 0;
     dm_batch_t b;
     dm_batch_init(&b);
+    if (held && img) b.send_by_us = since_us + (uint64_t)CH_HOLD_MAX_MS * 1000;
     if (img) dm_batch_write(&b, a, img, CH_INNER_BYTES);
     if (held)
         dm_batch_cas(&b, inner_lock_addr(a), held, 0);
@@ -476,7 +481,7 @@ static int grow_root(dm_ctx_t *ctx, uint64_t rootw, int *published)
     if (!rc) rc = img ? ch_inner_encode(&n, 0, img) : DM_ENOMEM;
     if (!rc && count < 2) rc = DM_ERETRY; /* the chain is still being written */
     if (!rc) rc = dm_alloc_block(ctx, CH_INNER_BYTES + CH_LINE, &na);
-    if (!rc) rc = inner_write_unlock(ctx, na, img, 0);
+    if (!rc) rc = inner_write_unlock(ctx, na, img, 0, 0);
     if (!rc) {
         dm_batch_t b;
         dm_batch_init(&b);
@@ -517,8 +522,8 @@ static int inner_insert(ch_inner_t *n, const uint8_t *sep, uint32_t seplen, dm_g
 
 /* Split a full, locked node n into n and a new right node; writes both, unlocks n.
  * Returns the separator pushed up (malloc'd) and the new node's address. */
-static int inner_split(dm_ctx_t *ctx, ch_inner_t *n, uint64_t held, uint8_t ver, ch_sep_t *up,
-                       dm_gaddr_t *ra)
+static int inner_split(dm_ctx_t *ctx, ch_inner_t *n, uint64_t held, uint64_t since_us, uint8_t ver,
+                       ch_sep_t *up, dm_gaddr_t *ra)
 {
     size_t total = ch_inner_size(n), acc = CH_INNER_HDR;
     unsigned m = 1;
@@ -539,7 +544,7 @@ static int inner_split(dm_ctx_t *ctx, ch_inner_t *n, uint64_t held, uint8_t ver,
     if (!img) return DM_ENOMEM;
     int rc = ch_inner_encode(&r, 0, img);
     if (!rc) rc = dm_alloc_block(ctx, CH_INNER_BYTES + CH_LINE, ra);
-    if (!rc) rc = inner_write_unlock(ctx, *ra, img, 0); /* unreachable until n points to it */
+    if (!rc) rc = inner_write_unlock(ctx, *ra, img, 0, 0); /* unreachable until n points to it */
     if (rc) {
         free(img);
         return rc;
@@ -556,7 +561,7 @@ static int inner_split(dm_ctx_t *ctx, ch_inner_t *n, uint64_t held, uint8_t ver,
         n->sibling = *ra;
         n->sib_first_child = r.child[0];
         rc = ch_inner_encode(n, ver, img);
-        if (!rc) rc = inner_write_unlock(ctx, n->addr, img, held);
+        if (!rc) rc = inner_write_unlock(ctx, n->addr, img, held, since_us);
         n->count = count;
         n->has_high = had_high;
         n->high = old_high;
@@ -593,8 +598,8 @@ int ch_propagate(dm_ctx_t *ctx, unsigned level, dm_gaddr_t left, const uint8_t *
         dm_gaddr_t a;
         rc = descend(ctx, sep, seplen, level, 1, &p, &a);
         for (int right_moves = 0; !rc && right_moves < 4096; right_moves++) {
-            uint64_t word;
-            rc = inner_lock(ctx, a, &word);
+            uint64_t word, since;
+            rc = inner_lock(ctx, a, &word, &since);
             if (rc) break;
             dm_batch_t b;
             dm_batch_init(&b);
@@ -602,26 +607,26 @@ int ch_propagate(dm_ctx_t *ctx, unsigned level, dm_gaddr_t left, const uint8_t *
             rc = dm_batch_exec(ctx, &b);
             ch_inner_t *n = rc ? NULL : ch_inner_decode(a, img); /* locked: never torn */
             if (!n) {
-                inner_write_unlock(ctx, a, NULL, word);
+                inner_write_unlock(ctx, a, NULL, word, since);
                 rc = rc ? rc : DM_ECORRUPT;
                 break;
             }
             uint8_t ver = (uint8_t)(img[0] + 1);
             if (n->has_high && ch_key_cmp(sep, seplen, n->high.key, n->high.len) >= 0) {
-                rc = inner_write_unlock(ctx, a, NULL, word);
+                rc = inner_write_unlock(ctx, a, NULL, word, since);
                 a = n->sibling;
                 ch_inner_free(n);
                 continue;
             }
             rc = inner_insert(n, sep, seplen, right);
             if (rc == 1) { /* a helper already linked it */
-                rc = inner_write_unlock(ctx, a, img, word);
+                rc = inner_write_unlock(ctx, a, img, word, since);
                 ch_inner_free(n);
                 goto out;
             }
             if (!rc && ch_inner_size(n) <= CH_INNER_PAYLOAD && n->count <= inner_fanout) {
                 rc = ch_inner_encode(n, ver, img);
-                if (!rc) rc = inner_write_unlock(ctx, a, img, word);
+                if (!rc) rc = inner_write_unlock(ctx, a, img, word, since);
                 /* Cache the node as written: the next lock below it needs no READ. */
                 ch_inner_t *m = rc ? NULL : ch_inner_decode(a, img);
                 if (m)
@@ -633,7 +638,7 @@ int ch_propagate(dm_ctx_t *ctx, unsigned level, dm_gaddr_t left, const uint8_t *
             }
             ch_sep_t up = {0};
             dm_gaddr_t ra = 0;
-            if (!rc) rc = inner_split(ctx, n, word, ver, &up, &ra);
+            if (!rc) rc = inner_split(ctx, n, word, since, ver, &up, &ra);
             ch_cache_drop(c, a);
             ch_inner_free(n);
             if (!rc) rc = ch_propagate(ctx, level + 1, a, up.key, up.len, ra);
