@@ -716,16 +716,11 @@ static int rdma_post(dm_conn_t *base, dm_verb_t *verbs, size_t n, dm_post_cb cb,
         uv_timer_start(&c->h->defer, on_defer, 0, 0);
         return 0;
     }
-    /* Queued for the end of the turn, with whatever else the turn posts; a batch with a
-     * send-by bound is rung now. */
+    /* Queued for the end of the turn, with whatever else the turn posts (a batch past its
+     * send-by bound by then is not rung: kick_pending). */
     bq_push(&c->pending, b);
     dm_flush_hook_arm(&c->h->flush_hook);
     update_activity(c);
-    if (b->send_by_us) {
-        c->busy++;
-        kick_pending(c);
-        conn_unref(c);
-    }
     return 0;
 }
 

@@ -36,6 +36,9 @@ typedef struct pending {
     dm_post_cb cb;
     void *arg;
     struct pending *next;
+    uint64_t send_by_us; /* dm_conn_t.send_by_us at post, 0 none */
+    unsigned buf0, buf1; /* its buffers in the outbox until flushed: obufs[buf0, buf1) */
+    unsigned blk;        /* its serialized block: oblocks[blk] */
 } pending_t;
 
 enum { RS_HDR, RS_RESULTS, RS_PAYLOAD };
@@ -46,6 +49,7 @@ typedef struct tcp_conn {
     uv_tcp_t sock;
     uv_timer_t timer;
     pending_t *head, *tail; /* FIFO of outstanding batches */
+    pending_t *unflushed;   /* the first of them still in the outbox, NULL none */
     uint32_t next_seq;
     int broken;       /* failed or closed: no more posts */
     int user_closed;  /* ops->close called */
@@ -90,6 +94,7 @@ static void outbox_drop(tcp_conn_t *c)
         free(c->oblocks[i]);
     c->on = c->onb = 0;
     c->overbs = 0;
+    c->unflushed = NULL;
 }
 
 /* Mark c broken: close the socket first (libuv never touches a posted buffer after that),
@@ -130,11 +135,74 @@ static void on_write(uv_write_t *req, int status)
     if (status < 0 && !c->broken) conn_fail(c, DM_EIO);
 }
 
-/* Write everything posted since the last flush as one message (one uv_write). */
+/* Take the batches in the outbox whose send-by bound has passed out of it and of the FIFO
+ * (never sent: their sequence numbers are skipped, the node answers the others in order);
+ * returns them linked, for their callbacks once the write is out. */
+static pending_t *drop_late(tcp_conn_t *c)
+{
+    uint64_t now = 0;
+    int any = 0;
+    for (pending_t *p = c->unflushed; p && !any; p = p->next)
+        if (p->send_by_us) {
+            if (!now) now = dm_conn_now_us();
+            any = now > p->send_by_us;
+        }
+    if (!any) return NULL;
+    pending_t *prev = NULL;
+    for (pending_t *p = c->head; p != c->unflushed; p = p->next)
+        prev = p;
+    unsigned wb = c->unflushed->buf0, wk = c->unflushed->blk;
+    pending_t *late = NULL, **late_tail = &late;
+    for (pending_t *p = c->unflushed, *next; p; p = next) {
+        next = p->next;
+        if (p->send_by_us && now > p->send_by_us) {
+            free(c->oblocks[p->blk]);
+            c->overbs -= p->n;
+            if (prev)
+                prev->next = next;
+            else
+                c->head = next;
+            if (c->tail == p) c->tail = prev;
+            p->next = NULL;
+            *late_tail = p;
+            late_tail = &p->next;
+            continue;
+        }
+        memmove(&c->obufs[wb], &c->obufs[p->buf0], (p->buf1 - p->buf0) * sizeof(uv_buf_t));
+        wb += p->buf1 - p->buf0;
+        c->oblocks[wk++] = c->oblocks[p->blk];
+        prev = p;
+    }
+    c->on = wb;
+    c->onb = wk;
+    return late;
+}
+
+/* Complete batches that were never sent. */
+static void fail_unsent(pending_t *late)
+{
+    for (pending_t *p = late, *next; p; p = next) {
+        next = p->next;
+        for (size_t i = 0; i < p->n; i++)
+            p->verbs[i].status = DM_ETIMEDOUT;
+        p->cb(p->arg, DM_ETIMEDOUT);
+        free(p);
+    }
+}
+
+/* Write everything posted since the last flush as one message (one uv_write), less the
+ * batches past their send-by bound (refused: a lease holder's writes must not land after
+ * its hold's end). */
 static void flush(dm_flush_hook_t *h)
 {
     tcp_conn_t *c = h->check.data;
     if (c->broken || !c->on) return;
+    pending_t *late = drop_late(c);
+    c->unflushed = NULL;
+    if (!c->on) {
+        fail_unsent(late);
+        return;
+    }
     flush_req_t *f = malloc(sizeof(*f) + c->onb * sizeof(void *));
     if (!f) {
         conn_fail(c, DM_ENOMEM);
@@ -152,6 +220,7 @@ static void flush(dm_flush_hook_t *h)
         free(f);
         conn_fail(c, DM_EIO);
     }
+    fail_unsent(late);
 }
 
 /* Room for nb more buffers and one more block in the outbox. */
@@ -432,10 +501,19 @@ static int tcp_post(dm_conn_t *base, dm_verb_t *verbs, size_t n, dm_post_cb cb, 
     }
     uint32_t seq = c->next_seq++;
     dm_flush_hook_arm(&c->flush_hook);
+    *p = (pending_t){.seq = seq,
+                     .verbs = verbs,
+                     .n = n,
+                     .cb = cb,
+                     .arg = arg,
+                     .send_by_us = base->send_by_us,
+                     .buf0 = c->on,
+                     .blk = c->onb};
     c->on += serialize(w, verbs, n, seq, body_len, c->obufs + c->on);
+    p->buf1 = c->on;
     c->oblocks[c->onb++] = w;
     c->overbs += n;
-    *p = (pending_t){.seq = seq, .verbs = verbs, .n = n, .cb = cb, .arg = arg};
+    if (!c->unflushed) c->unflushed = p;
     if (c->tail) {
         c->tail->next = p;
     } else {
@@ -444,7 +522,6 @@ static int tcp_post(dm_conn_t *base, dm_verb_t *verbs, size_t n, dm_post_cb cb, 
         uv_timer_start(&c->timer, on_timer, 1000, 1000);
     }
     c->tail = p;
-    if (base->send_by_us) flush(&c->flush_hook); /* leaves now, not at the end of the turn */
     return 0;
 }
 

@@ -25,12 +25,16 @@ void dm_conn_count_message(dm_conn_t *c, uint64_t verbs)
     __atomic_fetch_add(&node_verbs[c->node_id], verbs, __ATOMIC_RELAXED);
 }
 
-int dm_conn_send_late(const dm_conn_t *c)
+uint64_t dm_conn_now_us(void)
 {
-    if (!c->send_by_us) return 0;
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u > c->send_by_us;
+    return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+int dm_conn_send_late(const dm_conn_t *c)
+{
+    return c->send_by_us && dm_conn_now_us() > c->send_by_us;
 }
 
 void dm_conn_node_stats(unsigned node, uint64_t *messages, uint64_t *verbs)

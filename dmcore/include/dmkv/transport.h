@@ -38,10 +38,11 @@ struct dm_conn {
                               out, QP in error): the worker opens a new one (pool/worker.c) */
     uint64_t send_by_us;   /* set by the batch layer around post(), else 0: the message must
                               leave this process (socket write, doorbell) by this monotonic
-                              time (us) or be refused with DM_ETIMEDOUT, nothing sent. A lease
-                              holder's writes carry its hold's end: they leave at once (no
-                              end-of-turn coalescing), and a holder stalled before they left
-                              (SIGSTOP, a held batch) never lands them after a takeover */
+                              time (us), checked again just before it leaves with the turn's
+                              others, or be refused with DM_ETIMEDOUT, nothing sent. A lease
+                              holder's writes carry its hold's end, so a holder stalled before
+                              they left (SIGSTOP, a held batch) never lands them after a
+                              takeover */
     uint64_t messages;     /* messages sent (tcp: one per coalesced write; INFO) */
     uint64_t verbs_posted; /* verbs in them */
 };
@@ -52,6 +53,8 @@ void dm_conn_count_message(dm_conn_t *c, uint64_t verbs);
 /* 1 when the message being posted on c is past its send_by_us bound (CLOCK_MONOTONIC, the
  * clock of dm_now_us): the backend refuses it with DM_ETIMEDOUT, nothing sent. */
 int dm_conn_send_late(const dm_conn_t *c);
+/* CLOCK_MONOTONIC in microseconds (the clock of dm_now_us and of send_by_us). */
+uint64_t dm_conn_now_us(void);
 /* Totals for memory node `node` (0 for nodes never used). Thread-safe. */
 void dm_conn_node_stats(unsigned node, uint64_t *messages, uint64_t *verbs);
 
