@@ -742,6 +742,21 @@ static void strand_run(void *arg)
     (*st->done)++;
 }
 
+/* GET key through worker w's view, recorded in h as client's. */
+static void record_get(lc_history_t *h, int client, dm_worker_t *w, const char *key)
+{
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_GET);
+    size_t idx = lc_invoke(h, client, LC_GET, 0, key, strlen(key), NULL, 0, dm_now_us() * 1000);
+    dm_value_t v;
+    int rc = dm_kv_get(&ctx, key, strlen(key), &v);
+    CHECK(rc == 0 || rc == 1);
+    lc_result_t res = {.kind = rc ? LC_R_STR : LC_R_NIL};
+    if (rc) res.str = v.data, res.len = v.len;
+    lc_return(h, idx, &res, dm_now_us() * 1000);
+    if (rc) dm_value_free(&v);
+}
+
 static void test_stranded_update(void)
 {
     uv_loop_t loop;
@@ -785,14 +800,7 @@ static void test_stranded_update(void)
         dm_ctx_t ctx;
         dm_ctx_init(&ctx, w[i], DM_CLS_GET);
         CHECK(race_refresh(&ctx, w[i]->race) == 0);
-        size_t idx = lc_invoke(h, 10 + i, LC_GET, 0, key, strlen(key), NULL, 0, dm_now_us() * 1000);
-        dm_value_t v;
-        int rc = dm_kv_get(&ctx, key, strlen(key), &v);
-        CHECK(rc == 0 || rc == 1);
-        lc_result_t res = {.kind = rc ? LC_R_STR : LC_R_NIL};
-        if (rc) res.str = v.data, res.len = v.len;
-        lc_return(h, idx, &res, dm_now_us() * 1000);
-        if (rc) dm_value_free(&v);
+        record_get(h, 10 + i, w[i], key);
     }
     lc_report_t rep;
     CHECKF(lc_check(h, 0, &rep, stderr) == 0, "history not linearizable (key %s)",
@@ -852,16 +860,7 @@ static void test_split_gap(void)
     CHECKF(st[0].rc == 0, "split: %s", dm_strerror(st[0].rc));
     CHECKF(st[1].rc == 1, "SET answered %d", st[1].rc);
     for (int i = 0; i < 3; i++) {
-        dm_ctx_t ctx;
-        dm_ctx_init(&ctx, w[i], DM_CLS_GET);
-        size_t idx = lc_invoke(h, 10 + i, LC_GET, 0, key, strlen(key), NULL, 0, dm_now_us() * 1000);
-        dm_value_t v;
-        int rc = dm_kv_get(&ctx, key, strlen(key), &v);
-        CHECK(rc == 0 || rc == 1);
-        lc_result_t res = {.kind = rc ? LC_R_STR : LC_R_NIL};
-        if (rc) res.str = v.data, res.len = v.len;
-        lc_return(h, idx, &res, dm_now_us() * 1000);
-        if (rc) dm_value_free(&v);
+        record_get(h, 10 + i, w[i], key);
     }
     lc_report_t rep;
     CHECKF(lc_check(h, 0, &rep, stderr) == 0,
