@@ -179,8 +179,9 @@ static void sec_memory(gw_conn_t *c, gw_buf_t *b)
     dm_ctx_init(&ctx, c->th->w, DM_CLS_ADMIN);
     dm_pool_usage(&ctx, &limit, &used);
     dm_pool_memory(&ctx, &taken, &live);
-    uint64_t spare = 0;
+    uint64_t spare = 0, returned = 0;
     dm_pool_spare_board_bytes(&ctx, &spare);
+    dm_pool_returned_bytes(&ctx, &returned);
     char h[32], hm[32];
     human_bytes(h, sizeof(h), rss);
     human_bytes(hm, sizeof(hm), limit);
@@ -198,10 +199,12 @@ static void sec_memory(gw_conn_t *c, gw_buf_t *b)
                   "mem_allocator:libc\r\n"
                   "pool_taken_bytes:%llu\r\n"
                   "pool_live_bytes:%llu\r\n"
-                  "pool_spare_board_bytes:%llu\r\n",
+                  "pool_spare_board_bytes:%llu\r\n"
+                  "pool_returned_bytes:%llu\r\n",
                   (unsigned long long)rss, h, (unsigned long long)rss, h, (unsigned long long)limit,
                   hm, live ? (double)taken / (double)live : 0.0, (long long)taken - (long long)live,
-                  (unsigned long long)taken, (unsigned long long)live, (unsigned long long)spare);
+                  (unsigned long long)taken, (unsigned long long)live, (unsigned long long)spare,
+                  (unsigned long long)returned);
 }
 
 static void sec_persistence(gw_buf_t *b)

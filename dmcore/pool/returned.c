@@ -13,6 +13,25 @@ static dm_gaddr_t head_addr(unsigned node)
     return dm_gaddr_make(node, DM_SB_OFF(block_free));
 }
 
+/* The pool-wide count of returned bytes, without waiting (INFO only). */
+static void count_bytes(dm_ctx_t *ctx, int64_t delta)
+{
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_faa(&b, dm_gaddr_make(0, DM_SB_OFF(returned_bytes)), (uint64_t)delta);
+    dm_batch_post_async(ctx, &b);
+}
+
+int dm_pool_returned_bytes(dm_ctx_t *ctx, uint64_t *bytes)
+{
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(returned_bytes)), bytes, 8);
+    int rc = dm_batch_exec(ctx, &b);
+    if ((int64_t)*bytes < 0) *bytes = 0; /* a pop's FAA landed before its push's */
+    return rc;
+}
+
 int returned_push(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t bytes, uint64_t *head)
 {
     unsigned node = dm_gaddr_node(addr);
@@ -41,6 +60,7 @@ int returned_push(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t bytes, uint64_t *head
         if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
         if (v->result == *head) {
             *head = want;
+            count_bytes(ctx, (int64_t)bytes);
             return 1;
         }
         *head = v->result;
@@ -81,6 +101,7 @@ static int pop(dm_ctx_t *ctx, unsigned node, uint64_t head, dm_gaddr_t *start, u
             if (!ok) return 0;
             *start = dm_gaddr_make(node, off);
             *bytes = h.bytes;
+            count_bytes(ctx, -(int64_t)h.bytes);
             return 1;
         }
         head = v->result;

@@ -293,12 +293,13 @@ int main(void)
             "offline only\n",
             atoll(t + 17), atoll(l + 16), tails, tail_bytes,
             survivors(a, b, "chunk_tails_from_spare_board"));
-    const char *sp = strstr(r->str, "pool_spare_board_bytes:");
-    CHECK(sp);
+    const char *sp = strstr(r->str, "pool_spare_board_bytes:"),
+               *rb = strstr(r->str, "pool_returned_bytes:");
+    CHECK(sp && rb);
     fprintf(stderr,
-            "pool: %lld bytes of taken-over tails wait on the spare board; the survivors' "
-            "free lists hold %lld bytes\n",
-            atoll(sp + 23), survivors(a, b, "allocator_free_list_bytes"));
+            "pool: %lld bytes of taken-over tails wait on the spare board, %lld bytes of "
+            "returned blocks on the stacks; the survivors' free lists hold %lld bytes\n",
+            atoll(sp + 23), atoll(rb + 20), survivors(a, b, "allocator_free_list_bytes"));
     freeReplyObject(r);
     CHECKF(tails >= 1 && tail_bytes > 0, "no dead gateway's chunk tail was taken over");
     redisFree(a);

@@ -415,6 +415,12 @@ static void test_returned(void)
     CHECK(dm_alloc_return_idle(ca) == 0);
     dm_alloc_returned_stats(&r1, &t1);
     CHECKF(r1 - r0 == N, "%llu of %d idle blocks returned", (unsigned long long)(r1 - r0), N);
+    uint64_t on_stacks = 0, lo = 0, hi = 0;
+    for (int i = 0; i < N; i++) /* trimmed to 64-byte bounds */
+        lo += freed[i].len - 2 * DM_UNIT, hi += freed[i].len;
+    CHECK(dm_pool_returned_bytes(ca, &on_stacks) == 0);
+    CHECKF(on_stacks >= lo && on_stacks <= hi, "pool_returned_bytes %llu, want %llu-%llu",
+           (unsigned long long)on_stacks, (unsigned long long)lo, (unsigned long long)hi);
     uint64_t ptr0 = sb_word(cb, DM_SB_OFF(alloc_ptr));
     int from_a = 0;
     for (int i = 0; i < N; i++) {
@@ -427,6 +433,10 @@ static void test_returned(void)
     CHECKF(from_a == N, "only %d of B's %d blocks came from A's returned ones", from_a, N);
     CHECKF(sb_word(cb, DM_SB_OFF(alloc_ptr)) == ptr0, "B took a new chunk");
     CHECK(t0 > t1);
+    uint64_t left = 0;
+    CHECK(dm_pool_returned_bytes(cb, &left) == 0);
+    CHECKF(left < on_stacks, "pool_returned_bytes %llu after B took blocks (was %llu)",
+           (unsigned long long)left, (unsigned long long)on_stacks);
     two_stop(&t);
 }
 

@@ -128,6 +128,9 @@ int dm_pool_spare_board_bytes(dm_ctx_t *ctx, uint64_t *bytes);
  * lists served no other gateway). Called by the gateway's cron on each worker; at most 64
  * blocks, 2 RTTs each. Returns 0 or DM_E*. */
 int dm_alloc_return_idle(dm_ctx_t *ctx);
+/* Bytes on the pool's returned-block stacks (superblock returned_bytes), 1 RTT. Returns 0
+ * or DM_E*. */
+int dm_pool_returned_bytes(dm_ctx_t *ctx, uint64_t *bytes);
 /* Blocks this process returned to the pool, and took from it (INFO). */
 void dm_alloc_returned_stats(uint64_t *returned, uint64_t *taken);
 

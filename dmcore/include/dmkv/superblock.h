@@ -38,7 +38,9 @@ typedef struct dm_superblock {
                                  past their quarantine that a gateway's worker did not need,
                                  for any worker to take (pool/returned.h), tagged as
                                  chunk_free, 0 = empty */
-    uint64_t reserved[16];
+    uint64_t returned_bytes;  /* node 0: bytes on every node's returned-block stack, kept with
+                                 FAA beside each push and pop (INFO pool_returned_bytes) */
+    uint64_t reserved[15];
     uint64_t alloc_board[32]; /* node 0: per clock-board slot, the gaddr of that gateway's
                                  allocation record (dmkv/alloc.h dm_alloc_register), 0 =
                                  none: a dead gateway's unused chunk tails are found here */
