@@ -534,7 +534,8 @@ static int advance(dm_ctx_t *ctx, dm_alloc_t *a, dm_gaddr_t target)
 
 /* Microseconds until the oldest quarantined block that could serve units grains (its own
  * class, or for a large block the next LARGE_STEPS classes) passes its quarantine; 0 when
- * none is queued. */
+ * none is still in quarantine (one already past it that was not taken never will be:
+ * misaligned, or beyond the 8 a take scans). */
 static uint64_t quarantine_wait_us(const dm_alloc_t *a, uint64_t units)
 {
     int c = class_of(&units);
@@ -542,10 +543,9 @@ static uint64_t quarantine_wait_us(const dm_alloc_t *a, uint64_t units)
     uint64_t now = dm_now_us(), best = 0;
     for (int k = c; k <= last && k < NCLASSES; k++)
         for (const freed_t *f = a->head[k]; f; f = f->next) {
-            if (f->units < units) continue;
             uint64_t ready = f->freed_us + DM_GRACE_US;
-            uint64_t wait = ready > now ? ready - now : 1;
-            if (!best || wait < best) best = wait;
+            if (f->units < units || ready <= now) continue;
+            if (!best || ready - now < best) best = ready - now;
             break; /* FIFO: the first that fits is the oldest */
         }
     return best;
@@ -569,6 +569,7 @@ static int alloc_aligned(dm_ctx_t *ctx, uint64_t need, uint64_t align, dm_gaddr_
     class_of(&units); /* large blocks take their class's size: any freed one then fits */
     need = units * DM_GRAIN;
     int polls = 0;
+    uint64_t give_up = 0; /* set at the first DM_ENOMEM: the waits below end by then */
     for (;;) {
         freed_t *f = take_freed(a, units, align);
         if (!f) f = take_larger(a, units, align);
@@ -580,6 +581,8 @@ static int alloc_aligned(dm_ctx_t *ctx, uint64_t need, uint64_t align, dm_gaddr_
         }
         int rc = alloc_fresh(ctx, a, need, align, out);
         if (rc != DM_ENOMEM) return rc;
+        if (!give_up) give_up = dm_now_us() + DM_GRACE_US + OOM_POLLS * OOM_POLL_US;
+        if (dm_now_us() >= give_up) return rc;
         uint64_t wait = quarantine_wait_us(a, units);
         /* Nothing of ours would fit: other gateways return their unused blocks under
          * pressure (dm_alloc_return_idle, every cron tick); look again a few times. */
