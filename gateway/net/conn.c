@@ -223,6 +223,28 @@ void gw_conn_flush(gw_conn_t *c)
     }
 }
 
+void gw_conn_flush_soon(gw_conn_t *c)
+{
+    if (c->closing || c->flush_queued) return;
+    c->flush_queued = true;
+    c->refs++;
+    c->flush_next = c->th->flush_head;
+    c->th->flush_head = c;
+    dm_flush_hook_arm(&c->th->reply_flush);
+}
+
+void gw_conn_flush_pending(gw_thread_t *th)
+{
+    while (th->flush_head) {
+        gw_conn_t *c = th->flush_head;
+        th->flush_head = c->flush_next;
+        c->flush_next = NULL;
+        c->flush_queued = false;
+        if (!c->closing) gw_conn_flush(c);
+        conn_unref(c);
+    }
+}
+
 #define GW_SLOTS_MAX 64 /* concurrent commands per connection */
 
 /* Test-only: DMKV_TEST_UNORDERED_WRITES=1 lets every key command run concurrently and
@@ -276,8 +298,13 @@ static void emit_slots(gw_conn_t *c)
         c->sfree = s;
         any = true;
     }
-    /* The command loop flushes when it runs; while it waits for slots, stream here. */
-    if (any && !c->closing && (c->drain_waiter || c->out.len >= GW_FLUSH_AT)) gw_conn_flush(c);
+    /* The command loop flushes when it runs; while it waits for slots, stream here, once
+     * per loop turn: the slots that one memory-node message completes share one write. */
+    if (!any || c->closing) return;
+    if (c->out.len >= GW_FLUSH_AT)
+        gw_conn_flush(c);
+    else if (c->drain_waiter)
+        gw_conn_flush_soon(c);
 }
 
 static void wake_loop(gw_conn_t *c)
@@ -420,9 +447,11 @@ static void conn_coro(void *arg)
         uint64_t t0 = dm_now_us();
         if (!gw_command_exec(c, cmd)) gw_cmd_free(cmd);
         if (c->closing) break;
-        /* A command that waited on memory nodes: its reply (and those before) go out now,
-         * so a long pipeline of writes streams instead of answering at its end. */
-        if (c->out.len >= GW_FLUSH_AT || (c->out.len && dm_now_us() - t0 >= 50)) {
+        /* A command that waited on memory nodes: its reply (and those before) go out at
+         * this turn's end, so a long pipeline of writes streams instead of answering at
+         * its end. */
+        if (c->out.len && c->out.len < GW_FLUSH_AT && dm_now_us() - t0 >= 50) gw_conn_flush_soon(c);
+        if (c->out.len >= GW_FLUSH_AT) {
             gw_conn_flush(c);
             while (!c->closing && c->out_inflight > GW_OUT_HIGH) {
                 c->write_waiter = dm_coro_self();

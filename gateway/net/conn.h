@@ -40,6 +40,8 @@ struct gw_conn {
 
     gw_buf_t out;        /* replies not yet handed to uv_write */
     size_t out_inflight; /* bytes in uv_write requests not yet completed */
+    bool flush_queued;   /* on th->flush_head: written at the end of this loop turn */
+    gw_conn_t *flush_next;
 
     /* Commands running concurrently (conn.c: a run of reads, or a run of plain SETs with
      * ordered commit points): oldest first; their replies are moved to out in this order
@@ -108,6 +110,16 @@ void gw_conn_on_accept(uv_stream_t *server, int status);
 
 /* Hand the pending output to the kernel (uv_write). No-op when closing or empty. */
 void gw_conn_flush(gw_conn_t *c);
+
+/* Hand it over at the end of this event-loop turn instead (the thread's reply hook), so
+ * that the replies of one connection that become ready in one turn (the completions of
+ * one memory-node message) leave in one write, as Redis writes a client's replies once
+ * per event-loop iteration (beforeSleep). Holds a reference until then. */
+void gw_conn_flush_soon(gw_conn_t *c);
+
+/* Flush every connection of th queued by gw_conn_flush_soon (the reply hook's function;
+ * also called at shutdown before the loop's handles close). */
+void gw_conn_flush_pending(gw_thread_t *th);
 
 /* Close the connection now (idempotent): stop reading, drop queued commands, release the
  * handle. Memory is freed once the running coroutine and pending writes let go. */

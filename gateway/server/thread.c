@@ -76,6 +76,7 @@ static void on_drain(uv_timer_t *t)
     uv_close((uv_handle_t *)&th->monitor_async, NULL);
     dm_worker_destroy(th->w);
     th->w = NULL;
+    gw_conn_flush_pending(th); /* releases the references of connections still queued */
     /* Anything the pool layer left open goes too, so that uv_run returns. */
     uv_walk(&th->loop, close_leftover, NULL);
 }
@@ -105,11 +106,18 @@ static void on_monitor(uv_async_t *a)
     gw_monitor_deliver(a->data);
 }
 
+static void on_reply_flush(dm_flush_hook_t *h)
+{
+    gw_conn_flush_pending(h->check.data);
+}
+
 static void thread_main(void *arg)
 {
     gw_thread_t *th = arg;
     const gw_config_t *cfg = th->cfg;
     char err[512] = "";
+    th->flush_head = NULL;
+    dm_flush_hook_init(&th->loop, &th->reply_flush, on_reply_flush, th);
     th->w = dm_worker_create(&th->loop, (const char *const *)cfg->memnodes,
                              (unsigned)cfg->nmemnodes, err, sizeof(err));
     if (!th->w) {

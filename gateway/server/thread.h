@@ -8,6 +8,7 @@
 #include <uv.h>
 
 #include "config/config.h"
+#include "dmkv/flush_hook.h"
 #include "dmkv/worker.h"
 
 #define GW_READ_BUF (64u * 1024) /* bytes per read() */
@@ -44,6 +45,9 @@ typedef struct gw_thread {
     uint64_t clients_mem;        /* bytes its clients held at the last cron tick (atomic) */
     uint64_t biggest_client_mem; /* ... its biggest evictable one (server/client_evict.h) */
     int evict_over_ticks;        /* its ticks in a row that saw all clients over the limit */
+
+    dm_flush_hook_t reply_flush; /* end of turn: write the replies queued on flush_head */
+    gw_conn_t *flush_head;       /* connections with replies to write (net/conn.h) */
 
     char rbuf[GW_READ_BUF]; /* read buffer shared by this thread's connections */
     bool rbuf_busy;
