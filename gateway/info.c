@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "commands/cmdstats.h"
+#include "dmkv/fence.h"
 #include "dmkv/alloc.h"
 #include "dmkv/chime.h"
 #include "dmkv/clock.h"
@@ -321,6 +322,7 @@ static void sec_dmkv_chime(gw_buf_t *b)
                   "chime_rtts_per_scan_page:%.2f\r\n"
                   "chime_lock_waits:%llu\r\n"
                   "chime_lease_takeovers:%llu\r\n"
+                  "chime_lease_fences:%llu\r\n"
                   "chime_right_moves:%llu\r\n"
                   "chime_separator_repairs:%llu\r\n",
                   (unsigned long long)s.cache_nodes, (unsigned long long)s.cache_bytes,
@@ -329,7 +331,8 @@ static void sec_dmkv_chime(gw_buf_t *b)
                   (unsigned long long)s.inner_splits, (unsigned long long)s.roots,
                   (unsigned long long)s.scan_pages, ratio(s.scan_rtts, s.scan_pages),
                   (unsigned long long)s.lock_waits, (unsigned long long)s.lease_takeovers,
-                  (unsigned long long)s.right_moves, (unsigned long long)s.sep_repairs);
+                  (unsigned long long)dm_fence_count(), (unsigned long long)s.right_moves,
+                  (unsigned long long)s.sep_repairs);
 }
 
 static void sec_dmkv(gw_buf_t *b)

@@ -23,6 +23,7 @@
 
 #include "dmkv/superblock.h"
 #include "dmkv/log.h"
+#include "mn_fence.h"
 #include "mn_region.h"
 #include "rdma_server.h"
 #include "tcp_server.h"
@@ -147,6 +148,15 @@ static int parse_args(int argc, char **argv, options_t *o)
     return 0;
 }
 
+static mn_fence_t fence;
+
+/* The fence mailbox's cut: every transport closes the holder's connections. */
+static unsigned cut_holder(void *arg, uint16_t holder)
+{
+    (void)arg;
+    return mn_tcp_fence(&server, holder) + (rdma_started ? memnode_rdma_fence_instance(holder) : 0);
+}
+
 static void on_signal(uv_signal_t *h, int signum)
 {
     (void)h;
@@ -155,6 +165,7 @@ static void on_signal(uv_signal_t *h, int signum)
     mn_tcp_stop(&server);
     if (rdma_started) memnode_rdma_stop();
     rdma_started = 0;
+    mn_fence_stop(&fence);
     uv_close((uv_handle_t *)&sig_int, NULL);
     uv_close((uv_handle_t *)&sig_term, NULL);
 }
@@ -229,6 +240,10 @@ int main(int argc, char **argv)
         dm_log(DM_LOG_NOTICE, "rdma listener on %s:%d", o.rdma_bind ? o.rdma_bind : "*",
                o.rdma_port);
     }
+    if (mn_fence_start(&fence, loop, region.base, cut_holder, NULL) == 0)
+        server.env.fences = 1; /* HELLO reports DM_CAP_FENCE from now on */
+    else
+        dm_log(DM_LOG_WARNING, "fence mailbox not served: lease takeovers cannot cut a holder");
     uv_signal_init(loop, &sig_int);
     uv_signal_init(loop, &sig_term);
     uv_signal_start(&sig_int, on_signal, SIGINT);

@@ -136,13 +136,14 @@ static void do_hello(mn_req_t *q)
         return;
     }
     dm_tcp_hello_reply_t hr = {.version = DM_TCP_PROTO_VERSION,
-                               .caps = DM_CAP_MASKED_CAS,
+                               .caps = DM_CAP_MASKED_CAS | (e->fences ? DM_CAP_FENCE : 0u),
                                .region_size = e->region->size,
                                .incarnation =
                                    ((const dm_superblock_t *)e->region->base)->incarnation};
     memcpy(r->data + sizeof(dm_tcp_hdr_t), &hr, sizeof(hr));
     q->hello_done = 1;
-    dm_log(DM_LOG_VERBOSE, "Client %s: HELLO accepted", q->peer);
+    q->holder = hb.holder;
+    dm_log(DM_LOG_VERBOSE, "Client %s: HELLO accepted (holder %u)", q->peer, (unsigned)hb.holder);
     q->send(q->arg, r);
 }
 

@@ -29,6 +29,7 @@ typedef struct mn_req_env {
     /* STATS: fills the fields only the server knows (uptime, connections); may be NULL. */
     void (*fill_stats)(void *arg, dm_tcp_stats_t *st);
     void *arg;
+    int fences; /* the fence mailbox is served (mn_fence.h): HELLO reports DM_CAP_FENCE */
 } mn_req_env_t;
 
 enum { MN_REQ_OK = 0, MN_REQ_FAILED = 1, MN_REQ_CLOSE = 2 };
@@ -38,9 +39,10 @@ typedef struct mn_req {
     const char *peer;                       /* for log lines */
     void (*send)(void *arg, mn_reply_t *r); /* takes ownership of r */
     void *arg;
-    int state;      /* MN_REQ_*: FAILED = error reply sent, close after writing it;
-                       CLOSE = close now (out of memory) */
-    int hello_done; /* HELLO accepted */
+    int state;       /* MN_REQ_*: FAILED = error reply sent, close after writing it;
+                        CLOSE = close now (out of memory) */
+    int hello_done;  /* HELLO accepted */
+    uint16_t holder; /* the client's holder id from HELLO (0 = none): fenced by mn_fence */
     /* parser */
     uint8_t hbuf[sizeof(dm_tcp_hdr_t)];
     size_t hgot;

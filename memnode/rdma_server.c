@@ -17,6 +17,7 @@
 
 #include "dmkv/superblock.h"
 #include "dmkv/log.h"
+#include "mn_fence.h"
 #include "dmkv/rdma.h"
 
 #define ACCESS_REGION                                                                              \
@@ -37,6 +38,9 @@ typedef struct srv_conn {
     struct srv_conn *next;
     struct rdma_cm_id *id;
     int established;
+    uint16_t holder;      /* from the hello: fenced by memnode_rdma_fence */
+    uint64_t accepted_ms; /* uv_now at the connect request (fences spare young ones) */
+    int fenced;
 } srv_conn_t;
 
 struct memnode_rdma {
@@ -139,9 +143,11 @@ static int on_connect_request(memnode_rdma_t *s, struct rdma_cm_event *ev)
     struct rdma_cm_id *id = ev->id;
     char err[256];
     const uint8_t *pd = ev->param.conn.private_data;
+    uint16_t holder = 0;
     if (pd && ev->param.conn.private_data_len >= sizeof(dm_rdma_hello_t)) {
         dm_rdma_hello_t h;
         memcpy(&h, pd, sizeof(h));
+        if (be32toh(h.magic) == DM_RDMA_MAGIC) holder = be16toh(h.holder);
         if (be32toh(h.magic) == DM_RDMA_MAGIC && be16toh(h.version) != DM_RDMA_PROTO_VERSION) {
             rlog("rejecting a client of protocol version %u (this node speaks %u)",
                  be16toh(h.version), DM_RDMA_PROTO_VERSION);
@@ -178,6 +184,8 @@ static int on_connect_request(memnode_rdma_t *s, struct rdma_cm_event *ev)
         return -1;
     }
     sc->id = id;
+    sc->holder = holder;
+    sc->accepted_ms = uv_now(s->loop);
     id->context = sc;
     sc->next = s->conns;
     s->conns = sc;
@@ -185,6 +193,7 @@ static int on_connect_request(memnode_rdma_t *s, struct rdma_cm_event *ev)
     dm_rdma_accept_t acc = {
         .magic = htobe32(DM_RDMA_MAGIC),
         .version = htobe16(DM_RDMA_PROTO_VERSION),
+        .flags = htobe16(DM_RDMA_ACCEPT_FENCES),
         .rkey = htobe32(d->mr->rkey),
         .addr = htobe64((uint64_t)(uintptr_t)s->region),
         .size = htobe64(s->size),
@@ -348,6 +357,31 @@ fail:
 int memnode_rdma_port(const memnode_rdma_t *s)
 {
     return s->port;
+}
+
+unsigned memnode_rdma_fence(memnode_rdma_t *s, uint16_t holder)
+{
+    unsigned n = 0;
+    for (srv_conn_t *sc = s->conns; sc; sc = sc->next) {
+        if (sc->holder != holder || sc->fenced || !sc->id->qp ||
+            uv_now(s->loop) - sc->accepted_ms < MN_FENCE_FRESH_MS)
+            continue;
+        /* The error state first: from then on the device executes nothing for this QP.
+         * rdma_disconnect tells the gateway (and does the same); its DISCONNECTED event
+         * frees the connection. */
+        struct ibv_qp_attr qa = {.qp_state = IBV_QPS_ERR};
+        if (ibv_modify_qp(sc->id->qp, &qa, IBV_QP_STATE))
+            rlog("fence: ibv_modify_qp: %s", strerror(errno));
+        rdma_disconnect(sc->id);
+        sc->fenced = 1;
+        n++;
+    }
+    return n;
+}
+
+unsigned memnode_rdma_fence_instance(uint16_t holder)
+{
+    return instance ? memnode_rdma_fence(instance, holder) : 0;
 }
 
 unsigned memnode_rdma_connections(const memnode_rdma_t *s)

@@ -31,6 +31,14 @@ memnode_rdma_t *memnode_rdma_open(uv_loop_t *loop, uint8_t *region, uint64_t siz
 /* The port the listener is bound to (host order). */
 int memnode_rdma_port(const memnode_rdma_t *s);
 
+/* Fence (mn_fence.h): move the QP of every connection whose hello named holder and that was
+ * accepted at least MN_FENCE_FRESH_MS ago to the error state and disconnect it: requests
+ * the device receives for it afterwards are not executed. Returns how many were cut. */
+unsigned memnode_rdma_fence(memnode_rdma_t *s, uint16_t holder);
+
+/* memnode_rdma_fence on the instance of memnode_rdma_start (0 when none). */
+unsigned memnode_rdma_fence_instance(uint16_t holder);
+
 /* Number of currently connected gateways' queue pairs. */
 unsigned memnode_rdma_connections(const memnode_rdma_t *s);
 

@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "dmkv/log.h"
+#include "mn_fence.h"
 
 #define RBUF_SIZE (64u << 10)
 
@@ -22,10 +23,11 @@ struct mn_client {
     mn_tcp_server_t *s;
     mn_client_t *prev, *next;
     char peer[64];
-    int closing;  /* uv_close called */
-    int draining; /* error reply queued: close once the write queue is empty */
-    int paused;   /* reading stopped for backpressure */
-    int reading;  /* uv_read_start in effect */
+    int closing;          /* uv_close called */
+    uint64_t accepted_ms; /* uv_now when accepted (fences spare young connections) */
+    int draining;         /* error reply queued: close once the write queue is empty */
+    int paused;           /* reading stopped for backpressure */
+    int reading;          /* uv_read_start in effect */
     uint64_t wq_bytes;
     unsigned wq_reqs;  /* uv_writes in flight */
     mn_reply_t **outq; /* replies of this read, not yet written */
@@ -81,6 +83,19 @@ static void client_close(mn_client_t *c)
     if (c->closing) return;
     c->closing = 1;
     uv_close((uv_handle_t *)&c->sock, on_client_closed);
+}
+
+unsigned mn_tcp_fence(mn_tcp_server_t *s, uint16_t holder)
+{
+    unsigned n = 0;
+    for (mn_client_t *c = s->clients; c; c = c->next)
+        if (!c->closing && c->req.holder == holder &&
+            uv_now(s->loop) - c->accepted_ms >= MN_FENCE_FRESH_MS) {
+            dm_log(DM_LOG_VERBOSE, "Client %s: fenced (holder %u)", c->peer, (unsigned)holder);
+            client_close(c);
+            n++;
+        }
+    return n;
 }
 
 static void on_write(uv_write_t *req, int status)
@@ -273,6 +288,7 @@ static void on_connection(uv_stream_t *ls, int status)
     if (s->clients) s->clients->prev = c;
     s->clients = c;
     s->stats.connections++;
+    c->accepted_ms = uv_now(s->loop);
     if (uv_accept(ls, (uv_stream_t *)&c->sock) != 0) {
         client_close(c);
         return;

@@ -39,6 +39,11 @@ typedef struct mn_tcp_server {
 int mn_tcp_start(mn_tcp_server_t *s, uv_loop_t *loop, mn_region_t *region, const char *bind,
                  int port, const char *auth, char *err, size_t errlen);
 
+/* Fence (mn_fence.h): close every connection whose HELLO named holder and that was accepted
+ * at least MN_FENCE_FRESH_MS ago, at once: bytes it sent that were not executed yet
+ * (unread, or parsed while paused) are dropped. Returns how many were closed. */
+unsigned mn_tcp_fence(mn_tcp_server_t *s, uint16_t holder);
+
 /* The port actually bound (host order), or -1. */
 int mn_tcp_port(mn_tcp_server_t *s);
 

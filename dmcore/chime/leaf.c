@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "chime_internal.h"
+#include "dmkv/fence.h"
 #include "dmkv/alloc.h"
 #include "dmkv/errors.h"
 #include "dmkv/lease.h"
@@ -153,8 +154,9 @@ int ch_lock_leaf(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_gaddr_t leaf, int *took_
             *gs = old; /* the CAS fallback guessed the vacancy bits wrong: retry now */
             continue;
         }
-        if (dm_lease_observed_us(lock_addr(g, leaf), old) > (uint64_t)CH_LEASE_MS * 1000) {
-            steal_from = old;
+        if (dm_lease_observed_us(lock_addr(g, leaf), old) > (uint64_t)CH_LEASE_MS * 1000 &&
+            dm_fence_word(ctx, lock_addr(g, leaf), old) == 0) {
+            steal_from = old; /* the holder's late writes can no longer land */
             continue;
         }
         ch_count(&ch_stats.lock_waits, 1);

@@ -3,6 +3,7 @@
 
 #include <sys/random.h>
 
+#include "dmkv/transport.h"
 #include "dmkv/worker.h"
 
 #define OBS_SLOTS 1024u
@@ -20,11 +21,9 @@ uint32_t dm_lease_token(void)
 {
     while (!rng)
         if (getrandom(&rng, sizeof(rng), 0) != sizeof(rng)) rng = dm_now_us() | 1;
-    for (;;) {
-        rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17; /* xorshift64 */
-        uint32_t t = (uint32_t)(rng >> 33) & 0x7fffffffu;
-        if (t) return t;
-    }
+    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17; /* xorshift64 */
+    uint32_t r = (uint32_t)(rng >> 40) & ((1u << DM_LEASE_RANDOM_BITS) - 1);
+    return (uint32_t)dm_holder_id() << DM_LEASE_RANDOM_BITS | r; /* the id is nonzero */
 }
 
 static obs_t *slot_of(dm_gaddr_t addr)

@@ -41,6 +41,7 @@
 #include <rdma/rdma_cma.h>
 
 #include "dmkv/errors.h"
+#include "dmkv/fault.h"
 #include "dmkv/log.h"
 #include "dmkv/rdma.h"
 #include "dmkv/transport.h"
@@ -469,6 +470,11 @@ static void kick_pending(rdma_conn_t *c)
         }
         c->wrs[k - 1].next = NULL;
         c->wrs[k - 1].send_flags |= IBV_SEND_SIGNALED;
+        int bounded = 0; /* a lease holder's writes are in this chain */
+        for (rbatch_t *b = chain.head; b && !bounded; b = b->next)
+            bounded = b->send_by_us != 0;
+        uint32_t wire_ms = bounded ? dm_fault_delay_ms(DM_FAULT_WIRE) : 0;
+        if (wire_ms) usleep(wire_ms * 1000u); /* tests: it passed its check, then is late */
         struct ibv_send_wr *bad = NULL;
         int rc = ibv_post_send(c->id->qp, c->wrs, &bad);
         COUNT(post_send_calls, 1);
@@ -951,7 +957,8 @@ dm_conn_t *dm_rdma_open(uv_loop_t *loop, const char *host, int port, char *err, 
                     sizeof(ack_timeout));
 
     dm_rdma_hello_t hello = {.magic = htobe32(DM_RDMA_MAGIC),
-                             .version = htobe16(DM_RDMA_PROTO_VERSION)};
+                             .version = htobe16(DM_RDMA_PROTO_VERSION),
+                             .holder = htobe16(dm_holder_id())};
     struct rdma_conn_param cp;
     memset(&cp, 0, sizeof(cp));
     cp.private_data = &hello;
@@ -978,6 +985,7 @@ dm_conn_t *dm_rdma_open(uv_loop_t *loop, const char *host, int port, char *err, 
     c->rkey = be32toh(acc.rkey);
     c->base.region_size = be64toh(acc.size);
     c->base.incarnation = be64toh(acc.incarnation);
+    if (be16toh(acc.flags) & DM_RDMA_ACCEPT_FENCES) c->base.caps |= DM_CAP_FENCE;
 
     if (set_nonblock(c->cm_ch->fd) || set_nonblock(c->comp_ch->fd) || ibv_req_notify_cq(c->cq, 0)) {
         snprintf(err, errlen, "rdma %s: cannot set up completion notification", c->peer);

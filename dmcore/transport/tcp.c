@@ -19,6 +19,7 @@
 #include <unistd.h>
 
 #include "dmkv/errors.h"
+#include "dmkv/fault.h"
 #include "dmkv/log.h"
 #include "dmkv/transport.h"
 #include "dmkv/flush_hook.h"
@@ -197,6 +198,9 @@ static void flush(dm_flush_hook_t *h)
 {
     tcp_conn_t *c = h->check.data;
     if (c->broken || !c->on) return;
+    int bounded = 0; /* a lease holder's writes are in this message */
+    for (pending_t *p = c->unflushed; p && !bounded; p = p->next)
+        bounded = p->send_by_us != 0;
     pending_t *late = drop_late(c);
     c->unflushed = NULL;
     if (!c->on) {
@@ -212,6 +216,8 @@ static void flush(dm_flush_hook_t *h)
     memcpy(f->blocks, c->oblocks, c->onb * sizeof(void *));
     dm_conn_count_message(&c->base, c->overbs);
     c->overbs = 0;
+    uint32_t wire_ms = bounded ? dm_fault_delay_ms(DM_FAULT_WIRE) : 0;
+    if (wire_ms) usleep(wire_ms * 1000u); /* tests: it passed its check, then is late */
     int rc = uv_write(&f->req, (uv_stream_t *)&c->sock, c->obufs, c->on, on_write);
     c->on = c->onb = 0;
     if (rc) {
@@ -551,7 +557,7 @@ dm_conn_t *dm_tcp_open(uv_loop_t *loop, const char *host, int port, char *err, s
         return NULL;
     }
     c->base.ops = &tcp_ops;
-    c->base.caps = hr.caps & DM_CAP_MASKED_CAS;
+    c->base.caps = hr.caps & (DM_CAP_MASKED_CAS | DM_CAP_FENCE);
     c->base.region_size = hr.region_size;
     c->base.incarnation = hr.incarnation;
     c->loop = loop;

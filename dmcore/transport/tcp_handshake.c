@@ -12,6 +12,7 @@
 
 #include "dmkv/errors.h"
 #include "dmkv/verbs.h"
+#include "dmkv/transport.h"
 #include "tcp_internal.h"
 
 static char auth_token[DM_TCP_MAX_TOKEN + 1];
@@ -102,7 +103,8 @@ static int hello(int fd, const char *host, int port, dm_tcp_hello_reply_t *out, 
                       .type = DM_TCP_HELLO,
                       .seq = 0,
                       .body_len = sizeof(dm_tcp_hello_t) + tlen};
-    dm_tcp_hello_t hb = {.version = DM_TCP_PROTO_VERSION, .token_len = (uint32_t)tlen};
+    dm_tcp_hello_t hb = {
+        .version = DM_TCP_PROTO_VERSION, .token_len = (uint16_t)tlen, .holder = dm_holder_id()};
     memcpy(req, &h, sizeof(h));
     memcpy(req + sizeof(h), &hb, sizeof(hb));
     memcpy(req + sizeof(h) + sizeof(hb), auth_token, tlen);

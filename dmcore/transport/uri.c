@@ -1,6 +1,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include "dmkv/transport.h"
@@ -30,6 +31,17 @@ uint64_t dm_conn_now_us(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
+}
+
+uint16_t dm_holder_id(void)
+{
+    static _Thread_local uint16_t id;
+    while (!id) {
+        uint16_t r = 0;
+        if (getrandom(&r, sizeof(r), 0) != (ssize_t)sizeof(r)) r = (uint16_t)dm_conn_now_us();
+        id = r & ((1u << DM_HOLDER_BITS) - 1);
+    }
+    return id;
 }
 
 int dm_conn_send_late(const dm_conn_t *c)

@@ -8,9 +8,10 @@
 
 #include "dmkv/lease.h"
 #include "dmkv/log.h"
+#include "dmkv/worker.h"
 
-static const char *const site_names[DM_FAULT_NSITES] = {"locked",    "inserted", "taken_back",
-                                                        "propagate", "posted",   "uncounted"};
+static const char *const site_names[DM_FAULT_NSITES] = {
+    "locked", "inserted", "taken_back", "propagate", "posted", "uncounted", "wire"};
 
 typedef struct {
     uint32_t ms, one_in;
@@ -55,7 +56,8 @@ uint32_t dm_fault_delay_ms(dm_fault_site_t site)
 {
     pthread_once(&env_once, parse_env);
     const stall_t *s = &stalls[site];
-    if (!s->ms || dm_lease_token() % s->one_in) return 0; /* the per-thread generator */
+    if (!s->ms || (dm_lease_token() & ((1u << DM_LEASE_RANDOM_BITS) - 1)) % s->one_in)
+        return 0; /* the per-thread generator */
     dm_log(DM_LOG_NOTICE, "fault: stalling %u ms at '%s'", s->ms, site_names[site]);
     return s->ms;
 }

@@ -125,6 +125,10 @@ if [ -x "$BUILD/tests/it_linearizable" ]; then
     # A leaf-lock holder stalled 3.5 s before its RACE write (lease takeovers over rdma,
     # where every lock is the masked-CAS fallback), outcomes known, SCAN judged.
     steps+=("DMKV_IT_MEMNODE_RDMA=$ADDR DMKV_IT_MEMNODE_SIZE=128m DMKV_MEMNODE=$MEMNODE DMKV_GATEWAY=$GATEWAY timeout 300 $BUILD/tests/it_linearizable --ops ${DMKV_IT_STALL_OPS:-2000} --no-faults --timeout-ms 10000 --stall locked:3500:8 --seconds 150")
+    # A lease holder's message that passed its send-by check reaches the node 3.5 s late
+    # (the thread blocks before ibv_post_send): the taker has the node move the holder's QP
+    # to the error state first (dmkv/fence.h), so the stale leaf image never lands.
+    steps+=("DMKV_IT_MEMNODE_RDMA=$ADDR DMKV_IT_MEMNODE_SIZE=128m DMKV_MEMNODE=$MEMNODE DMKV_GATEWAY=$GATEWAY timeout 300 $BUILD/tests/it_linearizable --ops ${DMKV_IT_STALL_OPS:-2000} --no-faults --timeout-ms 10000 --stall wire:3500:100 --seconds 150")
 fi
 [ -x "$BUILD/tests/test_race" ] && steps+=("timeout 240 $BUILD/tests/test_race")
 steps+=("timeout 90 $G stop")

@@ -799,6 +799,71 @@ static void t_shutdown(void)
     }
 }
 
+/* Two connections opened by another thread (another holder id in their HELLO), the second
+ * opened MN_FENCE_FRESH_MS + 100 ms after the first. */
+typedef struct victim {
+    dm_conn_t *old, *young;
+    uint16_t holder;
+    char err[256];
+} victim_t;
+
+static void open_victims(void *arg)
+{
+    victim_t *v = arg;
+    char uri[64];
+    snprintf(uri, sizeof(uri), "tcp://127.0.0.1:%d", memnode_port);
+    v->holder = dm_holder_id();
+    v->old = dm_conn_open(loop, uri, 0, v->err, sizeof(v->err));
+    usleep(600 * 1000);
+    if (v->old) v->young = dm_conn_open(loop, uri, 0, v->err, sizeof(v->err));
+}
+
+/* The fence mailbox (dmkv/fence.h, memnode/mn_fence.h): a request naming another thread's
+ * holder id makes the memory node close that thread's connection before it acks; what
+ * that connection sends afterwards never lands. The holder's connection opened within
+ * the last 500 ms (after the hold being taken over ended) and the requester's stay. */
+static void t_fence(void)
+{
+    CHECK(conn->caps & DM_CAP_FENCE);
+    victim_t vic = {0};
+    for (int tries = 0; tries < 5 && (!vic.old || vic.holder == dm_holder_id()); tries++) {
+        if (vic.old) vic.old->ops->close(vic.old);
+        if (vic.young) vic.young->ops->close(vic.young);
+        vic.old = vic.young = NULL;
+        uv_thread_t t;
+        CHECK(uv_thread_create(&t, open_victims, &vic) == 0);
+        uv_thread_join(&t);
+        CHECKF(vic.old && vic.young, "%s", vic.err);
+    }
+    CHECK(vic.holder != dm_holder_id());
+    uint64_t off = SCRATCH + 12000, off2 = SCRATCH + 12064, one = 1, two = 2;
+    put64(off, 0);
+    put64(off2, 0);
+    dm_verb_t w = wr(off, &one, 8);
+    CHECK(exec_on(vic.old, &w, 1) == 0 && get64(off) == 1);
+
+    uint64_t req = 0xf00d0000ull | vic.holder, box = DM_SB_OFF(fence_box) + 3 * 16;
+    dm_verb_t c = atomic(DM_OP_CAS, box, 0, req);
+    CHECK(exec(&c, 1) == 0 && c.result == 0);
+    uint64_t ack = 0;
+    for (int ms = 0; ms < 2000 && ack != req; ms += 5) {
+        ack = get64(box + 8);
+        if (ack != req) sleep_ms(5);
+    }
+    CHECKF(ack == req, "no ack from the memory node (ack %llx)", (unsigned long long)ack);
+    dm_verb_t w2 = wr(off, &two, 8);
+    int rc = exec_on(vic.old, &w2, 1);
+    CHECKF(rc == DM_EIO, "a fenced connection's write answered %d", rc);
+    CHECK(get64(off) == 1); /* nothing of it landed; our connection still serves */
+    dm_verb_t w3 = wr(off2, &two, 8);
+    rc = exec_on(vic.young, &w3, 1);
+    CHECKF(rc == 0 && get64(off2) == 2, "the young connection's write answered %d", rc);
+    c = atomic(DM_OP_CAS, box, req, 0);
+    CHECK(exec(&c, 1) == 0 && c.result == req);
+    vic.old->ops->close(vic.old);
+    vic.young->ops->close(vic.young);
+}
+
 /* Doorbell batching across batches: everything posted in one loop turn leaves as one
  * message, and the memory node answers one read's requests with one write. */
 static void t_coalesce(void)
@@ -849,6 +914,7 @@ static void run_tcp(const char *bin)
     RUN(t_auth);
     RUN(t_stats);
     RUN(t_coalesce);
+    RUN(t_fence);
     RUN(t_backpressure);
     RUN(t_timeout);
     RUN(t_shutdown);

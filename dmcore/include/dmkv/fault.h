@@ -10,7 +10,9 @@
 #ifndef DMKV_FAULT_H
 #define DMKV_FAULT_H
 
-#include "dmkv/worker.h"
+#include <stdint.h>
+
+struct dm_ctx; /* dmkv/worker.h: this header is also used below the batch layer */
 
 typedef enum {
     DM_FAULT_LOCKED,     /* a leaf lock held, before the RACE slot CAS (kv/hybrid.c) */
@@ -19,6 +21,10 @@ typedef enum {
     DM_FAULT_PROPAGATE,  /* a leaf split written, before its separator goes up (chime/split.c) */
     DM_FAULT_POSTED,     /* a fire-and-forget batch held back before it is sent (pool/worker.c) */
     DM_FAULT_UNCOUNTED,  /* any ms: the key counter's FAA dropped, as if never sent (race/ops.c) */
+    DM_FAULT_WIRE,       /* a message with a send-by bound that passed its check at the turn's
+                            end: the whole thread blocks before the socket write or doorbell,
+                            so it reaches the node late (a retransmitting network, a stop
+                            right after the check; transport/tcp.c, rdma.c) */
     DM_FAULT_NSITES
 } dm_fault_site_t;
 
@@ -27,7 +33,7 @@ typedef enum {
 void dm_fault_configure(const char *spec);
 
 /* Maybe stall the calling coroutine at site (see above). Returns 1 if it stalled. */
-int dm_fault_point(dm_ctx_t *ctx, dm_fault_site_t site);
+int dm_fault_point(struct dm_ctx *ctx, dm_fault_site_t site);
 
 /* For sites where something else than the caller waits (a batch posted later, a slow
  * network): the milliseconds to hold it, 0 on most passes (same draw as dm_fault_point). */

@@ -17,8 +17,17 @@
 
 #include "dmkv/gaddr.h"
 
-/* A fresh lease token: random, nonzero, 31 bits. Thread-safe (per-thread generator). */
+/* A fresh lease token, 31 bits, nonzero: this thread's holder id (dm_holder_id,
+ * dmkv/transport.h) in bits 18..30, so that a taker knows whose connections to fence
+ * (dmkv/fence.h), and 18 random bits. Thread-safe (per-thread generator). */
+#define DM_LEASE_RANDOM_BITS 18
 uint32_t dm_lease_token(void);
+
+/* The holder id in a lock word whose bits 1..31 are a lease token (0 = none). */
+static inline uint16_t dm_lease_holder(uint64_t word)
+{
+    return (uint16_t)(((word >> 1) & 0x7fffffffu) >> DM_LEASE_RANDOM_BITS);
+}
 
 /* Note that the lock word at addr read as word (held) just now. Returns how long, in
  * microseconds of this thread's monotonic clock, this thread has seen exactly that word

@@ -16,21 +16,23 @@
 
 #include <stdint.h>
 
-#define DM_RDMA_MAGIC 0x444d4b56u /* "DMKV" */
-#define DM_RDMA_PROTO_VERSION 2u  /* 2: the accept carries the region's incarnation */
+#define DM_RDMA_MAGIC 0x444d4b56u  /* "DMKV" */
+#define DM_RDMA_PROTO_VERSION 3u   /* 3: the hello names the holder id, the accept says fences */
+#define DM_RDMA_ACCEPT_FENCES 0x1u /* accept flags: the node serves the fence mailbox */
 
 /* Client hello, 8 bytes (fits the 56-byte private data of an rdma_cm connect request). */
 typedef struct dm_rdma_hello {
     uint32_t magic;   /* DM_RDMA_MAGIC */
     uint16_t version; /* DM_RDMA_PROTO_VERSION */
-    uint16_t flags;   /* 0 */
+    uint16_t holder;  /* the client thread's holder id (dm_holder_id), 0 = none: a fence
+                         request for it puts this QP in the error state (dmkv/fence.h) */
 } dm_rdma_hello_t;
 
 /* Memory node's accept data, 40 bytes (accept private data may hold 196 bytes). */
 typedef struct dm_rdma_accept {
     uint32_t magic;   /* DM_RDMA_MAGIC */
     uint16_t version; /* DM_RDMA_PROTO_VERSION */
-    uint16_t flags;   /* 0 */
+    uint16_t flags;   /* DM_RDMA_ACCEPT_* */
     uint32_t rkey;    /* remote key of the region's memory registration */
     uint32_t reserved;
     uint64_t addr;        /* virtual address of region byte 0 in the memory node */

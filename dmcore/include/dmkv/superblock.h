@@ -41,13 +41,20 @@ typedef struct dm_superblock {
     uint64_t returned_bytes;  /* node 0: bytes on every node's returned-block stack, kept with
                                  FAA beside each push and pop (INFO pool_returned_bytes) */
     uint64_t reserved[15];
-    uint64_t alloc_board[32]; /* node 0: per clock-board slot, the gaddr of that gateway's
-                                 allocation record (dmkv/alloc.h dm_alloc_register), 0 =
-                                 none: a dead gateway's unused chunk tails are found here */
-    uint64_t spare_board[16]; /* node 0: chunk tails taken over from dead gateways and not
-                                 carved yet, as tail words (pool/tails.h), 0 = empty; any
-                                 gateway's worker takes one by CAS before a new chunk */
+    uint64_t alloc_board[32];   /* node 0: per clock-board slot, the gaddr of that gateway's
+                                   allocation record (dmkv/alloc.h dm_alloc_register), 0 =
+                                   none: a dead gateway's unused chunk tails are found here */
+    uint64_t spare_board[16];   /* node 0: chunk tails taken over from dead gateways and not
+                                   carved yet, as tail words (pool/tails.h), 0 = empty; any
+                                   gateway's worker takes one by CAS before a new chunk */
+    uint64_t fence_box[2 * 16]; /* every node: the fence mailbox (dmkv/fence.h), 16 entries
+                                   of a request word (holder id | nonce << 16, 0 = free),
+                                   claimed by CAS, and the node's ack (the request it
+                                   carried out: the holder's connections are cut) */
 } dm_superblock_t;
+
+#define DM_FENCE_BOX 16 /* entries of fence_box */
+_Static_assert(sizeof(dm_superblock_t) <= DM_SB_SIZE, "superblock fits its reserved bytes");
 
 #define DM_SB_OFF(field) offsetof(dm_superblock_t, field)
 

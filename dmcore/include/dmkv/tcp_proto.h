@@ -29,7 +29,7 @@
 #include <stdint.h>
 
 #define DM_TCP_MAGIC 0x544b4d44u /* "DMKT" as little-endian bytes */
-#define DM_TCP_PROTO_VERSION 2u  /* 2: the HELLO reply carries the region's incarnation */
+#define DM_TCP_PROTO_VERSION 3u  /* 3: HELLO names the client's holder id (fencing) */
 
 /* Message types (dm_tcp_hdr_t.type). Replies set DM_TCP_REPLY. */
 #define DM_TCP_HELLO 1u
@@ -57,7 +57,9 @@ typedef struct dm_tcp_hdr {
 
 typedef struct dm_tcp_hello {
     uint32_t version;   /* DM_TCP_PROTO_VERSION */
-    uint32_t token_len; /* <= DM_TCP_MAX_TOKEN; the token bytes follow */
+    uint16_t token_len; /* <= DM_TCP_MAX_TOKEN; the token bytes follow */
+    uint16_t holder;    /* the client thread's holder id (dm_holder_id), 0 = none: a fence
+                           request for it closes this connection (dmkv/fence.h) */
 } dm_tcp_hello_t;
 
 typedef struct dm_tcp_hello_reply {

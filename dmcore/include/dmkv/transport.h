@@ -55,6 +55,15 @@ void dm_conn_count_message(dm_conn_t *c, uint64_t verbs);
 int dm_conn_send_late(const dm_conn_t *c);
 /* CLOCK_MONOTONIC in microseconds (the clock of dm_now_us and of send_by_us). */
 uint64_t dm_conn_now_us(void);
+/* This thread's holder id: DM_HOLDER_BITS random bits, nonzero, fixed for the thread's
+ * life. Every connection the thread opens announces it to its memory node (tcp HELLO, rdma
+ * connect request) and every lease token the thread writes carries it (dmkv/lease.h), so
+ * a gateway that takes a lease over can have the node cut the holder's connections first
+ * (dmkv/fence.h, docs/leases.md "Fencing"). Two threads may draw the same id (1 in 8191):
+ * a fence then also cuts the other's connection, which reconnects; nothing is lost. */
+#define DM_HOLDER_BITS 13
+uint16_t dm_holder_id(void);
+
 /* Totals for memory node `node` (0 for nodes never used). Thread-safe. */
 void dm_conn_node_stats(unsigned node, uint64_t *messages, uint64_t *verbs);
 

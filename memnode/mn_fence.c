@@ -1,0 +1,44 @@
+/* Fence mailbox of a memory node (mn_fence.h). */
+#include "mn_fence.h"
+
+#include <stddef.h>
+
+#include "dmkv/log.h"
+#include "dmkv/superblock.h"
+
+void mn_fence_poll(mn_fence_t *f)
+{
+    uint64_t *box = (uint64_t *)(f->base + DM_SB_OFF(fence_box));
+    for (unsigned i = 0; i < DM_FENCE_BOX; i++) {
+        /* Gateways change these words with one-sided verbs (rdma: the device, meanwhile). */
+        uint64_t req = __atomic_load_n(&box[2 * i], __ATOMIC_ACQUIRE);
+        if (!req || __atomic_load_n(&box[2 * i + 1], __ATOMIC_ACQUIRE) == req) continue;
+        uint16_t holder = (uint16_t)(req & 0xffff);
+        unsigned n = holder ? f->cut(f->arg, holder) : 0;
+        dm_log(DM_LOG_NOTICE, "Fenced holder %u on request: %u connection(s) cut", holder, n);
+        f->served++;
+        __atomic_store_n(&box[2 * i + 1], req, __ATOMIC_RELEASE); /* after the cut */
+    }
+}
+
+static void on_timer(uv_timer_t *t)
+{
+    mn_fence_poll(t->data);
+}
+
+int mn_fence_start(mn_fence_t *f, uv_loop_t *loop, uint8_t *base, mn_fence_cut_fn cut, void *arg)
+{
+    f->base = base;
+    f->cut = cut;
+    f->arg = arg;
+    f->served = 0;
+    int rc = uv_timer_init(loop, &f->timer);
+    if (rc) return rc;
+    f->timer.data = f;
+    return uv_timer_start(&f->timer, on_timer, MN_FENCE_POLL_MS, MN_FENCE_POLL_MS);
+}
+
+void mn_fence_stop(mn_fence_t *f)
+{
+    if (!uv_is_closing((uv_handle_t *)&f->timer)) uv_close((uv_handle_t *)&f->timer, NULL);
+}

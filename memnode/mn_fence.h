@@ -1,0 +1,45 @@
+/* The memory node's side of fencing (docs/leases.md "Fencing", dmkv/fence.h): a gateway
+ * about to take over a lease whose holder may still have writes in flight puts a request
+ * (the holder id) into the fence mailbox of the node's header; this module finds it on the
+ * loop (polled every MN_FENCE_POLL_MS), has every transport cut the holder's connections
+ * (tcp: the socket closed, unread bytes dropped; rdma: the QP moved to the error state),
+ * and only then writes the ack. Whatever the holder sent and the node had not executed
+ * is gone; the holder reconnects and its late writes are refused by its own send-by
+ * bounds. Source: memnode/mn_fence.c. */
+#ifndef MEMNODE_MN_FENCE_H
+#define MEMNODE_MN_FENCE_H
+
+#include <stdint.h>
+#include <uv.h>
+
+#define MN_FENCE_POLL_MS 1 /* period of the mailbox scan, milliseconds */
+
+/* A fence leaves the holder's connections accepted less than this long before it is served
+ * (milliseconds): the taker waited CH_LEASE_MS (3 s) after the lock was taken, and the
+ * holder's writes under it leave by CH_HOLD_MAX_MS (2 s), so a connection that young was
+ * opened after the last of them was posted and carries none. Without this, a second taker's
+ * fence (another gateway, a few ms later) cut the holder's fresh reconnection too, and its
+ * clients saw errors for the second it waits before dialling again. */
+#define MN_FENCE_FRESH_MS 500
+
+/* Cut every connection of holder (a nonzero holder id); returns how many were cut. */
+typedef unsigned (*mn_fence_cut_fn)(void *arg, uint16_t holder);
+
+typedef struct mn_fence {
+    uv_timer_t timer;
+    uint8_t *base; /* the region: its header holds the mailbox (dm_superblock_t.fence_box) */
+    mn_fence_cut_fn cut;
+    void *arg;
+    uint64_t served; /* requests carried out */
+} mn_fence_t;
+
+/* Serve the mailbox of the region at base on loop. Returns 0 or a libuv error. */
+int mn_fence_start(mn_fence_t *f, uv_loop_t *loop, uint8_t *base, mn_fence_cut_fn cut, void *arg);
+
+/* Carry out every pending request now (the timer's work; tests call it directly). */
+void mn_fence_poll(mn_fence_t *f);
+
+/* Stop serving (the loop must run once more to release the timer). */
+void mn_fence_stop(mn_fence_t *f);
+
+#endif
