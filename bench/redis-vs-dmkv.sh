@@ -123,7 +123,7 @@ base=$(redis-cli -p "$REDIS_PORT" INFO memory | field used_memory)
 run_redis load "$REDIS_PORT"
 used=$(redis-cli -p "$REDIS_PORT" INFO memory | field used_memory)
 run_dmkv load "$DMKV_PORT"
-pool=$("$BUILD/bench/dmkv-pool-info" "tcp://127.0.0.1:$MEMNODE_PORT")
+pool=$("$SERVER_BUILD/bench/dmkv-pool-info" "tcp://127.0.0.1:$MEMNODE_PORT")
 emit "load ${LOAD_KEYS}" "$LOAD_KEYS"
 
 for P in 1 16; do

@@ -108,14 +108,15 @@ static void do_hello(mn_req_t *q)
     const mn_req_env_t *e = q->env;
     dm_tcp_hello_t hb;
     memcpy(&hb, q->body, sizeof(hb));
-    if (hb.token_len != q->hdr.body_len - sizeof(hb)) {
-        fail(q, DM_TCP_HELLO, DM_EINVAL, "malformed HELLO (token length %u)", hb.token_len);
-        return;
-    }
+    /* The version first: the rest of the body's layout depends on it. */
     if (hb.version != DM_TCP_PROTO_VERSION) {
         fail(q, DM_TCP_HELLO, DM_EPROTO,
              "protocol version %u not supported (this memory node speaks %u)", hb.version,
              DM_TCP_PROTO_VERSION);
+        return;
+    }
+    if (hb.token_len != q->hdr.body_len - sizeof(hb)) {
+        fail(q, DM_TCP_HELLO, DM_EINVAL, "malformed HELLO (token length %u)", hb.token_len);
         return;
     }
     size_t alen = strlen(e->auth);
