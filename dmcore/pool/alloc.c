@@ -42,17 +42,26 @@ struct dm_alloc {
     struct refill_wait *waiters; /* coroutines waiting for it */
     unsigned next_node;          /* round robin */
     uint64_t chunk_bytes;
-    int64_t live_delta; /* bytes allocated minus bytes freed since the last flush */
+    int64_t live_delta;   /* bytes allocated minus bytes freed since the last flush */
+    int64_t listed_delta; /* change of the bytes on its lists since the last flush (INFO) */
     freed_t *head[NCLASSES], *tail[NCLASSES];
 };
 
-/* Bytes in every worker's free lists, quarantined or reusable (INFO). */
+/* Bytes in every worker's free lists, quarantined or reusable (INFO): each worker adds
+ * its change once per cron tick (dm_alloc_flush_live), not once per block, so the SET
+ * path does no atomic read-modify-write on a line that every thread shares. */
 static _Atomic int64_t listed_bytes;
 
-static void listed(const freed_t *f, int sign)
+static void listed(dm_alloc_t *a, const freed_t *f, int sign)
 {
-    atomic_fetch_add_explicit(&listed_bytes, sign * (int64_t)(f->units * DM_GRAIN),
-                              memory_order_relaxed);
+    a->listed_delta += sign * (int64_t)(f->units * DM_GRAIN);
+}
+
+static void flush_listed(dm_alloc_t *a)
+{
+    if (!a->listed_delta) return;
+    atomic_fetch_add_explicit(&listed_bytes, a->listed_delta, memory_order_relaxed);
+    a->listed_delta = 0;
 }
 
 /* Allocations that waited for a quarantined block with the pool full; blocks returned to
@@ -92,9 +101,10 @@ void dm_alloc_destroy(dm_alloc_t *a)
         while (a->head[c]) {
             freed_t *f = a->head[c];
             a->head[c] = f->next;
-            listed(f, -1);
+            listed(a, f, -1);
             free(f);
         }
+    flush_listed(a);
     free(a);
 }
 
@@ -233,7 +243,7 @@ static freed_t *unlink_freed(dm_alloc_t *a, int c, freed_t *prev, freed_t *f)
     else
         a->head[c] = f->next;
     if (a->tail[c] == f) a->tail[c] = prev;
-    listed(f, -1);
+    listed(a, f, -1);
     return f;
 }
 
@@ -629,16 +639,17 @@ static int alloc_fresh(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t need, uint64_t ali
 #define RETURN_IDLE_US 1000000u /* reusable and unused this long: returned to the pool */
 #define RETURN_MAX 64           /* blocks returned per call */
 
-/* Unlink one block of a large class that sat reusable and unused for RETURN_IDLE_US; NULL
- * when none among the first 8 of each class (FIFO: the oldest come first). */
-static freed_t *take_idle(dm_alloc_t *a, uint64_t now, uint64_t idle_us)
+/* Unlink one block of a large class that sat reusable and unused for idle_us past its
+ * quarantine (peek: only find it); NULL when none among the first 8 of each class (FIFO:
+ * the oldest come first). */
+static freed_t *take_idle(dm_alloc_t *a, uint64_t now, uint64_t idle_us, int peek)
 {
     for (int c = MAX_CLASS + 1; c < NCLASSES; c++) {
         freed_t *f = a->head[c], *prev = NULL;
         for (int scanned = 0; f && scanned < 8; prev = f, f = f->next, scanned++) {
             if (now - f->freed_us < DM_GRACE_US + idle_us) continue;
             if (f->units * DM_GRAIN < DM_RETURN_MIN_BYTES + 2 * DM_UNIT) continue;
-            return unlink_freed(a, c, prev, f);
+            return peek ? f : unlink_freed(a, c, prev, f);
         }
     }
     return NULL;
@@ -661,6 +672,9 @@ int dm_alloc_return_idle(dm_ctx_t *ctx)
     dm_alloc_t *a = ctx->w->alloc;
     uint64_t head = 0;
     unsigned head_node = ~0u;
+    /* Nothing past its quarantine: nothing to return, and no round trip for the pool's
+     * usage (this runs on every cron tick of every thread). */
+    if (!take_idle(a, dm_now_us(), 0, 1)) return 0;
     int rc = pool_pressed(ctx);
     if (rc < 0) return rc;
     /* Under pressure every block past its quarantine goes back: another gateway may be
@@ -668,7 +682,7 @@ int dm_alloc_return_idle(dm_ctx_t *ctx)
     uint64_t idle_us = rc ? 0 : RETURN_IDLE_US;
     rc = 0;
     for (int n = 0; n < RETURN_MAX && !rc; n++) {
-        freed_t *f = take_idle(a, dm_now_us(), idle_us);
+        freed_t *f = take_idle(a, dm_now_us(), idle_us, 0);
         if (!f) break;
         /* The stack's headers are 64-byte aligned: the slivers stay here. */
         dm_gaddr_t lo = (f->addr + DM_UNIT - 1) / DM_UNIT * DM_UNIT,
@@ -701,14 +715,14 @@ static size_t gather_free(dm_alloc_t *a, uint64_t *v, size_t max)
             v[2 * n] = f->addr;
             v[2 * n++ + 1] = f->units * DM_GRAIN;
             a->head[c] = f->next;
-            listed(f, -1);
+            listed(a, f, -1);
             free(f);
         }
     for (int c = 0; c < NCLASSES; c++) /* beyond max: leaked, as before */
         while (a->head[c]) {
             freed_t *f = a->head[c];
             a->head[c] = f->next;
-            listed(f, -1);
+            listed(a, f, -1);
             free(f);
         }
     memset(a->tail, 0, sizeof(a->tail));
@@ -800,7 +814,7 @@ static void queue_block(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, int now_
      * long it sat unused (dm_alloc_return_idle). */
     *f = (freed_t){addr, units, now_reusable ? (now > DM_GRACE_US ? now - DM_GRACE_US : 0) : now,
                    NULL};
-    listed(f, 1);
+    listed(a, f, 1);
     if (now_reusable) {
         f->next = a->head[c];
         a->head[c] = f;
@@ -829,6 +843,7 @@ void dm_alloc_unused(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes)
 int dm_alloc_flush_live(dm_ctx_t *ctx, int wait)
 {
     dm_alloc_t *a = ctx->w->alloc;
+    if (a) flush_listed(a);
     if (!a || !a->live_delta) return 0;
     dm_batch_t b;
     dm_batch_init(&b);

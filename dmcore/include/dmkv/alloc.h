@@ -54,8 +54,9 @@ int dm_pool_usage(dm_ctx_t *ctx, uint64_t *maxmemory, uint64_t *used);
 int dm_pool_memory(dm_ctx_t *ctx, uint64_t *taken, uint64_t *live);
 
 /* Add this worker's net change of live bytes to the pool's counter (one FAA on node 0,
- * waited for when wait, else posted). Called by each gateway thread's cron and at its
- * stop. Returns 0 or DM_E*. */
+ * waited for when wait, else posted), and its change of free-list bytes to the process's
+ * (dm_alloc_listed_bytes). Called by each gateway thread's cron and at its stop. Returns 0
+ * or DM_E*. */
 int dm_alloc_flush_live(dm_ctx_t *ctx, int wait);
 
 /* Return a whole range to its node's free-range stack: hdr is the gaddr of the range's
@@ -134,7 +135,8 @@ int dm_pool_returned_bytes(dm_ctx_t *ctx, uint64_t *bytes);
 /* Blocks this process returned to the pool, and took from it (INFO). */
 void dm_alloc_returned_stats(uint64_t *returned, uint64_t *taken);
 
-/* Bytes in this process's free lists (quarantined or reusable), all workers. */
+/* Bytes in this process's free lists (quarantined or reusable), all workers, as of each
+ * worker's last cron tick (dm_alloc_flush_live). */
 uint64_t dm_alloc_listed_bytes(void);
 /* Allocations that found the pool full and waited (at most DM_GRACE_US) for one of their
  * worker's quarantined blocks instead of failing with DM_ENOMEM. */
