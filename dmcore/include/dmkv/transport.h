@@ -59,9 +59,9 @@ uint64_t dm_conn_now_us(void);
  * life. Every connection the thread opens announces it to its memory node (tcp HELLO, rdma
  * connect request) and every lease token the thread writes carries it (dmkv/lease.h), so
  * a gateway that takes a lease over can have the node cut the holder's connections first
- * (dmkv/fence.h, docs/leases.md "Fencing"). Two threads may draw the same id (1 in 8191):
+ * (dmkv/fence.h, docs/leases.md "Fencing"). Two threads may draw the same id (1 in 1023):
  * a fence then also cuts the other's connection, which reconnects; nothing is lost. */
-#define DM_HOLDER_BITS 13
+#define DM_HOLDER_BITS 10 /* the rest of a lease token stays random (dmkv/lease.h) */
 uint16_t dm_holder_id(void);
 
 /* Totals for memory node `node` (0 for nodes never used). Thread-safe. */
