@@ -149,6 +149,7 @@ static int parse_args(int argc, char **argv, options_t *o)
 }
 
 static mn_fence_t fence;
+static int fence_on; /* the mailbox is served (its timer runs) */
 
 /* The fence mailbox's cut: every transport closes the holder's connections. */
 static unsigned cut_holder(void *arg, uint16_t holder)
@@ -165,7 +166,8 @@ static void on_signal(uv_signal_t *h, int signum)
     mn_tcp_stop(&server);
     if (rdma_started) memnode_rdma_stop();
     rdma_started = 0;
-    mn_fence_stop(&fence);
+    if (fence_on) mn_fence_stop(&fence);
+    fence_on = 0;
     uv_close((uv_handle_t *)&sig_int, NULL);
     uv_close((uv_handle_t *)&sig_term, NULL);
 }
@@ -240,7 +242,8 @@ int main(int argc, char **argv)
         dm_log(DM_LOG_NOTICE, "rdma listener on %s:%d", o.rdma_bind ? o.rdma_bind : "*",
                o.rdma_port);
     }
-    if (mn_fence_start(&fence, loop, region.base, cut_holder, NULL) == 0)
+    fence_on = mn_fence_start(&fence, loop, region.base, cut_holder, NULL) == 0;
+    if (fence_on)
         server.env.fences = 1; /* HELLO reports DM_CAP_FENCE from now on */
     else
         dm_log(DM_LOG_WARNING, "fence mailbox not served: lease takeovers cannot cut a holder");
