@@ -470,9 +470,10 @@ static void kick_pending(rdma_conn_t *c)
         }
         c->wrs[k - 1].next = NULL;
         c->wrs[k - 1].send_flags |= IBV_SEND_SIGNALED;
-        int bounded = 0; /* a lease holder's writes are in this chain */
-        for (rbatch_t *b = chain.head; b && !bounded; b = b->next)
-            bounded = b->send_by_us != 0;
+        int bounded = 0; /* tests (fault 'wire'): a lease holder's writes are in this chain */
+        if (dm_fault_armed(DM_FAULT_WIRE))
+            for (rbatch_t *b = chain.head; b && !bounded; b = b->next)
+                bounded = b->send_by_us != 0;
         uint32_t wire_ms = bounded ? dm_fault_delay_ms(DM_FAULT_WIRE) : 0;
         if (wire_ms) usleep(wire_ms * 1000u); /* tests: it passed its check, then is late */
         struct ibv_send_wr *bad = NULL;

@@ -52,6 +52,12 @@ void dm_fault_configure(const char *spec)
     parse_spec(spec);
 }
 
+int dm_fault_armed(dm_fault_site_t site)
+{
+    pthread_once(&env_once, parse_env);
+    return stalls[site].ms != 0;
+}
+
 uint32_t dm_fault_delay_ms(dm_fault_site_t site)
 {
     pthread_once(&env_once, parse_env);

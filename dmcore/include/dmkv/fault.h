@@ -35,6 +35,10 @@ void dm_fault_configure(const char *spec);
 /* Maybe stall the calling coroutine at site (see above). Returns 1 if it stalled. */
 int dm_fault_point(struct dm_ctx *ctx, dm_fault_site_t site);
 
+/* 1 when site is configured at all: lets a data path skip the work of finding out whether
+ * a pass qualifies (transport/tcp.c, rdma.c scan a message for bounded batches). */
+int dm_fault_armed(dm_fault_site_t site);
+
 /* For sites where something else than the caller waits (a batch posted later, a slow
  * network): the milliseconds to hold it, 0 on most passes (same draw as dm_fault_point). */
 uint32_t dm_fault_delay_ms(dm_fault_site_t site);
