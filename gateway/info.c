@@ -10,10 +10,10 @@
 #include <unistd.h>
 
 #include "commands/cmdstats.h"
-#include "dmkv/fence.h"
 #include "dmkv/alloc.h"
 #include "dmkv/chime.h"
 #include "dmkv/clock.h"
+#include "dmkv/fence.h"
 #include "dmkv/kv.h"
 #include "dmkv/race.h"
 #include "dmkv/stats.h"

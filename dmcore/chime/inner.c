@@ -5,9 +5,9 @@
 #include <string.h>
 
 #include "chime_internal.h"
-#include "dmkv/fence.h"
 #include "dmkv/alloc.h"
 #include "dmkv/errors.h"
+#include "dmkv/fence.h"
 #include "dmkv/kv.h"
 #include "dmkv/lease.h"
 #include "dmkv/superblock.h"
@@ -370,8 +370,7 @@ static int inner_lock(dm_ctx_t *ctx, dm_gaddr_t a, uint64_t *word, uint64_t *sin
         }
         expect = 0;
         if (ch_lock_held(v->result) &&
-            dm_lease_observed_us(inner_lock_addr(a), v->result) > (uint64_t)CH_LEASE_MS * 1000 &&
-            dm_fence_word(ctx, inner_lock_addr(a), v->result) == 0) {
+            dm_lease_takeover_ready(ctx, inner_lock_addr(a), v->result, CH_LEASE_MS)) {
             expect = v->result; /* the holder died mid-propagation: take the lock over */
             ch_count(&ch_stats.takeovers, 1);
             continue;

@@ -5,9 +5,9 @@
 #include <string.h>
 
 #include "chime_internal.h"
-#include "dmkv/fence.h"
 #include "dmkv/alloc.h"
 #include "dmkv/errors.h"
+#include "dmkv/fence.h"
 #include "dmkv/lease.h"
 #include "leaf_lock.h"
 
@@ -154,8 +154,7 @@ int ch_lock_leaf(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_gaddr_t leaf, int *took_
             *gs = old; /* the CAS fallback guessed the vacancy bits wrong: retry now */
             continue;
         }
-        if (dm_lease_observed_us(lock_addr(g, leaf), old) > (uint64_t)CH_LEASE_MS * 1000 &&
-            dm_fence_word(ctx, lock_addr(g, leaf), old) == 0) {
+        if (dm_lease_takeover_ready(ctx, lock_addr(g, leaf), old, CH_LEASE_MS)) {
             steal_from = old; /* the holder's late writes can no longer land */
             continue;
         }

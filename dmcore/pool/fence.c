@@ -19,10 +19,10 @@ static dm_gaddr_t box_word(unsigned node, unsigned entry, unsigned word)
     return dm_gaddr_make(node, DM_SB_OFF(fence_box) + (2 * entry + word) * sizeof(uint64_t));
 }
 
-int dm_fence_word(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t word)
+int dm_lease_takeover_ready(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t word, uint32_t lease_ms)
 {
-    /* One fence per word per thread: the thread's other coroutines that find the same
-     * expired word meanwhile wait for it (DM_ERETRY: not now), and go on once it is done. */
+    if (dm_lease_observed_us(addr, word) <= (uint64_t)lease_ms * 1000) return 0;
+    /* One fence per word per thread; while it runs, the others wait. */
     static _Thread_local struct {
         dm_gaddr_t addr;
         uint64_t word, at_us;
@@ -31,7 +31,7 @@ int dm_fence_word(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t word)
     uint64_t now = dm_now_us();
     if (last.addr == addr && last.word == word && last.at_us &&
         now - last.at_us < (uint64_t)DM_FENCE_WAIT_MS * 3000)
-        return last.done ? 0 : DM_ERETRY;
+        return last.done;
     last.addr = addr;
     last.word = word;
     last.at_us = now;
@@ -41,7 +41,7 @@ int dm_fence_word(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t word)
         last.done = rc == 0;
         if (rc) last.at_us = 0;
     }
-    return rc;
+    return rc == 0;
 }
 
 int dm_fence_holder(dm_ctx_t *ctx, unsigned node, uint16_t holder)

@@ -25,14 +25,14 @@
  * not take the lease over now), or a verb error. */
 int dm_fence_holder(dm_ctx_t *ctx, unsigned node, uint16_t holder);
 
-/* Before taking over the lease held in the lock word `word` at addr: fence its holder at
- * addr's memory node (dm_fence_holder), once per word per thread: a coroutine of this
- * thread that finds the same word while another one fences it gets DM_ERETRY (not now: wait
- * and read the word again), and 0 once it was fenced (within DM_FENCE_WAIT_MS * 3 ms).
- * Otherwise returns what dm_fence_holder returned. */
-int dm_fence_word(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t word);
+/* A waiter just read the lock word at addr as `word` (held): 1 when it may take the lease
+ * over now, else 0 (keep waiting). Now means: this thread has seen exactly that word there
+ * for more than lease_ms (dm_lease_observed_us, dmkv/lease.h), and the holder's
+ * connections to addr's memory node are cut (dm_fence_holder), once per word per thread:
+ * the thread's other coroutines that find the same word while one fences wait for it. */
+int dm_lease_takeover_ready(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t word, uint32_t lease_ms);
 
-/* Fences carried out by this process (INFO dmkv lease_fences). Thread-safe. */
+/* Fences carried out by this process (INFO dmkv chime_lease_fences). Thread-safe. */
 uint64_t dm_fence_count(void);
 
 #endif

@@ -34,8 +34,7 @@ typedef struct dm_verb {
 
 /* Capability bits a connection reports. */
 #define DM_CAP_MASKED_CAS 0x1u /* executes MASKED_CAS natively */
-#define DM_CAP_FENCE                                                                               \
-    0x2u /* serves the fence mailbox (dmkv/fence.h): cuts a holder's                               \
-            connections on request */
+/* Serves the fence mailbox (dmkv/fence.h): cuts a lease holder's connections on request. */
+#define DM_CAP_FENCE 0x2u
 
 #endif
