@@ -6,7 +6,8 @@
 #include "dmkv/log.h"
 #include "dmkv/superblock.h"
 
-void mn_fence_poll(mn_fence_t *f)
+/* Carry out every pending request (the timer's work). */
+static void poll_box(mn_fence_t *f)
 {
     uint64_t *box = (uint64_t *)(f->base + DM_SB_OFF(fence_box));
     for (unsigned i = 0; i < DM_FENCE_BOX; i++) {
@@ -16,14 +17,13 @@ void mn_fence_poll(mn_fence_t *f)
         uint16_t holder = (uint16_t)(req & 0xffff);
         unsigned n = holder ? f->cut(f->arg, holder) : 0;
         dm_log(DM_LOG_NOTICE, "Fenced holder %u on request: %u connection(s) cut", holder, n);
-        f->served++;
         __atomic_store_n(&box[2 * i + 1], req, __ATOMIC_RELEASE); /* after the cut */
     }
 }
 
 static void on_timer(uv_timer_t *t)
 {
-    mn_fence_poll(t->data);
+    poll_box(t->data);
 }
 
 int mn_fence_start(mn_fence_t *f, uv_loop_t *loop, uint8_t *base, mn_fence_cut_fn cut, void *arg)
@@ -31,7 +31,6 @@ int mn_fence_start(mn_fence_t *f, uv_loop_t *loop, uint8_t *base, mn_fence_cut_f
     f->base = base;
     f->cut = cut;
     f->arg = arg;
-    f->served = 0;
     int rc = uv_timer_init(loop, &f->timer);
     if (rc) return rc;
     f->timer.data = f;

@@ -22,6 +22,12 @@
  * clients saw errors for the second it waits before dialling again. */
 #define MN_FENCE_FRESH_MS 500
 
+/* Does a fence cut a connection of its holder accepted at accepted_ms (loop time, ms)? */
+static inline int mn_fence_cuts(uint64_t now_ms, uint64_t accepted_ms)
+{
+    return now_ms - accepted_ms >= MN_FENCE_FRESH_MS;
+}
+
 /* Cut every connection of holder (a nonzero holder id); returns how many were cut. */
 typedef unsigned (*mn_fence_cut_fn)(void *arg, uint16_t holder);
 
@@ -30,14 +36,10 @@ typedef struct mn_fence {
     uint8_t *base; /* the region: its header holds the mailbox (dm_superblock_t.fence_box) */
     mn_fence_cut_fn cut;
     void *arg;
-    uint64_t served; /* requests carried out */
 } mn_fence_t;
 
 /* Serve the mailbox of the region at base on loop. Returns 0 or a libuv error. */
 int mn_fence_start(mn_fence_t *f, uv_loop_t *loop, uint8_t *base, mn_fence_cut_fn cut, void *arg);
-
-/* Carry out every pending request now (the timer's work; tests call it directly). */
-void mn_fence_poll(mn_fence_t *f);
 
 /* Stop serving (the loop must run once more to release the timer). */
 void mn_fence_stop(mn_fence_t *f);

@@ -17,8 +17,8 @@
 
 #include "dmkv/superblock.h"
 #include "dmkv/log.h"
-#include "mn_fence.h"
 #include "dmkv/rdma.h"
+#include "mn_fence.h"
 
 #define ACCESS_REGION                                                                              \
     (IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_READ | IBV_ACCESS_REMOTE_WRITE |                   \
@@ -364,7 +364,7 @@ unsigned memnode_rdma_fence(memnode_rdma_t *s, uint16_t holder)
     unsigned n = 0;
     for (srv_conn_t *sc = s->conns; sc; sc = sc->next) {
         if (sc->holder != holder || sc->fenced || !sc->id->qp ||
-            uv_now(s->loop) - sc->accepted_ms < MN_FENCE_FRESH_MS)
+            !mn_fence_cuts(uv_now(s->loop), sc->accepted_ms))
             continue;
         /* The error state first: from then on the device executes nothing for this QP.
          * rdma_disconnect tells the gateway (and does the same); its DISCONNECTED event

@@ -90,7 +90,7 @@ unsigned mn_tcp_fence(mn_tcp_server_t *s, uint16_t holder)
     unsigned n = 0;
     for (mn_client_t *c = s->clients; c; c = c->next)
         if (!c->closing && c->req.holder == holder &&
-            uv_now(s->loop) - c->accepted_ms >= MN_FENCE_FRESH_MS) {
+            mn_fence_cuts(uv_now(s->loop), c->accepted_ms)) {
             dm_log(DM_LOG_VERBOSE, "Client %s: fenced (holder %u)", c->peer, (unsigned)holder);
             client_close(c);
             n++;
