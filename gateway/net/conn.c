@@ -447,10 +447,6 @@ static void conn_coro(void *arg)
         uint64_t t0 = dm_now_us();
         if (!gw_command_exec(c, cmd)) gw_cmd_free(cmd);
         if (c->closing) break;
-        /* A command that waited on memory nodes: its reply (and those before) go out at
-         * this turn's end, so a long pipeline of writes streams instead of answering at
-         * its end. */
-        if (c->out.len && c->out.len < GW_FLUSH_AT && dm_now_us() - t0 >= 50) gw_conn_flush_soon(c);
         if (c->out.len >= GW_FLUSH_AT) {
             gw_conn_flush(c);
             while (!c->closing && c->out_inflight > GW_OUT_HIGH) {
@@ -458,6 +454,11 @@ static void conn_coro(void *arg)
                 dm_coro_yield();
                 c->write_waiter = NULL;
             }
+        } else if (c->out.len && dm_now_us() - t0 >= 50) {
+            /* A command that waited on memory nodes: its reply (and those before) go out
+             * at this turn's end, so a long pipeline of writes streams instead of
+             * answering at its end. */
+            gw_conn_flush_soon(c);
         }
         if (!c->closing && !c->reading) update_reading(c);
     }
