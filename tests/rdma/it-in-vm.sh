@@ -136,8 +136,9 @@ steps+=("timeout 90 $G stop")
 
 say "one VM boot, ${#steps[@]} steps; redis-benchmark numbers under TCG emulation are not performance figures"
 t0=$(date +%s)
-DMKV_VM_TIMEOUT=${DMKV_VM_TIMEOUT:-1200} "$HERE/run-in-vm.sh" --share "$BUILD" -- "${steps[@]}"
-rc=$?
+DMKV_VM_TIMEOUT=${DMKV_VM_TIMEOUT:-1200} "$HERE/run-in-vm.sh" --share "$BUILD" -- "${steps[@]}" 2>&1 |
+    tee "$D/vm.out"
+rc=${PIPESTATUS[0]}
 say "exit $rc after $(($(date +%s) - t0)) s"
 if [ "$rc" = 1 ]; then
     for f in "$D"/*.log; do
@@ -145,5 +146,13 @@ if [ "$rc" = 1 ]; then
         echo "---- $(basename "$f") (last 30 lines) ----"
         tail -n 30 "$f"
     done
+    # CI keeps the head and the tail of a long output: the failed steps' own output goes
+    # last, so the tail says which step failed and why.
+    awk '/^=== \[[0-9]+\] /{ if ($3 == "PASS" || $3 == "SKIP") { sec = ""; next }
+                                if ($3 == "FAIL") { print "---- failed step " $2 " (last 40 lines) ----";
+                                                    n = split(sec, l, "\n"); for (i = (n > 40 ? n - 40 : 1); i <= n; i++) print l[i];
+                                                    print $0; sec = ""; next }
+                                sec = $0; next }
+         { sec = sec "\n" $0 }' "$D/vm.out"
 fi
 exit "$rc"
