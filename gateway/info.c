@@ -246,7 +246,9 @@ static void sec_stats(gw_buf_t *b)
                   "total_error_replies:%llu\r\n"
                   "client_query_buffer_limit_disconnections:%llu\r\n"
                   "evicted_clients:%llu\r\n"
-                  "client_oom_disconnections:%llu\r\n",
+                  "client_oom_disconnections:%llu\r\n"
+                  "total_reads_processed:%llu\r\n"
+                  "total_writes_processed:%llu\r\n",
                   (unsigned long long)GW_STAT_GET(total_connections_received),
                   (unsigned long long)GW_STAT_GET(total_commands_processed),
                   (unsigned long long)__atomic_load_n(&gw_server.ops_per_sec, __ATOMIC_RELAXED),
@@ -259,7 +261,9 @@ static void sec_stats(gw_buf_t *b)
                   (unsigned long long)GW_STAT_GET(total_error_replies),
                   (unsigned long long)GW_STAT_GET(client_query_buffer_limit_disconnections),
                   (unsigned long long)GW_STAT_GET(evicted_clients),
-                  (unsigned long long)GW_STAT_GET(client_oom_disconnections));
+                  (unsigned long long)GW_STAT_GET(client_oom_disconnections),
+                  (unsigned long long)GW_STAT_GET(total_reads_processed),
+                  (unsigned long long)GW_STAT_GET(total_writes_processed));
 }
 
 static void sec_replication(gw_buf_t *b)

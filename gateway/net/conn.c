@@ -26,7 +26,12 @@
  * weaker than Redis is only the order of a run of reads among themselves against other
  * clients' concurrent writes (two GETs of one pipeline may observe another client's two
  * SETs in either order). MULTI/EXEC, WATCH, SCAN, KEYS and admin commands are barriers
- * and behave as before. */
+ * and behave as before.
+ *
+ * Replies leave at the end of an event-loop turn (gw_conn_flush_soon), and only once every
+ * command that came in the same client read as the oldest waiting reply has finished, or
+ * GW_REPLIES_HELD_MAX replies wait (replies_due): Redis too runs all a read brought before
+ * it writes, and a client that pipelines waits for the whole batch anyway. */
 #include "net/conn.h"
 
 #include <arpa/inet.h>
@@ -179,7 +184,9 @@ void gw_conn_flush(gw_conn_t *c)
         gw_conn_close(c);
         return;
     }
+    c->out_replies = 0;
     if (c->out.len == 0) return;
+    GW_STAT_ADD(total_writes_processed, 1);
     size_t len = c->out.len;
     if (c->out_inflight == 0) {
         /* Fast path: the kernel usually takes everything; the buffer is then reused. */
@@ -275,6 +282,26 @@ static int slot_kind(const gw_conn_t *c, gw_cmd_t *cmd)
     return GW_SLOT_BARRIER;
 }
 
+/* Whether a command that came in client read `gen` has not finished: queued, held by the
+ * command loop, or running (slots finish oldest first). */
+static bool read_pending(const gw_conn_t *c, uint64_t gen)
+{
+    return (c->shead && c->shead->rgen == gen) || (c->qhead && c->qhead->rgen == gen) ||
+           c->held_gen == gen;
+}
+
+#define GW_REPLIES_HELD_MAX 16 /* replies kept back for the rest of their read, at most */
+
+/* Whether the replies in c->out should leave at this turn's end: once every command of
+ * the client read of the oldest one has finished, as Redis runs everything one read
+ * brought before it writes (a -P 16 batch of SETs, which commit one round trip apart,
+ * gets one write, not 16); at least every GW_REPLIES_HELD_MAX replies, so a long pipeline
+ * streams and a ready reply waits at most that many commits. */
+static bool replies_due(const gw_conn_t *c)
+{
+    return c->out_replies >= GW_REPLIES_HELD_MAX || !read_pending(c, c->out_gen);
+}
+
 /* Move the replies of finished slots to c->out, oldest first, stopping at the first one
  * still running. */
 static void emit_slots(gw_conn_t *c)
@@ -284,6 +311,8 @@ static void emit_slots(gw_conn_t *c)
         gw_slot_t *s = c->shead;
         c->shead = s->next;
         if (!c->shead) c->stail = NULL;
+        if (c->out.len == 0) c->out_gen = s->rgen;
+        c->out_replies++;
         if (!c->closing && c->out.len == 0) { /* the usual case: hand the buffer over */
             gw_buf_t t = c->out;
             c->out = s->out;
@@ -303,7 +332,7 @@ static void emit_slots(gw_conn_t *c)
     if (!any || c->closing) return;
     if (c->out.len >= GW_FLUSH_AT)
         gw_conn_flush(c);
-    else if (c->drain_waiter)
+    else if (c->drain_waiter && replies_due(c))
         gw_conn_flush_soon(c);
 }
 
@@ -378,6 +407,7 @@ static bool start_slot(gw_conn_t *c, gw_cmd_t *cmd, int kind)
         s->c = c;
     }
     s->cmd = cmd;
+    s->rgen = cmd->rgen;
     s->done = false;
     s->turn_waiter = NULL;
     s->next = NULL;
@@ -424,6 +454,7 @@ static void conn_coro(void *arg)
         c->qhead = cmd->next;
         if (!c->qhead) c->qtail = NULL;
         c->qbytes -= cmd->bytes;
+        c->held_gen = cmd->rgen;
         /* Alone (nothing queued after it, nothing running) a command gains nothing from
          * its own coroutine: it runs inline, as every command did before. */
         int kind = c->qhead || c->sinflight ? slot_kind(c, cmd) : GW_SLOT_BARRIER;
@@ -431,6 +462,7 @@ static void conn_coro(void *arg)
             if (c->sinflight && c->skind != kind) wait_slots(c, 1); /* the other run ends */
             wait_slots(c, GW_SLOTS_MAX);
             if (!c->closing && start_slot(c, cmd, kind)) {
+                c->held_gen = 0;
                 if (!c->closing && !c->reading) update_reading(c);
                 continue;
             }
@@ -445,7 +477,10 @@ static void conn_coro(void *arg)
             break;
         }
         uint64_t t0 = dm_now_us();
+        if (c->out.len == 0) c->out_gen = cmd->rgen;
         if (!gw_command_exec(c, cmd)) gw_cmd_free(cmd);
+        c->held_gen = 0;
+        c->out_replies++;
         if (c->closing) break;
         if (c->out.len >= GW_FLUSH_AT) {
             gw_conn_flush(c);
@@ -454,7 +489,7 @@ static void conn_coro(void *arg)
                 dm_coro_yield();
                 c->write_waiter = NULL;
             }
-        } else if (c->out.len && dm_now_us() - t0 >= 50) {
+        } else if (c->out.len && dm_now_us() - t0 >= 50 && replies_due(c)) {
             /* A command that waited on memory nodes: its reply (and those before) go out
              * at this turn's end, so a long pipeline of writes streams instead of
              * answering at its end. */
@@ -491,6 +526,7 @@ static void kick(gw_conn_t *c)
 static void enqueue(gw_conn_t *c, gw_cmd_t *cmd)
 {
     cmd->next = NULL;
+    cmd->rgen = c->read_gen;
     if (c->qtail)
         c->qtail->next = cmd;
     else
@@ -507,6 +543,8 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     if (nread == 0) return;
+    c->read_gen++;
+    GW_STAT_ADD(total_reads_processed, 1);
     GW_STAT_ADD(total_net_input_bytes, (uint64_t)nread);
     size_t pos = 0, n = (size_t)nread;
     while (pos < n && !c->proto_error) {

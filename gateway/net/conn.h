@@ -38,9 +38,13 @@ struct gw_conn {
     size_t qbytes;           /* argument bytes queued */
     size_t wire_acc;         /* request bytes of the command being parsed */
 
-    gw_buf_t out;        /* replies not yet handed to uv_write */
-    size_t out_inflight; /* bytes in uv_write requests not yet completed */
-    bool flush_queued;   /* on th->flush_head: written at the end of this loop turn */
+    gw_buf_t out;         /* replies not yet handed to uv_write */
+    size_t out_inflight;  /* bytes in uv_write requests not yet completed */
+    bool flush_queued;    /* on th->flush_head: written at the end of this loop turn */
+    uint64_t read_gen;    /* client reads so far: stamps each parsed command (gw_cmd_t.rgen) */
+    uint64_t out_gen;     /* the read of the oldest reply in out */
+    uint64_t held_gen;    /* the read of the command the loop holds between queue and run */
+    unsigned out_replies; /* replies in out since the last flush */
     gw_conn_t *flush_next;
 
     /* Commands running concurrently (conn.c: a run of reads, or a run of plain SETs with
@@ -93,6 +97,7 @@ typedef struct gw_slot {
     gw_cmd_t *cmd;
     gw_buf_t out;
     bool done;
+    uint64_t rgen;          /* its command's client read (gw_cmd_t.rgen) */
     dm_wake_t *turn_waiter; /* a write waiting to become the oldest (its commit turn) */
     struct gw_slot *next;
 } gw_slot_t;

@@ -5,6 +5,7 @@
 #define GW_RESP_PARSER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "util/buf.h"
 
@@ -21,6 +22,7 @@ typedef struct gw_cmd {
     size_t *argvlen; /* length in bytes of each argument */
     size_t bytes;    /* memory held: arguments, their argv/argvlen entries, the command */
     size_t wire;     /* request bytes it came in (set by the connection) */
+    uint64_t rgen;   /* the client read it came in, counted per connection (set by it) */
     char *proto_err; /* non-NULL: no command, reply "-<proto_err>" and close the connection */
     const void *def; /* the gateway's command-table entry, once looked up (NULL before) */
     /* A multibulk command is one allocation: argv, argvlen and small arguments live in it

@@ -13,6 +13,8 @@ void gw_stats_reset(void)
     GW_STAT_SET(evicted_clients, 0);
     GW_STAT_SET(total_net_input_bytes, 0);
     GW_STAT_SET(total_net_output_bytes, 0);
+    GW_STAT_SET(total_reads_processed, 0);
+    GW_STAT_SET(total_writes_processed, 0);
     GW_STAT_SET(keyspace_hits, 0);
     GW_STAT_SET(keyspace_misses, 0);
     GW_STAT_SET(expired_keys, 0);

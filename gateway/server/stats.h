@@ -16,6 +16,8 @@ typedef struct gw_stats {
     uint64_t total_error_replies;       /* error replies sent */
     uint64_t total_net_input_bytes;     /* bytes read from clients */
     uint64_t total_net_output_bytes;    /* bytes handed to the kernel for clients */
+    uint64_t total_reads_processed;     /* reads from client sockets that brought bytes */
+    uint64_t total_writes_processed;    /* writes to client sockets (replies handed over) */
     uint64_t keyspace_hits;             /* GET-like lookups that found the key */
     uint64_t keyspace_misses;           /* ... that did not */
     uint64_t expired_keys;              /* expired keys removed by this gateway's active expiry */

@@ -77,6 +77,29 @@ static void test_many_small_in_one_write(void)
         EXPECT_STATUS(next_reply(), "PONG");
 }
 
+/* Replies to the commands one client write brought leave together, as Redis writes a
+ * read's replies once it ran them all: 16 pipelined SETs (which commit one round trip
+ * apart, in order) used to cost 16 writes to the client, one per commit. */
+static void test_replies_of_one_read_together(void)
+{
+    const int rounds = 50, per = 16;
+    double w0 = it_info_field(c, "stats", "total_writes_processed");
+    double r0 = it_info_field(c, "stats", "total_reads_processed");
+    for (int k = 0; k < rounds; k++) {
+        for (int i = 0; i < per; i++)
+            redisAppendCommand(c, "SET together:%d r%d", i, k);
+        for (int i = 0; i < per; i++)
+            EXPECT_STATUS(next_reply(), "OK");
+    }
+    double writes = it_info_field(c, "stats", "total_writes_processed") - w0 - 1;
+    double reads = it_info_field(c, "stats", "total_reads_processed") - r0 - 1;
+    fprintf(stderr, "   %d pipelines of %d SETs: %.0f reads, %.0f writes\n", rounds, per, reads,
+            writes);
+    /* One write per read of commands (a pipeline split over two reads may take two). */
+    CHECKF(writes <= reads + rounds / 5, "%.0f client writes for %.0f reads", writes, reads);
+    EXPECT_BULKS(it_cmd(c, "GET together:%d", per - 1), "r49");
+}
+
 static void test_quit_in_pipeline(int port)
 {
     redisContext *q = it_connect(port);
@@ -106,6 +129,7 @@ int main(void)
     RUN(test_mixed_in_order);
     RUN(test_big_replies);
     RUN(test_many_small_in_one_write);
+    RUN(test_replies_of_one_read_together);
     test_quit_in_pipeline(gw.port);
     redisFree(c);
     int st = it_proc_stop(&gw);
