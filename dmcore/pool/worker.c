@@ -166,6 +166,21 @@ static void batch_done(void *arg, int conn_status)
     if (--bw->pending == 0 && bw->yielded) dm_coro_resume(bw->co);
 }
 
+/* A masked CAS for a node without DM_CAP_MASKED_CAS becomes a plain CAS of the caller's
+ * guess with the masked parts merged. */
+static void downgrade_masked(dm_worker_t *w, unsigned node, dm_verb_t *t)
+{
+    if (t->op != DM_OP_MASKED_CAS || node >= w->n_nodes || !w->conns[node] ||
+        (w->conns[node]->caps & DM_CAP_MASKED_CAS))
+        return;
+    uint64_t g = t->result;
+    if ((g & t->compare_mask) != (t->compare & t->compare_mask))
+        g = (g & ~t->compare_mask) | (t->compare & t->compare_mask);
+    t->op = DM_OP_CAS;
+    t->compare = g;
+    t->swap = (g & ~t->swap_mask) | (t->swap & t->swap_mask);
+}
+
 /* Group b's verbs per node into tmp (keeping order) and account them. */
 static unsigned group_by_node(dm_worker_t *w, dm_batch_t *b, dm_verb_t *tmp, unsigned *map,
                               unsigned *start, unsigned *count, uint64_t *rd, uint64_t *wr)
@@ -190,17 +205,7 @@ static unsigned group_by_node(dm_worker_t *w, dm_batch_t *b, dm_verb_t *tmp, uns
         for (unsigned i = 0; i < b->n; i++) {
             if (b->node[i] != order[j]) continue;
             tmp[k] = b->v[i];
-            dm_verb_t *t = &tmp[k];
-            if (t->op == DM_OP_MASKED_CAS && order[j] < w->n_nodes && w->conns[order[j]] &&
-                !(w->conns[order[j]]->caps & DM_CAP_MASKED_CAS)) {
-                /* Fallback: plain CAS of the caller's guess with the masked parts merged. */
-                uint64_t g = t->result;
-                if ((g & t->compare_mask) != (t->compare & t->compare_mask))
-                    g = (g & ~t->compare_mask) | (t->compare & t->compare_mask);
-                t->op = DM_OP_CAS;
-                t->compare = g;
-                t->swap = (g & ~t->swap_mask) | (t->swap & t->swap_mask);
-            }
+            downgrade_masked(w, order[j], &tmp[k]);
             map[k++] = i;
         }
         count[j] = k - start[j];
@@ -316,11 +321,64 @@ static dm_conn_t *conn_for(dm_worker_t *w, unsigned node)
     return n;
 }
 
+/* Wait (yield, or run the loop outside a coroutine) until bw's messages completed. */
+static void batch_wait(dm_worker_t *w, batch_wait_t *bw)
+{
+    if (!bw->pending) return;
+    if (bw->co) {
+        bw->yielded = 1;
+        dm_coro_yield();
+    } else {
+        while (bw->pending)
+            uv_run(w->loop, UV_RUN_ONCE);
+    }
+}
+
+/* dm_batch_exec of a batch whose verbs all go to one node (the usual case): posted in
+ * place, no copy into per-node groups and back. */
+static int exec_one_node(dm_ctx_t *ctx, dm_batch_t *b, unsigned node)
+{
+    dm_worker_t *w = ctx->w;
+    uint64_t rd = 0, wr = 0;
+    for (unsigned i = 0; i < b->n; i++) {
+        dm_verb_t *v = &b->v[i];
+        if (v->op == DM_OP_READ)
+            rd += v->len;
+        else if (v->op == DM_OP_WRITE)
+            wr += v->len;
+        else
+            rd += 8, wr += 8;
+        downgrade_masked(w, node, v); /* the caller sees the verb that executed */
+    }
+    dm_stats_batch(ctx->cls, 1, b->n, rd, wr);
+    batch_wait_t bw = {.pending = 1, .status = 0, .yielded = 0, .co = dm_coro_self()};
+    int rc = DM_EINVAL;
+    dm_conn_t *c = conn_for(w, node);
+    if (c && w->lost[node])
+        rc = DM_ELOST;
+    else if (c)
+        rc = post_by(c, b->v, b->n, batch_done, &bw, b->send_by_us);
+    if (rc) {
+        for (unsigned i = 0; i < b->n; i++)
+            b->v[i].status = rc;
+        return rc;
+    }
+    batch_wait(w, &bw);
+    int first = bw.status;
+    for (unsigned i = 0; i < b->n && !first; i++)
+        first = b->v[i].status;
+    return first;
+}
+
 int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b)
 {
     dm_worker_t *w = ctx->w;
     if (ctx->ride && ctx->ride->n) return exec_with_ride(ctx, b);
     if (b->n == 0) return 0;
+    unsigned one = 1;
+    for (unsigned i = 1; i < b->n && one; i++)
+        one = b->node[i] == b->node[0];
+    if (one) return exec_one_node(ctx, b, b->node[0]);
     dm_verb_t tmp[DM_BATCH_MAX];
     unsigned map[DM_BATCH_MAX], start[DM_BATCH_MAX], count[DM_BATCH_MAX];
     uint64_t rd = 0, wr = 0;
@@ -343,15 +401,7 @@ int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b)
             bw.pending--;
         }
     }
-    if (bw.pending) {
-        if (bw.co) {
-            bw.yielded = 1;
-            dm_coro_yield();
-        } else {
-            while (bw.pending)
-                uv_run(w->loop, UV_RUN_ONCE);
-        }
-    }
+    batch_wait(w, &bw);
     int first = bw.status;
     for (unsigned k = 0; k < b->n; k++) {
         dm_verb_t *dst = &b->v[map[k]];
