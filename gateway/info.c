@@ -353,20 +353,22 @@ static void sec_dmkv(gw_buf_t *b)
                       (unsigned long long)verbs, i, up_s > 0 ? (double)msgs / up_s : 0.0, i,
                       msgs ? (double)verbs / (double)msgs : 0.0);
     }
-    uint64_t splits, splitting, doublings, ac_hits, ac_dropped, stranded, adopted;
+    uint64_t splits, splitting, doublings, ac_hits, ac_dropped, ac_blind, stranded, adopted;
     dm_race_split_stats(&splits, &splitting, &doublings);
     dm_race_stranded_stats(&stranded, &adopted);
-    dm_race_addr_cache_stats(&ac_hits, &ac_dropped);
+    dm_race_addr_cache_stats(&ac_hits, &ac_dropped, &ac_blind);
     gw_buf_printf(b,
                   "race_splits:%llu\r\nrace_splits_in_progress:%llu\r\n"
                   "race_directory_doublings:%llu\r\n"
                   "race_stranded_inserts:%llu\r\nrace_stranded_adopted:%llu\r\n"
                   "race_addr_cache_hits:%llu\r\nrace_addr_cache_dropped:%llu\r\n"
+                  "race_addr_cache_blind_sets:%llu\r\n"
                   "hybrid_repairs:%llu\r\n",
                   (unsigned long long)splits, (unsigned long long)splitting,
                   (unsigned long long)doublings, (unsigned long long)stranded,
                   (unsigned long long)adopted, (unsigned long long)ac_hits,
-                  (unsigned long long)ac_dropped, (unsigned long long)dm_kv_repairs());
+                  (unsigned long long)ac_dropped, (unsigned long long)ac_blind,
+                  (unsigned long long)dm_kv_repairs());
     dm_clock_status_t cs;
     dm_clock_status(&cs);
     gw_buf_printf(b,

@@ -217,6 +217,14 @@ int dm_hybrid_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, u
     return gate_done(&g, rc);
 }
 
+int dm_hybrid_set_blind(dm_ctx_t *ctx, const void *key, size_t klen, const uint8_t *block,
+                        uint64_t block_len)
+{
+    if (!dm_race_cached_fresh(ctx, key, klen)) return 2;
+    dm_coro_wait_turn(); /* the slot CAS is this write's commit point */
+    return dm_race_update_blind(ctx, key, klen, block, block_len);
+}
+
 /* One DEL attempt under the leaf lock. */
 static int delete_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen)
 {

@@ -130,8 +130,12 @@ int dm_kv_set(dm_ctx_t *ctx, const void *key, size_t klen, const void *val, size
     set_decide_t d = {.flags = flags, .now_ms = dm_wall_ms(), .existed = 0};
     dm_race_item_t prev;
     memset(&prev, 0, sizeof(prev));
+    /* A plain SET of a key seen present lately: one round trip, without reading it. */
+    int rc =
+        flags == 0 && !kv_guard_current() ? dm_hybrid_set_blind(ctx, key, klen, block, size) : 2;
     /* KEEPTTL keeps the expiry only of a live key (an expired one is absent). */
-    int rc = dm_hybrid_set(ctx, key, klen, block, size, decide_set, &d,
+    if (rc == 2)
+        rc = dm_hybrid_set(ctx, key, klen, block, size, decide_set, &d,
                            (flags & DM_SET_KEEPTTL) != 0, (flags & DM_SET_GET) ? &prev : NULL);
     dm_keyq_leave(ctx->w, &q, rc);
     if ((flags & DM_SET_GET) && old) {

@@ -19,7 +19,7 @@
 #include "dmkv/errors.h"
 #include "race_internal.h"
 
-/* 4-way set associative, 2^16 sets: 256 K entries of 24 bytes (6 MiB, touched as it
+/* 4-way set associative, 2^16 sets: 256 K entries of 32 bytes (8 MiB, touched as it
  * fills) per worker. Direct-mapped with 64 K entries it kept about half of a 100,000-key
  * working set (redis-benchmark -r 100000): every miss costs a SET or a GET one more round
  * trip (the buckets, then the block). With 2 ways, a set that 3 keys of a working set
@@ -31,14 +31,16 @@ typedef struct acache_entry {
     uint64_t tag; /* the key's 128-bit hash folded to 64 bits; 0 = empty */
     dm_gaddr_t slot_addr;
     uint64_t word;
+    uint64_t seen_us; /* the slot held word at some time after this (monotonic us) */
 } acache_entry_t;
 
-static uint64_t hits, stale;
+static uint64_t hits, stale, blinds;
 
-void dm_race_addr_cache_stats(uint64_t *hit, uint64_t *dropped)
+void dm_race_addr_cache_stats(uint64_t *hit, uint64_t *dropped, uint64_t *blind_sets)
 {
     *hit = __atomic_load_n(&hits, __ATOMIC_RELAXED);
     *dropped = __atomic_load_n(&stale, __ATOMIC_RELAXED);
+    *blind_sets = __atomic_load_n(&blinds, __ATOMIC_RELAXED);
 }
 
 /* DMKV_ADDR_CACHE=off turns the cache off for the whole process (the benchmark's
@@ -89,7 +91,7 @@ static int cacheable(uint64_t word)
 }
 
 void race_addr_cache_put(dm_race_t *r, const void *key, size_t klen, dm_gaddr_t slot_addr,
-                         uint64_t word)
+                         uint64_t word, uint64_t seen_us)
 {
     uint64_t tag = key_tag(key, klen);
     acache_entry_t *e = entry_of(r, tag);
@@ -103,29 +105,36 @@ void race_addr_cache_put(dm_race_t *r, const void *key, size_t klen, dm_gaddr_t 
         memmove(&set[1], &set[0], (CACHE_WAYS - 1) * sizeof(*set));
         e = &set[0];
     }
-    *e = (acache_entry_t){tag, slot_addr, word};
+    *e = (acache_entry_t){tag, slot_addr, word, seen_us};
 }
 
 int race_addr_cache_get(dm_race_t *r, const void *key, size_t klen, dm_gaddr_t *slot_addr,
-                        uint64_t *word)
+                        uint64_t *word, uint64_t *seen_us)
 {
     uint64_t tag = key_tag(key, klen);
     acache_entry_t *e = entry_of(r, tag);
     if (!e) return 0;
     *slot_addr = e->slot_addr;
     *word = e->word;
+    if (seen_us) *seen_us = e->seen_us;
     return 1;
 }
 
 void race_addr_cache_stale(dm_race_t *r, const void *key, size_t klen)
 {
-    race_addr_cache_put(r, key, klen, 0, 0);
+    race_addr_cache_put(r, key, klen, 0, 0, 0);
     __atomic_fetch_add(&stale, 1, __ATOMIC_RELAXED);
 }
 
 void race_addr_cache_hit(void)
 {
     __atomic_fetch_add(&hits, 1, __ATOMIC_RELAXED);
+}
+
+void race_addr_cache_blind_set(void)
+{
+    __atomic_fetch_add(&hits, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&blinds, 1, __ATOMIC_RELAXED);
 }
 
 int race_read_slot_then_block(dm_ctx_t *ctx, dm_batch_t *b, dm_gaddr_t sa, uint64_t *word,
@@ -168,6 +177,12 @@ static int cached_get(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_
         dm_kvblock_parse(block, len, &view) == 0) {
         *item = (dm_race_item_t){want.slot_addr, want.word, block, len, view};
         item->view.slot = want.word;
+        /* Read after start_us: seen valid again (e may hold another key by now: the batch
+         * yielded, and other coroutines of this worker stored keys in its set). */
+        e = entry_of(ctx->w->race, tag);
+        if (e && e->slot_addr == want.slot_addr && e->word == want.word &&
+            e->seen_us < ctx->start_us)
+            e->seen_us = ctx->start_us;
         race_addr_cache_hit();
         return 1;
     }
@@ -188,6 +203,6 @@ int dm_race_search_hot(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item
     /* Not while a split holds a frozen copy: an update through the cache would change the
      * new subtable's copy behind the frozen one (writers must wait for the split). */
     if (rc == 1 && !frozen)
-        race_addr_cache_put(ctx->w->race, key, klen, item->slot_addr, item->slot);
+        race_addr_cache_put(ctx->w->race, key, klen, item->slot_addr, item->slot, ctx->start_us);
     return rc;
 }

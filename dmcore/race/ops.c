@@ -606,7 +606,7 @@ static int cached_update(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *b
     dm_race_t *r = ctx->w->race;
     dm_gaddr_t sa;
     uint64_t w;
-    if (!race_addr_cache_get(r, key, klen, &sa, &w)) return 2;
+    if (!race_addr_cache_get(r, key, klen, &sa, &w, NULL)) return 2;
     uint64_t olen = (uint64_t)race_slot_len(w) * DM_KV_UNIT, now = 0;
     uint8_t *ob = malloc(olen);
     if (!ob) return 2;
@@ -648,7 +648,7 @@ static int cached_update(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *b
         rc = dm_batch_exec(ctx, &b);
     }
     if (!rc && v->result == w) {
-        race_addr_cache_put(r, key, klen, sa, word);
+        race_addr_cache_put(r, key, klen, sa, word, ctx->start_us);
         race_addr_cache_hit();
         dm_alloc_free(ctx->w->alloc, race_slot_ptr(w), olen);
         if (old)
@@ -660,6 +660,51 @@ static int cached_update(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *b
     free(ob);
     if (rc && rc != DM_ERETRY) return rc;
     race_addr_cache_stale(r, key, klen);
+    return 2;
+}
+
+int dm_race_cached_fresh(dm_ctx_t *ctx, const void *key, size_t klen)
+{
+    dm_gaddr_t sa;
+    uint64_t w, seen;
+    return race_addr_cache_get(ctx->w->race, key, klen, &sa, &w, &seen) &&
+           dm_now_us() - seen <= DM_OP_TIMEOUT_US;
+}
+
+int dm_race_update_blind(dm_ctx_t *ctx, const void *key, size_t klen, const uint8_t *block,
+                         uint64_t block_len)
+{
+    dm_race_t *r = ctx->w->race;
+    dm_gaddr_t sa, addr;
+    uint64_t w, seen;
+    if (!race_addr_cache_get(r, key, klen, &sa, &w, &seen)) return 2;
+    /* The word is as old as the verb that last saw it: the usual bound before a CAS. */
+    ctx->start_us = seen;
+    if (dm_ctx_check(ctx)) return 2;
+    int rc = dm_alloc_kv_block(ctx, block_len, &addr);
+    if (rc) return rc;
+    if (dm_gaddr_node(addr) != dm_gaddr_node(sa)) {
+        /* Two nodes' messages have no order: the CAS could land before the block. */
+        dm_alloc_unused(ctx->w->alloc, addr, block_len);
+        return 2;
+    }
+    uint64_t word = race_slot(race_slot_fp(w), dm_kvblock_len_units(block_len), addr);
+    uint64_t posted_us = dm_now_us();
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_write(&b, addr, block, (uint32_t)block_len);
+    dm_verb_t *v = dm_batch_cas(&b, sa, w, word); /* executes after the WRITE: one message */
+    rc = dm_batch_exec(ctx, &b);
+    if (!rc && v->result == w) {
+        race_addr_cache_put(r, key, klen, sa, word, posted_us);
+        race_addr_cache_blind_set();
+        dm_alloc_free(ctx->w->alloc, race_slot_ptr(w), (uint64_t)race_slot_len(w) * DM_KV_UNIT);
+        return 1;
+    }
+    if (rc == DM_EIO || rc == DM_ETIMEDOUT) return rc; /* linked or not: unknown, keep it */
+    dm_alloc_free(ctx->w->alloc, addr, block_len);
+    if (rc) return rc;
+    race_addr_cache_stale(r, key, klen); /* the slot changed: the full path finds out why */
     return 2;
 }
 
@@ -786,7 +831,7 @@ int dm_race_set_carry(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *bloc
             posted_cas = 1;
             rc = dm_batch_exec(ctx, &b);
             if (!rc && v->result == c->ref.word) {
-                race_addr_cache_put(ctx->w->race, key, klen, c->ref.addr, word);
+                race_addr_cache_put(ctx->w->race, key, klen, c->ref.addr, word, ctx->start_us);
                 dm_alloc_free(ctx->w->alloc, race_slot_ptr(c->ref.word), c->block_len);
                 if (old) take_item(&lk, old);
                 cands_free(lk.c, lk.n);
@@ -920,7 +965,7 @@ int dm_race_delete_carry(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_de
             }
             race_count_removed(ctx, fv, sent, removed);
             if (removed) {
-                race_addr_cache_put(ctx->w->race, key, klen, 0, 0); /* forget it */
+                race_addr_cache_put(ctx->w->race, key, klen, 0, 0, 0); /* forget it */
                 deleted = 1;
             }
             cands_free(lk.c, lk.n);

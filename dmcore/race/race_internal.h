@@ -120,17 +120,21 @@ typedef struct race_slotref {
 } race_slotref_t;
 
 uint64_t race_key_hash(const void *key, size_t klen, uint64_t *high);
-/* Remember that key's slot at slot_addr holds word (addr_cache.c); a word the cache cannot
- * use (empty, MOVING, a block over 16 KB) forgets the key instead. */
+/* Remember that key's slot at slot_addr holds word, as seen by a verb posted after seen_us
+ * (monotonic us, dm_now_us) (addr_cache.c); a word the cache cannot use (empty, MOVING, a
+ * block over 16 KB) forgets the key instead. */
 void race_addr_cache_put(dm_race_t *r, const void *key, size_t klen, dm_gaddr_t slot_addr,
-                         uint64_t word);
-/* 1 and the remembered slot address and word of key, or 0 when the cache has none. */
+                         uint64_t word, uint64_t seen_us);
+/* 1 and the remembered slot address, word and seen_us of key (seen_us may be NULL), or 0
+ * when the cache has none. */
 int race_addr_cache_get(dm_race_t *r, const void *key, size_t klen, dm_gaddr_t *slot_addr,
-                        uint64_t *word);
+                        uint64_t *word, uint64_t *seen_us);
 /* The remembered word was gone: forget key and count it (INFO race_addr_cache_dropped). */
 void race_addr_cache_stale(dm_race_t *r, const void *key, size_t klen);
 /* Count an answer given through the cache (INFO race_addr_cache_hits). */
 void race_addr_cache_hit(void);
+/* Count a one-round-trip SET through it (and a hit; INFO race_addr_cache_blind_sets). */
+void race_addr_cache_blind_set(void);
 /* Add to b a READ of the slot word at sa (into *word) and a READ of len bytes of the block
  * at blk (into buf) that executes after it, and run b (1 RTT; 2 when slot and block are on
  * different memory nodes, whose connections do not order against each other). A block read

@@ -450,12 +450,14 @@ static void check_end_state(void)
         redisSetTimeout(c[i], tv);
     }
     /* INFO counters summed over the gateways: did the run reach the windows it aims at? */
-    const char *f[6] = {"chime_lease_takeovers:", "hybrid_repairs:",        "race_splits:",
-                        "race_stranded_inserts:", "race_stranded_adopted:", "chime_lease_fences:"};
-    long long sum[6] = {0};
+    const char *f[7] = {
+        "chime_lease_takeovers:",     "hybrid_repairs:",        "race_splits:",
+        "race_stranded_inserts:",     "race_stranded_adopted:", "chime_lease_fences:",
+        "race_addr_cache_blind_sets:"};
+    long long sum[7] = {0};
     for (int i = 0; i < NGW; i++) {
         redisReply *r = it_cmd(c[i], "INFO");
-        for (int j = 0; j < 6 && r->type == REDIS_REPLY_STRING; j++) {
+        for (int j = 0; j < 7 && r->type == REDIS_REPLY_STRING; j++) {
             const char *x = strstr(r->str, f[j]);
             if (x) sum[j] += atoll(x + strlen(f[j]));
         }
@@ -464,8 +466,8 @@ static void check_end_state(void)
     fprintf(stderr,
             "gateways now up: %lld leaf lease takeovers (%lld holders fenced), %lld hybrid "
             "repairs, %lld RACE splits, %lld stranded inserts taken back (%lld with a newer "
-            "value)\n",
-            sum[0], sum[5], sum[1], sum[2], sum[3], sum[4]);
+            "value), %lld one-round-trip SETs\n",
+            sum[0], sum[5], sum[1], sum[2], sum[3], sum[4], sum[6]);
     int present = NSTABLE;
     char present_key[NSTR + NCNT] = {0};
     for (int k = 0; k < NSTR + NCNT; k++) {

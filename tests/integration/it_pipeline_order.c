@@ -5,10 +5,14 @@
  *      run of SETs of new keys: inserts);
  *   B  GET data:i (must return what it just wrote), INCR seq:i, SET flag2:i 1,
  *      MSET mset:i v<i> mother:i y, SET flag3:i 1, DEL tmp:i, SET flag4:i 1, EXISTS data:i;
- *   C  SET data:i u<i>, SET flag:i 2 for every round (a run of updates of present keys).
+ *   C  SET data:i u<i>, SET flag:i 2 for every round (a run of updates of present keys);
+ *   D  SET flag5:i 1, SET data:i w<i>: data:i was read in B, so its SET is the
+ *      one-round-trip kind (new block ‖ slot CAS, race/ops.c dm_race_update_blind) and
+ *      would overtake the slower insert of flag5:i without its commit turn.
  * Readers on the second gateway poll recent rounds, each read after the previous reply:
- * flag:i "1" => data:i is v<i> or u<i>; flag:i "2" => data:i is u<i>; flag2:i => seq:i is 1;
- * flag3:i => mset:i exists; flag4:i => tmp:i is gone. A reader that sees a flag must see
+ * flag:i "1" => data:i is v<i>, u<i> or w<i>; flag:i "2" => data:i is u<i> or w<i>;
+ * data:i w<i> => flag5:i is 1; flag2:i => seq:i is 1; flag3:i => mset:i exists; flag4:i =>
+ * tmp:i is gone. A reader that sees a flag must see
  * the writes the pipeline made before it. DMKV_TEST_UNORDERED_WRITES=1 (a test-only switch
  * that lets a pipeline's key commands run concurrently without commit turns) must make
  * this test fail: `it_pipeline_order --expect-violation` runs that variant and fails if no
@@ -59,20 +63,29 @@ static void check_flag(redisContext *c, int i, const char *flag, const char *cmd
 /* GET each flag, then (after its reply) what the pipeline wrote before it. */
 static void check_pair(redisContext *c, int i)
 {
-    char u[32], v[32];
+    char u[32], v[32], w[32];
     snprintf(u, sizeof(u), "u%d", i);
     snprintf(v, sizeof(v), "v%d", i);
+    snprintf(w, sizeof(w), "w%d", i);
     redisReply *f = it_cmd(c, "GET flag:%d", i);
     if (f->type == REDIS_REPLY_STRING) {
         redisReply *d = it_cmd(c, "GET data:%d", i);
         int is_u = d->type == REDIS_REPLY_STRING && !strcmp(d->str, u);
         int is_v = d->type == REDIS_REPLY_STRING && !strcmp(d->str, v);
-        if (!strcmp(f->str, "2") ? !is_u : !(is_u || is_v))
+        int is_w = d->type == REDIS_REPLY_STRING && !strcmp(d->str, w);
+        if (!strcmp(f->str, "2") ? !(is_u || is_w) : !(is_u || is_v || is_w))
             violation(
                 !strcmp(f->str, "2") ? "flag:i 2 before SET data:i u" : "flag:i before data:i", i);
         freeReplyObject(d);
     }
     freeReplyObject(f);
+    redisReply *d = it_cmd(c, "GET data:%d", i);
+    if (d->type == REDIS_REPLY_STRING && !strcmp(d->str, w)) {
+        redisReply *f5 = it_cmd(c, "GET flag5:%d", i);
+        if (f5->type != REDIS_REPLY_STRING) violation("data:i w before flag5:i", i);
+        freeReplyObject(f5);
+    }
+    freeReplyObject(d);
     check_flag(c, i, "flag2", "GET", "seq", 1, "flag2:i before INCR seq:i");
     check_flag(c, i, "flag3", "EXISTS", "mset", 1, "flag3:i before MSET");
     check_flag(c, i, "flag4", "EXISTS", "tmp", 0, "flag4:i before DEL tmp:i");
@@ -142,6 +155,10 @@ static int run_once(int expect_violation)
             redisAppendCommand(c, "SET data:%d u%d", i, i);
             redisAppendCommand(c, "SET flag:%d 2", i);
         }
+        for (int i = base; i < base + CHUNK; i++) {
+            redisAppendCommand(c, "SET flag5:%d 1", i);
+            redisAppendCommand(c, "SET data:%d w%d", i, i);
+        }
         for (int i = base; i < base + 3 * CHUNK; i++)
             EXPECT_STATUS(next_reply(c), "OK");
         for (int i = base; i < base + CHUNK; i++) {
@@ -159,7 +176,7 @@ static int run_once(int expect_violation)
             if (e->type != REDIS_REPLY_INTEGER || e->integer != 1) own_misses++;
             freeReplyObject(e);
         }
-        for (int i = base; i < base + 2 * CHUNK; i++)
+        for (int i = base; i < base + 4 * CHUNK; i++)
             EXPECT_STATUS(next_reply(c), "OK");
         atomic_store(&written, base + CHUNK);
     }

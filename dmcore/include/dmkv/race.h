@@ -57,8 +57,9 @@ int dm_race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *
  * duplicate copy can hold a newer value. A lost connection (DM_EIO) is retried once, on
  * a new connection (reads are safe to redo). Same returns as dm_race_search. */
 int dm_race_search_hot(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *item);
-/* Process-wide counters of dm_race_search_hot: answers from the cache, entries dropped. */
-void dm_race_addr_cache_stats(uint64_t *hits, uint64_t *dropped);
+/* Process-wide counters of the address cache: answers from it (dm_race_search_hot and the
+ * updates through it), entries dropped, one-round-trip SETs (dm_race_update_blind). */
+void dm_race_addr_cache_stats(uint64_t *hits, uint64_t *dropped, uint64_t *blind_sets);
 
 /* Upsert: write block (already serialized, block_len bytes) for key, insert or update.
  * decide() sees the current value (or NULL) and may veto (NX/XX). If keep_ttl, the
@@ -106,6 +107,20 @@ int dm_race_prefetch(dm_ctx_t *ctx, dm_batch_t *b, const void *key, size_t klen,
 int dm_race_set_carry(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block,
                       uint64_t block_len, dm_race_decide_fn decide, void *arg, int keep_ttl,
                       dm_race_item_t *old, dm_race_carry_t *carry);
+/* Whether the address cache holds key's slot as seen valid within DM_OP_TIMEOUT_US: a
+ * blind update can then go in one round trip (dm_race_update_blind). No I/O. */
+int dm_race_cached_fresh(dm_ctx_t *ctx, const void *key, size_t klen);
+/* An update that does not depend on the old value (a plain SET) of a key whose cached slot
+ * word was seen within DM_OP_TIMEOUT_US: WRITE the new KV block (block_len bytes) and CAS
+ * the slot from the cached word, in one message: 1 RTT instead of 2 (the validated
+ * address cache's update, without its read). Safe for the reason every RACE CAS after a
+ * read is (dm_ctx_check): the word's block cannot be freed and reused in that slot within
+ * DM_GRACE_US of when the word was seen there, so a CAS that succeeds replaced our key's
+ * value. Returns 1 done; 2 not done (no fresh entry, slot and block on different nodes, or
+ * the slot changed: run the full path); DM_EIO / DM_ETIMEDOUT with the outcome unknown;
+ * other DM_E* errors. The caller waits for its commit turn before (dmkv/coro.h). */
+int dm_race_update_blind(dm_ctx_t *ctx, const void *key, size_t klen, const uint8_t *block,
+                         uint64_t block_len);
 /* Free carry's unused block (quarantined when a CAS named it). */
 void dm_race_carry_release(dm_ctx_t *ctx, dm_race_carry_t *carry);
 
