@@ -95,10 +95,10 @@ emit() {
         printf "\"%s\" %.3f\n", n, ratio >> dat }'
 }
 
-# redis-benchmark's CSV -> "rps p50_us p99_us".
+# rb PORT TEST PIPELINE CLIENTS [KEYS=100000]: redis-benchmark's CSV -> "rps p50_us p99_us".
 rb() {
-    local port=$1 test=$2 p=$3 c=$4
-    redis-benchmark -p "$port" -t "$test" -n "$N" -c "$c" -P "$p" -r 100000 -d 32 --csv -q \
+    local port=$1 test=$2 p=$3 c=$4 keys=${5:-100000}
+    redis-benchmark -p "$port" -t "$test" -n "$N" -c "$c" -P "$p" -r "$keys" -d 32 --csv -q \
         2>/dev/null | awk -F'"' 'NR > 1 && $2 != "" { print $4, $10 * 1000, $14 * 1000; exit }'
 }
 # dmkv-bench-load -> "rps 0 0" (it times the whole load, not single commands).
@@ -177,9 +177,9 @@ for T in set get; do
     for p in "$DMKV_PORT" "$NOCACHE_PORT"; do
         redis-cli -p "$p" CONFIG RESETSTAT >/dev/null 2>&1 || true
     done
-    r=$(rb "$REDIS_PORT" "$T" 1 50 | awk '{ print $1 }')
-    d=$(rb "$DMKV_PORT" "$T" 1 50 | awk '{ print $1 }')
-    n=$(rb "$NOCACHE_PORT" "$T" 1 50 | awk '{ print $1 }')
+    r=$(rb "$REDIS_PORT" "$T" 1 50 "$HOT_KEYS" | awk '{ print $1 }')
+    d=$(rb "$DMKV_PORT" "$T" 1 50 "$HOT_KEYS" | awk '{ print $1 }')
+    n=$(rb "$NOCACHE_PORT" "$T" 1 50 "$HOT_KEYS" | awk '{ print $1 }')
     rtt=$(redis-cli -p "$DMKV_PORT" INFO dmkv | field "${T}_rtts_per_op")
     nrtt=$(redis-cli -p "$NOCACHE_PORT" INFO dmkv | field "${T}_rtts_per_op")
     printf '%-6s %14s %14s %14s %9s %9s\n' "$T" "$r" "$d" "$n" "${rtt:--}" "${nrtt:--}"
