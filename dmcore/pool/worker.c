@@ -181,9 +181,23 @@ static void downgrade_masked(dm_worker_t *w, unsigned node, dm_verb_t *t)
     t->swap = (g & ~t->swap_mask) | (t->swap & t->swap_mask);
 }
 
-/* Group b's verbs per node into tmp (keeping order) and account them. */
+/* Bytes b reads and writes (an atomic counts 8 each way), for INFO. */
+static void batch_bytes(const dm_batch_t *b, uint64_t *rd, uint64_t *wr)
+{
+    *rd = *wr = 0;
+    for (unsigned i = 0; i < b->n; i++) {
+        if (b->v[i].op == DM_OP_READ)
+            *rd += b->v[i].len;
+        else if (b->v[i].op == DM_OP_WRITE)
+            *wr += b->v[i].len;
+        else
+            *rd += 8, *wr += 8;
+    }
+}
+
+/* Group b's verbs per node into tmp (keeping order). */
 static unsigned group_by_node(dm_worker_t *w, dm_batch_t *b, dm_verb_t *tmp, unsigned *map,
-                              unsigned *start, unsigned *count, uint64_t *rd, uint64_t *wr)
+                              unsigned *start, unsigned *count)
 {
     unsigned nodes = 0, k = 0;
     unsigned order[DM_BATCH_MAX];
@@ -193,12 +207,6 @@ static unsigned group_by_node(dm_worker_t *w, dm_batch_t *b, dm_verb_t *tmp, uns
             seen[b->node[i]] = 1;
             order[nodes++] = b->node[i];
         }
-        if (b->v[i].op == DM_OP_READ)
-            *rd += b->v[i].len;
-        else if (b->v[i].op == DM_OP_WRITE)
-            *wr += b->v[i].len;
-        else
-            *rd += 8, *wr += 8;
     }
     for (unsigned j = 0; j < nodes; j++) {
         start[j] = k;
@@ -321,6 +329,23 @@ static dm_conn_t *conn_for(dm_worker_t *w, unsigned node)
     return n;
 }
 
+/* Post n verbs at v to node's connection, cb(arg) on completion. Returns 0, or the error
+ * (DM_ELOST: the node came back empty; DM_EINVAL: no connection) with every verb's status
+ * set to it, and cb never called. */
+static int post_to_node(dm_worker_t *w, unsigned node, dm_verb_t *v, unsigned n, dm_post_cb cb,
+                        void *arg, uint64_t send_by_us)
+{
+    int rc = DM_EINVAL;
+    dm_conn_t *c = conn_for(w, node);
+    if (c && w->lost[node])
+        rc = DM_ELOST;
+    else if (c)
+        rc = post_by(c, v, n, cb, arg, send_by_us);
+    for (unsigned i = 0; rc && i < n; i++)
+        v[i].status = rc;
+    return rc;
+}
+
 /* Wait (yield, or run the loop outside a coroutine) until bw's messages completed. */
 static void batch_wait(dm_worker_t *w, batch_wait_t *bw)
 {
@@ -339,30 +364,11 @@ static void batch_wait(dm_worker_t *w, batch_wait_t *bw)
 static int exec_one_node(dm_ctx_t *ctx, dm_batch_t *b, unsigned node)
 {
     dm_worker_t *w = ctx->w;
-    uint64_t rd = 0, wr = 0;
-    for (unsigned i = 0; i < b->n; i++) {
-        dm_verb_t *v = &b->v[i];
-        if (v->op == DM_OP_READ)
-            rd += v->len;
-        else if (v->op == DM_OP_WRITE)
-            wr += v->len;
-        else
-            rd += 8, wr += 8;
-        downgrade_masked(w, node, v); /* the caller sees the verb that executed */
-    }
-    dm_stats_batch(ctx->cls, 1, b->n, rd, wr);
+    for (unsigned i = 0; i < b->n; i++)
+        downgrade_masked(w, node, &b->v[i]); /* the caller sees the verb that executed */
     batch_wait_t bw = {.pending = 1, .status = 0, .yielded = 0, .co = dm_coro_self()};
-    int rc = DM_EINVAL;
-    dm_conn_t *c = conn_for(w, node);
-    if (c && w->lost[node])
-        rc = DM_ELOST;
-    else if (c)
-        rc = post_by(c, b->v, b->n, batch_done, &bw, b->send_by_us);
-    if (rc) {
-        for (unsigned i = 0; i < b->n; i++)
-            b->v[i].status = rc;
-        return rc;
-    }
+    int rc = post_to_node(w, node, b->v, b->n, batch_done, &bw, b->send_by_us);
+    if (rc) return rc;
     batch_wait(w, &bw);
     int first = bw.status;
     for (unsigned i = 0; i < b->n && !first; i++)
@@ -375,28 +381,22 @@ int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b)
     dm_worker_t *w = ctx->w;
     if (ctx->ride && ctx->ride->n) return exec_with_ride(ctx, b);
     if (b->n == 0) return 0;
+    uint64_t rd, wr;
+    batch_bytes(b, &rd, &wr);
+    dm_stats_batch(ctx->cls, 1, b->n, rd, wr);
     unsigned one = 1;
     for (unsigned i = 1; i < b->n && one; i++)
         one = b->node[i] == b->node[0];
     if (one) return exec_one_node(ctx, b, b->node[0]);
     dm_verb_t tmp[DM_BATCH_MAX];
     unsigned map[DM_BATCH_MAX], start[DM_BATCH_MAX], count[DM_BATCH_MAX];
-    uint64_t rd = 0, wr = 0;
-    unsigned nodes = group_by_node(w, b, tmp, map, start, count, &rd, &wr);
-    dm_stats_batch(ctx->cls, 1, b->n, rd, wr);
+    unsigned nodes = group_by_node(w, b, tmp, map, start, count);
 
     batch_wait_t bw = {.pending = nodes, .status = 0, .yielded = 0, .co = dm_coro_self()};
     for (unsigned j = 0; j < nodes; j++) {
-        unsigned node = start[j] >> 16, s = start[j] & 0xffff;
-        int rc = DM_EINVAL;
-        dm_conn_t *c = conn_for(w, node);
-        if (c && w->lost[node])
-            rc = DM_ELOST;
-        else if (c)
-            rc = post_by(c, &tmp[s], count[j], batch_done, &bw, b->send_by_us);
+        unsigned s = start[j] & 0xffff;
+        int rc = post_to_node(w, start[j] >> 16, &tmp[s], count[j], batch_done, &bw, b->send_by_us);
         if (rc) {
-            for (unsigned i = s; i < s + count[j]; i++)
-                tmp[i].status = rc;
             if (!bw.status) bw.status = rc;
             bw.pending--;
         }
@@ -438,13 +438,9 @@ static int async_send(dm_worker_t *w, async_batch_t *ab)
     ab->pending = ab->nodes + 1; /* +1 held while posting: local may complete synchronously */
     int first = 0;
     for (unsigned j = 0; j < ab->nodes; j++) {
-        unsigned node = ab->start[j] >> 16, s = ab->start[j] & 0xffff;
-        int rc = DM_EINVAL;
-        dm_conn_t *c = conn_for(w, node);
-        if (c && w->lost[node])
-            rc = DM_ELOST;
-        else if (c)
-            rc = post_by(c, &ab->verbs[s], ab->count[j], async_done, ab, ab->send_by_us);
+        unsigned s = ab->start[j] & 0xffff;
+        int rc = post_to_node(w, ab->start[j] >> 16, &ab->verbs[s], ab->count[j], async_done, ab,
+                              ab->send_by_us);
         if (rc) {
             ab->pending--;
             if (!first) first = rc;
@@ -474,8 +470,9 @@ int dm_batch_post_async(dm_ctx_t *ctx, dm_batch_t *b)
     if (b->n == 0) return 0;
     dm_verb_t tmp[DM_BATCH_MAX];
     unsigned map[DM_BATCH_MAX], start[DM_BATCH_MAX], count[DM_BATCH_MAX];
-    uint64_t rd = 0, wr = 0;
-    unsigned nodes = group_by_node(w, b, tmp, map, start, count, &rd, &wr);
+    uint64_t rd, wr;
+    batch_bytes(b, &rd, &wr);
+    unsigned nodes = group_by_node(w, b, tmp, map, start, count);
     dm_stats_batch(ctx->cls, 0, b->n, rd, wr);
     async_batch_t *ab = malloc(sizeof(*ab) + b->n * sizeof(dm_verb_t) + wr);
     if (!ab) return DM_ENOMEM;
