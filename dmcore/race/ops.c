@@ -670,13 +670,22 @@ static int cached_update(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *b
  * one run in three with "operation restarted too often" (256 attempts). */
 #define BLIND_MIN_AGE_US 1000u
 
+/* key's cache entry when a blind update may use it: seen at least BLIND_MIN_AGE_US ago
+ * (not a hot key), and at most DM_OP_TIMEOUT_US ago, the bound dm_ctx_check puts on every
+ * CAS after a read (the word is as old as the verb that last saw it). */
+static int blind_entry(dm_ctx_t *ctx, const void *key, size_t klen, dm_gaddr_t *sa, uint64_t *w)
+{
+    uint64_t seen;
+    if (!race_addr_cache_get(ctx->w->race, key, klen, sa, w, &seen)) return 0;
+    uint64_t age = dm_now_us() - seen;
+    return age >= BLIND_MIN_AGE_US && age <= DM_OP_TIMEOUT_US;
+}
+
 int dm_race_cached_fresh(dm_ctx_t *ctx, const void *key, size_t klen)
 {
     dm_gaddr_t sa;
-    uint64_t w, seen;
-    if (!race_addr_cache_get(ctx->w->race, key, klen, &sa, &w, &seen)) return 0;
-    uint64_t age = dm_now_us() - seen;
-    return age >= BLIND_MIN_AGE_US && age <= DM_OP_TIMEOUT_US;
+    uint64_t w;
+    return blind_entry(ctx, key, klen, &sa, &w);
 }
 
 int dm_race_update_blind(dm_ctx_t *ctx, const void *key, size_t klen, const uint8_t *block,
@@ -684,14 +693,10 @@ int dm_race_update_blind(dm_ctx_t *ctx, const void *key, size_t klen, const uint
 {
     dm_race_t *r = ctx->w->race;
     dm_gaddr_t sa, addr;
-    uint64_t w, seen;
-    if (!race_addr_cache_get(r, key, klen, &sa, &w, &seen)) return 2;
-    /* Written a moment ago (an earlier SET of this pipeline, since the caller looked): a
-     * hot key, the validated way (BLIND_MIN_AGE_US). */
-    if (dm_now_us() - seen < BLIND_MIN_AGE_US) return 2;
-    /* The word is as old as the verb that last saw it: the usual bound before a CAS. */
-    ctx->start_us = seen;
-    if (dm_ctx_check(ctx)) return 2;
+    uint64_t w;
+    /* Looked at again after the caller's commit turn: an earlier SET of the pipeline may
+     * have written the key since (hot now), or the wait outlasted the bound. */
+    if (!blind_entry(ctx, key, klen, &sa, &w)) return 2;
     int rc = dm_alloc_kv_block(ctx, block_len, &addr);
     if (rc) return rc;
     if (dm_gaddr_node(addr) != dm_gaddr_node(sa)) {
