@@ -12,6 +12,7 @@
  * Anything else (changed word, other key, torn block) drops the entry and the caller runs
  * the full search (RACE §3.3), which refills it. An update through the cache (ops.c) needs
  * no validation before its slot CAS: the CAS succeeds only if the word is still there. */
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -20,19 +21,42 @@
 #include "race_internal.h"
 
 /* 4-way set associative, 2^16 sets: 256 K entries of 32 bytes (8 MiB, touched as it
- * fills) per worker. Direct-mapped with 64 K entries it kept about half of a 100,000-key
- * working set (redis-benchmark -r 100000): every miss costs a SET or a GET one more round
- * trip (the buckets, then the block). With 2 ways, a set that 3 keys of a working set
- * read in turn missed on every read (it_addr_cache: 4% of 40,000 keys). */
+ * fills), one per gateway process and pool, shared by its workers. Direct-mapped with 64 K
+ * entries it kept about half of a 100,000-key working set (redis-benchmark -r 100000):
+ * every miss costs a SET or a GET one more round trip (the buckets, then the block). With
+ * 2 ways, a set that 3 keys of a working set read in turn missed on every read
+ * (it_addr_cache: 4% of 40,000 keys). One cache per worker lost every key that clients of
+ * two workers both wrote: each worker's CAS changed the word the other remembered
+ * (redis-benchmark -P 16 SETs at the default 2 threads: 2.5 round trips per SET, 1.25
+ * with one thread). */
 #define CACHE_SET_BITS 16
 #define CACHE_WAYS 4
+#define CACHE_SETS (1u << CACHE_SET_BITS)
+#define LOCK_SPINS 64 /* a writer gives up on a set held longer (the cache is a hint) */
 
+/* Fields are read and written with __atomic builtins: other workers' threads use them. */
 typedef struct acache_entry {
     uint64_t tag; /* the key's 128-bit hash folded to 64 bits; 0 = empty */
     dm_gaddr_t slot_addr;
     uint64_t word;
     uint64_t seen_us; /* the slot held word at some time after this (monotonic us) */
 } acache_entry_t;
+
+/* A pool's cache: sets of CACHE_WAYS entries, most recently stored first, each guarded by
+ * a sequence word (odd while a writer changes the set). A reader that meets a writer
+ * treats the key as missing. An entry is read whole or not at all: a blind update CASes
+ * the remembered slot from the remembered word, so a tag of one key with the slot of
+ * another would overwrite that other key. */
+typedef struct acache {
+    uint64_t incarnation, root; /* the pool: node 0's incarnation and the table header */
+    unsigned refs;
+    struct acache *next;
+    uint32_t seq[CACHE_SETS];
+    acache_entry_t e[(size_t)CACHE_SETS * CACHE_WAYS];
+} acache_t;
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static acache_t *registry;
 
 static uint64_t hits, stale, blinds;
 
@@ -57,6 +81,40 @@ static int cache_enabled(void)
     return v;
 }
 
+void race_addr_cache_attach(dm_race_t *r, uint64_t incarnation)
+{
+    if (!cache_enabled()) return;
+    pthread_mutex_lock(&registry_lock);
+    acache_t *c = registry;
+    while (c && (c->incarnation != incarnation || c->root != r->root))
+        c = c->next;
+    if (!c && (c = calloc(1, sizeof(*c))) != NULL) {
+        c->incarnation = incarnation;
+        c->root = r->root;
+        c->next = registry;
+        registry = c;
+    }
+    if (c) c->refs++;
+    pthread_mutex_unlock(&registry_lock);
+    r->acache = c;
+}
+
+void race_addr_cache_detach(dm_race_t *r)
+{
+    acache_t *c = r->acache;
+    if (!c) return;
+    r->acache = NULL;
+    pthread_mutex_lock(&registry_lock);
+    if (--c->refs == 0) {
+        acache_t **p = &registry;
+        while (*p != c)
+            p = &(*p)->next;
+        *p = c->next;
+        free(c);
+    }
+    pthread_mutex_unlock(&registry_lock);
+}
+
 static uint64_t key_tag(const void *key, size_t klen)
 {
     uint64_t high, low = race_key_hash(key, klen, &high);
@@ -64,24 +122,72 @@ static uint64_t key_tag(const void *key, size_t klen)
     return t ? t : 1;
 }
 
-/* The CACHE_WAYS entries of tag's set, most recently stored first. */
-static acache_entry_t *set_of(dm_race_t *r, uint64_t tag)
+static size_t set_index(uint64_t tag)
 {
-    if (!cache_enabled()) return NULL;
-    if (!r->acache) {
-        r->acache = calloc((size_t)CACHE_WAYS << CACHE_SET_BITS, sizeof(acache_entry_t));
-        if (!r->acache) return NULL;
-    }
-    return &((acache_entry_t *)r->acache)[(tag & ((1u << CACHE_SET_BITS) - 1)) * CACHE_WAYS];
+    return (size_t)(tag & (CACHE_SETS - 1));
 }
 
-/* tag's entry in its set, or NULL. */
-static acache_entry_t *entry_of(dm_race_t *r, uint64_t tag)
+/* Acquire loads: the reader's second look at the sequence word stays after them (a fence
+ * would do too, but ThreadSanitizer cannot check fences). Plain moves on x86. */
+static void entry_load(const acache_entry_t *e, acache_entry_t *out)
 {
-    acache_entry_t *set = set_of(r, tag);
-    for (int i = 0; set && i < CACHE_WAYS; i++)
-        if (set[i].tag == tag) return &set[i];
+    out->tag = __atomic_load_n(&e->tag, __ATOMIC_ACQUIRE);
+    out->slot_addr = __atomic_load_n(&e->slot_addr, __ATOMIC_ACQUIRE);
+    out->word = __atomic_load_n(&e->word, __ATOMIC_ACQUIRE);
+    out->seen_us = __atomic_load_n(&e->seen_us, __ATOMIC_ACQUIRE);
+}
+
+static void entry_store(acache_entry_t *e, const acache_entry_t *in)
+{
+    __atomic_store_n(&e->tag, in->tag, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->slot_addr, in->slot_addr, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->word, in->word, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->seen_us, in->seen_us, __ATOMIC_RELAXED);
+}
+
+/* 1 and tag's entry in *out when the set holds it and no writer changed the set while it
+ * was read (seqlock read side); 0 otherwise. */
+static int lookup(acache_t *c, uint64_t tag, acache_entry_t *out)
+{
+    if (!c) return 0;
+    size_t s = set_index(tag);
+    uint32_t s1 = __atomic_load_n(&c->seq[s], __ATOMIC_ACQUIRE);
+    if (s1 & 1) return 0;
+    int found = 0;
+    for (int i = 0; i < CACHE_WAYS && !found; i++) {
+        entry_load(&c->e[s * CACHE_WAYS + (size_t)i], out);
+        found = out->tag == tag;
+    }
+    return found && __atomic_load_n(&c->seq[s], __ATOMIC_RELAXED) == s1;
+}
+
+/* Take tag's set for writing: its sequence word made odd. 0 when another writer held it
+ * LOCK_SPINS times in a row (the caller skips its change). */
+static acache_entry_t *set_lock(acache_t *c, uint64_t tag, uint32_t *seq)
+{
+    size_t s = set_index(tag);
+    for (int i = 0; i < LOCK_SPINS; i++) {
+        uint32_t v = __atomic_load_n(&c->seq[s], __ATOMIC_RELAXED);
+        if (!(v & 1) && __atomic_compare_exchange_n(&c->seq[s], &v, v + 1, 0, __ATOMIC_ACQUIRE,
+                                                    __ATOMIC_RELAXED)) {
+            *seq = v + 1;
+            return &c->e[s * CACHE_WAYS];
+        }
+    }
     return NULL;
+}
+
+static void set_unlock(acache_t *c, uint64_t tag, uint32_t seq)
+{
+    __atomic_store_n(&c->seq[set_index(tag)], seq + 1, __ATOMIC_RELEASE);
+}
+
+/* Index of tag's entry in the locked set, or -1. */
+static int way_of(const acache_entry_t *set, uint64_t tag)
+{
+    for (int i = 0; i < CACHE_WAYS; i++)
+        if (__atomic_load_n(&set[i].tag, __ATOMIC_RELAXED) == tag) return i;
+    return -1;
 }
 
 /* Blocks over 16 KB continue past the slot's length: not cached (they need 2 reads). */
@@ -93,31 +199,55 @@ static int cacheable(uint64_t word)
 void race_addr_cache_put(dm_race_t *r, const void *key, size_t klen, dm_gaddr_t slot_addr,
                          uint64_t word, uint64_t seen_us)
 {
+    acache_t *c = r->acache;
+    if (!c) return;
     uint64_t tag = key_tag(key, klen);
-    acache_entry_t *e = entry_of(r, tag);
+    uint32_t seq;
+    acache_entry_t *set = set_lock(c, tag, &seq);
+    if (!set) return;
+    int i = way_of(set, tag);
+    acache_entry_t ne = {tag, slot_addr, word, seen_us};
     if (!cacheable(word)) {
-        if (e) e->tag = 0;
-        return;
+        if (i >= 0) __atomic_store_n(&set[i].tag, 0, __ATOMIC_RELAXED);
+    } else {
+        if (i < 0) { /* a new key: first in its set, the least recently stored one goes */
+            for (int j = CACHE_WAYS - 1; j > 0; j--) {
+                acache_entry_t t;
+                entry_load(&set[j - 1], &t);
+                entry_store(&set[j], &t);
+            }
+            i = 0;
+        }
+        entry_store(&set[i], &ne);
     }
-    if (!e) { /* a new key: first in its set, the least recently stored one goes */
-        acache_entry_t *set = set_of(r, tag);
-        if (!set) return;
-        memmove(&set[1], &set[0], (CACHE_WAYS - 1) * sizeof(*set));
-        e = &set[0];
-    }
-    *e = (acache_entry_t){tag, slot_addr, word, seen_us};
+    set_unlock(c, tag, seq);
 }
 
 int race_addr_cache_get(dm_race_t *r, const void *key, size_t klen, dm_gaddr_t *slot_addr,
                         uint64_t *word, uint64_t *seen_us)
 {
-    uint64_t tag = key_tag(key, klen);
-    acache_entry_t *e = entry_of(r, tag);
-    if (!e) return 0;
-    *slot_addr = e->slot_addr;
-    *word = e->word;
-    if (seen_us) *seen_us = e->seen_us;
+    acache_entry_t e;
+    if (!lookup(r->acache, key_tag(key, klen), &e)) return 0;
+    *slot_addr = e.slot_addr;
+    *word = e.word;
+    if (seen_us) *seen_us = e.seen_us;
     return 1;
+}
+
+/* The slot held want's word at start_us or later: move the entry's seen time up, if it
+ * still remembers that word. */
+static void refresh_seen(dm_race_t *r, const acache_entry_t *want, uint64_t start_us)
+{
+    acache_t *c = r->acache;
+    uint32_t seq;
+    acache_entry_t *set = c ? set_lock(c, want->tag, &seq) : NULL;
+    if (!set) return;
+    int i = way_of(set, want->tag);
+    if (i >= 0 && __atomic_load_n(&set[i].slot_addr, __ATOMIC_RELAXED) == want->slot_addr &&
+        __atomic_load_n(&set[i].word, __ATOMIC_RELAXED) == want->word &&
+        __atomic_load_n(&set[i].seen_us, __ATOMIC_RELAXED) < start_us)
+        __atomic_store_n(&set[i].seen_us, start_us, __ATOMIC_RELAXED);
+    set_unlock(c, want->tag, seq);
 }
 
 void race_addr_cache_stale(dm_race_t *r, const void *key, size_t klen)
@@ -158,10 +288,8 @@ int race_read_slot_then_block(dm_ctx_t *ctx, dm_batch_t *b, dm_gaddr_t sa, uint6
  * entry (the caller searches); DM_E* when the batch failed. */
 static int cached_get(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *item)
 {
-    uint64_t tag = key_tag(key, klen);
-    acache_entry_t *e = entry_of(ctx->w->race, tag);
-    if (!e) return 0;
-    acache_entry_t want = *e;
+    acache_entry_t want;
+    if (!lookup(ctx->w->race->acache, key_tag(key, klen), &want)) return 0;
     uint64_t len = (uint64_t)race_slot_len(want.word) * DM_KV_UNIT;
     uint8_t *block = malloc(len);
     if (!block) return DM_ENOMEM;
@@ -177,12 +305,9 @@ static int cached_get(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_
         dm_kvblock_parse(block, len, &view) == 0) {
         *item = (dm_race_item_t){want.slot_addr, want.word, block, len, view};
         item->view.slot = want.word;
-        /* Read after start_us: seen valid again (e may hold another key by now: the batch
-         * yielded, and other coroutines of this worker stored keys in its set). */
-        e = entry_of(ctx->w->race, tag);
-        if (e && e->slot_addr == want.slot_addr && e->word == want.word &&
-            e->seen_us < ctx->start_us)
-            e->seen_us = ctx->start_us;
+        /* Read after start_us: seen valid again (the entry may hold another key by now:
+         * the batch yielded, and other operations stored keys in its set). */
+        refresh_seen(ctx->w->race, &want, ctx->start_us);
         race_addr_cache_hit();
         return 1;
     }

@@ -592,6 +592,14 @@ static int keep_expiry(dm_ctx_t *ctx, uint8_t *block, uint64_t block_len, dm_gad
     return dm_batch_exec(ctx, &b);
 }
 
+/* Fold one write's round trip (post to completion, microseconds) into r's average
+ * (exponential, weight 1/8). */
+static void note_write_rtt(dm_race_t *r, uint64_t us)
+{
+    if (us > DM_OP_TIMEOUT_US) us = DM_OP_TIMEOUT_US;
+    r->write_rtt_us = r->write_rtt_us - r->write_rtt_us / 8 + (uint32_t)us / 8;
+}
+
 /* An update through the validated address cache (addr_cache.c): WRITE the new block ‖
  * READ the remembered slot word ‖ READ the block it pointed to (1 RTT), then CAS the slot
  * from that word (1 RTT): 2 RTTs instead of 3. The CAS succeeds only if the word is still
@@ -619,6 +627,7 @@ static int cached_update(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *b
         free(ob);
         return rc;
     }
+    note_write_rtt(r, dm_now_us() - ctx->start_us);
     *written = 1;
     dm_kv_view_t view;
     if (now != w || !dm_kvblock_key_equals(ob, olen, key, klen) ||
@@ -663,22 +672,28 @@ static int cached_update(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *b
     return 2;
 }
 
-/* A key seen less than this long ago (microseconds) is written the validated way (read,
- * then CAS). A worker writing one hot key back to back with one-round-trip CASes changes
- * its slot every round trip, and another gateway's read-then-CAS of that key then failed
- * every time: `it_redis_cli`'s redis-benchmark (20 clients, one key, two threads) ended
- * one run in three with "operation restarted too often" (256 attempts). */
+/* A key seen less than BLIND_MIN_AGE_US, or HOT_RTTS of this worker's recent write round
+ * trips, ago is written the validated way (read, then CAS). A worker writing one hot key
+ * back to back with one-round-trip CASes changes its slot every round trip, and another
+ * writer's read-then-CAS of that key then failed every time: `it_redis_cli`'s
+ * redis-benchmark (20 clients, one key, two threads) ended one run in three with
+ * "operation restarted too often" (256 attempts). The bound follows the round trip because
+ * "back to back" is a matter of round trips: under ThreadSanitizer (round trips of about a
+ * millisecond) a fixed 1 ms let the threads of test_chime's concurrent writers, which share
+ * one address cache, starve an operation 1 run in 3. */
 #define BLIND_MIN_AGE_US 1000u
+#define HOT_RTTS 8u
 
-/* key's cache entry when a blind update may use it: seen at least BLIND_MIN_AGE_US ago
- * (not a hot key), and at most DM_OP_TIMEOUT_US ago, the bound dm_ctx_check puts on every
- * CAS after a read (the word is as old as the verb that last saw it). */
+/* key's cache entry when a blind update may use it: seen long enough ago not to be a hot
+ * key (above), and at most DM_OP_TIMEOUT_US ago, the bound dm_ctx_check puts on every CAS
+ * after a read (the word is as old as the verb that last saw it). */
 static int blind_entry(dm_ctx_t *ctx, const void *key, size_t klen, dm_gaddr_t *sa, uint64_t *w)
 {
     uint64_t seen;
-    if (!race_addr_cache_get(ctx->w->race, key, klen, sa, w, &seen)) return 0;
-    uint64_t age = dm_now_us() - seen;
-    return age >= BLIND_MIN_AGE_US && age <= DM_OP_TIMEOUT_US;
+    dm_race_t *r = ctx->w->race;
+    if (!race_addr_cache_get(r, key, klen, sa, w, &seen)) return 0;
+    uint64_t age = dm_now_us() - seen, hot = (uint64_t)HOT_RTTS * r->write_rtt_us;
+    return age >= BLIND_MIN_AGE_US && age >= hot && age <= DM_OP_TIMEOUT_US;
 }
 
 int dm_race_cached_fresh(dm_ctx_t *ctx, const void *key, size_t klen)
@@ -711,6 +726,7 @@ int dm_race_update_blind(dm_ctx_t *ctx, const void *key, size_t klen, const uint
     dm_batch_write(&b, addr, block, (uint32_t)block_len);
     dm_verb_t *v = dm_batch_cas(&b, sa, w, word); /* executes after the WRITE: one message */
     rc = dm_batch_exec(ctx, &b);
+    note_write_rtt(r, dm_now_us() - posted_us);
     if (!rc && v->result == w) {
         race_addr_cache_put(r, key, klen, sa, word, posted_us);
         race_addr_cache_blind_set();

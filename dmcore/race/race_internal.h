@@ -89,10 +89,12 @@ struct dm_race {
     dm_gaddr_t root; /* table header */
     unsigned global_depth;
     uint64_t groups;
-    uint16_t owner;    /* this worker's id in lease words */
-    uint64_t *dir;     /* cached directory, 2^DM_RACE_MAX_DEPTH entries, [0, 2^GD) valid */
-    uint64_t installs; /* snapshots installed into dir (refresh, publish) */
-    void *acache;      /* validated address cache (addr_cache.c), allocated on first use */
+    uint16_t owner;        /* this worker's id in lease words */
+    uint64_t *dir;         /* cached directory, 2^DM_RACE_MAX_DEPTH entries, [0, 2^GD) valid */
+    uint64_t installs;     /* snapshots installed into dir (refresh, publish) */
+    uint32_t write_rtt_us; /* recent round trip of a SET's batch, averaged (ops.c) */
+    void *acache;          /* validated address cache (addr_cache.c), shared by the process's
+                              workers on this pool; NULL when turned off */
     /* Searches that timed out retry one at a time per worker (ops.c slow_enter). */
     int slow_held;
     struct dm_wake *slow_head, *slow_tail;
@@ -120,6 +122,12 @@ typedef struct race_slotref {
 } race_slotref_t;
 
 uint64_t race_key_hash(const void *key, size_t klen, uint64_t *high);
+/* Give r the process's address cache of the pool whose node 0 has this incarnation and
+ * whose table header is r->root (created on the first attach; left NULL when
+ * DMKV_ADDR_CACHE=off or out of memory). */
+void race_addr_cache_attach(dm_race_t *r, uint64_t incarnation);
+/* Let go of r's cache; the last worker of the pool frees it. */
+void race_addr_cache_detach(dm_race_t *r);
 /* Remember that key's slot at slot_addr holds word, as seen by a verb posted after seen_us
  * (monotonic us, dm_now_us) (addr_cache.c); a word the cache cannot use (empty, MOVING, a
  * block over 16 KB) forgets the key instead. */

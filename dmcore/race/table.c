@@ -281,6 +281,7 @@ int dm_race_attach(dm_ctx_t *ctx, dm_race_t **out)
         if (!r->root) rc = race_create(ctx, &r->root);
     }
     if (!rc) rc = race_refresh(ctx, r);
+    if (!rc) race_addr_cache_attach(r, sb.incarnation);
     if (rc) {
         dm_race_detach(r);
         return rc;
@@ -292,7 +293,7 @@ int dm_race_attach(dm_ctx_t *ctx, dm_race_t **out)
 void dm_race_detach(dm_race_t *r)
 {
     if (!r) return;
-    free(r->acache);
+    race_addr_cache_detach(r);
     free(r->dir);
     free(r);
 }

@@ -8,7 +8,10 @@
  *      (a small table: many subtable splits move cached keys); A reads B's values exactly.
  *   3. B counts a key up while A reads it in a loop: A's values never go back, and A ends
  *      on B's last value.
- *   4. A reads 40,000 keys twice: the second pass costs one round trip per GET. */
+ *   4. A reads 40,000 keys twice: the second pass costs one round trip per GET.
+ *   5. A gateway of two worker threads: 8 clients read 1000 keys, then each key is SET by
+ *      the next client, which may sit on the other worker: one round trip per SET, as the
+ *      workers share one cache (with a cache per worker, about half took 2). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -192,6 +195,44 @@ static void reads_never_go_back(redisContext *a, redisContext *b)
     CHECK(last == COUNT_TO);
 }
 
+#define SHARED_KEYS 1000
+#define SHARED_CLIENTS 8
+
+static void workers_share_the_cache(const it_pool_t *pool)
+{
+    it_proc_t g;
+    const char *uris[] = {pool->uri};
+    it_gateway_start(&g, uris, 1, 2, NULL);
+    redisContext *c[SHARED_CLIENTS];
+    for (int i = 0; i < SHARED_CLIENTS; i++)
+        c[i] = it_connect(g.port);
+    for (int k = 0; k < SHARED_KEYS; k++)
+        redisAppendCommand(c[k % SHARED_CLIENTS], "SET sh:%d a", k);
+    for (int i = 0; i < SHARED_CLIENTS; i++)
+        it_pipeline_ok(c[i], SHARED_KEYS / SHARED_CLIENTS);
+    for (int k = 0; k < SHARED_KEYS; k++)
+        redisAppendCommand(c[k % SHARED_CLIENTS], "GET sh:%d", k);
+    for (int i = 0; i < SHARED_CLIENTS; i++)
+        it_pipeline_ok(c[i], SHARED_KEYS / SHARED_CLIENTS);
+    EXPECT_STATUS(it_cmd(c[0], "CONFIG RESETSTAT"), "OK");
+    usleep(50 * 1000); /* not hot any more (1 ms, 8 round trips), still fresh (1 s) */
+    for (int k = 0; k < SHARED_KEYS; k++)
+        redisAppendCommand(c[(k + 1) % SHARED_CLIENTS], "SET sh:%d b", k);
+    for (int i = 0; i < SHARED_CLIENTS; i++)
+        it_pipeline_ok(c[i], SHARED_KEYS / SHARED_CLIENTS);
+    double rtts = info_field(c[0], "set_rtts_per_op");
+    fprintf(stderr,
+            "two workers, each key SET by another client than read it: %.3f round trips "
+            "per SET\n",
+            rtts);
+    CHECKF(rtts < 1.05, "%.3f round trips per SET: the workers do not share the cache", rtts);
+    for (int k = 0; k < SHARED_KEYS; k += 97)
+        EXPECT_BULKS(it_cmd(c[k % SHARED_CLIENTS], "GET sh:%d", k), "b");
+    for (int i = 0; i < SHARED_CLIENTS; i++)
+        redisFree(c[i]);
+    CHECK(it_proc_stop(&g) == 0);
+}
+
 int main(void)
 {
     it_begin("addr_cache", 600);
@@ -206,6 +247,7 @@ int main(void)
     stale_entries_after_splits(a, b);
     reads_never_go_back(a, b);
     working_set_stays_cached(a, b);
+    workers_share_the_cache(&pool);
     redisFree(a);
     redisFree(b);
     for (int g = 0; g < 2; g++)

@@ -5,7 +5,8 @@
 # threads share one pool through the local transport (RACE and CHIME writers, free lists,
 # coroutines) and the integration tests with several multi-threaded gateway processes on one
 # memory node, plus the gateway's own cross-thread paths (MONITOR lines, CLIENT KILL,
-# maxmemory-clients eviction: it_introspection, it_protocol). Every process (tests, gateways, memory nodes) writes its reports to
+# maxmemory-clients eviction: it_introspection, it_protocol; the address cache a gateway's
+# workers share: it_addr_cache). Every process (tests, gateways, memory nodes) writes its reports to
 # BUILD_DIR/reports/tsan.PID: any report fails this test, whatever the exit codes said.
 set -eu
 SRC=$1
@@ -13,7 +14,7 @@ B=$2
 TESTS="unit/test_coro|unit/test_transport|unit/test_race|unit/test_chime|unit/test_pool_free"
 TESTS="$TESTS|integration/it_concurrency|integration/it_incr_gateways"
 TESTS="$TESTS|integration/it_chime_storm|integration/it_resize|integration/it_pipeline"
-TESTS="$TESTS|integration/it_introspection|integration/it_protocol"
+TESTS="$TESTS|integration/it_introspection|integration/it_protocol|integration/it_addr_cache"
 
 cmake -S "$SRC" -B "$B" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDMKV_TSAN=ON >/dev/null
 cmake --build "$B" -j2 >"$B.build.log" 2>&1 || {

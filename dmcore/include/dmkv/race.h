@@ -49,11 +49,11 @@ typedef struct dm_race_item {
  * block), 0 when absent, or DM_E*. */
 int dm_race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *item);
 
-/* dm_race_search through the worker's validated address cache (race/addr_cache.c): for a
- * key this worker found or updated before, one batch reads the slot word and the block it
- * held (1 RTT) and the answer stands when the word is unchanged and the block holds the
- * key; otherwise (+1 RTT wasted) the full search runs and refills the cache. Only for
- * keys whose presence changes under the CHIME leaf lock (the hybrid protocol), so that no
+/* dm_race_search through the validated address cache (race/addr_cache.c; one per process
+ * and pool, shared by its workers): for a key this gateway found or updated before, one batch reads
+ * the slot word and the block it held (1 RTT) and the answer stands when the word is unchanged and
+ * the block holds the key; otherwise (+1 RTT wasted) the full search runs and refills the cache.
+ * Only for keys whose presence changes under the CHIME leaf lock (the hybrid protocol), so that no
  * duplicate copy can hold a newer value. A lost connection (DM_EIO) is retried once, on
  * a new connection (reads are safe to redo). Same returns as dm_race_search. */
 int dm_race_search_hot(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *item);
