@@ -8,6 +8,7 @@
 #include <stdlib.h>
 
 #include "dmkv/alloc.h"
+#include "dmkv/batch.h"
 #include "dmkv/kv.h"
 #include "dmkv/race.h"
 #include "dmkv/superblock.h"

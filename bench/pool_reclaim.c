@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "dmkv/alloc.h"
+#include "dmkv/batch.h"
 #include "dmkv/clock.h"
 #include "dmkv/errors.h"
 #include "dmkv/kv.h"

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "dmkv/alloc.h"
+#include "dmkv/batch.h"
 #include "dmkv/errors.h"
 #include "dmkv/superblock.h"
 #include "leaf_lock.h"

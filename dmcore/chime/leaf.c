@@ -6,6 +6,7 @@
 
 #include "chime_internal.h"
 #include "dmkv/alloc.h"
+#include "dmkv/batch.h"
 #include "dmkv/errors.h"
 #include "dmkv/fence.h"
 #include "dmkv/lease.h"

@@ -12,6 +12,7 @@
 
 #include <xxhash.h>
 
+#include "dmkv/batch.h"
 #include "dmkv/errors.h"
 #include "leaf_lock.h"
 

@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dmkv/batch.h"
 #include "dmkv/errors.h"
 #include "leaf_lock.h"
 

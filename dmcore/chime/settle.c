@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "dmkv/alloc.h"
+#include "dmkv/batch.h"
 #include "dmkv/errors.h"
 #include "dmkv/race.h"
 #include "leaf_lock.h"

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dmkv/alloc.h"
+#include "dmkv/batch.h"
 #include "dmkv/errors.h"
 #include "dmkv/fault.h"
 #include "leaf_lock.h"

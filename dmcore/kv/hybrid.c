@@ -1,6 +1,7 @@
 /* The hybrid protocol between RACE and CHIME (hybrid.h). */
 #include "hybrid.h"
 
+#include "dmkv/batch.h"
 #include "dmkv/chime.h"
 #include "dmkv/coro.h"
 #include "dmkv/errors.h"

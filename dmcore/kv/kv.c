@@ -1,5 +1,6 @@
 /* The gateway's KV API over the hybrid index (RACE + CHIME, kv/hybrid.c): expiry is checked here
  * (expired = absent), SET's NX/XX/GET/KEEPTTL become RACE's decide callback. */
+#include "dmkv/batch.h"
 #include "dmkv/kv.h"
 
 #include <stdlib.h>

@@ -1,4 +1,5 @@
 /* The clock board (dmkv/clock.h): publish our wall clock, bound our offset to every peer. */
+#include "dmkv/batch.h"
 #include "dmkv/clock.h"
 
 #include <pthread.h>

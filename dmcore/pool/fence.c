@@ -1,4 +1,5 @@
 /* Fencing a lease holder (dmkv/fence.h). */
+#include "dmkv/batch.h"
 #include "dmkv/fence.h"
 
 #include "dmkv/errors.h"

@@ -3,6 +3,7 @@
  * if the head did not change since it was read, so the top's link it read is still true. */
 #include "returned.h"
 
+#include "dmkv/batch.h"
 #include "dmkv/errors.h"
 #include "dmkv/superblock.h"
 

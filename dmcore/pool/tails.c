@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "dmkv/alloc.h"
+#include "dmkv/batch.h"
 #include "dmkv/errors.h"
 #include "dmkv/log.h"
 #include "dmkv/superblock.h"

@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "dmkv/alloc.h"
+#include "dmkv/batch.h"
 #include "dmkv/errors.h"
 #include "race_internal.h"
 

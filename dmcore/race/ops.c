@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "dmkv/alloc.h"
+#include "dmkv/batch.h"
 #include "dmkv/errors.h"
 #include "dmkv/fault.h"
 #include "dmkv/superblock.h"

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "dmkv/alloc.h"
+#include "dmkv/batch.h"
 #include "dmkv/coro.h"
 #include "dmkv/errors.h"
 #include "dmkv/log.h"

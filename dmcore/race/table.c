@@ -4,6 +4,7 @@
 #include <xxhash.h>
 
 #include "dmkv/alloc.h"
+#include "dmkv/batch.h"
 #include "dmkv/errors.h"
 #include "dmkv/superblock.h"
 #include "race_internal.h"

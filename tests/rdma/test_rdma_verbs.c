@@ -21,6 +21,7 @@
 #include "harness.h"
 #include "rdma_server.h"
 
+#include "dmkv/batch.h"
 #include "dmkv/coro.h"
 #include "dmkv/errors.h"
 #include "dmkv/gaddr.h"

@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include "dmkv/alloc.h"
+#include "dmkv/batch.h"
 #include "dmkv/coro.h"
 #include "dmkv/errors.h"
 #include "dmkv/superblock.h"

@@ -1,5 +1,5 @@
 /* A worker: one thread's libuv loop, its connections to every memory node of the pool,
- * its chunk allocator, and the batch layer that charges counters. Gateways run one worker
+ * its chunk allocator and its wake-ups (batches of verbs: batch.h). Gateways run one worker
  * per thread; tests create workers directly. */
 #ifndef DMKV_WORKER_H
 #define DMKV_WORKER_H
@@ -11,8 +11,6 @@
 #include "dmkv/gaddr.h"
 #include "dmkv/stats.h"
 #include "dmkv/transport.h"
-
-#define DM_BATCH_MAX 64 /* verbs in one batch, over all nodes */
 
 typedef struct dm_alloc dm_alloc_t;
 typedef struct dm_race dm_race_t;
@@ -76,21 +74,6 @@ void dm_worker_wake(dm_worker_t *w, dm_wake_t *wk);
 /* Start an operation context charged to class cls. */
 void dm_ctx_init(dm_ctx_t *ctx, dm_worker_t *w, dm_cls_t cls);
 
-/* Let ride's verbs go out with ctx's next batch (one round trip saved); no deadline until
- * the verbs' owner sets ctx->ride_until_us. */
-void dm_ctx_ride_start(dm_ctx_t *ctx, dm_batch_t *ride);
-/* End the ride: verbs of ride not posted yet (the operation posted nothing after the
- * start) go out now on their own. Returns 0, DM_E* of that batch, or DM_ERETRY when
- * ride_until_us had passed: nothing was posted (the holder of the lease must not write any
- * more; the caller's lease check then fails too). */
-int dm_ctx_ride_end(dm_ctx_t *ctx, dm_batch_t *ride);
-
-/* Before b, whose verbs must execute after the ride's (a slot CAS after the pending
- * entry it relies on): when the ride and b touch more than one memory node, their
- * messages could run in either order, so the ride goes out alone first (1 RTT); on one
- * node they share b's message, the ride first. Returns 0 or what dm_ctx_ride_end returns. */
-int dm_ctx_ride_before(dm_ctx_t *ctx, const dm_batch_t *b);
-
 /* Suspend the operation for about us microseconds (libuv timer, millisecond granularity):
  * the coroutine yields, or the loop runs when called outside one. */
 void dm_ctx_sleep(dm_ctx_t *ctx, uint32_t us);
@@ -101,48 +84,5 @@ void dm_ctx_yield(dm_ctx_t *ctx);
 uint64_t dm_now_us(void);
 /* Wall clock in milliseconds since the epoch (expiry times). */
 uint64_t dm_wall_ms(void);
-
-/* A batch: verbs to any nodes, posted with one message per memory node and awaited
- * together = 1 round trip (doorbell batching). Verbs to one node run in posting order. */
-struct dm_batch {
-    unsigned n;
-    uint64_t send_by_us; /* 0, or the monotonic time (us) after which its messages must not
-                            leave this process: refused with DM_ETIMEDOUT instead (writes
-                            under a lease, dm_conn_t.send_by_us) */
-    dm_verb_t v[DM_BATCH_MAX];
-    uint8_t node[DM_BATCH_MAX];
-};
-
-static inline void dm_batch_init(dm_batch_t *b)
-{
-    b->n = 0;
-    b->send_by_us = 0;
-}
-
-/* The earlier of two send_by_us bounds (0: none). */
-static inline uint64_t dm_send_by_earlier(uint64_t a, uint64_t b)
-{
-    return !a ? b : !b ? a : a < b ? a : b;
-}
-/* Append verbs; each returns the verb (its result/status are valid after exec) or NULL
- * when the batch is full. */
-dm_verb_t *dm_batch_read(dm_batch_t *b, dm_gaddr_t a, void *buf, uint32_t len);
-dm_verb_t *dm_batch_write(dm_batch_t *b, dm_gaddr_t a, const void *buf, uint32_t len);
-dm_verb_t *dm_batch_cas(dm_batch_t *b, dm_gaddr_t a, uint64_t expect, uint64_t swap);
-dm_verb_t *dm_batch_faa(dm_batch_t *b, dm_gaddr_t a, uint64_t add);
-/* MASKED_CAS where the connection has it, else CAS with expect merged into the caller's
- * best guess of the unmasked bits (guess): the caller retries on mismatch. */
-dm_verb_t *dm_batch_masked_cas(dm_batch_t *b, dm_gaddr_t a, uint64_t expect, uint64_t cmask,
-                               uint64_t swap, uint64_t smask, uint64_t guess);
-
-/* Post the batch and wait for all of it: yields the current coroutine, or runs the
- * worker's loop when called outside one. Charges 1 RTT, the verbs and bytes to ctx->cls.
- * Returns 0 when every verb succeeded, else the first error (verb statuses tell which). */
-int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b);
-
-/* Post without waiting (fire and forget: background zeroing, counters). Charged like exec.
- * Returns 0 or a posting error. The verbs' buffers must stay valid until completion:
- * WRITE data is copied, so only READs need care (use exec for READs). */
-int dm_batch_post_async(dm_ctx_t *ctx, dm_batch_t *b);
 
 #endif

@@ -1,0 +1,482 @@
+/* The batch layer: verbs grouped per memory node (one message, one doorbell each),
+ * awaited together, charged to the operation's command class; connections reopened after a
+ * failure; fire-and-forget batches; writes riding along with an operation's next batch. */
+#include "dmkv/batch.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "dmkv/coro.h"
+#include "dmkv/errors.h"
+#include "dmkv/fault.h"
+#include "dmkv/log.h"
+
+/* Has the lease the ride's writes rely on ended? Then they are dropped, never posted late. */
+static int ride_expired(const dm_ctx_t *ctx)
+{
+    if (!ctx->ride_until_us || dm_now_us() <= ctx->ride_until_us) return 0;
+    dm_log(DM_LOG_WARNING, "a leaf lease ended before its writes were posted: dropped");
+    return 1;
+}
+
+void dm_ctx_ride_start(dm_ctx_t *ctx, dm_batch_t *ride)
+{
+    ctx->ride = ride;
+    ctx->ride_until_us = 0;
+}
+
+int dm_ctx_ride_end(dm_ctx_t *ctx, dm_batch_t *r)
+{
+    ctx->ride = NULL;
+    if (!r->n) return 0;
+    if (ride_expired(ctx)) {
+        r->n = 0;
+        r->send_by_us = 0;
+        return DM_ERETRY;
+    }
+    r->send_by_us = dm_send_by_earlier(r->send_by_us, ctx->ride_until_us);
+    int rc = dm_batch_exec(ctx, r);
+    r->n = 0;
+    r->send_by_us = 0;
+    return rc;
+}
+
+int dm_ctx_ride_before(dm_ctx_t *ctx, const dm_batch_t *b)
+{
+    dm_batch_t *r = ctx->ride;
+    if (!r || !r->n) return 0;
+    int one_node = 1;
+    for (unsigned i = 1; i < r->n; i++)
+        one_node &= r->node[i] == r->node[0];
+    for (unsigned i = 0; i < b->n; i++)
+        one_node &= b->node[i] == r->node[0];
+    if (one_node) return 0; /* one message: the node runs the ride first */
+    return dm_ctx_ride_end(ctx, r);
+}
+
+static dm_verb_t *batch_add(dm_batch_t *b, dm_gaddr_t a, uint8_t op)
+{
+    if (b->n >= DM_BATCH_MAX) return NULL;
+    dm_verb_t *v = &b->v[b->n];
+    memset(v, 0, sizeof(*v));
+    v->op = op;
+    v->offset = dm_gaddr_off(a);
+    b->node[b->n] = (uint8_t)dm_gaddr_node(a);
+    b->n++;
+    return v;
+}
+
+dm_verb_t *dm_batch_read(dm_batch_t *b, dm_gaddr_t a, void *buf, uint32_t len)
+{
+    dm_verb_t *v = batch_add(b, a, DM_OP_READ);
+    if (v) {
+        v->buf = buf;
+        v->len = len;
+    }
+    return v;
+}
+
+dm_verb_t *dm_batch_write(dm_batch_t *b, dm_gaddr_t a, const void *buf, uint32_t len)
+{
+    dm_verb_t *v = batch_add(b, a, DM_OP_WRITE);
+    if (v) {
+        v->buf = (void *)buf;
+        v->len = len;
+    }
+    return v;
+}
+
+dm_verb_t *dm_batch_cas(dm_batch_t *b, dm_gaddr_t a, uint64_t expect, uint64_t swap)
+{
+    dm_verb_t *v = batch_add(b, a, DM_OP_CAS);
+    if (v) {
+        v->len = 8;
+        v->compare = expect;
+        v->swap = swap;
+    }
+    return v;
+}
+
+dm_verb_t *dm_batch_faa(dm_batch_t *b, dm_gaddr_t a, uint64_t add)
+{
+    dm_verb_t *v = batch_add(b, a, DM_OP_FAA);
+    if (v) {
+        v->len = 8;
+        v->compare = add;
+    }
+    return v;
+}
+
+/* Callers of the masked form need the connection's capabilities: resolved at exec time
+ * would be too late for the caller's retry logic, so the batch records both forms and
+ * dm_batch_exec downgrades to CAS where the node lacks DM_CAP_MASKED_CAS. */
+dm_verb_t *dm_batch_masked_cas(dm_batch_t *b, dm_gaddr_t a, uint64_t expect, uint64_t cmask,
+                               uint64_t swap, uint64_t smask, uint64_t guess)
+{
+    dm_verb_t *v = batch_add(b, a, DM_OP_MASKED_CAS);
+    if (v) {
+        v->len = 8;
+        v->compare = expect;
+        v->compare_mask = cmask;
+        v->swap = swap;
+        v->swap_mask = smask;
+        v->result = guess; /* consumed by the CAS fallback */
+    }
+    return v;
+}
+
+typedef struct batch_wait {
+    unsigned pending;
+    int status;
+    int yielded;
+    dm_coro_t *co;
+} batch_wait_t;
+
+static void batch_done(void *arg, int conn_status)
+{
+    batch_wait_t *bw = arg;
+    if (conn_status && !bw->status) bw->status = conn_status;
+    if (--bw->pending == 0 && bw->yielded) dm_coro_resume(bw->co);
+}
+
+/* A masked CAS for a node without DM_CAP_MASKED_CAS becomes a plain CAS of the caller's
+ * guess with the masked parts merged. */
+static void downgrade_masked(dm_worker_t *w, unsigned node, dm_verb_t *t)
+{
+    if (t->op != DM_OP_MASKED_CAS || node >= w->n_nodes || !w->conns[node] ||
+        (w->conns[node]->caps & DM_CAP_MASKED_CAS))
+        return;
+    uint64_t g = t->result;
+    if ((g & t->compare_mask) != (t->compare & t->compare_mask))
+        g = (g & ~t->compare_mask) | (t->compare & t->compare_mask);
+    t->op = DM_OP_CAS;
+    t->compare = g;
+    t->swap = (g & ~t->swap_mask) | (t->swap & t->swap_mask);
+}
+
+/* Bytes b reads and writes (an atomic counts 8 each way), for INFO. */
+static void batch_bytes(const dm_batch_t *b, uint64_t *rd, uint64_t *wr)
+{
+    *rd = *wr = 0;
+    for (unsigned i = 0; i < b->n; i++) {
+        if (b->v[i].op == DM_OP_READ)
+            *rd += b->v[i].len;
+        else if (b->v[i].op == DM_OP_WRITE)
+            *wr += b->v[i].len;
+        else
+            *rd += 8, *wr += 8;
+    }
+}
+
+/* Group b's verbs per node into tmp (keeping order). */
+static unsigned group_by_node(dm_worker_t *w, dm_batch_t *b, dm_verb_t *tmp, unsigned *map,
+                              unsigned *start, unsigned *count)
+{
+    unsigned nodes = 0, k = 0;
+    unsigned order[DM_BATCH_MAX];
+    uint8_t seen[DM_GADDR_MAX_NODES] = {0};
+    for (unsigned i = 0; i < b->n; i++) {
+        if (!seen[b->node[i]]) {
+            seen[b->node[i]] = 1;
+            order[nodes++] = b->node[i];
+        }
+    }
+    for (unsigned j = 0; j < nodes; j++) {
+        start[j] = k;
+        for (unsigned i = 0; i < b->n; i++) {
+            if (b->node[i] != order[j]) continue;
+            tmp[k] = b->v[i];
+            downgrade_masked(w, order[j], &tmp[k]);
+            map[k++] = i;
+        }
+        count[j] = k - start[j];
+        start[j] |= (unsigned)order[j] << 16;
+    }
+    return nodes;
+}
+
+/* Post ctx's ride-along verbs with b (before b's, in one batch when they fit). */
+static int exec_with_ride(dm_ctx_t *ctx, dm_batch_t *b)
+{
+    dm_batch_t *r = ctx->ride;
+    ctx->ride = NULL;
+    if (ride_expired(ctx)) {
+        /* b may rely on the ride (a slot CAS behind its pending entry): not posted either;
+         * the caller retries and finds its lease check failing. */
+        r->n = 0;
+        r->send_by_us = 0;
+        return DM_ERETRY;
+    }
+    if (r->n + b->n > DM_BATCH_MAX) {
+        r->send_by_us = dm_send_by_earlier(r->send_by_us, ctx->ride_until_us);
+        int rc = dm_batch_exec(ctx, r);
+        r->n = 0;
+        r->send_by_us = 0;
+        return rc ? rc : dm_batch_exec(ctx, b);
+    }
+    dm_batch_t m;
+    m.n = r->n + b->n;
+    m.send_by_us = dm_send_by_earlier(b->send_by_us, ctx->ride_until_us);
+    memcpy(m.v, r->v, r->n * sizeof(m.v[0]));
+    memcpy(m.node, r->node, r->n);
+    memcpy(m.v + r->n, b->v, b->n * sizeof(m.v[0]));
+    memcpy(m.node + r->n, b->node, b->n);
+    int rc = dm_batch_exec(ctx, &m);
+    memcpy(b->v, m.v + r->n, b->n * sizeof(b->v[0]));
+    r->n = 0;
+    r->send_by_us = 0;
+    return rc;
+}
+
+/* c->ops->post with the message's send-by bound (dm_conn_t.send_by_us). */
+static int post_by(dm_conn_t *c, dm_verb_t *v, size_t n, dm_post_cb cb, void *arg,
+                   uint64_t send_by_us)
+{
+    c->send_by_us = send_by_us;
+    int rc = c->ops->post(c, v, n, cb, arg);
+    c->send_by_us = 0;
+    return rc;
+}
+
+#define REDIAL_GAP_US 1000000u /* at most one reconnect attempt a second per node */
+
+/* A failed connection is closed from a timer callback: the caller may be running inside
+ * one of its completion callbacks. */
+typedef struct retired {
+    uv_timer_t timer; /* first: the handle pointer is the struct's */
+    dm_conn_t *conn;
+} retired_t;
+
+static void on_retired(uv_timer_t *t)
+{
+    retired_t *r = t->data;
+    r->conn->ops->close(r->conn);
+    uv_close((uv_handle_t *)&r->timer, (uv_close_cb)free);
+}
+
+static void retire_conn(dm_worker_t *w, dm_conn_t *c)
+{
+    retired_t *r = malloc(sizeof(*r));
+    if (!r) return; /* leak the failed connection rather than close it under a callback */
+    r->conn = c;
+    uv_timer_init(w->loop, &r->timer);
+    r->timer.data = r;
+    uv_timer_start(&r->timer, on_retired, 0, 0);
+}
+
+/* The connection to node, opened again first when the backend gave up on it. */
+static dm_conn_t *conn_for(dm_worker_t *w, unsigned node)
+{
+    if (node >= w->n_nodes) return NULL;
+    dm_conn_t *c = w->conns[node];
+    if (!c || !c->failed || !w->uris[node]) return c;
+    uint64_t now = dm_now_us();
+    if (w->redial_us[node] && now - w->redial_us[node] < REDIAL_GAP_US) return c;
+    w->redial_us[node] = now;
+    char err[256];
+    dm_conn_t *n = dm_conn_open(w->loop, w->uris[node], node, err, sizeof(err));
+    if (!n) {
+        dm_log(DM_LOG_WARNING, "memory node %u (%s): reconnect failed: %s", node, w->uris[node],
+               err);
+        return c;
+    }
+    if (c && n->incarnation != c->incarnation) {
+        /* The node restarted and its region is new: the directory, leaf and allocation
+         * state this gateway holds describe memory that is gone, and writing into the new
+         * region by them would corrupt it. Refuse it (DM_ELOST) until the old one is back. */
+        if (w->lost[node] != n->incarnation)
+            dm_log(DM_LOG_WARNING,
+                   "memory node %u (%s) came back as a new incarnation (%016llx, was %016llx): "
+                   "its data is gone; refusing it (restart the gateways after restoring the "
+                   "pool)",
+                   node, w->uris[node], (unsigned long long)n->incarnation,
+                   (unsigned long long)c->incarnation);
+        w->lost[node] = n->incarnation;
+        n->ops->close(n);
+        return c;
+    }
+    w->lost[node] = 0;
+    retire_conn(w, c); /* failed: its batches have completed or will, with an error */
+    w->conns[node] = n;
+    dm_log(DM_LOG_NOTICE, "memory node %u (%s): reconnected", node, w->uris[node]);
+    return n;
+}
+
+/* Post n verbs at v to node's connection, cb(arg) on completion. Returns 0, or the error
+ * (DM_ELOST: the node came back empty; DM_EINVAL: no connection) with every verb's status
+ * set to it, and cb never called. */
+static int post_to_node(dm_worker_t *w, unsigned node, dm_verb_t *v, unsigned n, dm_post_cb cb,
+                        void *arg, uint64_t send_by_us)
+{
+    int rc = DM_EINVAL;
+    dm_conn_t *c = conn_for(w, node);
+    if (c && w->lost[node])
+        rc = DM_ELOST;
+    else if (c)
+        rc = post_by(c, v, n, cb, arg, send_by_us);
+    for (unsigned i = 0; rc && i < n; i++)
+        v[i].status = rc;
+    return rc;
+}
+
+/* Wait (yield, or run the loop outside a coroutine) until bw's messages completed. */
+static void batch_wait(dm_worker_t *w, batch_wait_t *bw)
+{
+    if (!bw->pending) return;
+    if (bw->co) {
+        bw->yielded = 1;
+        dm_coro_yield();
+    } else {
+        while (bw->pending)
+            uv_run(w->loop, UV_RUN_ONCE);
+    }
+}
+
+/* dm_batch_exec of a batch whose verbs all go to one node (the usual case): posted in
+ * place, no copy into per-node groups and back. */
+static int exec_one_node(dm_ctx_t *ctx, dm_batch_t *b, unsigned node)
+{
+    dm_worker_t *w = ctx->w;
+    for (unsigned i = 0; i < b->n; i++)
+        downgrade_masked(w, node, &b->v[i]); /* the caller sees the verb that executed */
+    batch_wait_t bw = {.pending = 1, .status = 0, .yielded = 0, .co = dm_coro_self()};
+    int rc = post_to_node(w, node, b->v, b->n, batch_done, &bw, b->send_by_us);
+    if (rc) return rc;
+    batch_wait(w, &bw);
+    int first = bw.status;
+    for (unsigned i = 0; i < b->n && !first; i++)
+        first = b->v[i].status;
+    return first;
+}
+
+int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b)
+{
+    dm_worker_t *w = ctx->w;
+    if (ctx->ride && ctx->ride->n) return exec_with_ride(ctx, b);
+    if (b->n == 0) return 0;
+    uint64_t rd, wr;
+    batch_bytes(b, &rd, &wr);
+    dm_stats_batch(ctx->cls, 1, b->n, rd, wr);
+    unsigned one = 1;
+    for (unsigned i = 1; i < b->n && one; i++)
+        one = b->node[i] == b->node[0];
+    if (one) return exec_one_node(ctx, b, b->node[0]);
+    dm_verb_t tmp[DM_BATCH_MAX];
+    unsigned map[DM_BATCH_MAX], start[DM_BATCH_MAX], count[DM_BATCH_MAX];
+    unsigned nodes = group_by_node(w, b, tmp, map, start, count);
+
+    batch_wait_t bw = {.pending = nodes, .status = 0, .yielded = 0, .co = dm_coro_self()};
+    for (unsigned j = 0; j < nodes; j++) {
+        unsigned s = start[j] & 0xffff;
+        int rc = post_to_node(w, start[j] >> 16, &tmp[s], count[j], batch_done, &bw, b->send_by_us);
+        if (rc) {
+            if (!bw.status) bw.status = rc;
+            bw.pending--;
+        }
+    }
+    batch_wait(w, &bw);
+    int first = bw.status;
+    for (unsigned k = 0; k < b->n; k++) {
+        dm_verb_t *dst = &b->v[map[k]];
+        dst->status = tmp[k].status;
+        dst->result = tmp[k].result;
+        /* A masked CAS sent as a plain CAS is judged by what was sent (result == compare):
+         * the caller sees the verb that executed, not the one it asked for. */
+        dst->op = tmp[k].op;
+        dst->compare = tmp[k].compare;
+        dst->swap = tmp[k].swap;
+        if (dst->status && !first) first = dst->status;
+    }
+    return first;
+}
+
+/* A fire-and-forget batch owns copies of its verbs and WRITE payloads. */
+typedef struct async_batch {
+    unsigned pending, nodes;
+    uint64_t send_by_us;
+    unsigned start[DM_BATCH_MAX], count[DM_BATCH_MAX]; /* as group_by_node made them */
+    dm_verb_t verbs[];
+} async_batch_t;
+
+static void async_done(void *arg, int conn_status)
+{
+    (void)conn_status;
+    async_batch_t *ab = arg;
+    if (--ab->pending == 0) free(ab);
+}
+
+/* Post ab's verbs, node by node; returns the first error. */
+static int async_send(dm_worker_t *w, async_batch_t *ab)
+{
+    ab->pending = ab->nodes + 1; /* +1 held while posting: local may complete synchronously */
+    int first = 0;
+    for (unsigned j = 0; j < ab->nodes; j++) {
+        unsigned s = ab->start[j] & 0xffff;
+        int rc = post_to_node(w, ab->start[j] >> 16, &ab->verbs[s], ab->count[j], async_done, ab,
+                              ab->send_by_us);
+        if (rc) {
+            ab->pending--;
+            if (!first) first = rc;
+        }
+    }
+    async_done(ab, 0);
+    return first;
+}
+
+/* A batch held back by the 'posted' fault point (tests: a slow network for one message). */
+typedef struct held_batch {
+    uv_timer_t timer; /* first: the handle pointer is the struct's */
+    dm_worker_t *w;
+    async_batch_t *ab;
+} held_batch_t;
+
+static void on_held_batch(uv_timer_t *t)
+{
+    held_batch_t *h = t->data;
+    async_send(h->w, h->ab);
+    uv_close((uv_handle_t *)&h->timer, (uv_close_cb)free);
+}
+
+int dm_batch_post_async(dm_ctx_t *ctx, dm_batch_t *b)
+{
+    dm_worker_t *w = ctx->w;
+    if (b->n == 0) return 0;
+    dm_verb_t tmp[DM_BATCH_MAX];
+    unsigned map[DM_BATCH_MAX], start[DM_BATCH_MAX], count[DM_BATCH_MAX];
+    uint64_t rd, wr;
+    batch_bytes(b, &rd, &wr);
+    unsigned nodes = group_by_node(w, b, tmp, map, start, count);
+    dm_stats_batch(ctx->cls, 0, b->n, rd, wr);
+    async_batch_t *ab = malloc(sizeof(*ab) + b->n * sizeof(dm_verb_t) + wr);
+    if (!ab) return DM_ENOMEM;
+    memcpy(ab->verbs, tmp, b->n * sizeof(dm_verb_t));
+    ab->send_by_us = b->send_by_us;
+    uint8_t *data = (uint8_t *)&ab->verbs[b->n];
+    for (unsigned k = 0; k < b->n; k++) {
+        dm_verb_t *v = &ab->verbs[k];
+        if (v->op == DM_OP_WRITE) {
+            memcpy(data, v->buf, v->len);
+            v->buf = data;
+            data += v->len;
+        } else if (v->op == DM_OP_READ) {
+            free(ab);
+            return DM_EINVAL;
+        }
+    }
+    ab->nodes = nodes;
+    memcpy(ab->start, start, nodes * sizeof(start[0]));
+    memcpy(ab->count, count, nodes * sizeof(count[0]));
+    uint32_t delay_ms = dm_fault_delay_ms(DM_FAULT_POSTED);
+    if (delay_ms) {
+        held_batch_t *h = malloc(sizeof(*h));
+        if (h) {
+            h->w = w;
+            h->ab = ab;
+            uv_timer_init(w->loop, &h->timer);
+            h->timer.data = h;
+            uv_timer_start(&h->timer, on_held_batch, delay_ms, 0);
+            return 0;
+        }
+    }
+    return async_send(w, ab);
+}
