@@ -321,7 +321,7 @@ static int cached_get(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_
 int dm_race_search_hot(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *item)
 {
     int rc = cached_get(ctx, key, klen, item);
-    if (rc == DM_EIO) rc = 0; /* a read is safe to redo: the search reconnects (worker.c) */
+    if (rc == DM_EIO) rc = 0; /* a read is safe to redo: the search reconnects (batch.c) */
     if (rc) return rc;
     int frozen = 0;
     rc = race_search(ctx, key, klen, item, &frozen);

@@ -23,7 +23,7 @@
  * - An error completion, a DISCONNECTED/DEVICE_REMOVAL event, a failed post or a batch
  *   outstanding longer than the timeout marks the connection broken: every outstanding and
  *   queued batch completes with DM_EIO and later posts return DM_EIO. The worker opens a new
- *   connection (pool/worker.c, base.failed).
+ *   connection (pool/batch.c, base.failed).
  *
  * Callbacks run only from loop callbacks or from close(), never from inside post(). */
 #include <endian.h>

@@ -11,7 +11,7 @@
  * verb->buf). Connection loss, a protocol violation, or no progress for the timeout (default 10 s,
  * env DMKV_TCP_TIMEOUT_MS) fails every outstanding batch (DM_EIO / DM_ETIMEDOUT); later
  * posts fail with DM_EIO at once and base.failed tells the worker to open a new
- * connection (pool/worker.c). Never a hang. */
+ * connection (pool/batch.c). Never a hang. */
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -35,7 +35,7 @@ struct dm_conn {
     uint64_t incarnation;  /* the region's incarnation (superblock.h; from HELLO), never 0 */
     unsigned node_id;      /* position of this memory node in the pool */
     int failed;            /* set by the backend once the connection is unusable (lost, timed
-                              out, QP in error): the worker opens a new one (pool/worker.c) */
+                              out, QP in error): the worker opens a new one (pool/batch.c) */
     uint64_t send_by_us;   /* set by the batch layer around post(), else 0: the message must
                               leave this process (socket write, doorbell) by this monotonic
                               time (us), checked again just before it leaves with the turn's
