@@ -40,8 +40,17 @@ typedef struct acache_entry {
     uint64_t tag; /* the key's 128-bit hash folded to 64 bits; 0 = empty */
     dm_gaddr_t slot_addr;
     uint64_t word;
-    uint64_t seen_us; /* the slot held word at some time after this (monotonic us) */
+    uint64_t seen; /* low SEEN_BITS: the slot held word at some time after this (monotonic
+                      us); above: the worker (dm_race_t.owner) that stored or last saw it */
 } acache_entry_t;
+
+#define SEEN_BITS 48 /* 8.9 years of monotonic microseconds */
+#define SEEN_MASK ((1ull << SEEN_BITS) - 1)
+
+static uint64_t seen_pack(uint64_t seen_us, uint16_t owner)
+{
+    return (seen_us & SEEN_MASK) | (uint64_t)owner << SEEN_BITS;
+}
 
 /* A pool's cache: sets of CACHE_WAYS entries, most recently stored first, each guarded by
  * a sequence word (odd while a writer changes the set). A reader that meets a writer
@@ -135,7 +144,7 @@ static void entry_load(const acache_entry_t *e, acache_entry_t *out)
     out->tag = __atomic_load_n(&e->tag, __ATOMIC_ACQUIRE);
     out->slot_addr = __atomic_load_n(&e->slot_addr, __ATOMIC_ACQUIRE);
     out->word = __atomic_load_n(&e->word, __ATOMIC_ACQUIRE);
-    out->seen_us = __atomic_load_n(&e->seen_us, __ATOMIC_ACQUIRE);
+    out->seen = __atomic_load_n(&e->seen, __ATOMIC_ACQUIRE);
 }
 
 static void entry_store(acache_entry_t *e, const acache_entry_t *in)
@@ -143,7 +152,7 @@ static void entry_store(acache_entry_t *e, const acache_entry_t *in)
     __atomic_store_n(&e->tag, in->tag, __ATOMIC_RELAXED);
     __atomic_store_n(&e->slot_addr, in->slot_addr, __ATOMIC_RELAXED);
     __atomic_store_n(&e->word, in->word, __ATOMIC_RELAXED);
-    __atomic_store_n(&e->seen_us, in->seen_us, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->seen, in->seen, __ATOMIC_RELAXED);
 }
 
 /* 1 and tag's entry in *out when the set holds it and no writer changed the set while it
@@ -207,7 +216,7 @@ void race_addr_cache_put(dm_race_t *r, const void *key, size_t klen, dm_gaddr_t 
     acache_entry_t *set = set_lock(c, tag, &seq);
     if (!set) return;
     int i = way_of(set, tag);
-    acache_entry_t ne = {tag, slot_addr, word, seen_us};
+    acache_entry_t ne = {tag, slot_addr, word, seen_pack(seen_us, r->owner)};
     if (!cacheable(word)) {
         if (i >= 0) __atomic_store_n(&set[i].tag, 0, __ATOMIC_RELAXED);
     } else {
@@ -225,18 +234,19 @@ void race_addr_cache_put(dm_race_t *r, const void *key, size_t klen, dm_gaddr_t 
 }
 
 int race_addr_cache_get(dm_race_t *r, const void *key, size_t klen, dm_gaddr_t *slot_addr,
-                        uint64_t *word, uint64_t *seen_us)
+                        uint64_t *word, uint64_t *seen_us, int *mine)
 {
     acache_entry_t e;
     if (!lookup(r->acache, key_tag(key, klen), &e)) return 0;
     *slot_addr = e.slot_addr;
     *word = e.word;
-    if (seen_us) *seen_us = e.seen_us;
+    if (seen_us) *seen_us = e.seen & SEEN_MASK;
+    if (mine) *mine = e.seen >> SEEN_BITS == r->owner;
     return 1;
 }
 
-/* The slot held want's word at start_us or later: move the entry's seen time up, if it
- * still remembers that word. */
+/* The slot held want's word at start_us or later, as r's worker saw: move the entry's seen
+ * time up (and make it r's), if it still remembers that word. */
 static void refresh_seen(dm_race_t *r, const acache_entry_t *want, uint64_t start_us)
 {
     acache_t *c = r->acache;
@@ -246,8 +256,8 @@ static void refresh_seen(dm_race_t *r, const acache_entry_t *want, uint64_t star
     int i = way_of(set, want->tag);
     if (i >= 0 && __atomic_load_n(&set[i].slot_addr, __ATOMIC_RELAXED) == want->slot_addr &&
         __atomic_load_n(&set[i].word, __ATOMIC_RELAXED) == want->word &&
-        __atomic_load_n(&set[i].seen_us, __ATOMIC_RELAXED) < start_us)
-        __atomic_store_n(&set[i].seen_us, start_us, __ATOMIC_RELAXED);
+        (__atomic_load_n(&set[i].seen, __ATOMIC_RELAXED) & SEEN_MASK) < start_us)
+        __atomic_store_n(&set[i].seen, seen_pack(start_us, r->owner), __ATOMIC_RELAXED);
     set_unlock(c, want->tag, seq);
 }
 

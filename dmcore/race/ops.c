@@ -615,7 +615,7 @@ static int cached_update(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *b
     dm_race_t *r = ctx->w->race;
     dm_gaddr_t sa;
     uint64_t w;
-    if (!race_addr_cache_get(r, key, klen, &sa, &w, NULL)) return 2;
+    if (!race_addr_cache_get(r, key, klen, &sa, &w, NULL, NULL)) return 2;
     uint64_t olen = (uint64_t)race_slot_len(w) * DM_KV_UNIT, now = 0;
     uint8_t *ob = malloc(olen);
     if (!ob) return 2;
@@ -691,8 +691,9 @@ static int cached_update(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *b
 static int blind_entry(dm_ctx_t *ctx, const void *key, size_t klen, dm_gaddr_t *sa, uint64_t *w)
 {
     uint64_t seen;
+    int mine;
     dm_race_t *r = ctx->w->race;
-    if (!race_addr_cache_get(r, key, klen, sa, w, &seen)) return 0;
+    if (!race_addr_cache_get(r, key, klen, sa, w, &seen, &mine) || !mine) return 0;
     uint64_t age = dm_now_us() - seen, hot = (uint64_t)HOT_RTTS * r->write_rtt_us;
     return age >= BLIND_MIN_AGE_US && age >= hot && age <= DM_OP_TIMEOUT_US;
 }

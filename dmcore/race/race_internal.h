@@ -134,10 +134,10 @@ void race_addr_cache_detach(dm_race_t *r);
  * block over 16 KB) forgets the key instead. */
 void race_addr_cache_put(dm_race_t *r, const void *key, size_t klen, dm_gaddr_t slot_addr,
                          uint64_t word, uint64_t seen_us);
-/* 1 and the remembered slot address, word and seen_us of key (seen_us may be NULL), or 0
- * when the cache has none. */
+/* 1 and the remembered slot address, word and seen_us of key, and in *mine whether r's
+ * worker stored or last saw it (seen_us and mine may be NULL), or 0 when the cache has none. */
 int race_addr_cache_get(dm_race_t *r, const void *key, size_t klen, dm_gaddr_t *slot_addr,
-                        uint64_t *word, uint64_t *seen_us);
+                        uint64_t *word, uint64_t *seen_us, int *mine);
 /* The remembered word was gone: forget key and count it (INFO race_addr_cache_dropped). */
 void race_addr_cache_stale(dm_race_t *r, const void *key, size_t klen);
 /* Count an answer given through the cache (INFO race_addr_cache_hits). */
