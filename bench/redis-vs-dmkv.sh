@@ -5,7 +5,8 @@
 #   load        LOAD_KEYS distinct keys (16 B keys, 32 B values), 4 loader connections
 #               x 64 pipelined (dmkv-bench-load), with bytes per key of each server
 #   get/set     redis-benchmark -c 50 -r 100000 -d 32 at -P 1 and -P 16 (keys present,
-#               so SET is an update), and one connection at -P 1000
+#               so SET is an update), and one connection at -P 1000; the -P 16 rows
+#               again through a gateway with one worker per CPU ("Nthr", the default)
 #   ycsb-X-D    YCSB-style core workloads A, B, C, D, F, uniform and zipf 0.99 key choice
 #               over the loaded keys (dmkv-bench-ycsb, 16 connections x 16 pipelined)
 # then hot keys with and without the address cache, and one 10,000-command pipeline's first
@@ -28,6 +29,7 @@ MEMNODE_PORT=${MEMNODE_PORT:-17000}
 THREADS=${THREADS:-1}
 HOT_KEYS=${HOT_KEYS:-1000}
 NOCACHE_PORT=${NOCACHE_PORT:-16381}
+MT_PORT=${MT_PORT:-16382}
 LOAD_KEYS=${LOAD_KEYS:-1000000}
 YCSB_OPS=${YCSB_OPS:-200000}
 OUT=${OUT:-$(dirname "$0")/results}
@@ -138,6 +140,24 @@ for T in get set; do
     run_dmkv rb "$DMKV_PORT" "$T" 1000 1
     emit "$T -c1 -P1000" "$N"
 done
+# The same -P 16 rows through a second gateway on the same pool with one worker per CPU
+# (the gateway's default): clients spread over its workers, which share one address cache.
+MT=$(nproc)
+if [ "$THREADS" = 1 ] && [ "$MT" -gt 1 ]; then
+    "$SERVER_BUILD/gateway/dmkv-gateway" --port "$MT_PORT" --threads "$MT" \
+        --memnode "tcp://127.0.0.1:$MEMNODE_PORT" 2>"$TMP/gateway-mt.log" &
+    MT_PID=$!
+    pids+=("$MT_PID")
+    wait_port "$MT_PORT"
+    saved_port=$DMKV_PORT saved_pids=("${DMKV_PIDS[@]}")
+    DMKV_PORT=$MT_PORT DMKV_PIDS=("${DMKV_PIDS[0]}" "$MT_PID")
+    for T in get set; do
+        run_redis rb "$REDIS_PORT" "$T" 16 50
+        run_dmkv rb "$DMKV_PORT" "$T" 16 50
+        emit "$T -P 16 ${MT}thr" "$N"
+    done
+    DMKV_PORT=$saved_port DMKV_PIDS=("${saved_pids[@]}")
+fi
 for W in a b c f d; do
     for D in uniform zipf; do
         run_redis ycsb "$REDIS_PORT" "$W" "$D"
