@@ -147,12 +147,15 @@ static void entry_load(const acache_entry_t *e, acache_entry_t *out)
     out->seen = __atomic_load_n(&e->seen, __ATOMIC_ACQUIRE);
 }
 
+/* Release stores: a reader whose acquire load sees one of them then sees the set's odd
+ * sequence word on its second look (on ARM a relaxed store may pass the CAS that made it
+ * odd). Plain moves on x86. */
 static void entry_store(acache_entry_t *e, const acache_entry_t *in)
 {
-    __atomic_store_n(&e->tag, in->tag, __ATOMIC_RELAXED);
-    __atomic_store_n(&e->slot_addr, in->slot_addr, __ATOMIC_RELAXED);
-    __atomic_store_n(&e->word, in->word, __ATOMIC_RELAXED);
-    __atomic_store_n(&e->seen, in->seen, __ATOMIC_RELAXED);
+    __atomic_store_n(&e->tag, in->tag, __ATOMIC_RELEASE);
+    __atomic_store_n(&e->slot_addr, in->slot_addr, __ATOMIC_RELEASE);
+    __atomic_store_n(&e->word, in->word, __ATOMIC_RELEASE);
+    __atomic_store_n(&e->seen, in->seen, __ATOMIC_RELEASE);
 }
 
 /* 1 and tag's entry in *out when the set holds it and no writer changed the set while it
@@ -218,7 +221,7 @@ void race_addr_cache_put(dm_race_t *r, const void *key, size_t klen, dm_gaddr_t 
     int i = way_of(set, tag);
     acache_entry_t ne = {tag, slot_addr, word, seen_pack(seen_us, r->owner)};
     if (!cacheable(word)) {
-        if (i >= 0) __atomic_store_n(&set[i].tag, 0, __ATOMIC_RELAXED);
+        if (i >= 0) __atomic_store_n(&set[i].tag, 0, __ATOMIC_RELEASE);
     } else {
         if (i < 0) { /* a new key: first in its set, the least recently stored one goes */
             for (int j = CACHE_WAYS - 1; j > 0; j--) {
@@ -257,7 +260,7 @@ static void refresh_seen(dm_race_t *r, const acache_entry_t *want, uint64_t star
     if (i >= 0 && __atomic_load_n(&set[i].slot_addr, __ATOMIC_RELAXED) == want->slot_addr &&
         __atomic_load_n(&set[i].word, __ATOMIC_RELAXED) == want->word &&
         (__atomic_load_n(&set[i].seen, __ATOMIC_RELAXED) & SEEN_MASK) < start_us)
-        __atomic_store_n(&set[i].seen, seen_pack(start_us, r->owner), __ATOMIC_RELAXED);
+        __atomic_store_n(&set[i].seen, seen_pack(start_us, r->owner), __ATOMIC_RELEASE);
     set_unlock(c, want->tag, seq);
 }
 
