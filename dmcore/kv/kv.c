@@ -1,6 +1,5 @@
 /* The gateway's KV API over the hybrid index (RACE + CHIME, kv/hybrid.c): expiry is checked here
  * (expired = absent), SET's NX/XX/GET/KEEPTTL become RACE's decide callback. */
-#include "dmkv/batch.h"
 #include "dmkv/kv.h"
 
 #include <stdlib.h>
@@ -8,6 +7,7 @@
 
 #include "dmkv/clock.h"
 #include "dmkv/alloc.h"
+#include "dmkv/batch.h"
 #include "dmkv/chime.h"
 #include "dmkv/coro.h"
 #include "dmkv/errors.h"

@@ -1,5 +1,4 @@
 /* The clock board (dmkv/clock.h): publish our wall clock, bound our offset to every peer. */
-#include "dmkv/batch.h"
 #include "dmkv/clock.h"
 
 #include <pthread.h>
@@ -8,6 +7,7 @@
 #include <sys/random.h>
 
 #include "dmkv/alloc.h"
+#include "dmkv/batch.h"
 #include "dmkv/errors.h"
 #include "dmkv/superblock.h"
 

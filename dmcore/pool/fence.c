@@ -1,7 +1,7 @@
 /* Fencing a lease holder (dmkv/fence.h). */
-#include "dmkv/batch.h"
 #include "dmkv/fence.h"
 
+#include "dmkv/batch.h"
 #include "dmkv/errors.h"
 #include "dmkv/lease.h"
 #include "dmkv/log.h"

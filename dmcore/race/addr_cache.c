@@ -1,5 +1,5 @@
 /* The validated address cache (docs/DESIGN.md "Round-trip budget": GET 1 RTT for hot keys).
- * A worker remembers where a key's slot was and what it held; a GET then reads that slot
+ * A gateway remembers where a key's slot was and what it held; a GET then reads that slot
  * word and the block it pointed to in one batch. The answer stands only when the slot
  * still holds the same word (same block pointer, length and fingerprint, no MOVING mark)
  * and the block holds the key with a good checksum:
@@ -78,17 +78,11 @@ void dm_race_addr_cache_stats(uint64_t *hit, uint64_t *dropped, uint64_t *blind_
 }
 
 /* DMKV_ADDR_CACHE=off turns the cache off for the whole process (the benchmark's
- * reference run of the previous design). */
+ * reference run of the previous design). Read at each attach only. */
 static int cache_enabled(void)
 {
-    static int enabled = -1; /* every worker thread may be first: atomics */
-    int v = __atomic_load_n(&enabled, __ATOMIC_RELAXED);
-    if (v < 0) {
-        const char *e = getenv("DMKV_ADDR_CACHE");
-        v = !(e && (!strcmp(e, "off") || !strcmp(e, "0")));
-        __atomic_store_n(&enabled, v, __ATOMIC_RELAXED);
-    }
-    return v;
+    const char *e = getenv("DMKV_ADDR_CACHE");
+    return !(e && (!strcmp(e, "off") || !strcmp(e, "0")));
 }
 
 void race_addr_cache_attach(dm_race_t *r, uint64_t incarnation)

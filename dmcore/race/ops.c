@@ -685,24 +685,27 @@ static int cached_update(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *b
 #define BLIND_MIN_AGE_US 1000u
 #define HOT_RTTS 8u
 
-/* key's cache entry when a blind update may use it: seen long enough ago not to be a hot
- * key (above), and at most DM_OP_TIMEOUT_US ago, the bound dm_ctx_check puts on every CAS
- * after a read (the word is as old as the verb that last saw it). */
-static int blind_entry(dm_ctx_t *ctx, const void *key, size_t klen, dm_gaddr_t *sa, uint64_t *w)
+/* key's cache entry when a blind update may use it: stored or last seen by this worker,
+ * long enough ago not to be a hot key (above), and at most DM_OP_TIMEOUT_US ago, the bound
+ * dm_ctx_check puts on every CAS after a read (the word is as old as the verb that last
+ * saw it). *now_us: the monotonic time it was judged at. */
+static int blind_entry(dm_ctx_t *ctx, const void *key, size_t klen, dm_gaddr_t *sa, uint64_t *w,
+                       uint64_t *now_us)
 {
     uint64_t seen;
     int mine;
     dm_race_t *r = ctx->w->race;
     if (!race_addr_cache_get(r, key, klen, sa, w, &seen, &mine) || !mine) return 0;
-    uint64_t age = dm_now_us() - seen, hot = (uint64_t)HOT_RTTS * r->write_rtt_us;
+    *now_us = dm_now_us();
+    uint64_t age = *now_us - seen, hot = (uint64_t)HOT_RTTS * r->write_rtt_us;
     return age >= BLIND_MIN_AGE_US && age >= hot && age <= DM_OP_TIMEOUT_US;
 }
 
 int dm_race_cached_fresh(dm_ctx_t *ctx, const void *key, size_t klen)
 {
     dm_gaddr_t sa;
-    uint64_t w;
-    return blind_entry(ctx, key, klen, &sa, &w);
+    uint64_t w, now;
+    return blind_entry(ctx, key, klen, &sa, &w, &now);
 }
 
 int dm_race_update_blind(dm_ctx_t *ctx, const void *key, size_t klen, const uint8_t *block,
@@ -710,10 +713,10 @@ int dm_race_update_blind(dm_ctx_t *ctx, const void *key, size_t klen, const uint
 {
     dm_race_t *r = ctx->w->race;
     dm_gaddr_t sa, addr;
-    uint64_t w;
+    uint64_t w, posted_us; /* before the post: the new word is in the slot some time after */
     /* Looked at again after the caller's commit turn: an earlier SET of the pipeline may
      * have written the key since (hot now), or the wait outlasted the bound. */
-    if (!blind_entry(ctx, key, klen, &sa, &w)) return 2;
+    if (!blind_entry(ctx, key, klen, &sa, &w, &posted_us)) return 2;
     int rc = dm_alloc_kv_block(ctx, block_len, &addr);
     if (rc) return rc;
     if (dm_gaddr_node(addr) != dm_gaddr_node(sa)) {
@@ -722,7 +725,6 @@ int dm_race_update_blind(dm_ctx_t *ctx, const void *key, size_t klen, const uint
         return 2;
     }
     uint64_t word = race_slot(race_slot_fp(w), dm_kvblock_len_units(block_len), addr);
-    uint64_t posted_us = dm_now_us();
     dm_batch_t b;
     dm_batch_init(&b);
     dm_batch_write(&b, addr, block, (uint32_t)block_len);

@@ -5,7 +5,6 @@
 
 #include <stdint.h>
 
-#include "dmkv/batch.h"
 #include "dmkv/race.h"
 
 #define RACE_MAGIC 0x32454341524dull /* "MRACE2" */
