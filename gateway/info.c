@@ -11,6 +11,7 @@
 
 #include "commands/cmdstats.h"
 #include "dmkv/alloc.h"
+#include "dmkv/batch.h"
 #include "dmkv/chime.h"
 #include "dmkv/clock.h"
 #include "dmkv/fence.h"
@@ -357,18 +358,21 @@ static void sec_dmkv(gw_buf_t *b)
     dm_race_split_stats(&splits, &splitting, &doublings);
     dm_race_stranded_stats(&stranded, &adopted);
     dm_race_addr_cache_stats(&ac_hits, &ac_dropped, &ac_blind);
-    gw_buf_printf(b,
-                  "race_splits:%llu\r\nrace_splits_in_progress:%llu\r\n"
-                  "race_directory_doublings:%llu\r\n"
-                  "race_stranded_inserts:%llu\r\nrace_stranded_adopted:%llu\r\n"
-                  "race_addr_cache_hits:%llu\r\nrace_addr_cache_dropped:%llu\r\n"
-                  "race_addr_cache_blind_sets:%llu\r\n"
-                  "hybrid_repairs:%llu\r\n",
-                  (unsigned long long)splits, (unsigned long long)splitting,
-                  (unsigned long long)doublings, (unsigned long long)stranded,
-                  (unsigned long long)adopted, (unsigned long long)ac_hits,
-                  (unsigned long long)ac_dropped, (unsigned long long)ac_blind,
-                  (unsigned long long)dm_kv_repairs());
+    uint64_t chained, chain_skips;
+    dm_chain_stats(&chained, &chain_skips);
+    gw_buf_printf(
+        b,
+        "race_splits:%llu\r\nrace_splits_in_progress:%llu\r\n"
+        "race_directory_doublings:%llu\r\n"
+        "race_stranded_inserts:%llu\r\nrace_stranded_adopted:%llu\r\n"
+        "race_addr_cache_hits:%llu\r\nrace_addr_cache_dropped:%llu\r\n"
+        "race_addr_cache_blind_sets:%llu\r\n"
+        "chained_commits:%llu\r\nchained_commits_skipped:%llu\r\n"
+        "hybrid_repairs:%llu\r\n",
+        (unsigned long long)splits, (unsigned long long)splitting, (unsigned long long)doublings,
+        (unsigned long long)stranded, (unsigned long long)adopted, (unsigned long long)ac_hits,
+        (unsigned long long)ac_dropped, (unsigned long long)ac_blind, (unsigned long long)chained,
+        (unsigned long long)chain_skips, (unsigned long long)dm_kv_repairs());
     dm_clock_status_t cs;
     dm_clock_status(&cs);
     gw_buf_printf(b,

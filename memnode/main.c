@@ -242,6 +242,12 @@ int main(int argc, char **argv)
         dm_log(DM_LOG_NOTICE, "rdma listener on %s:%d", o.rdma_bind ? o.rdma_bind : "*",
                o.rdma_port);
     }
+    {
+        const char *ns = getenv("DMKV_TEST_CHAIN_NO_SKIP");
+        server.env.chain_no_skip = ns && !strcmp(ns, "1");
+        if (server.env.chain_no_skip)
+            dm_log(DM_LOG_WARNING, "test mode: chained verbs are never skipped (out of order)");
+    }
     fence_on = mn_fence_start(&fence, loop, region.base, cut_holder, NULL) == 0;
     if (fence_on)
         server.env.fences = 1; /* HELLO reports DM_CAP_FENCE from now on */

@@ -136,11 +136,11 @@ static void do_hello(mn_req_t *q)
         q->state = MN_REQ_CLOSE;
         return;
     }
-    dm_tcp_hello_reply_t hr = {.version = DM_TCP_PROTO_VERSION,
-                               .caps = DM_CAP_MASKED_CAS | (e->fences ? DM_CAP_FENCE : 0u),
-                               .region_size = e->region->size,
-                               .incarnation =
-                                   ((const dm_superblock_t *)e->region->base)->incarnation};
+    dm_tcp_hello_reply_t hr = {
+        .version = DM_TCP_PROTO_VERSION,
+        .caps = DM_CAP_MASKED_CAS | DM_CAP_CHAIN | (e->fences ? DM_CAP_FENCE : 0u),
+        .region_size = e->region->size,
+        .incarnation = ((const dm_superblock_t *)e->region->base)->incarnation};
     memcpy(r->data + sizeof(dm_tcp_hdr_t), &hr, sizeof(hr));
     q->hello_done = 1;
     q->holder = hb.holder;
@@ -168,6 +168,16 @@ static void do_stats(mn_req_t *q)
 static int in_region(const mn_region_t *rg, uint64_t off, uint64_t len)
 {
     return off <= rg->size && len <= rg->size - off;
+}
+
+/* Whether a chained verb that ran failed: an error, or an atomic compare that did not match. */
+static int chain_failed(const dm_verb_t *v)
+{
+    if (v->status) return 1;
+    if (v->op == DM_OP_CAS) return v->result != v->compare;
+    if (v->op == DM_OP_MASKED_CAS)
+        return (v->result & v->compare_mask) != (v->compare & v->compare_mask);
+    return 0;
 }
 
 static void do_verbs(mn_req_t *q)
@@ -230,10 +240,15 @@ static void do_verbs(mn_req_t *q)
         } else if (tv.op == DM_OP_READ) {
             v.buf = rdata;
         }
-        if ((tv.op == DM_OP_READ || tv.op == DM_OP_WRITE) && !in_region(rg, tv.offset, tv.len))
+        uint32_t *broken = tv.chain_tag ? &q->chain_broken[tv.chain_tag] : NULL;
+        if (broken && *broken == (uint32_t)tv.chain_epoch + 1 && !e->chain_no_skip)
+            v.status = DM_ESKIPPED; /* an earlier verb of its chain failed: not run */
+        else if ((tv.op == DM_OP_READ || tv.op == DM_OP_WRITE) && !in_region(rg, tv.offset, tv.len))
             v.status = DM_ERANGE;
         else
             v.status = dm_region_exec_serial(rg->base, rg->size, &v); /* one loop thread */
+        if (broken && v.status != DM_ESKIPPED && chain_failed(&v))
+            *broken = (uint32_t)tv.chain_epoch + 1;
         if (tv.op == DM_OP_READ && v.status == 0) {
             rdata += tv.len;
             e->stats->bytes_read += tv.len;

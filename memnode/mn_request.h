@@ -29,7 +29,10 @@ typedef struct mn_req_env {
     /* STATS: fills the fields only the server knows (uptime, connections); may be NULL. */
     void (*fill_stats)(void *arg, dm_tcp_stats_t *st);
     void *arg;
-    int fences; /* the fence mailbox is served (mn_fence.h): HELLO reports DM_CAP_FENCE */
+    int fences;        /* the fence mailbox is served (mn_fence.h): HELLO reports DM_CAP_FENCE */
+    int chain_no_skip; /* test only (DMKV_TEST_CHAIN_NO_SKIP=1): chained verbs are never
+                          skipped, so a pipeline's commits may land out of order; the
+                          ordering test must catch it */
 } mn_req_env_t;
 
 enum { MN_REQ_OK = 0, MN_REQ_FAILED = 1, MN_REQ_CLOSE = 2 };
@@ -43,6 +46,8 @@ typedef struct mn_req {
                         CLOSE = close now (out of memory) */
     int hello_done;  /* HELLO accepted */
     uint16_t holder; /* the client's holder id from HELLO (0 = none): fenced by mn_fence */
+    /* DM_CAP_CHAIN: per chain tag, 1 + the epoch in which one of its verbs failed (0: none) */
+    uint32_t chain_broken[256];
     /* parser */
     uint8_t hbuf[sizeof(dm_tcp_hdr_t)];
     size_t hgot;

@@ -36,10 +36,10 @@ struct dm_coro {
     fcontext_t caller; /* where to jump to on yield/finish */
     dm_coro_fn fn;
     void *arg;
-    void *local;     /* dm_coro_set_local */
-    dm_turn_fn turn; /* dm_coro_set_turn: called once by dm_coro_wait_turn */
-    void *turn_arg;
-    void *stack; /* base of the mmap'd stack */
+    void *local;                /* dm_coro_set_local */
+    const dm_turn_hook_t *turn; /* dm_coro_set_turn */
+    int turn_held;              /* dm_coro_wait_turn returned: every earlier command ended */
+    void *stack;                /* base of the mmap'd stack */
     int done;
     struct dm_coro *next_free;
 #ifdef DM_ASAN
@@ -243,24 +243,35 @@ void *dm_coro_get_local(void)
     return current ? current->local : NULL;
 }
 
-void dm_coro_set_turn(dm_turn_fn fn, void *arg)
+void dm_coro_set_turn(const dm_turn_hook_t *hook)
 {
     if (!current) return;
-    current->turn = fn;
-    current->turn_arg = arg;
+    current->turn = hook;
+    current->turn_held = 0;
 }
 
 int dm_coro_turn_pending(void)
 {
-    return current && current->turn;
+    return current && current->turn && !current->turn_held;
 }
 
 void dm_coro_wait_turn(void)
 {
-    if (!current || !current->turn) return;
-    dm_turn_fn fn = current->turn;
-    current->turn = NULL; /* once: the turn is then held until the command ends */
-    fn(current->turn_arg);
+    if (!dm_coro_turn_pending()) return;
+    current->turn->wait(current->turn->arg, NULL);
+    current->turn_held = 1; /* held until the command ends: nothing earlier runs any more */
+}
+
+uint8_t dm_coro_wait_commit(const struct dm_chain_pos *on)
+{
+    if (!current || !current->turn) return 0;
+    if (!current->turn_held) current->turn->wait(current->turn->arg, on);
+    return current->turn->chain_tag;
+}
+
+void dm_coro_commit_posted(const struct dm_chain_pos *at)
+{
+    if (current && current->turn) current->turn->posted(current->turn->arg, at);
 }
 
 size_t dm_coro_live(void)

@@ -79,10 +79,9 @@ static int gate_decide(void *p, const dm_kv_view_t *v)
     int changes_presence = g->deleting ? v != NULL : v == NULL;
     g->lock_expired = yes && changes_presence && g->lk && !dm_chime_lock_valid(g->lk);
     if (g->lock_expired) return 0;
-    /* The slot CAS is this write's commit point: a write running ahead of earlier writes
-     * of its connection waits here for them (coro.h). Locked writes waited before their
-     * lock, so this returns at once for them. */
-    if (yes) dm_coro_wait_turn();
+    /* The slot CAS that follows is this write's commit point: RACE marks it
+     * (dm_batch_commit), and a write running ahead of earlier writes of its connection
+     * waits for its turn there (coro.h). Locked writes waited before their lock. */
     return yes;
 }
 
@@ -221,8 +220,7 @@ int dm_hybrid_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, u
 int dm_hybrid_set_blind(dm_ctx_t *ctx, const void *key, size_t klen, const uint8_t *block,
                         uint64_t block_len)
 {
-    if (!dm_race_cached_fresh(ctx, key, klen)) return 2;
-    dm_coro_wait_turn(); /* the slot CAS is this write's commit point */
+    /* The slot CAS is this write's commit point: it waits for its turn (coro.h). */
     return dm_race_update_blind(ctx, key, klen, block, block_len);
 }
 

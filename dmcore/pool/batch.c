@@ -97,6 +97,12 @@ dm_verb_t *dm_batch_cas(dm_batch_t *b, dm_gaddr_t a, uint64_t expect, uint64_t s
     return v;
 }
 
+void dm_batch_commit(dm_batch_t *b, dm_verb_t *v, uint64_t by_us)
+{
+    b->commit = (unsigned)(v - b->v) + 1;
+    b->commit_by_us = by_us;
+}
+
 dm_verb_t *dm_batch_faa(dm_batch_t *b, dm_gaddr_t a, uint64_t add)
 {
     dm_verb_t *v = batch_add(b, a, DM_OP_FAA);
@@ -217,6 +223,8 @@ static int exec_with_ride(dm_ctx_t *ctx, dm_batch_t *b)
     dm_batch_t m;
     m.n = r->n + b->n;
     m.send_by_us = dm_send_by_earlier(b->send_by_us, ctx->ride_until_us);
+    m.commit = b->commit ? b->commit + r->n : 0;
+    m.commit_by_us = b->commit_by_us;
     memcpy(m.v, r->v, r->n * sizeof(m.v[0]));
     memcpy(m.node, r->node, r->n);
     memcpy(m.v + r->n, b->v, b->n * sizeof(m.v[0]));
@@ -349,6 +357,102 @@ static int exec_one_node(dm_ctx_t *ctx, dm_batch_t *b, unsigned node)
     return first;
 }
 
+static uint64_t chains_posted, chains_skipped;
+
+void dm_chain_stats(uint64_t *posted, uint64_t *skipped)
+{
+    *posted = __atomic_load_n(&chains_posted, __ATOMIC_RELAXED);
+    *skipped = __atomic_load_n(&chains_skipped, __ATOMIC_RELAXED);
+}
+
+int dm_chain_intact(const dm_worker_t *w, const dm_chain_pos_t *p)
+{
+    const dm_conn_t *c = p->node < w->n_nodes ? w->conns[p->node] : NULL;
+    return c && c->serial == p->conn_serial && !c->failed && c->chain_epoch[p->tag] == p->epoch;
+}
+
+/* The commit turn of b's commit CAS, to node: chained (returns the tag, *pos filled but its
+ * epoch) when node's connection has DM_CAP_CHAIN and the coroutine a turn hook, else after
+ * the whole turn (returns 0). Returns -1 when the connection changed while waiting. */
+static int commit_turn(dm_worker_t *w, unsigned node, dm_chain_pos_t *pos)
+{
+    dm_conn_t *c = conn_for(w, node);
+    if (!c || c->failed || w->lost[node] || !(c->caps & DM_CAP_CHAIN)) {
+        dm_coro_wait_turn();
+        return 0;
+    }
+    *pos = (dm_chain_pos_t){.node = node, .conn_serial = c->serial};
+    uint8_t tag = dm_coro_wait_commit(pos);
+    c = w->conns[node]; /* the wait may have yielded: a reconnect replaces the connection */
+    if (!c || c->serial != pos->conn_serial || c->failed) return -1;
+    pos->tag = tag;
+    pos->epoch = tag ? c->chain_epoch[tag] : 0;
+    return tag;
+}
+
+/* dm_batch_exec of a batch on one node that carries a commit CAS (dm_batch_commit): after
+ * the commit turn, chained where the node's connection chains. When the memory node skipped
+ * the CAS (an earlier commit of its chain failed) the worker moves the chain's epoch on and
+ * the batch goes out again after a new turn: its writes are idempotent (a fresh block's
+ * WRITE, the CAS of the same word), and the caller sees only the outcome. */
+static int exec_commit(dm_ctx_t *ctx, dm_batch_t *b, unsigned node)
+{
+    dm_worker_t *w = ctx->w;
+    dm_verb_t *cv = &b->v[b->commit - 1];
+    const uint64_t expect = cv->compare;
+    for (;;) {
+        dm_chain_pos_t pos;
+        int tag = commit_turn(w, node, &pos);
+        if (tag < 0) continue;
+        if (b->commit_by_us && dm_now_us() > b->commit_by_us) {
+            cv->status = DM_ERETRY; /* the word it expects is too old to trust */
+            return DM_ERETRY;
+        }
+        int missed = 0;
+        if (tag) {
+            cv->chain_tag = (uint8_t)tag;
+            cv->chain_epoch = pos.epoch;
+            missed = dm_fault_delay_ms(DM_FAULT_COMMIT_MISS) != 0;
+            if (missed) cv->compare = ~expect;
+        }
+        for (unsigned i = 0; i < b->n; i++)
+            downgrade_masked(w, node, &b->v[i]);
+        batch_wait_t bw = {.pending = 1, .status = 0, .yielded = 0, .co = dm_coro_self()};
+        int rc = post_to_node(w, node, b->v, b->n, batch_done, &bw, b->send_by_us);
+        if (!rc && tag) {
+            __atomic_fetch_add(&chains_posted, 1, __ATOMIC_RELAXED);
+            dm_coro_commit_posted(&pos);
+        }
+        if (!rc) batch_wait(w, &bw);
+        cv->compare = expect;
+        cv->chain_tag = 0;
+        if (!rc && tag && (bw.status || cv->status || cv->result != (missed ? ~expect : expect))) {
+            /* Its chain is broken from here on: later commits posted on it were skipped.
+             * New ones get the next epoch; the slots of this connection's commands see
+             * their positions as no longer intact (dm_chain_intact). */
+            dm_conn_t *c = w->conns[node];
+            if (c && c->serial == pos.conn_serial && c->chain_epoch[tag] == pos.epoch)
+                c->chain_epoch[tag]++;
+            dm_coro_commit_posted(NULL);
+            if (cv->status == DM_ESKIPPED || (missed && !bw.status && !cv->status)) {
+                if (cv->status == DM_ESKIPPED)
+                    __atomic_fetch_add(&chains_skipped, 1, __ATOMIC_RELAXED);
+                for (unsigned i = 0; i < b->n; i++)
+                    b->v[i].status = 0;
+                uint64_t rd, wr;
+                batch_bytes(b, &rd, &wr);
+                dm_stats_batch(ctx->cls, 1, b->n, rd, wr); /* one more round trip */
+                continue;
+            }
+        }
+        if (rc) return rc;
+        int first = bw.status;
+        for (unsigned i = 0; i < b->n && !first; i++)
+            first = b->v[i].status;
+        return first;
+    }
+}
+
 int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b)
 {
     dm_worker_t *w = ctx->w;
@@ -360,6 +464,14 @@ int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b)
     unsigned one = 1;
     for (unsigned i = 1; i < b->n && one; i++)
         one = b->node[i] == b->node[0];
+    if (b->commit && one) return exec_commit(ctx, b, b->node[0]);
+    if (b->commit) {
+        dm_coro_wait_turn(); /* messages to two nodes have no order: no chain */
+        if (b->commit_by_us && dm_now_us() > b->commit_by_us) {
+            b->v[b->commit - 1].status = DM_ERETRY;
+            return DM_ERETRY;
+        }
+    }
     if (one) return exec_one_node(ctx, b, b->node[0]);
     dm_verb_t tmp[DM_BATCH_MAX];
     unsigned map[DM_BATCH_MAX], start[DM_BATCH_MAX], count[DM_BATCH_MAX];

@@ -654,6 +654,7 @@ static int cached_update(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *b
     if (!rc) {
         dm_batch_init(&b);
         v = dm_batch_cas(&b, sa, w, word);
+        dm_batch_commit(&b, v, ctx->start_us + DM_OP_TIMEOUT_US); /* dm_ctx_check's bound */
         *posted_cas = 1;
         rc = dm_batch_exec(ctx, &b);
     }
@@ -690,22 +691,21 @@ static int cached_update(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *b
  * dm_ctx_check puts on every CAS after a read (the word is as old as the verb that last
  * saw it). *now_us: the monotonic time it was judged at. */
 static int blind_entry(dm_ctx_t *ctx, const void *key, size_t klen, dm_gaddr_t *sa, uint64_t *w,
-                       uint64_t *now_us)
+                       uint64_t *now_us, uint64_t *seen_us)
 {
-    uint64_t seen;
     int mine;
     dm_race_t *r = ctx->w->race;
-    if (!race_addr_cache_get(r, key, klen, sa, w, &seen, &mine) || !mine) return 0;
+    if (!race_addr_cache_get(r, key, klen, sa, w, seen_us, &mine) || !mine) return 0;
     *now_us = dm_now_us();
-    uint64_t age = *now_us - seen, hot = (uint64_t)HOT_RTTS * r->write_rtt_us;
+    uint64_t age = *now_us - *seen_us, hot = (uint64_t)HOT_RTTS * r->write_rtt_us;
     return age >= BLIND_MIN_AGE_US && age >= hot && age <= DM_OP_TIMEOUT_US;
 }
 
 int dm_race_cached_fresh(dm_ctx_t *ctx, const void *key, size_t klen)
 {
     dm_gaddr_t sa;
-    uint64_t w, now;
-    return blind_entry(ctx, key, klen, &sa, &w, &now);
+    uint64_t w, now, seen;
+    return blind_entry(ctx, key, klen, &sa, &w, &now, &seen);
 }
 
 int dm_race_update_blind(dm_ctx_t *ctx, const void *key, size_t klen, const uint8_t *block,
@@ -713,10 +713,8 @@ int dm_race_update_blind(dm_ctx_t *ctx, const void *key, size_t klen, const uint
 {
     dm_race_t *r = ctx->w->race;
     dm_gaddr_t sa, addr;
-    uint64_t w, posted_us; /* before the post: the new word is in the slot some time after */
-    /* Looked at again after the caller's commit turn: an earlier SET of the pipeline may
-     * have written the key since (hot now), or the wait outlasted the bound. */
-    if (!blind_entry(ctx, key, klen, &sa, &w, &posted_us)) return 2;
+    uint64_t w, seen, posted_us; /* before the post: the new word is in the slot some time after */
+    if (!blind_entry(ctx, key, klen, &sa, &w, &posted_us, &seen)) return 2;
     int rc = dm_alloc_kv_block(ctx, block_len, &addr);
     if (rc) return rc;
     if (dm_gaddr_node(addr) != dm_gaddr_node(sa)) {
@@ -729,6 +727,9 @@ int dm_race_update_blind(dm_ctx_t *ctx, const void *key, size_t klen, const uint
     dm_batch_init(&b);
     dm_batch_write(&b, addr, block, (uint32_t)block_len);
     dm_verb_t *v = dm_batch_cas(&b, sa, w, word); /* executes after the WRITE: one message */
+    /* Its commit turn may come later (an earlier SET of the pipeline still running): never
+     * after the word's age passed the bound. */
+    dm_batch_commit(&b, v, seen + DM_OP_TIMEOUT_US);
     rc = dm_batch_exec(ctx, &b);
     note_write_rtt(r, dm_now_us() - posted_us);
     if (!rc && v->result == w) {
@@ -739,6 +740,7 @@ int dm_race_update_blind(dm_ctx_t *ctx, const void *key, size_t klen, const uint
     }
     if (rc == DM_EIO || rc == DM_ETIMEDOUT) return rc; /* linked or not: unknown, keep it */
     dm_alloc_free(ctx->w->alloc, addr, block_len);
+    if (rc == DM_ERETRY) return 2; /* its turn came too late to trust the word: not posted */
     if (rc) return rc;
     race_addr_cache_stale(r, key, klen); /* the slot changed: the full path finds out why */
     return 2;
@@ -864,6 +866,7 @@ int dm_race_set_carry(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *bloc
             cand_t *c = &lk.c[lk.first];
             dm_batch_init(&b);
             dm_verb_t *v = dm_batch_cas(&b, c->ref.addr, c->ref.word, word);
+            dm_batch_commit(&b, v, ctx->start_us + DM_OP_TIMEOUT_US);
             posted_cas = 1;
             rc = dm_batch_exec(ctx, &b);
             if (!rc && v->result == c->ref.word) {

@@ -456,6 +456,8 @@ static unsigned serialize(uint8_t *block, const dm_verb_t *verbs, size_t n, uint
     for (size_t i = 0; i < n; i++) {
         const dm_verb_t *v = &verbs[i];
         dm_tcp_verb_t tv = {.op = v->op,
+                            .chain_tag = v->chain_tag,
+                            .chain_epoch = v->chain_epoch,
                             .len = v->len,
                             .offset = v->offset,
                             .compare = v->compare,
@@ -558,7 +560,7 @@ dm_conn_t *dm_tcp_open(uv_loop_t *loop, const char *host, int port, char *err, s
         return NULL;
     }
     c->base.ops = &tcp_ops;
-    c->base.caps = hr.caps & (DM_CAP_MASKED_CAS | DM_CAP_FENCE);
+    c->base.caps = hr.caps & (DM_CAP_MASKED_CAS | DM_CAP_FENCE | DM_CAP_CHAIN);
     c->base.region_size = hr.region_size;
     c->base.incarnation = hr.incarnation;
     c->loop = loop;

@@ -14,6 +14,12 @@ static int masked_cas_disabled(void)
     return e && *e && strcmp(e, "0") != 0;
 }
 
+int dm_conn_chains_disabled(void)
+{
+    const char *e = getenv("DMKV_CHAIN");
+    return e && !strcmp(e, "0");
+}
+
 #define STAT_NODES 64
 static uint64_t node_messages[STAT_NODES], node_verbs[STAT_NODES];
 
@@ -90,8 +96,11 @@ dm_conn_t *dm_conn_open(uv_loop_t *loop, const char *uri, unsigned node_id, char
         return NULL;
     }
     if (c) {
+        static uint64_t serials;
         c->node_id = node_id;
+        c->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
         if (masked_cas_disabled()) c->caps &= ~DM_CAP_MASKED_CAS;
+        if (dm_conn_chains_disabled()) c->caps &= ~DM_CAP_CHAIN;
     }
     return c;
 }

@@ -34,6 +34,8 @@ const char *dm_strerror(int err)
     case DM_ELOST:
         return "a memory node restarted without its data (new incarnation); the pool's data "
                "on it is gone: restore the node and restart the gateways";
+    case DM_ESKIPPED:
+        return "chained verb skipped: an earlier verb of its chain failed";
     default:
         return "unknown error";
     }

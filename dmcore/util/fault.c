@@ -11,7 +11,7 @@
 #include "dmkv/worker.h"
 
 static const char *const site_names[DM_FAULT_NSITES] = {
-    "locked", "inserted", "taken_back", "propagate", "posted", "uncounted", "wire"};
+    "locked", "inserted", "taken_back", "propagate", "posted", "uncounted", "wire", "commit_miss"};
 
 typedef struct {
     uint32_t ms, one_in;

@@ -11,11 +11,18 @@
  *  - a run of consecutive read-only fast commands (GET, MGET, EXISTS, STRLEN...);
  *  - a run of consecutive plain SETs (SET key value, no options) with ordered commit
  *    points: each does its reads and writes its KV block concurrently, but its first
- *    change another client can see (the RACE slot CAS of a present key, or the CHIME leaf
- *    lock of an absent one) waits until it is the oldest command still running
- *    (dm_coro_wait_turn, turn_wait below), that is until every earlier SET of the run has
- *    finished. So the SETs take effect one after another in pipeline order, and a write
- *    is never visible before an earlier one. No SET of the run waits for its turn while
+ *    change another client can see waits for its turn (turn_wait below):
+ *     - the CHIME leaf lock of an absent key, or any commit on a memory-node connection
+ *       without chains (rdma), waits until every earlier SET of the run has finished;
+ *     - the RACE slot CAS of a present key on a connection with chains (tcp) waits until
+ *       every earlier SET has finished or has posted its own slot CAS on the same
+ *       connection and chain with nothing before it known to have failed
+ *       (dm_chain_intact). The memory node runs them in order and skips every later CAS
+ *       of the chain once one failed (DM_CAP_CHAIN); the skipped ones go out again after
+ *       a new turn (pool/batch.c). So a CAS lands only after every earlier SET's commit
+ *       landed.
+ *    So the SETs take effect one after another in pipeline order, and a write is never
+ *    visible before an earlier one. No SET of the run waits for its turn while
  *    holding a lock or a per-key queue place that an earlier one needs: the per-key queue
  *    is entered in pipeline order before the first round trip, without combining
  *    (kv.c), and the leaf lock is taken only after the turn.
@@ -344,26 +351,55 @@ static void wake_loop(gw_conn_t *c)
     dm_worker_wake(c->th->w, wk);
 }
 
-/* The oldest running command, when it is a write waiting for its commit turn: go on. */
+/* Whether slot p, earlier than a write waiting for its turn, lets it go on: p finished, or
+ * (a chained commit on `on`'s connection) p's own commit is posted on that connection's
+ * chain and nothing before it on the chain is known to have failed. */
+static bool slot_passed(const gw_slot_t *p, const dm_chain_pos_t *on, const dm_worker_t *w)
+{
+    if (p->done) return true;
+    return on && p->chained && p->chain_pos.node == on->node &&
+           p->chain_pos.conn_serial == on->conn_serial && dm_chain_intact(w, &p->chain_pos);
+}
+
+static bool turn_granted(const gw_slot_t *s, const dm_chain_pos_t *on)
+{
+    for (const gw_slot_t *p = s->c->shead; p && p != s; p = p->next)
+        if (!slot_passed(p, on, s->c->th->w)) return false;
+    return true;
+}
+
+/* After a slot finished or posted its commit: the oldest write waiting for its turn checks
+ * again (only the oldest can be let go: a later one waits for it too). */
 static void wake_turn(gw_conn_t *c)
 {
     gw_slot_t *s = c->shead;
-    if (!s || !s->turn_waiter) return;
+    while (s && !s->turn_waiter)
+        s = s->next;
+    if (!s) return;
     dm_wake_t *wk = s->turn_waiter;
     s->turn_waiter = NULL;
     dm_worker_wake(c->th->w, wk);
 }
 
-/* dm_turn_fn of a SET in a run: returns once every earlier command has finished. */
-static void turn_wait(void *arg)
+/* dm_turn_hook_t.wait of a SET in a run (dmkv/coro.h). */
+static void turn_wait(void *arg, const dm_chain_pos_t *on)
 {
     gw_slot_t *s = arg;
-    gw_conn_t *c = s->c;
-    while (c->shead != s) {
+    while (!turn_granted(s, on)) {
         dm_wake_t wk = {0};
         s->turn_waiter = &wk;
-        dm_worker_park(c->th->w, &wk);
+        dm_worker_park(s->c->th->w, &wk);
     }
+}
+
+/* dm_turn_hook_t.posted: a later write may now post its chained commit behind this one. */
+static void turn_posted(void *arg, const dm_chain_pos_t *at)
+{
+    gw_slot_t *s = arg;
+    s->chained = at != NULL;
+    if (!at) return;
+    s->chain_pos = *at;
+    wake_turn(s->c);
 }
 
 static void slot_coro(void *arg)
@@ -371,12 +407,21 @@ static void slot_coro(void *arg)
     gw_slot_t *s = arg;
     gw_conn_t *c = s->c;
     dm_coro_set_local(s);
-    if (c->skind == GW_SLOT_WRITE) dm_coro_set_turn(turn_wait, s);
+    if (c->skind == GW_SLOT_WRITE) {
+        /* Chain tags 1-255; two connections of a worker that share one only make each
+         * other's commits retry after a failure, never land out of order. */
+        s->hook = (dm_turn_hook_t){.wait = turn_wait,
+                                   .posted = turn_posted,
+                                   .arg = s,
+                                   .chain_tag = (uint8_t)(1 + c->id % 255)};
+        dm_coro_set_turn(&s->hook);
+    }
     bool kept = !c->closing && gw_command_exec(c, s->cmd);
-    dm_coro_set_turn(NULL, NULL);
+    dm_coro_set_turn(NULL);
     dm_coro_set_local(NULL);
     if (!kept) gw_cmd_free(s->cmd);
     s->done = true;
+    s->chained = false;
     c->sinflight--;
     emit_slots(c);
     wake_turn(c);
@@ -410,6 +455,7 @@ static bool start_slot(gw_conn_t *c, gw_cmd_t *cmd, int kind)
     s->rgen = cmd->rgen;
     s->done = false;
     s->turn_waiter = NULL;
+    s->chained = false;
     s->next = NULL;
     gw_slot_t *prev = c->stail;
     if (prev)

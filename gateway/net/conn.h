@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "dmkv/batch.h"
 #include "dmkv/coro.h"
 #include "resp/parser.h"
 #include "server/thread.h"
@@ -98,7 +99,10 @@ typedef struct gw_slot {
     gw_buf_t out;
     bool done;
     uint64_t rgen;          /* its command's client read (gw_cmd_t.rgen) */
-    dm_wake_t *turn_waiter; /* a write waiting to become the oldest (its commit turn) */
+    dm_wake_t *turn_waiter; /* a write waiting for its commit turn */
+    bool chained;           /* its commit CAS is posted at chain_pos (dmkv/coro.h) */
+    dm_chain_pos_t chain_pos;
+    dm_turn_hook_t hook; /* its turn hook (set on its coroutine) */
     struct gw_slot *next;
 } gw_slot_t;
 

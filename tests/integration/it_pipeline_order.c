@@ -16,7 +16,14 @@
  * the writes the pipeline made before it. DMKV_TEST_UNORDERED_WRITES=1 (a test-only switch
  * that lets a pipeline's key commands run concurrently without commit turns) must make
  * this test fail: `it_pipeline_order --expect-violation` runs that variant and fails if no
- * reader caught it. */
+ * reader caught it.
+ *
+ * Chained commits (tcp, DM_CAP_CHAIN): the updates of C and D post their slot CASes behind
+ * earlier ones without waiting for them; the memory node skips the rest of a chain once one
+ * fails. `--commit-miss` makes 1 in 4 chained commits fail on purpose (fault commit_miss):
+ * no violation, and the memory node must have skipped some. `--chain-no-skip` adds a
+ * memory node that never skips (DMKV_TEST_CHAIN_NO_SKIP): a reader must catch a flag
+ * that landed before the data it follows. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -115,18 +122,26 @@ static redisReply *next_reply(redisContext *c)
 
 /* One writer pipeline over a fresh pool and two fresh gateways, with the readers; returns
  * the violations seen plus the pipeline's own missed reads. */
-static int run_once(int expect_violation)
+enum { MODE_ORDERED, MODE_UNORDERED, MODE_COMMIT_MISS, MODE_CHAIN_NO_SKIP };
+
+static int run_once(int mode)
 {
+    int expect_violation = mode == MODE_UNORDERED || mode == MODE_CHAIN_NO_SKIP;
     atomic_store(&written, 0);
     atomic_store(&done, 0);
     atomic_store(&violations, 0);
     atomic_store(&polls, 0);
-    if (expect_violation) setenv("DMKV_TEST_UNORDERED_WRITES", "1", 1);
+    if (mode == MODE_UNORDERED) setenv("DMKV_TEST_UNORDERED_WRITES", "1", 1);
+    if (mode == MODE_CHAIN_NO_SKIP) setenv("DMKV_TEST_CHAIN_NO_SKIP", "1", 1);
     it_pool_t pool;
     it_pool_start(&pool);
+    unsetenv("DMKV_TEST_CHAIN_NO_SKIP");
+    if (mode == MODE_COMMIT_MISS || mode == MODE_CHAIN_NO_SKIP)
+        setenv("DMKV_FAULT_STALL", "commit_miss:1:4", 1);
     it_proc_t gw[2];
     it_gateways_start(&pool, gw, 2, 1, 1, NULL);
     unsetenv("DMKV_TEST_UNORDERED_WRITES");
+    unsetenv("DMKV_FAULT_STALL");
     wport = gw[0].port;
     rport = gw[1].port;
     pthread_t th[READERS];
@@ -188,6 +203,15 @@ static int run_once(int expect_violation)
             "reads of the pipeline's own writes missed%s\n",
             ROUNDS, CHUNK, atomic_load(&polls), atomic_load(&violations), own_misses,
             expect_violation ? " (writes unordered on purpose)" : "");
+    double chained = it_info_field(c, "dmkv", "chained_commits");
+    double skipped = it_info_field(c, "dmkv", "chained_commits_skipped");
+    fprintf(stderr, "writer's gateway: %.0f chained commits, %.0f skipped by the memory node\n",
+            chained, skipped);
+    const char *off = getenv("DMKV_CHAIN");
+    if (mode != MODE_UNORDERED && !(off && !strcmp(off, "0")))
+        CHECKF(chained > 0, "no commit was chained: the test does not exercise chains");
+    if (mode == MODE_COMMIT_MISS)
+        CHECKF(skipped > 0, "no chained commit was skipped after a failed one");
     redisFree(c);
     for (int i = 0; i < 2; i++)
         it_proc_stop(&gw[i]);
@@ -201,13 +225,18 @@ static int run_once(int expect_violation)
 
 int main(int argc, char **argv)
 {
-    int expect_violation = argc > 1 && !strcmp(argv[1], "--expect-violation");
+    const char *arg = argc > 1 ? argv[1] : "";
+    int mode = !strcmp(arg, "--expect-violation") ? MODE_UNORDERED
+               : !strcmp(arg, "--commit-miss")    ? MODE_COMMIT_MISS
+               : !strcmp(arg, "--chain-no-skip")  ? MODE_CHAIN_NO_SKIP
+                                                  : MODE_ORDERED;
+    int expect_violation = mode == MODE_UNORDERED || mode == MODE_CHAIN_NO_SKIP;
     it_begin("pipeline_order", 600);
-    int seen = run_once(expect_violation);
-    /* The unordered variant shows itself by chance (a reader polling at the wrong
+    int seen = run_once(mode);
+    /* The unordered variants show themselves by chance (a reader polling at the wrong
      * moment): on a loaded machine one pass saw nothing once; try up to three. */
     for (int i = 1; expect_violation && !seen && i < 3; i++)
-        seen = run_once(expect_violation);
+        seen = run_once(mode);
     if (expect_violation)
         CHECKF(seen > 0, "the unordered variant went unnoticed in 3 passes: the test cannot see "
                          "reordering");

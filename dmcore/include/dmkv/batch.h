@@ -16,9 +16,11 @@
  * together = 1 round trip (doorbell batching). Verbs to one node run in posting order. */
 struct dm_batch {
     unsigned n;
-    uint64_t send_by_us; /* 0, or the monotonic time (us) after which its messages must not
-                            leave this process: refused with DM_ETIMEDOUT instead (writes
-                            under a lease, dm_conn_t.send_by_us) */
+    uint64_t send_by_us;   /* 0, or the monotonic time (us) after which its messages must not
+                              leave this process: refused with DM_ETIMEDOUT instead (writes
+                              under a lease, dm_conn_t.send_by_us) */
+    unsigned commit;       /* 0, or 1 + the index of the write's commit CAS (dm_batch_commit) */
+    uint64_t commit_by_us; /* the commit is not posted after this monotonic time (us) */
     dm_verb_t v[DM_BATCH_MAX];
     uint8_t node[DM_BATCH_MAX];
 };
@@ -27,7 +29,27 @@ static inline void dm_batch_init(dm_batch_t *b)
 {
     b->n = 0;
     b->send_by_us = 0;
+    b->commit = 0;
+    b->commit_by_us = 0;
 }
+
+/* Where a chained commit CAS was posted: the connection (by serial, dm_conn_t) to memory
+ * node `node`, the chain's tag and epoch. */
+typedef struct dm_chain_pos {
+    unsigned node;
+    uint64_t conn_serial;
+    uint8_t tag;
+    uint16_t epoch;
+} dm_chain_pos_t;
+
+/* 1 while a commit posted at p may still land and nothing before it on its chain failed
+ * that the worker knows of: p's connection is still node's, not failed, and the chain's
+ * epoch has not moved on. A later commit posted on the same connection and chain then
+ * runs after it, and is skipped if it fails (DM_CAP_CHAIN). */
+int dm_chain_intact(const dm_worker_t *w, const dm_chain_pos_t *p);
+
+/* Chained commits posted, and those a memory node skipped (process totals, INFO). */
+void dm_chain_stats(uint64_t *posted, uint64_t *skipped);
 
 /* The earlier of two send_by_us bounds (0: none). */
 static inline uint64_t dm_send_by_earlier(uint64_t a, uint64_t b)
@@ -44,6 +66,14 @@ dm_verb_t *dm_batch_faa(dm_batch_t *b, dm_gaddr_t a, uint64_t add);
  * best guess of the unmasked bits (guess): the caller retries on mismatch. */
 dm_verb_t *dm_batch_masked_cas(dm_batch_t *b, dm_gaddr_t a, uint64_t expect, uint64_t cmask,
                                uint64_t swap, uint64_t smask, uint64_t guess);
+
+/* Mark v (a CAS in b, all of b's verbs on v's node) as the write's commit point: the first
+ * change another client sees (a RACE slot CAS of a present key). dm_batch_exec then waits
+ * for the coroutine's commit turn before posting b (dmkv/coro.h), chains the CAS where the
+ * connection has DM_CAP_CHAIN and posts b again when the memory node skipped it, and never
+ * posts it after by_us (monotonic us; the verb then fails with DM_ERETRY, as an operation
+ * that outlived its bound). */
+void dm_batch_commit(dm_batch_t *b, dm_verb_t *v, uint64_t by_us);
 
 /* Post the batch and wait for all of it: yields the current coroutine, or runs the
  * worker's loop when called outside one. Charges 1 RTT, the verbs and bytes to ctx->cls.

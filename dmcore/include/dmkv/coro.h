@@ -6,6 +6,7 @@
 #define DMKV_CORO_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef struct dm_coro dm_coro_t;
 typedef void (*dm_coro_fn)(void *arg);
@@ -32,17 +33,39 @@ void dm_coro_set_local(void *p);
 void *dm_coro_get_local(void);
 
 /* Ordered commit points (issue 11; gateway/net/conn.c has the argument). A write that runs
- * concurrently with earlier writes of its client connection carries a turn hook; the
- * write path calls dm_coro_wait_turn() just before its first change another client can
- * see (a RACE slot CAS of a present key, a CHIME leaf lock before an insert or delete),
- * and the hook returns once every earlier command of the connection has finished. The
- * hook runs at most once per coroutine; later calls, and calls on a coroutine without a
- * hook (every command run in order), return at once. */
-typedef void (*dm_turn_fn)(void *arg);
-void dm_coro_set_turn(dm_turn_fn fn, void *arg);
+ * concurrently with earlier writes of its client connection carries a turn hook; its first
+ * change another client can see waits for its turn:
+ *  - dm_coro_wait_turn() (a CHIME leaf lock before an insert or delete, any commit on a
+ *    connection without chains) returns once every earlier command of the connection has
+ *    finished; the turn is then held until the command ends;
+ *  - a commit CAS (a RACE slot CAS of a present key, pool/batch.c dm_batch_commit) to a
+ *    connection with DM_CAP_CHAIN waits (dm_coro_wait_commit) only until every earlier
+ *    command has finished or has posted its own commit CAS on the same chain, still intact:
+ *    the memory node then runs the commits in order and skips the later ones once one
+ *    fails, so none lands before an earlier one of its connection.
+ * Calls on a coroutine without a hook (every command run in order) return at once. */
+struct dm_chain_pos; /* dmkv/batch.h */
+typedef struct dm_turn_hook {
+    /* Return once every earlier command has finished (on == NULL), or finished or posted
+     * its commit at a position still intact on on's connection. */
+    void (*wait)(void *arg, const struct dm_chain_pos *on);
+    /* This command's chained commit was posted at `at`; NULL: it failed or was skipped (no
+     * longer a position later commits may follow). */
+    void (*posted)(void *arg, const struct dm_chain_pos *at);
+    void *arg;
+    uint8_t chain_tag; /* nonzero: the chain tag of this client connection's commits */
+} dm_turn_hook_t;
+/* Set (hook stays the caller's until cleared with NULL) or clear the running coroutine's
+ * hook. */
+void dm_coro_set_turn(const dm_turn_hook_t *hook);
 void dm_coro_wait_turn(void);
-/* 1 while the running coroutine has a turn hook it has not waited for yet. */
+/* 1 while the running coroutine has a turn hook and has not waited for its whole turn. */
 int dm_coro_turn_pending(void);
+/* The batch layer, before posting a commit CAS at `on` (its epoch not yet chosen): waits
+ * as above and returns the chain tag to post it with, or 0 (no hook: post unchained). */
+uint8_t dm_coro_wait_commit(const struct dm_chain_pos *on);
+/* The batch layer: the commit was posted at `at` (NULL: it failed or was skipped). */
+void dm_coro_commit_posted(const struct dm_chain_pos *at);
 
 /* Number of live coroutines on this thread (suspended + running). */
 size_t dm_coro_live(void);

@@ -15,16 +15,20 @@
 struct dm_ctx; /* dmkv/worker.h: this header is also used below the batch layer */
 
 typedef enum {
-    DM_FAULT_LOCKED,     /* a leaf lock held, before the RACE slot CAS (kv/hybrid.c) */
-    DM_FAULT_INSERTED,   /* a new key's slot CAS done, before its duplicate check (race/ops.c) */
-    DM_FAULT_TAKEN_BACK, /* a stranded insert's slot taken back, before the redo (race/ops.c) */
-    DM_FAULT_PROPAGATE,  /* a leaf split written, before its separator goes up (chime/split.c) */
-    DM_FAULT_POSTED,     /* a fire-and-forget batch held back before it is sent (pool/batch.c) */
-    DM_FAULT_UNCOUNTED,  /* any ms: the key counter's FAA dropped, as if never sent (race/ops.c) */
-    DM_FAULT_WIRE,       /* a message with a send-by bound that passed its check at the turn's
-                            end: the whole thread blocks before the socket write or doorbell,
-                            so it reaches the node late (a retransmitting network, a stop
-                            right after the check; transport/tcp.c, rdma.c) */
+    DM_FAULT_LOCKED,      /* a leaf lock held, before the RACE slot CAS (kv/hybrid.c) */
+    DM_FAULT_INSERTED,    /* a new key's slot CAS done, before its duplicate check (race/ops.c) */
+    DM_FAULT_TAKEN_BACK,  /* a stranded insert's slot taken back, before the redo (race/ops.c) */
+    DM_FAULT_PROPAGATE,   /* a leaf split written, before its separator goes up (chime/split.c) */
+    DM_FAULT_POSTED,      /* a fire-and-forget batch held back before it is sent (pool/batch.c) */
+    DM_FAULT_UNCOUNTED,   /* any ms: the key counter's FAA dropped, as if never sent (race/ops.c) */
+    DM_FAULT_WIRE,        /* a message with a send-by bound that passed its check at the turn's
+                             end: the whole thread blocks before the socket write or doorbell,
+                             so it reaches the node late (a retransmitting network, a stop
+                             right after the check; transport/tcp.c, rdma.c) */
+    DM_FAULT_COMMIT_MISS, /* any ms: a chained commit CAS sent with a wrong expected word, as
+                             if another writer had changed the slot: it fails, the memory
+                             node skips the rest of its chain, and it is posted again right
+                             (pool/batch.c) */
     DM_FAULT_NSITES
 } dm_fault_site_t;
 

@@ -16,7 +16,10 @@
  *   VERBS  count = n verbs (<= DM_TCP_MAX_VERBS). body: n dm_tcp_verb_t, then the payload of
  *          every WRITE in verb order (len bytes each).
  *          reply status 0, count = n: n dm_tcp_result_t, then the payload of every READ whose
- *          result status is 0, in verb order (len bytes each).
+ *          result status is 0, in verb order (len bytes each). A verb with a chain tag is
+ *          skipped (status DM_ESKIPPED) when an earlier chained verb of the same tag and
+ *          epoch on this connection failed, in this request or an earlier one
+ *          (DM_CAP_CHAIN, dmkv/verbs.h).
  *   STATS  empty body. reply status 0: body dm_tcp_stats_t.
  * A request the memory node cannot parse (bad magic, unknown type, lengths over the limits
  * below, inconsistent body length, VERBS/STATS before HELLO) gets a DM_TCP_ERROR message
@@ -71,7 +74,8 @@ typedef struct dm_tcp_hello_reply {
 
 typedef struct dm_tcp_verb {
     uint8_t op;            /* dm_op_t */
-    uint8_t reserved[3];   /* 0 */
+    uint8_t chain_tag;     /* 0, or the verb's chain (DM_CAP_CHAIN, dmkv/verbs.h) */
+    uint16_t chain_epoch;  /* the chain's epoch */
     uint32_t len;          /* READ/WRITE bytes (<= DM_TCP_MAX_IO); 8 for atomics */
     uint64_t offset;       /* byte offset in the region */
     uint64_t compare;      /* CAS/MASKED_CAS expected value; FAA addend */

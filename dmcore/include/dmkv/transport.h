@@ -30,21 +30,27 @@ typedef struct dm_conn_ops {
 
 struct dm_conn {
     const dm_conn_ops_t *ops;
-    uint32_t caps;         /* DM_CAP_* */
-    uint64_t region_size;  /* bytes in the memory node's region (from HELLO) */
-    uint64_t incarnation;  /* the region's incarnation (superblock.h; from HELLO), never 0 */
-    unsigned node_id;      /* position of this memory node in the pool */
-    int failed;            /* set by the backend once the connection is unusable (lost, timed
-                              out, QP in error): the worker opens a new one (pool/batch.c) */
-    uint64_t send_by_us;   /* set by the batch layer around post(), else 0: the message must
-                              leave this process (socket write, doorbell) by this monotonic
-                              time (us), checked again just before it leaves with the turn's
-                              others, or be refused with DM_ETIMEDOUT, nothing sent. A lease
-                              holder's writes carry its hold's end, so a holder stalled before
-                              they left (SIGSTOP, a held batch) never lands them after a
-                              takeover */
-    uint64_t messages;     /* messages sent (tcp: one per coalesced write; INFO) */
-    uint64_t verbs_posted; /* verbs in them */
+    uint32_t caps;             /* DM_CAP_* */
+    uint64_t region_size;      /* bytes in the memory node's region (from HELLO) */
+    uint64_t incarnation;      /* the region's incarnation (superblock.h; from HELLO), never 0 */
+    unsigned node_id;          /* position of this memory node in the pool */
+    int failed;                /* set by the backend once the connection is unusable (lost, timed
+                                  out, QP in error): the worker opens a new one (pool/batch.c) */
+    uint64_t send_by_us;       /* set by the batch layer around post(), else 0: the message must
+                                  leave this process (socket write, doorbell) by this monotonic
+                                  time (us), checked again just before it leaves with the turn's
+                                  others, or be refused with DM_ETIMEDOUT, nothing sent. A lease
+                                  holder's writes carry its hold's end, so a holder stalled before
+                                  they left (SIGSTOP, a held batch) never lands them after a
+                                  takeover */
+    uint64_t messages;         /* messages sent (tcp: one per coalesced write; INFO) */
+    uint64_t verbs_posted;     /* verbs in them */
+    uint64_t serial;           /* unique in the process (set by dm_conn_open): a chain position
+                                  names its connection by it, never by a pointer that a
+                                  reconnect may free and reuse */
+    uint16_t chain_epoch[256]; /* DM_CAP_CHAIN: per chain tag, the epoch new chained verbs
+                                  carry; moved on once a verb of the current one failed
+                                  (pool/batch.c) */
 };
 
 /* Count messages sent to c's memory node (one write, one doorbell) and the verbs in them:
@@ -66,6 +72,10 @@ uint16_t dm_holder_id(void);
 
 /* Totals for memory node `node` (0 for nodes never used). Thread-safe. */
 void dm_conn_node_stats(unsigned node, uint64_t *messages, uint64_t *verbs);
+
+/* DMKV_CHAIN=0 turns chained commits off (benchmarks compare; tests run both): the caps
+ * of connections opened later lose DM_CAP_CHAIN. */
+int dm_conn_chains_disabled(void);
 
 /* Open a connection to a memory node given by URI:
  *   "local"          in-process region (created on first use, size from dm_local_set_size)

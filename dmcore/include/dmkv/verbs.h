@@ -30,11 +30,22 @@ typedef struct dm_verb {
     int status;            /* 0 or DM_E* (filled on completion) */
     uint8_t fence;         /* READ: must see the effect of the batch's earlier atomics (rdma:
                               IBV_SEND_FENCE; tcp and local execute in order anyway) */
+    uint8_t chain_tag;     /* 0, or the chain of a commit CAS (DM_CAP_CHAIN; set by the batch
+                              layer): skipped (DM_ESKIPPED) when an earlier verb of the same
+                              tag and epoch on this connection failed */
+    uint16_t chain_epoch;  /* the chain's epoch (dm_conn_t.chain_epoch) */
 } dm_verb_t;
 
 /* Capability bits a connection reports. */
 #define DM_CAP_MASKED_CAS 0x1u /* executes MASKED_CAS natively */
 /* Serves the fence mailbox (dmkv/fence.h): cuts a lease holder's connections on request. */
 #define DM_CAP_FENCE 0x2u
+/* Chained verbs (tcp): a verb with chain_tag t and epoch e is skipped (DM_ESKIPPED, no
+ * effect) when an earlier chained verb of (t, e) on the same connection failed: a CAS or
+ * MASKED_CAS that did not match, or any verb with an error status. The connection executes
+ * its messages in order, so a pipeline's commit CASes may travel together and none lands
+ * after an earlier one of its chain failed (pool/batch.c, gateway/net/conn.c). An RNIC
+ * cannot do this: rdma never reports it. */
+#define DM_CAP_CHAIN 0x4u
 
 #endif
