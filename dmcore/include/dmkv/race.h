@@ -67,7 +67,9 @@ void dm_race_addr_cache_stats(uint64_t *hits, uint64_t *dropped, uint64_t *blind
  * existed, *old receives the replaced item (caller frees old->block).
  * RTTs: update 3, insert 4 (Algorithm 1 plus the duplicate check, RACE §3.3), more
  * while a split is in the way. Returns 1 when written, 0 when vetoed, or DM_E* (DM_EFULL
- * at the maximum depth, DM_ENOMEM when the pool is full: nothing changed). */
+ * at the maximum depth, DM_ENOMEM when the pool is full: nothing changed). The slot CAS
+ * of an update is the write's commit (dm_batch_commit: it waits for the commit turn,
+ * dmkv/coro.h); an insert's caller takes the whole turn before its leaf lock. */
 int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uint64_t block_len,
                 dm_race_decide_fn decide, void *arg, int keep_ttl, dm_race_item_t *old);
 
@@ -121,7 +123,8 @@ int dm_race_cached_fresh(dm_ctx_t *ctx, const void *key, size_t klen);
  * DM_GRACE_US of when the word was seen there, so a CAS that succeeds replaced our key's
  * value. Returns 1 done; 2 not done (no fresh entry, slot and block on different nodes, or
  * the slot changed: run the full path); DM_EIO / DM_ETIMEDOUT with the outcome unknown;
- * other DM_E* errors. The caller waits for its commit turn before (dmkv/coro.h). */
+ * other DM_E* errors. Its CAS is the write's commit (dm_batch_commit): the batch layer
+ * waits for the commit turn (dmkv/coro.h), never past the word's age bound. */
 int dm_race_update_blind(dm_ctx_t *ctx, const void *key, size_t klen, const uint8_t *block,
                          uint64_t block_len);
 /* Free carry's unused block (quarantined when a CAS named it). */
