@@ -40,15 +40,33 @@ void dm_ctx_init(dm_ctx_t *ctx, dm_worker_t *w, dm_cls_t cls)
 static void on_waker(uv_idle_t *h)
 {
     dm_worker_t *w = h->data;
-    dm_wake_t *list = w->ready;
+    w->draining = w->ready;
+    w->draining_tail = w->ready_tail;
     w->ready = w->ready_tail = NULL;
     uv_idle_stop(h);
-    while (list) {
-        dm_wake_t *wk = list;
-        list = wk->next;
+    w->in_waker = 1;
+    while (w->draining) {
+        dm_wake_t *wk = w->draining;
+        w->draining = wk->next;
+        if (!w->draining) w->draining_tail = NULL;
         wk->woken = 1;
         if (wk->co) dm_coro_resume(wk->co);
     }
+    w->in_waker = 0;
+}
+
+void dm_worker_wake_now(dm_worker_t *w, dm_wake_t *wk)
+{
+    if (!w->in_waker) {
+        dm_worker_wake(w, wk);
+        return;
+    }
+    wk->next = NULL;
+    if (w->draining_tail)
+        w->draining_tail->next = wk;
+    else
+        w->draining = wk;
+    w->draining_tail = wk;
 }
 
 void dm_worker_park(dm_worker_t *w, dm_wake_t *wk)

@@ -378,7 +378,7 @@ static void wake_turn(gw_conn_t *c)
     if (!s) return;
     dm_wake_t *wk = s->turn_waiter;
     s->turn_waiter = NULL;
-    dm_worker_wake(c->th->w, wk);
+    dm_worker_wake_now(c->th->w, wk);
 }
 
 /* dm_turn_hook_t.wait of a SET in a run (dmkv/coro.h). */

@@ -26,10 +26,12 @@ typedef struct dm_worker {
     int volatile_marked;    /* this worker set the superblock's volatile_seen (kv/kv.c) */
     uv_idle_t *waker;       /* resumes coroutines queued by dm_worker_wake */
     struct dm_wake *ready, *ready_tail;
-    uint32_t op_timeout_us;                 /* an operation running longer restarts (DM_ERETRY) */
-    char *uris[DM_GADDR_MAX_NODES];         /* to open a failed connection again */
-    uint64_t redial_us[DM_GADDR_MAX_NODES]; /* last attempt (monotonic microseconds) */
-    uint64_t lost[DM_GADDR_MAX_NODES];      /* a reconnect found this other incarnation: refused */
+    struct dm_wake *draining, *draining_tail; /* the wakes the waker is resuming now */
+    int in_waker;                             /* the waker is running */
+    uint32_t op_timeout_us;                   /* an operation running longer restarts (DM_ERETRY) */
+    char *uris[DM_GADDR_MAX_NODES];           /* to open a failed connection again */
+    uint64_t redial_us[DM_GADDR_MAX_NODES];   /* last attempt (monotonic microseconds) */
+    uint64_t lost[DM_GADDR_MAX_NODES]; /* a reconnect found this other incarnation: refused */
 } dm_worker_t;
 
 /* Per-operation context: which worker, which counters, when it started. */
@@ -70,6 +72,12 @@ typedef struct dm_wake {
 void dm_worker_park(dm_worker_t *w, dm_wake_t *wk);
 /* Make wk's operation runnable; it resumes from the loop, never inside the caller. */
 void dm_worker_wake(dm_worker_t *w, dm_wake_t *wk);
+/* dm_worker_wake, but when called from an operation the waker resumed, wk resumes in the
+ * same pass (before the loop's next turn): a chain of commit turns, each letting the next
+ * go (gateway/net/conn.c), then posts into one message instead of one per loop turn. Only
+ * for waking another operation that makes progress: a self-wake would never let the loop
+ * run. */
+void dm_worker_wake_now(dm_worker_t *w, dm_wake_t *wk);
 
 /* Start an operation context charged to class cls. */
 void dm_ctx_init(dm_ctx_t *ctx, dm_worker_t *w, dm_cls_t cls);
