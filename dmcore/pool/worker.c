@@ -55,18 +55,23 @@ static void on_waker(uv_idle_t *h)
     w->in_waker = 0;
 }
 
+/* Append wk to the list *head .. *tail. */
+static void wake_append(dm_wake_t **head, dm_wake_t **tail, dm_wake_t *wk)
+{
+    wk->next = NULL;
+    if (*tail)
+        (*tail)->next = wk;
+    else
+        *head = wk;
+    *tail = wk;
+}
+
 void dm_worker_wake_now(dm_worker_t *w, dm_wake_t *wk)
 {
-    if (!w->in_waker) {
-        dm_worker_wake(w, wk);
-        return;
-    }
-    wk->next = NULL;
-    if (w->draining_tail)
-        w->draining_tail->next = wk;
+    if (w->in_waker)
+        wake_append(&w->draining, &w->draining_tail, wk);
     else
-        w->draining = wk;
-    w->draining_tail = wk;
+        dm_worker_wake(w, wk);
 }
 
 void dm_worker_park(dm_worker_t *w, dm_wake_t *wk)
@@ -83,12 +88,7 @@ void dm_worker_park(dm_worker_t *w, dm_wake_t *wk)
 
 void dm_worker_wake(dm_worker_t *w, dm_wake_t *wk)
 {
-    wk->next = NULL;
-    if (w->ready_tail)
-        w->ready_tail->next = wk;
-    else
-        w->ready = wk;
-    w->ready_tail = wk;
+    wake_append(&w->ready, &w->ready_tail, wk);
     uv_idle_start(w->waker, on_waker);
 }
 
