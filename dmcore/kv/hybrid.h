@@ -15,9 +15,10 @@ int dm_hybrid_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, u
                   dm_race_decide_fn decide, void *arg, int keep_ttl, dm_race_item_t *old);
 
 /* A SET that does not depend on the old value (no NX/XX/GET/KEEPTTL, no WATCH guard) of a
- * key whose slot this worker saw within DM_OP_TIMEOUT_US: one round trip (dm_race_update_blind: WRITE the block ‖ CAS the slot). An update of a present key
- * changes no presence, so CHIME is not involved. Returns 1 written, 2 not taken (run
- * dm_hybrid_set), or DM_E* (DM_EIO / DM_ETIMEDOUT: outcome unknown). */
+ * key whose slot this worker saw within DM_OP_TIMEOUT_US: one round trip (dm_race_update_blind:
+ * WRITE the block ‖ CAS the slot). An update of a present key changes no presence, so CHIME is not
+ * involved. Returns 1 written, 2 not taken (run dm_hybrid_set), or DM_E* (DM_EIO / DM_ETIMEDOUT:
+ * outcome unknown). */
 int dm_hybrid_set_blind(dm_ctx_t *ctx, const void *key, size_t klen, const uint8_t *block,
                         uint64_t block_len);
 

@@ -340,9 +340,11 @@ static void batch_wait(dm_worker_t *w, batch_wait_t *bw)
     }
 }
 
+static uint64_t chains_posted, chains_skipped; /* dm_chain_stats */
+
 /* dm_batch_exec of a batch whose verbs all go to one node (the usual case): posted in
  * place, no copy into per-node groups and back. */
-static int exec_one_node(dm_ctx_t *ctx, dm_batch_t *b, unsigned node)
+static int exec_one_node(dm_ctx_t *ctx, dm_batch_t *b, unsigned node, const dm_chain_pos_t *chain)
 {
     dm_worker_t *w = ctx->w;
     for (unsigned i = 0; i < b->n; i++)
@@ -350,14 +352,16 @@ static int exec_one_node(dm_ctx_t *ctx, dm_batch_t *b, unsigned node)
     batch_wait_t bw = {.pending = 1, .status = 0, .yielded = 0, .co = dm_coro_self()};
     int rc = post_to_node(w, node, b->v, b->n, batch_done, &bw, b->send_by_us);
     if (rc) return rc;
+    if (chain) { /* a chained commit: later ones may follow it from now on */
+        __atomic_fetch_add(&chains_posted, 1, __ATOMIC_RELAXED);
+        dm_coro_commit_posted(chain);
+    }
     batch_wait(w, &bw);
     int first = bw.status;
     for (unsigned i = 0; i < b->n && !first; i++)
         first = b->v[i].status;
     return first;
 }
-
-static uint64_t chains_posted, chains_skipped;
 
 void dm_chain_stats(uint64_t *posted, uint64_t *skipped)
 {
@@ -369,6 +373,15 @@ int dm_chain_intact(const dm_worker_t *w, const dm_chain_pos_t *p)
 {
     const dm_conn_t *c = p->node < w->n_nodes ? w->conns[p->node] : NULL;
     return c && c->serial == p->conn_serial && !c->failed && c->chain_epoch[p->tag] == p->epoch;
+}
+
+/* Whether b's commit must not go out any more (dm_batch_commit's by_us passed): its verb
+ * then fails with DM_ERETRY. */
+static int commit_late(dm_batch_t *b)
+{
+    if (!b->commit_by_us || dm_now_us() <= b->commit_by_us) return 0;
+    b->v[b->commit - 1].status = DM_ERETRY; /* the word it expects is too old to trust */
+    return 1;
 }
 
 /* The commit turn of b's commit CAS, to node: chained (returns the tag, *pos filled but its
@@ -404,52 +417,32 @@ static int exec_commit(dm_ctx_t *ctx, dm_batch_t *b, unsigned node)
         dm_chain_pos_t pos;
         int tag = commit_turn(w, node, &pos);
         if (tag < 0) continue;
-        if (b->commit_by_us && dm_now_us() > b->commit_by_us) {
-            cv->status = DM_ERETRY; /* the word it expects is too old to trust */
-            return DM_ERETRY;
-        }
-        int missed = 0;
-        if (tag) {
-            cv->chain_tag = (uint8_t)tag;
-            cv->chain_epoch = pos.epoch;
-            missed = dm_fault_delay_ms(DM_FAULT_COMMIT_MISS) != 0;
-            if (missed) cv->compare = ~expect;
-        }
-        for (unsigned i = 0; i < b->n; i++)
-            downgrade_masked(w, node, &b->v[i]);
-        batch_wait_t bw = {.pending = 1, .status = 0, .yielded = 0, .co = dm_coro_self()};
-        int rc = post_to_node(w, node, b->v, b->n, batch_done, &bw, b->send_by_us);
-        if (!rc && tag) {
-            __atomic_fetch_add(&chains_posted, 1, __ATOMIC_RELAXED);
-            dm_coro_commit_posted(&pos);
-        }
-        if (!rc) batch_wait(w, &bw);
+        if (commit_late(b)) return DM_ERETRY;
+        /* Fault commit_miss: sent with a word the slot cannot hold, so it fails and breaks
+         * its chain, and goes out again below as a skipped one does. */
+        int missed = tag && dm_fault_delay_ms(DM_FAULT_COMMIT_MISS) != 0;
+        cv->chain_tag = (uint8_t)tag;
+        cv->chain_epoch = tag ? pos.epoch : 0;
+        cv->compare = missed ? ~expect : expect;
+        int rc = exec_one_node(ctx, b, node, tag ? &pos : NULL);
+        int failed = rc || cv->result != cv->compare;
         cv->compare = expect;
         cv->chain_tag = 0;
-        if (!rc && tag && (bw.status || cv->status || cv->result != (missed ? ~expect : expect))) {
-            /* Its chain is broken from here on: later commits posted on it were skipped.
-             * New ones get the next epoch; the slots of this connection's commands see
-             * their positions as no longer intact (dm_chain_intact). */
-            dm_conn_t *c = w->conns[node];
-            if (c && c->serial == pos.conn_serial && c->chain_epoch[tag] == pos.epoch)
-                c->chain_epoch[tag]++;
-            dm_coro_commit_posted(NULL);
-            if (cv->status == DM_ESKIPPED || (missed && !bw.status && !cv->status)) {
-                if (cv->status == DM_ESKIPPED)
-                    __atomic_fetch_add(&chains_skipped, 1, __ATOMIC_RELAXED);
-                for (unsigned i = 0; i < b->n; i++)
-                    b->v[i].status = 0;
-                uint64_t rd, wr;
-                batch_bytes(b, &rd, &wr);
-                dm_stats_batch(ctx->cls, 1, b->n, rd, wr); /* one more round trip */
-                continue;
-            }
-        }
-        if (rc) return rc;
-        int first = bw.status;
-        for (unsigned i = 0; i < b->n && !first; i++)
-            first = b->v[i].status;
-        return first;
+        if (!tag || !failed) return rc;
+        /* Its chain is broken from here on: later commits posted on it were skipped. New
+         * ones get the next epoch, and the commits of this client connection see their
+         * positions as no longer intact (dm_chain_intact). */
+        dm_conn_t *c = w->conns[node];
+        if (c && c->serial == pos.conn_serial && c->chain_epoch[tag] == pos.epoch)
+            c->chain_epoch[tag]++;
+        dm_coro_commit_posted(NULL);
+        if (rc != DM_ESKIPPED && !(missed && !rc)) return rc; /* a lost CAS: the caller's */
+        if (rc == DM_ESKIPPED) __atomic_fetch_add(&chains_skipped, 1, __ATOMIC_RELAXED);
+        for (unsigned i = 0; i < b->n; i++)
+            b->v[i].status = 0;
+        uint64_t rd, wr;
+        batch_bytes(b, &rd, &wr);
+        dm_stats_batch(ctx->cls, 1, b->n, rd, wr); /* one more round trip */
     }
 }
 
@@ -467,12 +460,9 @@ int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b)
     if (b->commit && one) return exec_commit(ctx, b, b->node[0]);
     if (b->commit) {
         dm_coro_wait_turn(); /* messages to two nodes have no order: no chain */
-        if (b->commit_by_us && dm_now_us() > b->commit_by_us) {
-            b->v[b->commit - 1].status = DM_ERETRY;
-            return DM_ERETRY;
-        }
+        if (commit_late(b)) return DM_ERETRY;
     }
-    if (one) return exec_one_node(ctx, b, b->node[0]);
+    if (one) return exec_one_node(ctx, b, b->node[0], NULL);
     dm_verb_t tmp[DM_BATCH_MAX];
     unsigned map[DM_BATCH_MAX], start[DM_BATCH_MAX], count[DM_BATCH_MAX];
     unsigned nodes = group_by_node(w, b, tmp, map, start, count);

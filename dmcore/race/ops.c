@@ -701,13 +701,6 @@ static int blind_entry(dm_ctx_t *ctx, const void *key, size_t klen, dm_gaddr_t *
     return age >= BLIND_MIN_AGE_US && age >= hot && age <= DM_OP_TIMEOUT_US;
 }
 
-int dm_race_cached_fresh(dm_ctx_t *ctx, const void *key, size_t klen)
-{
-    dm_gaddr_t sa;
-    uint64_t w, now, seen;
-    return blind_entry(ctx, key, klen, &sa, &w, &now, &seen);
-}
-
 int dm_race_update_blind(dm_ctx_t *ctx, const void *key, size_t klen, const uint8_t *block,
                          uint64_t block_len)
 {

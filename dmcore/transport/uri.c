@@ -14,7 +14,9 @@ static int masked_cas_disabled(void)
     return e && *e && strcmp(e, "0") != 0;
 }
 
-int dm_conn_chains_disabled(void)
+/* DMKV_CHAIN=0 (tests, benchmarks): connections report no DM_CAP_CHAIN, so every commit
+ * waits for the one before it, the path every rdma connection takes. */
+static int chains_disabled(void)
 {
     const char *e = getenv("DMKV_CHAIN");
     return e && !strcmp(e, "0");
@@ -100,7 +102,7 @@ dm_conn_t *dm_conn_open(uv_loop_t *loop, const char *uri, unsigned node_id, char
         c->node_id = node_id;
         c->serial = __atomic_add_fetch(&serials, 1, __ATOMIC_RELAXED);
         if (masked_cas_disabled()) c->caps &= ~DM_CAP_MASKED_CAS;
-        if (dm_conn_chains_disabled()) c->caps &= ~DM_CAP_CHAIN;
+        if (chains_disabled()) c->caps &= ~DM_CAP_CHAIN;
     }
     return c;
 }

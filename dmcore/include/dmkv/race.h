@@ -109,12 +109,6 @@ int dm_race_prefetch(dm_ctx_t *ctx, dm_batch_t *b, const void *key, size_t klen,
 int dm_race_set_carry(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block,
                       uint64_t block_len, dm_race_decide_fn decide, void *arg, int keep_ttl,
                       dm_race_item_t *old, dm_race_carry_t *carry);
-/* Whether the address cache holds key's slot as stored or seen valid by this worker
- * within DM_OP_TIMEOUT_US, and not within the last millisecond nor the last 8 of the
- * worker's SET round trips (a hot key written back to back goes the validated way, so
- * other read-then-CAS writers of it are not starved): a blind update can then go in one
- * round trip (dm_race_update_blind). No I/O. */
-int dm_race_cached_fresh(dm_ctx_t *ctx, const void *key, size_t klen);
 /* An update that does not depend on the old value (a plain SET) of a key whose cached slot
  * word was seen within DM_OP_TIMEOUT_US: WRITE the new KV block (block_len bytes) and CAS
  * the slot from the cached word, in one message: 1 RTT instead of 2 (the validated

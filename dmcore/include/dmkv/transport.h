@@ -73,10 +73,6 @@ uint16_t dm_holder_id(void);
 /* Totals for memory node `node` (0 for nodes never used). Thread-safe. */
 void dm_conn_node_stats(unsigned node, uint64_t *messages, uint64_t *verbs);
 
-/* DMKV_CHAIN=0 turns chained commits off (benchmarks compare; tests run both): the caps
- * of connections opened later lose DM_CAP_CHAIN. */
-int dm_conn_chains_disabled(void);
-
 /* Open a connection to a memory node given by URI:
  *   "local"          in-process region (created on first use, size from dm_local_set_size)
  *   "tcp://host:port" dmkv-memnode's tcp transport
