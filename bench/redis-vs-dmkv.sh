@@ -4,6 +4,7 @@
 # redis-server. Rows, in this order:
 #   load        LOAD_KEYS distinct keys (16 B keys, 32 B values), 4 loader connections
 #               x 64 pipelined (dmkv-bench-load), with bytes per key of each server
+#   insert      SETs of new keys (random over 100M) from one connection at -P 1000
 #   get/set     redis-benchmark -c 50 -r 100000 -d 32 at -P 1 and -P 16 (keys present,
 #               so SET is an update), and one connection at -P 1000; the -P 16 rows
 #               again through a gateway with one worker per CPU ("Nthr", the default)
@@ -127,6 +128,10 @@ used=$(redis-cli -p "$REDIS_PORT" INFO memory | field used_memory)
 run_dmkv load "$DMKV_PORT"
 pool=$("$SERVER_BUILD/bench/dmkv-pool-info" "tcp://127.0.0.1:$MEMNODE_PORT")
 emit "load ${LOAD_KEYS}" "$LOAD_KEYS"
+# New keys from one pipelining connection (random over 100M: almost every SET an insert).
+run_redis rb "$REDIS_PORT" set 1000 1 100000000
+run_dmkv rb "$DMKV_PORT" set 1000 1 100000000
+emit "insert -c1 -P1000" "$N"
 
 for P in 1 16; do
     for T in get set; do

@@ -14,6 +14,7 @@
 #include "dmkv/batch.h"
 #include "dmkv/chime.h"
 #include "dmkv/clock.h"
+#include "dmkv/coro.h"
 #include "dmkv/fence.h"
 #include "dmkv/kv.h"
 #include "dmkv/race.h"
@@ -358,8 +359,9 @@ static void sec_dmkv(gw_buf_t *b)
     dm_race_split_stats(&splits, &splitting, &doublings);
     dm_race_stranded_stats(&stranded, &adopted);
     dm_race_addr_cache_stats(&ac_hits, &ac_dropped, &ac_blind);
-    uint64_t chained, chain_skips;
+    uint64_t chained, chain_skips, early, wounds;
     dm_chain_stats(&chained, &chain_skips);
+    dm_coro_early_stats(&early, &wounds);
     gw_buf_printf(
         b,
         "race_splits:%llu\r\nrace_splits_in_progress:%llu\r\n"
@@ -368,11 +370,14 @@ static void sec_dmkv(gw_buf_t *b)
         "race_addr_cache_hits:%llu\r\nrace_addr_cache_dropped:%llu\r\n"
         "race_addr_cache_blind_sets:%llu\r\n"
         "chained_commits:%llu\r\nchained_commits_skipped:%llu\r\n"
+        "early_leaf_locks:%llu\r\nearly_leaf_lock_wounds:%llu\r\n"
+        "early_leaf_lock_yields:%llu\r\n"
         "hybrid_repairs:%llu\r\n",
         (unsigned long long)splits, (unsigned long long)splitting, (unsigned long long)doublings,
         (unsigned long long)stranded, (unsigned long long)adopted, (unsigned long long)ac_hits,
         (unsigned long long)ac_dropped, (unsigned long long)ac_blind, (unsigned long long)chained,
-        (unsigned long long)chain_skips, (unsigned long long)dm_kv_repairs());
+        (unsigned long long)chain_skips, (unsigned long long)early, (unsigned long long)wounds,
+        (unsigned long long)dm_kv_early_yields(), (unsigned long long)dm_kv_repairs());
     dm_clock_status_t cs;
     dm_clock_status(&cs);
     gw_buf_printf(b,

@@ -3,6 +3,7 @@
 
 #include <stdarg.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -257,6 +258,12 @@ static void do_verbs(mn_req_t *q)
         }
         dm_tcp_result_t tr = {.status = v.status, .result = v.result};
         memcpy(res + i * sizeof(tr), &tr, sizeof(tr));
+    }
+    /* READs that did not run (a chain skipped them) carry no payload: the body is what ran. */
+    uint64_t body = (uint64_t)(rdata - (r->data + sizeof(dm_tcp_hdr_t)));
+    if (body != r->len - sizeof(dm_tcp_hdr_t)) {
+        r->len = sizeof(dm_tcp_hdr_t) + body;
+        memcpy(r->data + offsetof(dm_tcp_hdr_t, body_len), &body, sizeof(body));
     }
     e->stats->verbs += n;
     e->stats->batches++;

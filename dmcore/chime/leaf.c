@@ -7,6 +7,7 @@
 #include "chime_internal.h"
 #include "dmkv/alloc.h"
 #include "dmkv/batch.h"
+#include "dmkv/coro.h"
 #include "dmkv/errors.h"
 #include "dmkv/fence.h"
 #include "dmkv/lease.h"
@@ -99,6 +100,7 @@ int ch_lock_leaf(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_gaddr_t leaf, int *took_
     uint64_t *gs = guess_slot(c, leaf);
     uint64_t steal_from = 0;
     *took_over = 0;
+    dm_coro_early_hold(leaf); /* from the CAS on: the thread's other commands see it taken */
     for (int tries = 0; tries < MAX_LOCK_TRIES; tries++) {
         uint64_t time_bits = (uint64_t)dm_lease_token() << 1;
         dm_batch_t b;
@@ -134,7 +136,10 @@ int ch_lock_leaf(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_gaddr_t leaf, int *took_
             b.v[i].fence = 1; /* the reads must see the leaf as locked by the CAS */
         uint64_t posted_us = dm_now_us();
         int rc = dm_batch_exec(ctx, &b);
-        if (rc) return rc;
+        if (rc) {
+            dm_coro_early_release();
+            return rc;
+        }
         uint64_t old = v->result;
         if (cas_won(v)) {
             lk->extra_fresh = extra_here;
@@ -160,17 +165,27 @@ int ch_lock_leaf(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_gaddr_t leaf, int *took_
             continue;
         }
         ch_count(&ch_stats.lock_waits, 1);
+        dm_coro_early_contend(leaf); /* a later command of this thread holding it gives way */
+        if (dm_coro_turn_pending()) {
+            /* Busy before our turn: wait for the turn instead of spinning (nothing held). */
+            dm_coro_early_release();
+            dm_coro_wait_turn();
+            dm_coro_early_hold(leaf);
+            continue;
+        }
         if (tries < 32)
             dm_ctx_yield(ctx);
         else
             dm_ctx_sleep(ctx, 1000);
     }
+    dm_coro_early_release();
     return DM_ETIMEDOUT;
 }
 
 /* Give the lock up without changes (CAS back, in case the lease was taken over meanwhile). */
 static void unlock_unchanged(dm_ctx_t *ctx, dm_chime_lock_t *lk)
 {
+    dm_coro_early_release();
     dm_batch_t b;
     dm_batch_init(&b);
     /* The word as it is in the pool (vacancy changes are written only with the unlock). */
@@ -193,6 +208,11 @@ int dm_chime_lock_valid(const dm_chime_lock_t *lk)
 uint64_t dm_chime_lock_posted_us(const dm_chime_lock_t *lk)
 {
     return lk->locked_us;
+}
+
+uint64_t dm_chime_lock_hold_until(const dm_chime_lock_t *lk)
+{
+    return lk->locked_us + (uint64_t)CH_HOLD_MAX_MS * 1000;
 }
 
 uint64_t dm_chime_lock_sure_until(const dm_chime_lock_t *lk)
@@ -253,6 +273,7 @@ static int read_whole(dm_ctx_t *ctx, dm_chime_lock_t *lk)
 
 void dm_chime_lock_free(dm_chime_lock_t *lk)
 {
+    dm_coro_early_release();
     free(lk); /* key and image live in the same allocation */
 }
 
@@ -329,6 +350,14 @@ int ch_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int speculate, cons
         ch_path_t p;
         rc = ch_find_leaf(ctx, key, klen, fresh, &p);
         if (rc) break;
+        if (dm_coro_turn_pending() && dm_coro_early_taken(p.leaf)) {
+            /* Another command of this thread holds or is locking that leaf: an early lock
+             * would only queue behind it. Take the whole turn first, holding nothing, and
+             * find the leaf again (the earlier one may split it meanwhile). */
+            dm_coro_wait_turn();
+            attempt--;
+            continue;
+        }
         dm_gaddr_t leaf = p.leaf;
         int covered = 0, retry_fresh = 0;
         for (int moves = 0; moves < MAX_FOLLOW && !rc; moves++) {

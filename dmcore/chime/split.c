@@ -8,6 +8,7 @@
 
 #include "dmkv/alloc.h"
 #include "dmkv/batch.h"
+#include "dmkv/coro.h"
 #include "dmkv/errors.h"
 #include "dmkv/fault.h"
 #include "leaf_lock.h"
@@ -257,6 +258,7 @@ int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk)
     if (key_right) {
         memcpy(lk->img, right, g->bytes);
         lk->leaf = ra;
+        dm_coro_early_hold(ra); /* an early lock moves with it */
         lk->word = rword;
         lk->remote_word = rword;
     } else {

@@ -39,7 +39,12 @@ struct dm_coro {
     void *local;                /* dm_coro_set_local */
     const dm_turn_hook_t *turn; /* dm_coro_set_turn */
     int turn_held;              /* dm_coro_wait_turn returned: every earlier command ended */
-    void *stack;                /* base of the mmap'd stack */
+    uint64_t turn_seq;          /* its command's age on this thread (dm_coro_set_turn) */
+    uint64_t early_res;         /* the leaf lock it holds (0: none) */
+    int early;                  /* ... taken before its turn: an early lock */
+    int wounded;                /* dm_coro_early_contend: give the early lock up */
+    struct dm_coro *early_next, *early_prev; /* this thread's lock holders */
+    void *stack;                             /* base of the mmap'd stack */
     int done;
     struct dm_coro *next_free;
 #ifdef DM_ASAN
@@ -58,6 +63,9 @@ static __thread dm_coro_t *current;
 static __thread dm_coro_t *pool;
 static __thread size_t pool_n;
 static __thread size_t live;
+static __thread dm_coro_t *early_head; /* lock holders (dm_coro_early_hold) */
+static __thread uint64_t turn_seq;
+static uint64_t early_holds, early_wounds; /* dm_coro_early_stats */
 
 static void start_switch(dm_coro_t *co, int into)
 {
@@ -155,8 +163,11 @@ static dm_coro_t *coro_alloc(void)
     return co;
 }
 
+static void early_unlink(dm_coro_t *co);
+
 static void coro_release(dm_coro_t *co)
 {
+    early_unlink(co); /* a command that ended holding a lock (its lease frees it) */
     if (pool_n < CORO_POOL_MAX) {
         co->next_free = pool;
         pool = co;
@@ -246,8 +257,10 @@ void *dm_coro_get_local(void)
 void dm_coro_set_turn(const dm_turn_hook_t *hook)
 {
     if (!current) return;
+    if (!hook) dm_coro_early_release();
     current->turn = hook;
     current->turn_held = 0;
+    current->turn_seq = hook ? ++turn_seq : 0;
 }
 
 int dm_coro_turn_pending(void)
@@ -255,23 +268,98 @@ int dm_coro_turn_pending(void)
     return current && current->turn && !current->turn_held;
 }
 
-void dm_coro_wait_turn(void)
+int dm_coro_wait_turn(void)
 {
-    if (!dm_coro_turn_pending()) return;
-    current->turn->wait(current->turn->arg, NULL);
+    if (!dm_coro_turn_pending()) return 0;
+    int rc = current->turn->wait(current->turn->arg, NULL);
+    if (rc) return rc;
     current->turn_held = 1; /* held until the command ends: nothing earlier runs any more */
+    return 0;
 }
 
-uint8_t dm_coro_wait_commit(const struct dm_chain_pos *on)
+int dm_coro_wait_commit(const struct dm_chain_pos *on)
 {
     if (!current || !current->turn) return 0;
-    if (!current->turn_held) current->turn->wait(current->turn->arg, on);
+    if (!current->turn_held) {
+        int rc = current->turn->wait(current->turn->arg, on);
+        if (rc) return rc;
+    }
     return current->turn->chain_tag;
 }
 
 void dm_coro_commit_posted(const struct dm_chain_pos *at)
 {
     if (current && current->turn) current->turn->posted(current->turn->arg, at);
+}
+
+void dm_coro_early_hold(uint64_t res)
+{
+    if (!current) return;
+    if (current->early_res) { /* the lock moved (a split): same hold */
+        current->early_res = res;
+        return;
+    }
+    current->early_res = res;
+    current->early = dm_coro_turn_pending();
+    current->wounded = 0;
+    current->early_prev = NULL;
+    current->early_next = early_head;
+    if (early_head) early_head->early_prev = current;
+    early_head = current;
+    if (current->early) __atomic_fetch_add(&early_holds, 1, __ATOMIC_RELAXED);
+}
+
+static void early_unlink(dm_coro_t *co)
+{
+    if (!co->early_res) return;
+    if (co->early_prev)
+        co->early_prev->early_next = co->early_next;
+    else
+        early_head = co->early_next;
+    if (co->early_next) co->early_next->early_prev = co->early_prev;
+    co->early_res = 0;
+    co->early = 0;
+    co->wounded = 0;
+}
+
+void dm_coro_early_release(void)
+{
+    if (current) early_unlink(current);
+}
+
+int dm_coro_early_held(void)
+{
+    return current && current->early_res && current->early;
+}
+
+int dm_coro_early_wounded(void)
+{
+    return dm_coro_early_held() && current->wounded;
+}
+
+int dm_coro_early_taken(uint64_t res)
+{
+    for (dm_coro_t *h = early_head; h; h = h->early_next)
+        if (h->early_res == res && h != current) return 1;
+    return 0;
+}
+
+void dm_coro_early_contend(uint64_t res)
+{
+    int first = !dm_coro_turn_pending(); /* whole turn held, or no hook: comes first */
+    for (dm_coro_t *h = early_head; h; h = h->early_next) {
+        if (h->early_res != res || h == current || !h->early || h->wounded) continue;
+        if (!first && current->turn_seq > h->turn_seq) continue; /* we wait for it */
+        h->wounded = 1;
+        __atomic_fetch_add(&early_wounds, 1, __ATOMIC_RELAXED);
+        if (h->turn && h->turn->wound) h->turn->wound(h->turn->arg);
+    }
+}
+
+void dm_coro_early_stats(uint64_t *holds, uint64_t *wounds)
+{
+    *holds = __atomic_load_n(&early_holds, __ATOMIC_RELAXED);
+    *wounds = __atomic_load_n(&early_wounds, __ATOMIC_RELAXED);
 }
 
 size_t dm_coro_live(void)

@@ -231,6 +231,10 @@ static int exec_with_ride(dm_ctx_t *ctx, dm_batch_t *b)
     memcpy(m.node + r->n, b->node, b->n);
     int rc = dm_batch_exec(ctx, &m);
     memcpy(b->v, m.v + r->n, b->n * sizeof(b->v[0]));
+    if (rc == DM_EYIELD) { /* nothing posted: the ride goes out with dm_ctx_ride_end */
+        ctx->ride = r;
+        return rc;
+    }
     r->n = 0;
     r->send_by_us = 0;
     return rc;
@@ -386,28 +390,43 @@ static int commit_late(dm_batch_t *b)
 
 /* The commit turn of b's commit CAS, to node: chained (returns the tag, *pos filled but its
  * epoch) when node's connection has DM_CAP_CHAIN and the coroutine a turn hook, else after
- * the whole turn (returns 0). Returns -1 when the connection changed while waiting. */
+ * the whole turn (returns 0). Returns -1 when the connection changed while waiting, DM_EYIELD
+ * when an early lock's holder gave the wait up (dmkv/coro.h). */
 static int commit_turn(dm_worker_t *w, unsigned node, dm_chain_pos_t *pos)
 {
     dm_conn_t *c = conn_for(w, node);
     if (!c || c->failed || w->lost[node] || !(c->caps & DM_CAP_CHAIN)) {
-        dm_coro_wait_turn();
-        return 0;
+        int rc = dm_coro_wait_turn();
+        return rc ? rc : 0;
     }
     *pos = (dm_chain_pos_t){.node = node, .conn_serial = c->serial};
-    uint8_t tag = dm_coro_wait_commit(pos);
+    int tag = dm_coro_wait_commit(pos);
+    if (tag < 0) return tag;
     c = w->conns[node]; /* the wait may have yielded: a reconnect replaces the connection */
     if (!c || c->serial != pos->conn_serial || c->failed) return -1;
-    pos->tag = tag;
+    pos->tag = (uint8_t)tag;
     pos->epoch = tag ? c->chain_epoch[tag] : 0;
     return tag;
+}
+
+/* Tag b's verbs from its commit on (the commit CAS and whatever rides behind it: an
+ * insert's header READ and key-count FAA) with chain position (tag, epoch): when the CAS
+ * fails or is skipped, the memory node skips them too, so a batch posted again never
+ * counts twice. tag 0 untags them. */
+static void chain_tail(dm_batch_t *b, int tag, uint16_t epoch)
+{
+    for (unsigned i = b->commit - 1; i < b->n; i++) {
+        b->v[i].chain_tag = (uint8_t)tag;
+        b->v[i].chain_epoch = tag ? epoch : 0;
+    }
 }
 
 /* dm_batch_exec of a batch on one node that carries a commit CAS (dm_batch_commit): after
  * the commit turn, chained where the node's connection chains. When the memory node skipped
  * the CAS (an earlier commit of its chain failed) the worker moves the chain's epoch on and
  * the batch goes out again after a new turn: its writes are idempotent (a fresh block's
- * WRITE, the CAS of the same word), and the caller sees only the outcome. */
+ * WRITE, the CAS of the same word, a pending entry), and the caller sees only the outcome.
+ * Verbs behind a CAS that lost (not skipped) come back DM_ESKIPPED: the caller's to read. */
 static int exec_commit(dm_ctx_t *ctx, dm_batch_t *b, unsigned node)
 {
     dm_worker_t *w = ctx->w;
@@ -416,18 +435,25 @@ static int exec_commit(dm_ctx_t *ctx, dm_batch_t *b, unsigned node)
     for (;;) {
         dm_chain_pos_t pos;
         int tag = commit_turn(w, node, &pos);
+        if (tag == DM_EYIELD) return tag;
         if (tag < 0) continue;
         if (commit_late(b)) return DM_ERETRY;
         /* Fault commit_miss: sent with a word the slot cannot hold, so it fails and breaks
          * its chain, and goes out again below as a skipped one does. */
         int missed = tag && dm_fault_delay_ms(DM_FAULT_COMMIT_MISS) != 0;
-        cv->chain_tag = (uint8_t)tag;
-        cv->chain_epoch = tag ? pos.epoch : 0;
+        chain_tail(b, tag, tag ? pos.epoch : 0);
         cv->compare = missed ? ~expect : expect;
         int rc = exec_one_node(ctx, b, node, tag ? &pos : NULL);
-        int failed = rc || cv->result != cv->compare;
+        int skipped = cv->status == DM_ESKIPPED;
+        /* The CAS ran (won or lost): what rode behind it and was skipped is not an error. */
+        if (tag && rc == DM_ESKIPPED && !skipped) {
+            rc = 0;
+            for (unsigned i = 0; i < b->n && !rc; i++)
+                if (b->v[i].status != DM_ESKIPPED) rc = b->v[i].status;
+        }
+        int failed = rc || skipped || cv->result != cv->compare;
         cv->compare = expect;
-        cv->chain_tag = 0;
+        chain_tail(b, 0, 0);
         if (!tag || !failed) return rc;
         /* Its chain is broken from here on: later commits posted on it were skipped. New
          * ones get the next epoch, and the commits of this client connection see their
@@ -436,8 +462,8 @@ static int exec_commit(dm_ctx_t *ctx, dm_batch_t *b, unsigned node)
         if (c && c->serial == pos.conn_serial && c->chain_epoch[tag] == pos.epoch)
             c->chain_epoch[tag]++;
         dm_coro_commit_posted(NULL);
-        if (rc != DM_ESKIPPED && !(missed && !rc)) return rc; /* a lost CAS: the caller's */
-        if (rc == DM_ESKIPPED) __atomic_fetch_add(&chains_skipped, 1, __ATOMIC_RELAXED);
+        if (!skipped && !(missed && !rc)) return rc; /* a lost CAS: the caller's */
+        if (skipped) __atomic_fetch_add(&chains_skipped, 1, __ATOMIC_RELAXED);
         for (unsigned i = 0; i < b->n; i++)
             b->v[i].status = 0;
         uint64_t rd, wr;
@@ -459,7 +485,8 @@ int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b)
         one = b->node[i] == b->node[0];
     if (b->commit && one) return exec_commit(ctx, b, b->node[0]);
     if (b->commit) {
-        dm_coro_wait_turn(); /* messages to two nodes have no order: no chain */
+        int rc = dm_coro_wait_turn(); /* messages to two nodes have no order: no chain */
+        if (rc) return rc;
         if (commit_late(b)) return DM_ERETRY;
     }
     if (one) return exec_one_node(ctx, b, b->node[0], NULL);

@@ -893,6 +893,11 @@ int dm_race_set_carry(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *bloc
             uint64_t hdr = 0;
             dm_batch_init(&b);
             dm_verb_t *v = dm_batch_cas(&b, slot, 0, word);
+            /* The key's first visible state: its commit, in its connection's order (coro.h).
+             * A re-insert of an adopted word moves a key already committed. */
+            if (!adopted)
+                dm_batch_commit(&b, v,
+                                light ? carry->commit_by_us : ctx->start_us + DM_OP_TIMEOUT_US);
             if (light) dm_batch_read(&b, slot & ~63ull, &hdr, 8)->fence = 1;
             /* Counted with the CAS, taken back if the CAS lost (another key took the
              * slot): the count is right before the insert answers. */
@@ -926,6 +931,14 @@ int dm_race_set_carry(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *bloc
             }
         }
         cands_free(lk.c, lk.n);
+        if (rc == DM_EYIELD && carry && !adopted) {
+            /* An early lock's holder gave way (coro.h): nothing posted; the block is kept
+             * for the attempt after its turn. */
+            carry->block = addr;
+            carry->block_len = block_len;
+            carry->block_posted = posted_cas;
+            return rc;
+        }
         if (rc && !should_retry(ctx, rc, &rt)) {
             /* After a CAS whose fate is unknown (connection lost) the block may be
              * published: leak it rather than free it. */

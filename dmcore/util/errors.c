@@ -36,6 +36,8 @@ const char *dm_strerror(int err)
                "on it is gone: restore the node and restart the gateways";
     case DM_ESKIPPED:
         return "chained verb skipped: an earlier verb of its chain failed";
+    case DM_EYIELD:
+        return "an early lock's holder gave way to an earlier command";
     default:
         return "unknown error";
     }

@@ -12,9 +12,10 @@
  *  - a run of consecutive plain SETs (SET key value, no options) with ordered commit
  *    points: each does its reads and writes its KV block concurrently, but its first
  *    change another client can see waits for its turn (turn_wait below):
- *     - the CHIME leaf lock of an absent key, or any commit on a memory-node connection
- *       without chains (rdma), waits until every earlier SET of the run has finished;
- *     - the RACE slot CAS of a present key on a connection with chains (tcp) waits until
+ *     - any commit (the RACE slot CAS of a present key's update or of a new key's insert)
+ *       on a memory-node connection without chains (rdma) waits until every earlier SET
+ *       of the run has finished;
+ *     - a commit on a connection with chains (tcp) waits until
  *       every earlier SET has finished or has posted its own slot CAS on the same
  *       connection and chain with nothing before it known to have failed
  *       (dm_chain_intact). The memory node runs them in order and skips every later CAS
@@ -22,10 +23,14 @@
  *       a new turn (pool/batch.c). So a CAS lands only after every earlier SET's commit
  *       landed.
  *    So the SETs take effect one after another in pipeline order, and a write is never
- *    visible before an earlier one. No SET of the run waits for its turn while
- *    holding a lock or a per-key queue place that an earlier one needs: the per-key queue
- *    is entered in pipeline order before the first round trip, without combining
- *    (kv.c), and the leaf lock is taken only after the turn.
+ *    visible before an earlier one. The per-key queue is entered in pipeline order before
+ *    the first round trip, without combining (kv.c), so no SET waits there for a later
+ *    one. A new key's CHIME leaf lock is taken before the turn (an early lock, dmkv/coro.h)
+ *    and held while its insert waits for its commit turn; a pending entry is invisible
+ *    until the slot CAS. The cycle that could form (an earlier SET waiting for a leaf a
+ *    later one holds early) is broken: the earlier one wounds the holder, whose turn wait
+ *    then returns DM_EYIELD (turn_wait below), and it unlocks and locks again after its
+ *    whole turn; a holder on another worker or gateway gives way after EARLY_HOLD_MS.
  * Every other command is a barrier: it starts after all earlier commands finished and
  * nothing later starts before it finishes, and a run of one kind starts after a run of the
  * other finished. Hence, as in Redis, a read sees every earlier write of its connection, a
@@ -53,6 +58,7 @@
 #include "server/server.h"
 #include "resp/reply.h"
 #include "server/stats.h"
+#include "dmkv/errors.h"
 #include "dmkv/log.h"
 
 typedef struct wreq {
@@ -381,15 +387,61 @@ static void wake_turn(gw_conn_t *c)
     dm_worker_wake_now(c->th->w, wk);
 }
 
-/* dm_turn_hook_t.wait of a SET in a run (dmkv/coro.h). */
-static void turn_wait(void *arg, const dm_chain_pos_t *on)
+/* dm_turn_hook_t.wound: resume the slot if it waits for its turn (it then gives way). */
+static void turn_wound(void *arg)
 {
     gw_slot_t *s = arg;
+    if (!s->turn_waiter) return;
+    dm_wake_t *wk = s->turn_waiter;
+    s->turn_waiter = NULL;
+    dm_worker_wake(s->c->th->w, wk);
+}
+
+/* How long a SET holding an early leaf lock waits for its turn before it gives way
+ * (dmkv/coro.h "Early locks"): what breaks a wait cycle through a holder on another worker
+ * or gateway, out of dm_coro_early_contend's reach. */
+#define EARLY_HOLD_MS 100
+
+static void early_timer_closed(uv_handle_t *h)
+{
+    free(h);
+}
+
+static void early_timer_fire(uv_timer_t *t)
+{
+    gw_slot_t *s = t->data;
+    s->early_timeout = true;
+    turn_wound(s);
+}
+
+/* dm_turn_hook_t.wait of a SET in a run (dmkv/coro.h). */
+static int turn_wait(void *arg, const dm_chain_pos_t *on)
+{
+    gw_slot_t *s = arg;
+    uv_timer_t *t = NULL;
+    int rc = 0;
+    s->early_timeout = false;
     while (!turn_granted(s, on)) {
+        if (dm_coro_early_held()) {
+            if (dm_coro_early_wounded() || s->early_timeout) {
+                rc = DM_EYIELD;
+                break;
+            }
+            if (!t && (t = malloc(sizeof(*t)))) {
+                uv_timer_init(&s->c->th->loop, t);
+                t->data = s;
+                uv_timer_start(t, early_timer_fire, EARLY_HOLD_MS, 0);
+            }
+        }
         dm_wake_t wk = {0};
         s->turn_waiter = &wk;
         dm_worker_park(s->c->th->w, &wk);
     }
+    if (t) {
+        uv_timer_stop(t);
+        uv_close((uv_handle_t *)t, early_timer_closed);
+    }
+    return rc;
 }
 
 /* dm_turn_hook_t.posted: a later write may now post its chained commit behind this one. */
@@ -412,6 +464,7 @@ static void slot_coro(void *arg)
          * other's commits retry after a failure, never land out of order. */
         s->hook = (dm_turn_hook_t){.wait = turn_wait,
                                    .posted = turn_posted,
+                                   .wound = turn_wound,
                                    .arg = s,
                                    .chain_tag = (uint8_t)(1 + c->id % 255)};
         dm_coro_set_turn(&s->hook);

@@ -100,6 +100,7 @@ typedef struct gw_slot {
     bool done;
     uint64_t rgen;          /* its command's client read (gw_cmd_t.rgen) */
     dm_wake_t *turn_waiter; /* a write waiting for its commit turn */
+    bool early_timeout;     /* its early lock was held EARLY_HOLD_MS waiting (conn.c) */
     bool chained;           /* its commit CAS is posted at chain_pos (dmkv/coro.h) */
     dm_chain_pos_t chain_pos;
     dm_turn_hook_t hook; /* its turn hook (set on its coroutine) */

@@ -23,7 +23,10 @@
  * fails. `--commit-miss` makes 1 in 4 chained commits fail on purpose (fault commit_miss):
  * no violation, and the memory node must have skipped some. `--chain-no-skip` adds a
  * memory node that never skips (DMKV_TEST_CHAIN_NO_SKIP): a reader must catch a flag
- * that landed before the data it follows. */
+ * that landed before the data it follows.
+ *
+ * Early locks: chunk A's inserts lock their CHIME leaves before their turn and wait for it
+ * at their slot CAS (a commit, like an update's); the test checks some did. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -212,6 +215,13 @@ static int run_once(int mode)
         CHECKF(chained > 0, "no commit was chained: the test does not exercise chains");
     if (mode == MODE_COMMIT_MISS)
         CHECKF(skipped > 0, "no chained commit was skipped after a failed one");
+    /* Chunk A's inserts lock their leaves before their turn (dmkv/coro.h "Early locks"). */
+    double early = it_info_field(c, "dmkv", "early_leaf_locks");
+    fprintf(stderr, "writer's gateway: %.0f early leaf locks, %.0f given back\n", early,
+            it_info_field(c, "dmkv", "early_leaf_lock_yields"));
+    const char *early_off = getenv("DMKV_EARLY_LOCK");
+    if (mode != MODE_UNORDERED && !(early_off && !strcmp(early_off, "0")))
+        CHECKF(early > 0, "no insert locked its leaf early: the test does not exercise them");
     redisFree(c);
     for (int i = 0; i < 2; i++)
         it_proc_stop(&gw[i]);

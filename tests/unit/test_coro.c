@@ -1,8 +1,10 @@
-/* Coroutines: interleaving, many live at once, stacks reused, resume from callbacks. */
+/* Coroutines: interleaving, many live at once, stacks reused, resume from callbacks; the
+ * turn hook's early locks (who wounds whom, what a wounded holder's turn wait returns). */
 #include <stdint.h>
 #include <string.h>
 
 #include "dmkv/coro.h"
+#include "dmkv/errors.h"
 #include "harness.h"
 
 static dm_coro_t *waiting[1000];
@@ -67,10 +69,120 @@ static void test_many(void)
     CHECK(n == ROUNDS + 1);
 }
 
+/* A fake turn: wait() parks until `granted` or the waiter was wounded while holding an
+ * early lock (what gateway/net/conn.c's hook does, without its timer). */
+typedef struct fake_cmd {
+    dm_turn_hook_t hook;
+    dm_coro_t *co;
+    int granted, parked, woken, result;
+    uint64_t lock; /* the leaf it locks (0: none) */
+    int locked;
+} fake_cmd_t;
+
+static int fake_wait(void *arg, const struct dm_chain_pos *on)
+{
+    (void)on;
+    fake_cmd_t *f = arg;
+    while (!f->granted) {
+        if (dm_coro_early_wounded()) return DM_EYIELD;
+        f->parked = 1;
+        dm_coro_yield();
+        f->parked = 0;
+    }
+    return 0;
+}
+
+static void fake_posted(void *arg, const struct dm_chain_pos *at)
+{
+    (void)arg, (void)at;
+}
+
+static void fake_wound(void *arg)
+{
+    fake_cmd_t *f = arg;
+    f->woken += f->parked;
+}
+
+/* A SET's shape: lock its leaf (early when its turn is pending), wait for the turn holding
+ * it, release. */
+static void fake_set(void *arg)
+{
+    fake_cmd_t *f = arg;
+    f->hook =
+        (dm_turn_hook_t){.wait = fake_wait, .posted = fake_posted, .wound = fake_wound, .arg = f};
+    dm_coro_set_turn(&f->hook);
+    f->co = dm_coro_self();
+    dm_coro_early_hold(f->lock);
+    f->locked = 1;
+    dm_coro_yield(); /* the lock's round trip */
+    f->result = dm_coro_wait_turn();
+    dm_coro_early_release();
+    f->locked = 0;
+    dm_coro_set_turn(NULL);
+}
+
+/* A command without a turn hook (it comes first) that finds a leaf busy wounds that
+ * leaf's early holder and no other; a wounded holder's turn wait returns DM_EYIELD, an
+ * unwounded one's waits for its turn. */
+static void test_early_locks(void)
+{
+    fake_cmd_t a = {.lock = 7}, b = {.lock = 9};
+    dm_coro_spawn(fake_set, &a);
+    dm_coro_spawn(fake_set, &b);
+    dm_coro_resume(a.co);
+    dm_coro_resume(b.co);
+    CHECK(a.parked && b.parked && dm_coro_early_taken(7) && dm_coro_early_taken(9));
+    uint64_t holds0, wounds0, holds, wounds;
+    dm_coro_early_stats(&holds0, &wounds0);
+    CHECK(holds0 >= 2);
+    dm_coro_early_contend(7);
+    dm_coro_early_stats(&holds, &wounds);
+    CHECK(wounds == wounds0 + 1 && a.woken == 1 && b.woken == 0);
+    dm_coro_resume(a.co);
+    CHECK(a.result == DM_EYIELD && !a.locked && !dm_coro_early_taken(7));
+    b.granted = 1;
+    dm_coro_resume(b.co);
+    CHECK(b.result == 0 && !b.locked && dm_coro_live() == 0 && !dm_coro_early_taken(9));
+}
+
+/* Between two early holders: the older one's contention wounds the younger, not the
+ * reverse. */
+static fake_cmd_t *contender_target;
+static void fake_contend(void *arg)
+{
+    fake_cmd_t *f = arg;
+    f->hook =
+        (dm_turn_hook_t){.wait = fake_wait, .posted = fake_posted, .wound = fake_wound, .arg = f};
+    dm_coro_set_turn(&f->hook);
+    f->co = dm_coro_self();
+    dm_coro_yield();
+    dm_coro_early_contend(contender_target->lock);
+    dm_coro_set_turn(NULL);
+}
+
+static void test_early_ages(void)
+{
+    fake_cmd_t old = {0}, holder = {.lock = 5}, young = {0};
+    dm_coro_spawn(fake_contend, &old);
+    dm_coro_spawn(fake_set, &holder);
+    dm_coro_spawn(fake_contend, &young);
+    contender_target = &holder;
+    dm_coro_resume(holder.co); /* holds 5 early, parks in its turn wait */
+    CHECK(holder.parked && dm_coro_early_taken(5));
+    dm_coro_resume(young.co); /* younger than the holder: waits, wounds nothing */
+    CHECK(holder.woken == 0);
+    dm_coro_resume(old.co); /* older: wounds it */
+    CHECK(holder.woken == 1);
+    dm_coro_resume(holder.co);
+    CHECK(holder.result == DM_EYIELD && dm_coro_live() == 0);
+}
+
 int main(void)
 {
     RUN(test_interleave);
     RUN(test_many);
+    RUN(test_early_locks);
+    RUN(test_early_ages);
     fprintf(stderr, "test_coro: all passed\n");
     return 0;
 }

@@ -89,6 +89,9 @@ int dm_chime_lock_in_doubt(const dm_chime_lock_t *lk);
  * its keys can overlap its own: the end of its lease (dm_chime_lock_in_doubt afterwards),
  * or 0 when the lock was taken over from an expired holder whose writes may still land. */
 uint64_t dm_chime_lock_sure_until(const dm_chime_lock_t *lk);
+/* Monotonic µs until which a write that depends on the lock may still be posted (its hold
+ * bound, CH_HOLD_MAX_MS after the acquiring CAS was posted: dm_chime_lock_valid). */
+uint64_t dm_chime_lock_hold_until(const dm_chime_lock_t *lk);
 /* Monotonic time (µs) the batch that took lk was posted (its extra READs are no older). */
 uint64_t dm_chime_lock_posted_us(const dm_chime_lock_t *lk);
 

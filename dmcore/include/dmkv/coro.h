@@ -46,26 +46,56 @@ void *dm_coro_get_local(void);
  * Calls on a coroutine without a hook (every command run in order) return at once. */
 struct dm_chain_pos; /* dmkv/batch.h */
 typedef struct dm_turn_hook {
-    /* Return once every earlier command has finished (on == NULL), or finished or posted
-     * its commit at a position still intact on on's connection. */
-    void (*wait)(void *arg, const struct dm_chain_pos *on);
+    /* Return 0 once every earlier command has finished (on == NULL), or finished or posted
+     * its commit at a position still intact on on's connection. While the coroutine holds
+     * an early lock (below) it may give up instead: DM_EYIELD once wounded, or once it
+     * waited longer than the hook's bound (a holder out of dm_coro_early_contend's reach). */
+    int (*wait)(void *arg, const struct dm_chain_pos *on);
     /* This command's chained commit was posted at `at`; NULL: it failed or was skipped (no
      * longer a position later commits may follow). */
     void (*posted)(void *arg, const struct dm_chain_pos *at);
+    /* The coroutine was wounded: if parked in wait, resume it (it returns DM_EYIELD). */
+    void (*wound)(void *arg);
     void *arg;
     uint8_t chain_tag; /* nonzero: the chain tag of this client connection's commits */
 } dm_turn_hook_t;
 /* Set (hook stays the caller's until cleared with NULL) or clear the running coroutine's
- * hook. */
+ * hook. Setting one numbers the command (its age for dm_coro_early_contend). */
 void dm_coro_set_turn(const dm_turn_hook_t *hook);
-void dm_coro_wait_turn(void);
+/* Returns 0 with the whole turn held, or DM_EYIELD (only while an early lock is held). */
+int dm_coro_wait_turn(void);
 /* 1 while the running coroutine has a turn hook and has not waited for its whole turn. */
 int dm_coro_turn_pending(void);
 /* The batch layer, before posting a commit CAS at `on` (its epoch not yet chosen): waits
- * as above and returns the chain tag to post it with, or 0 (no hook: post unchained). */
-uint8_t dm_coro_wait_commit(const struct dm_chain_pos *on);
+ * as above and returns the chain tag to post it with, 0 (no hook: post unchained), or
+ * DM_EYIELD (not posted; only while an early lock is held). */
+int dm_coro_wait_commit(const struct dm_chain_pos *on);
 /* The batch layer: the commit was posted at `at` (NULL: it failed or was skipped). */
 void dm_coro_commit_posted(const struct dm_chain_pos *at);
+
+/* Early locks (docs/throughput.md "Inserts lock before their turn"). A SET of an absent key
+ * in a pipeline locks its CHIME leaf before its turn and waits for the turn (at its slot
+ * CAS) holding the lock. An earlier command that needs the same lock would then wait for a
+ * later one that waits for it: a cycle. So such a hold can be broken. The holder registers
+ * the lock's address (res); a command of this thread that finds res locked calls
+ * dm_coro_early_contend, which wounds the holder when the caller comes first (holds its
+ * whole turn, runs without a hook, or started earlier); a wounded holder's turn waits
+ * return DM_EYIELD, and it unlocks, waits for its whole turn and locks again. Waits between
+ * commands then always point from a later command to an earlier one or to one that holds
+ * its whole turn, so no cycle forms on a thread; holders on other threads or gateways are
+ * broken by the hook's time bound. Calls outside a coroutine do nothing. */
+/* The running coroutine locked res (early when before its turn; every holder registers, so
+ * that dm_coro_early_taken sees a lock this thread holds in any way). */
+void dm_coro_early_hold(uint64_t res);
+void dm_coro_early_release(void); /* also clears the wound */
+int dm_coro_early_held(void);     /* holds an early lock */
+int dm_coro_early_wounded(void);
+/* 1 when another coroutine of this thread holds res (early or not): a lock before the turn
+ * would only find it busy. */
+int dm_coro_early_taken(uint64_t res);
+void dm_coro_early_contend(uint64_t res);
+/* Holds registered and wounds dealt by this process (INFO). */
+void dm_coro_early_stats(uint64_t *holds, uint64_t *wounds);
 
 /* Number of live coroutines on this thread (suspended + running). */
 size_t dm_coro_live(void);

@@ -19,6 +19,7 @@ enum {
     DM_ECONFLICT = -13, /* a guarded (WATCHed) key changed: the write was not done */
     DM_ELOST = -14,     /* a memory node came back without its memory (new incarnation) */
     DM_ESKIPPED = -15,  /* a chained verb not executed: an earlier verb of its chain failed */
+    DM_EYIELD = -16,    /* an early lock's holder gave its turn wait up (dmkv/coro.h) */
 };
 
 /* Short human-readable text for a DM_E* code (static string). */

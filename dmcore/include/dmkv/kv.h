@@ -171,5 +171,8 @@ int dm_kv_del_expired(dm_ctx_t *ctx, const void *key, size_t klen);
  * that found its key in RACE without a CHIME entry, or a reconcile after a presence change
  * completed past its leaf lease (dmcore/kv/hybrid.c). INFO hybrid_repairs. */
 uint64_t dm_kv_repairs(void);
+/* SETs of new keys that locked their leaf before their turn and gave the lock back to wait
+ * for the turn (dmkv/coro.h "Early locks"), since start. */
+uint64_t dm_kv_early_yields(void);
 
 #endif

@@ -83,6 +83,9 @@ typedef struct dm_race_carry {
     uint64_t sure_until_us; /* monotonic µs until which no other insert of the key can overlap
                                (the lease, dm_chime_lock_sure_until); later, or 0 after a
                                takeover, an insert runs RACE's duplicate check all the same */
+    uint64_t commit_by_us;  /* monotonic µs after which the insert's slot CAS must not be
+                               posted any more (the lock's hold bound, dm_chime_lock_hold_until):
+                               it may wait for its commit turn until then */
     int prefetched;         /* loc/cbs were read in the lock's batch, behind its CAS */
     uint64_t read_us;       /* monotonic µs that batch was posted: an operation using the
                                buckets counts its age from there (dm_ctx_check, ABA) */
