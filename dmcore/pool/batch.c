@@ -464,8 +464,10 @@ static int exec_commit(dm_ctx_t *ctx, dm_batch_t *b, unsigned node)
         dm_coro_commit_posted(NULL);
         if (!skipped && !(missed && !rc)) return rc; /* a lost CAS: the caller's */
         if (skipped) __atomic_fetch_add(&chains_skipped, 1, __ATOMIC_RELAXED);
+        /* Not run until the next post completes: a commit turn that ends in DM_EYIELD or a
+         * late bound leaves them so (an insert's FAA then reads as not counted). */
         for (unsigned i = 0; i < b->n; i++)
-            b->v[i].status = 0;
+            b->v[i].status = DM_ESKIPPED;
         uint64_t rd, wr;
         batch_bytes(b, &rd, &wr);
         dm_stats_batch(ctx->cls, 1, b->n, rd, wr); /* one more round trip */
