@@ -249,7 +249,9 @@ struct dm_chime {
     size_t cache_bytes, cache_nodes;
     ch_hot_t hot[CH_HOT_SLOTS];
     ch_fence_cache_t fence[CH_FENCE_SLOTS];
-    uint64_t lockguess[256]; /* last lock word seen per leaf hash: the CAS fallback's guess */
+    uint64_t lockguess[256];  /* last lock word seen per leaf hash: the CAS fallback's guess */
+    uint64_t busy_until[256]; /* per leaf hash: monotonic µs until which a lock of it found
+                                 busy counts as contended (no early lock: leaf.c) */
     struct {
         dm_gaddr_t left, right; /* a half-split seen on a fresh descent (repair.c) */
         uint64_t since_us;      /* when first seen */

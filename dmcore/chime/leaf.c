@@ -70,6 +70,21 @@ static uint64_t *guess_slot(dm_chime_t *c, dm_gaddr_t leaf)
     return &c->lockguess[(leaf >> 6) % 256];
 }
 
+/* A leaf this worker found locked by someone else within the last CONTENDED_US: an early
+ * lock of it would hold a hot leaf through a turn wait, while others spin on it (YCSB-D's
+ * newest leaf took 10-25% longer per operation so). */
+#define CONTENDED_US 10000u
+
+static void mark_contended(dm_chime_t *c, dm_gaddr_t leaf)
+{
+    c->busy_until[(leaf >> 6) % 256] = dm_now_us() + CONTENDED_US;
+}
+
+static int contended(const dm_chime_t *c, dm_gaddr_t leaf)
+{
+    return c->busy_until[(leaf >> 6) % 256] > dm_now_us();
+}
+
 /* Entries to read from home so that the first vacancy the lock word's bitmap vac shows is
  * among them, at least two neighborhoods: what read_hop_range would read next (§4.2.1).
  * With the bitmap this worker last saw, an insert reads its hop range with the lock; the
@@ -165,6 +180,7 @@ int ch_lock_leaf(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_gaddr_t leaf, int *took_
             continue;
         }
         ch_count(&ch_stats.lock_waits, 1);
+        mark_contended(c, leaf);
         dm_coro_early_contend(leaf); /* a later command of this thread holding it gives way */
         if (dm_coro_turn_pending()) {
             /* Busy before our turn: wait for the turn instead of spinning (nothing held). */
@@ -350,10 +366,11 @@ int ch_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int speculate, cons
         ch_path_t p;
         rc = ch_find_leaf(ctx, key, klen, fresh, &p);
         if (rc) break;
-        if (dm_coro_turn_pending() && dm_coro_early_taken(p.leaf)) {
-            /* Another command of this thread holds or is locking that leaf: an early lock
-             * would only queue behind it. Take the whole turn first, holding nothing, and
-             * find the leaf again (the earlier one may split it meanwhile). */
+        if (dm_coro_turn_pending() && (dm_coro_early_taken(p.leaf) || contended(c, p.leaf))) {
+            /* Another command of this thread holds or is locking that leaf, or it was
+             * found busy lately: an early lock would only queue behind them, or hold a hot
+             * leaf through a turn wait. Take the whole turn first, holding nothing, and
+             * find the leaf again (an earlier SET may split it meanwhile). */
             dm_coro_wait_turn();
             attempt--;
             continue;
