@@ -48,6 +48,16 @@ static void fail_once(int id, const char *what, const char *got)
         fprintf(stderr, "writer %d: %s (got %s)\n", id, what, got ? got : "nothing");
 }
 
+/* The next reply, or NULL (connection lost: reported, c freed). */
+static redisReply *next_reply(const writer_t *w, redisContext *c)
+{
+    redisReply *r = NULL;
+    if (redisGetReply(c, (void **)&r) == REDIS_OK && r) return r;
+    fail_once(w->id, "connection lost", c->errstr);
+    redisFree(c);
+    return NULL;
+}
+
 static void *writer_run(void *arg)
 {
     writer_t *w = arg;
@@ -74,16 +84,12 @@ static void *writer_run(void *arg)
             }
         }
         for (int j = 0; j < CHUNK; j++) {
-            redisReply *r = NULL;
-            if (redisGetReply(c, (void **)&r) != REDIS_OK || !r) {
-                fail_once(w->id, "connection lost", c->errstr);
-                redisFree(c);
-                return NULL;
-            }
+            redisReply *r = next_reply(w, c);
+            if (!r) return NULL;
             int ok = del[j] ? r->type == REDIS_REPLY_INTEGER
                             : r->type == REDIS_REPLY_STATUS && !strcmp(r->str, "OK");
-            if (!ok) fail_once(w->id, del[j] ? "DEL did not answer an integer" : "SET not OK",
-                               r->str);
+            if (!ok)
+                fail_once(w->id, del[j] ? "DEL did not answer an integer" : "SET not OK", r->str);
             freeReplyObject(r);
         }
         for (int i = 0; i < n; i++) {
@@ -91,12 +97,8 @@ static void *writer_run(void *arg)
             redisAppendCommand(c, "GET %s", key);
         }
         for (int i = 0; i < n; i++) {
-            redisReply *r = NULL;
-            if (redisGetReply(c, (void **)&r) != REDIS_OK || !r) {
-                fail_once(w->id, "connection lost", c->errstr);
-                redisFree(c);
-                return NULL;
-            }
+            redisReply *r = next_reply(w, c);
+            if (!r) return NULL;
             char want[32];
             snprintf(want, sizeof(want), "%d:%lld", w->id, (long long)w->val[i]);
             int ok = w->val[i] < 0 ? r->type == REDIS_REPLY_NIL

@@ -103,15 +103,22 @@ static void fake_wound(void *arg)
     f->woken += f->parked;
 }
 
-/* A SET's shape: lock its leaf (early when its turn is pending), wait for the turn holding
- * it, release. */
-static void fake_set(void *arg)
+/* The running coroutine becomes command f (numbered: its age). */
+static fake_cmd_t *fake_begin(void *arg)
 {
     fake_cmd_t *f = arg;
     f->hook =
         (dm_turn_hook_t){.wait = fake_wait, .posted = fake_posted, .wound = fake_wound, .arg = f};
     dm_coro_set_turn(&f->hook);
     f->co = dm_coro_self();
+    return f;
+}
+
+/* A SET's shape: lock its leaf (early when its turn is pending), wait for the turn holding
+ * it, release. */
+static void fake_set(void *arg)
+{
+    fake_cmd_t *f = fake_begin(arg);
     dm_coro_early_hold(f->lock);
     f->locked = 1;
     dm_coro_yield(); /* the lock's round trip */
@@ -150,11 +157,7 @@ static void test_early_locks(void)
 static fake_cmd_t *contender_target;
 static void fake_contend(void *arg)
 {
-    fake_cmd_t *f = arg;
-    f->hook =
-        (dm_turn_hook_t){.wait = fake_wait, .posted = fake_posted, .wound = fake_wound, .arg = f};
-    dm_coro_set_turn(&f->hook);
-    f->co = dm_coro_self();
+    fake_begin(arg);
     dm_coro_yield();
     dm_coro_early_contend(contender_target->lock);
     dm_coro_set_turn(NULL);
