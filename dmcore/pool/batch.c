@@ -395,10 +395,8 @@ static int commit_late(dm_batch_t *b)
 static int commit_turn(dm_worker_t *w, unsigned node, dm_chain_pos_t *pos)
 {
     dm_conn_t *c = conn_for(w, node);
-    if (!c || c->failed || w->lost[node] || !(c->caps & DM_CAP_CHAIN)) {
-        int rc = dm_coro_wait_turn();
-        return rc ? rc : 0;
-    }
+    if (!c || c->failed || w->lost[node] || !(c->caps & DM_CAP_CHAIN))
+        return dm_coro_wait_turn(); /* 0 or DM_EYIELD */
     *pos = (dm_chain_pos_t){.node = node, .conn_serial = c->serial};
     int tag = dm_coro_wait_commit(pos);
     if (tag < 0) return tag;
