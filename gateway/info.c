@@ -330,7 +330,9 @@ static void sec_dmkv_chime(gw_buf_t *b)
                   "chime_lease_takeovers:%llu\r\n"
                   "chime_lease_fences:%llu\r\n"
                   "chime_right_moves:%llu\r\n"
-                  "chime_separator_repairs:%llu\r\n",
+                  "chime_separator_repairs:%llu\r\n"
+                  "chime_shared_holds:%llu\r\n"
+                  "chime_shared_joins:%llu\r\n",
                   (unsigned long long)s.cache_nodes, (unsigned long long)s.cache_bytes,
                   (unsigned long long)s.hotspot_lookups, (unsigned long long)s.hotspot_hits,
                   ratio(s.hotspot_hits, s.hotspot_lookups), (unsigned long long)s.leaf_splits,
@@ -338,7 +340,8 @@ static void sec_dmkv_chime(gw_buf_t *b)
                   (unsigned long long)s.scan_pages, ratio(s.scan_rtts, s.scan_pages),
                   (unsigned long long)s.lock_waits, (unsigned long long)s.lease_takeovers,
                   (unsigned long long)dm_fence_count(), (unsigned long long)s.right_moves,
-                  (unsigned long long)s.sep_repairs);
+                  (unsigned long long)s.sep_repairs, (unsigned long long)s.shared_holds,
+                  (unsigned long long)s.shared_joins);
 }
 
 static void sec_dmkv(gw_buf_t *b)

@@ -122,6 +122,8 @@ void dm_chime_get_stats(dm_chime_stats_t *o)
     o->lease_takeovers = LOAD(takeovers);
     o->right_moves = LOAD(right_moves);
     o->sep_repairs = LOAD(sep_repairs);
+    o->shared_holds = LOAD(share_holds);
+    o->shared_joins = LOAD(share_joins);
 #undef LOAD
 }
 

@@ -209,7 +209,16 @@ typedef struct ch_inner {
     dm_gaddr_t *child; /* count children */
     size_t bytes;      /* memory held (cache accounting) */
     struct ch_inner *next_in_bucket;
+    uint8_t *arena;   /* the decoded keys' bytes (sep[].key and high.key point into it) */
+    size_t arena_len; /* keys inserted later are malloc'd each (ch_inner_free tells) */
 } ch_inner_t;
+
+/* p lies in n's arena (freed with it, not on its own). */
+static inline int ch_inner_owns(const ch_inner_t *n, const void *p)
+{
+    const uint8_t *b = p;
+    return n->arena && b >= n->arena && b < n->arena + n->arena_len;
+}
 
 void ch_inner_free(ch_inner_t *n);
 /* Decode a node image read from the pool (CH_INNER_BYTES). NULL when torn or not a node. */
@@ -240,6 +249,8 @@ typedef struct ch_fence_cache {
     uint32_t len;
 } ch_fence_cache_t;
 
+#define CH_READING_SLOTS 8
+
 struct dm_chime {
     ch_geo_t geo;
     uint64_t secret;    /* keyed cursor check (superblock) */
@@ -252,6 +263,8 @@ struct dm_chime {
     uint64_t lockguess[256];  /* last lock word seen per leaf hash: the CAS fallback's guess */
     uint64_t busy_until[256]; /* per leaf hash: monotonic µs until which a lock of it found
                                  busy counts as contended (no early lock: leaf.c) */
+    struct ch_group *groups;  /* this worker's shared leaf holds (share.c) */
+    dm_gaddr_t reading[CH_READING_SLOTS]; /* inner nodes being read (inner.c), 0 = free */
     struct {
         dm_gaddr_t left, right; /* a half-split seen on a fresh descent (repair.c) */
         uint64_t since_us;      /* when first seen */
@@ -334,7 +347,8 @@ int ch_repair_half_split(dm_ctx_t *ctx, dm_gaddr_t left, dm_gaddr_t right, const
 /* Process-wide counters. */
 typedef struct ch_counters {
     uint64_t cache_nodes, cache_bytes, hot_lookups, hot_hits, leaf_splits, inner_splits, roots,
-        scan_pages, scan_rtts, lock_waits, takeovers, right_moves, sep_repairs;
+        scan_pages, scan_rtts, lock_waits, takeovers, right_moves, sep_repairs, share_holds,
+        share_joins;
 } ch_counters_t;
 extern ch_counters_t ch_stats;
 static inline void ch_count(uint64_t *c, uint64_t n)

@@ -78,10 +78,30 @@ void ch_cache_put(dm_chime_t *c, ch_inner_t *n)
     account(c, n, 1);
 }
 
+/* Slot of a in the worker's in-flight inner reads, or -1. */
+static int reading_slot(const dm_chime_t *c, dm_gaddr_t a)
+{
+    for (int i = 0; i < CH_READING_SLOTS; i++)
+        if (c->reading[i] == a) return i;
+    return -1;
+}
+
+/* Wait while another coroutine of this worker reads node a: its read fills the cache. One
+ * read instead of one per waiter when many descents miss the same node at once (a
+ * pipeline's inserts after a cache drop). */
+static void await_reader(dm_ctx_t *ctx, dm_gaddr_t a)
+{
+    for (int i = 0; i < 64 && reading_slot(ctx->w->chime, a) >= 0; i++)
+        dm_ctx_yield(ctx);
+}
+
 int ch_inner_read(dm_ctx_t *ctx, dm_gaddr_t a, ch_inner_t **out)
 {
     uint8_t *img = malloc(CH_INNER_BYTES);
     if (!img) return DM_ENOMEM;
+    dm_chime_t *c = ctx->w->chime;
+    int slot = reading_slot(c, 0);
+    if (slot >= 0) c->reading[slot] = a;
     int rc = DM_ERETRY;
     for (int i = 0; i < MAX_TORN_READS; i++) {
         dm_batch_t b;
@@ -98,6 +118,7 @@ int ch_inner_read(dm_ctx_t *ctx, dm_gaddr_t a, ch_inner_t **out)
         rc = DM_ERETRY; /* torn by a node write in flight: read again */
         dm_ctx_yield(ctx);
     }
+    if (slot >= 0) c->reading[slot] = 0;
     free(img);
     return rc;
 }
@@ -146,6 +167,10 @@ static int descend(dm_ctx_t *ctx, const void *key, size_t klen, unsigned target,
             }
             int skip_cache = fresh && lvl == 1;
             ch_inner_t *n = skip_cache ? NULL : ch_cache_get(c, a);
+            if (!n && !skip_cache && reading_slot(c, a) >= 0) {
+                await_reader(ctx, a);
+                n = ch_cache_get(c, a);
+            }
             int cached = n != NULL;
             if (!n) {
                 int rc = ch_inner_read(ctx, a, &n);

@@ -80,7 +80,7 @@ static void mark_contended(dm_chime_t *c, dm_gaddr_t leaf)
     c->busy_until[(leaf >> 6) % 256] = dm_now_us() + CONTENDED_US;
 }
 
-static int contended(const dm_chime_t *c, dm_gaddr_t leaf)
+int ch_leaf_contended(const dm_chime_t *c, dm_gaddr_t leaf)
 {
     return c->busy_until[(leaf >> 6) % 256] > dm_now_us();
 }
@@ -129,7 +129,10 @@ int ch_lock_leaf(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_gaddr_t leaf, int *took_
                                     *gs & ~1ull);
         }
         memset(lk->have, 0, objs_of(g));
-        if (lk->spec >= 0) {
+        if (lk->want_whole) {
+            dm_batch_read(&b, leaf, lk->img, g->lock_off);
+            memset(lk->have, 1, objs_of(g));
+        } else if (lk->spec >= 0) {
             /* Speculative (§4.3): the hot entry and the home entry only, 64 bytes. */
             uint32_t so = ch_entry_off(g, (unsigned)lk->spec), ho = ch_entry_off(g, lk->kh.home);
             dm_batch_read(&b, leaf + so, lk->img + so, CH_OBJ);
@@ -180,7 +183,7 @@ int ch_lock_leaf(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_gaddr_t leaf, int *took_
             continue;
         }
         ch_count(&ch_stats.lock_waits, 1);
-        mark_contended(c, leaf);
+        if (!dm_coro_early_taken(leaf)) mark_contended(c, leaf); /* not by this thread */
         dm_coro_early_contend(leaf); /* a later command of this thread holding it gives way */
         if (dm_coro_turn_pending()) {
             /* Busy before our turn: wait for the turn instead of spinning (nothing held). */
@@ -199,7 +202,7 @@ int ch_lock_leaf(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_gaddr_t leaf, int *took_
 }
 
 /* Give the lock up without changes (CAS back, in case the lease was taken over meanwhile). */
-static void unlock_unchanged(dm_ctx_t *ctx, dm_chime_lock_t *lk)
+void ch_unlock_unchanged(dm_ctx_t *ctx, dm_chime_lock_t *lk)
 {
     dm_coro_early_release();
     dm_batch_t b;
@@ -211,14 +214,14 @@ static void unlock_unchanged(dm_ctx_t *ctx, dm_chime_lock_t *lk)
 }
 
 /* Has this holder kept the lock so long that a waiter may take it over soon? */
-static int hold_expired(const dm_chime_lock_t *lk)
+int ch_hold_expired(const dm_chime_lock_t *lk)
 {
     return dm_now_us() - lk->locked_us > (uint64_t)CH_HOLD_MAX_MS * 1000;
 }
 
 int dm_chime_lock_valid(const dm_chime_lock_t *lk)
 {
-    return !hold_expired(lk);
+    return !ch_hold_expired(lk);
 }
 
 uint64_t dm_chime_lock_posted_us(const dm_chime_lock_t *lk)
@@ -229,6 +232,11 @@ uint64_t dm_chime_lock_posted_us(const dm_chime_lock_t *lk)
 uint64_t dm_chime_lock_hold_until(const dm_chime_lock_t *lk)
 {
     return lk->locked_us + (uint64_t)CH_HOLD_MAX_MS * 1000;
+}
+
+uint64_t dm_chime_lock_leaf(const dm_chime_lock_t *lk)
+{
+    return lk->leaf;
 }
 
 uint64_t dm_chime_lock_sure_until(const dm_chime_lock_t *lk)
@@ -289,8 +297,8 @@ static int read_whole(dm_ctx_t *ctx, dm_chime_lock_t *lk)
 
 void dm_chime_lock_free(dm_chime_lock_t *lk)
 {
-    dm_coro_early_release();
-    free(lk); /* key and image live in the same allocation */
+    dm_coro_early_release(); /* signals the thread's inserts waiting for it */
+    free(lk);                /* key and image live in the same allocation */
 }
 
 dm_chime_lock_t *ch_lock_new(const ch_geo_t *g, const void *key, size_t klen)
@@ -342,31 +350,34 @@ int dm_chime_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, dm_chime_lock
 
 int dm_chime_lock_existing(dm_ctx_t *ctx, const void *key, size_t klen, dm_chime_lock_t **out)
 {
-    return ch_lock_key(ctx, key, klen, 1, NULL, NULL, out);
+    return ch_lock_key(ctx, key, klen, CH_LOCK_EXISTING, NULL, NULL, out);
 }
 
 int dm_chime_lock_with(dm_ctx_t *ctx, const void *key, size_t klen, int existing,
                        const dm_batch_t *extra, int *fresh, dm_chime_lock_t **out)
 {
-    return ch_lock_key(ctx, key, klen, existing, extra, fresh, out);
+    return ch_lock_key(ctx, key, klen, existing ? CH_LOCK_EXISTING : 0, extra, fresh, out);
 }
 
-int ch_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int speculate, const dm_batch_t *extra,
+int ch_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int flags, const dm_batch_t *extra,
                 int *extra_fresh, dm_chime_lock_t **out)
 {
     dm_chime_t *c = ctx->w->chime;
+    int speculate = flags & CH_LOCK_EXISTING;
     *out = NULL;
     if (extra_fresh) *extra_fresh = 0;
     dm_chime_lock_t *lk = ch_lock_new(&c->geo, key, klen);
     if (!lk) return DM_ENOMEM;
     lk->extra = extra;
     lk->want_hop = !speculate; /* SET: a new key needs its hop range */
+    lk->want_whole = (flags & CH_LOCK_WHOLE) != 0;
     int rc = 0, fresh = 0;
     for (int attempt = 0; attempt < MAX_FOLLOW; attempt++) {
         ch_path_t p;
         rc = ch_find_leaf(ctx, key, klen, fresh, &p);
         if (rc) break;
-        if (dm_coro_turn_pending() && (dm_coro_early_taken(p.leaf) || contended(c, p.leaf))) {
+        if (dm_coro_turn_pending() &&
+            (dm_coro_early_taken(p.leaf) || ch_leaf_contended(c, p.leaf))) {
             /* Another command of this thread holds or is locking that leaf, or it was
              * found busy lately: an early lock would only queue behind them, or hold a hot
              * leaf through a turn wait. Take the whole turn first, holding nothing, and
@@ -389,7 +400,7 @@ int ch_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int speculate, cons
                 int sidx = lk->spec;
                 rc = check_speculation(ctx, lk);
                 if (rc < 0) {
-                    unlock_unchanged(ctx, lk);
+                    ch_unlock_unchanged(ctx, lk);
                     break;
                 }
                 if (rc == 1) {
@@ -405,7 +416,7 @@ int ch_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int speculate, cons
             if (took_over) {
                 rc = ch_settle_locked(ctx, lk, 0); /* its locker died: settle, then go on */
                 if (rc < 0) {
-                    unlock_unchanged(ctx, lk);
+                    ch_unlock_unchanged(ctx, lk);
                     break;
                 }
                 rc = 0;
@@ -423,7 +434,7 @@ int ch_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int speculate, cons
             }
             if (p.from_cache && !fresh) {
                 /* Cache validation failed: the cached parent is stale. */
-                unlock_unchanged(ctx, lk);
+                ch_unlock_unchanged(ctx, lk);
                 ch_cache_drop(c, p.parent);
                 if (!p.parent) c->root = 0;
                 retry_fresh = 1;
@@ -434,11 +445,11 @@ int ch_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int speculate, cons
             uint32_t fl = 0;
             if (fence) rc = ch_fence_get(ctx, fence, &fk, &fl);
             if (rc) {
-                unlock_unchanged(ctx, lk);
+                ch_unlock_unchanged(ctx, lk);
                 break;
             }
             if (fence && ch_key_cmp(key, klen, fk, fl) >= 0 && sib) {
-                unlock_unchanged(ctx, lk);
+                ch_unlock_unchanged(ctx, lk);
                 ch_repair_half_split(ctx, leaf, sib, fk, fl); /* best effort: the move works */
                 leaf = sib;
                 continue;
@@ -451,7 +462,7 @@ int ch_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int speculate, cons
             int idx = ch_find_entry(ctx, &c->geo, lk->img, lk->have, &lk->kh, key, klen);
             if (idx < -1) {
                 rc = idx;
-                unlock_unchanged(ctx, lk);
+                ch_unlock_unchanged(ctx, lk);
                 break;
             }
             lk->idx = idx;
@@ -469,7 +480,7 @@ int ch_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int speculate, cons
 }
 
 /* Mark entry i changed (EV+1 once per write) for the next entry write. */
-static void touch(dm_chime_lock_t *lk, const ch_geo_t *g, unsigned i)
+void ch_touch(dm_chime_lock_t *lk, const ch_geo_t *g, unsigned i)
 {
     uint32_t o = ch_entry_off(g, i) / CH_OBJ;
     if (!lk->dirty[o]) ch_e_bump(lk->img + o * CH_OBJ);
@@ -498,7 +509,7 @@ static void update_vacancy(dm_chime_lock_t *lk, const ch_geo_t *g, unsigned i)
  * run must be written before k's: runs go out in reverse circular order, starting just
  * before the widest clean gap. A chain cut short (connection lost after a prefix executed)
  * then leaves an entry twice, which lookups and SCAN tolerate, never nowhere. */
-static int write_dirty(dm_ctx_t *ctx, dm_chime_lock_t *lk, int unlock, int wait)
+int ch_write_dirty(dm_ctx_t *ctx, dm_chime_lock_t *lk, int unlock, int wait)
 {
     const ch_geo_t *g = &ctx->w->chime->geo;
     unsigned objs = objs_of(g);
@@ -576,15 +587,15 @@ static void drop_duplicates(dm_chime_lock_t *lk, const ch_geo_t *g, unsigned idx
         uint8_t *eh = lk->img + ch_entry_off(g, home);
         uint16_t bm = (uint16_t)((ch_e_bitmap(eh) & ~(1u << d)) | (1u << dist(g, home, idx)));
         ch_e_set_bitmap(eh, bm);
-        touch(lk, g, i);
-        touch(lk, g, home);
+        ch_touch(lk, g, i);
+        ch_touch(lk, g, home);
         update_vacancy(lk, g, i);
     }
 }
 
 /* Place a new entry for lk's key by hopping (§2.3). Needs entries [home, e] in img, e the
  * first empty one. Returns 1 placed (entries marked dirty), 0 hop failed, or DM_E*. */
-static int hop_insert(dm_chime_lock_t *lk, const ch_geo_t *g, unsigned flags)
+int ch_hop_insert(dm_chime_lock_t *lk, const ch_geo_t *g, unsigned flags)
 {
     unsigned home = lk->kh.home, e = g->span;
     for (unsigned d = 0; d < g->span; d++) {
@@ -615,9 +626,9 @@ static int hop_insert(dm_chime_lock_t *lk, const ch_geo_t *g, unsigned flags)
             uint16_t bm = ch_e_bitmap(eh);
             bm = (uint16_t)((bm & ~(1u << dist(g, hk, k))) | (1u << dist(g, hk, e)));
             ch_e_set_bitmap(eh, bm);
-            touch(lk, g, e);
-            touch(lk, g, k);
-            touch(lk, g, hk);
+            ch_touch(lk, g, e);
+            ch_touch(lk, g, k);
+            ch_touch(lk, g, hk);
             update_vacancy(lk, g, e);
             update_vacancy(lk, g, k);
             e = k;
@@ -633,8 +644,8 @@ static int hop_insert(dm_chime_lock_t *lk, const ch_geo_t *g, unsigned flags)
     ch_e_set_bitmap(ne, own);
     uint8_t *eh = lk->img + ch_entry_off(g, home);
     ch_e_set_bitmap(eh, (uint16_t)(ch_e_bitmap(eh) | (1u << dist(g, home, e))));
-    touch(lk, g, e);
-    touch(lk, g, home);
+    ch_touch(lk, g, e);
+    ch_touch(lk, g, home);
     update_vacancy(lk, g, e);
     lk->idx = (int)e;
     return 1;
@@ -681,15 +692,20 @@ static int read_hop_range(dm_ctx_t *ctx, dm_chime_lock_t *lk)
 
 int dm_chime_mark_pending(dm_ctx_t *ctx, dm_chime_lock_t *lk)
 {
+    return lk->grp ? ch_share_mark_pending(ctx, lk) : ch_mark_pending_own(ctx, lk);
+}
+
+int ch_mark_pending_own(dm_ctx_t *ctx, dm_chime_lock_t *lk)
+{
     dm_chime_t *c = ctx->w->chime;
     const ch_geo_t *g = &c->geo;
-    if (hold_expired(lk)) return DM_ERETRY;
+    if (ch_hold_expired(lk)) return DM_ERETRY;
     if (lk->idx >= 0) {
         uint8_t *e = lk->img + ch_entry_off(g, (unsigned)lk->idx);
         if (e[1] & CH_F_PENDING) return 0;
         e[1] |= CH_F_PENDING;
-        touch(lk, g, (unsigned)lk->idx);
-        return write_dirty(ctx, lk, 0, 1);
+        ch_touch(lk, g, (unsigned)lk->idx);
+        return ch_write_dirty(ctx, lk, 0, 1);
     }
     if (lk->klen > DM_CHIME_INLINE && !lk->rec) {
         int rc = ch_record_write(ctx, lk->key, lk->klen, &lk->rec);
@@ -699,12 +715,12 @@ int dm_chime_mark_pending(dm_ctx_t *ctx, dm_chime_lock_t *lk)
         int rc = read_hop_range(ctx, lk);
         if (rc < 0) return rc;
         if (rc == 0) {
-            rc = hop_insert(lk, g, CH_F_PENDING);
+            rc = ch_hop_insert(lk, g, CH_F_PENDING);
             if (rc < 0) return rc;
             if (rc == 1) {
-                if (hold_expired(lk)) return DM_ERETRY;
+                if (ch_hold_expired(lk)) return DM_ERETRY;
                 ch_hot_touch(c, lk->leaf, (unsigned)lk->idx, lk->kh.fp);
-                return write_dirty(ctx, lk, 0, 1);
+                return ch_write_dirty(ctx, lk, 0, 1);
             }
             /* The hop failed: forget the local moves (the whole read below replaces them). */
             memset(lk->dirty, 0, sizeof(lk->dirty));
@@ -719,38 +735,42 @@ int dm_chime_mark_pending(dm_ctx_t *ctx, dm_chime_lock_t *lk)
     return DM_EFULL;
 }
 
-int dm_chime_unlock(dm_ctx_t *ctx, dm_chime_lock_t *lk, int present)
+void ch_settle_entry(dm_ctx_t *ctx, dm_chime_lock_t *lk, int present)
 {
     const ch_geo_t *g = &ctx->w->chime->geo;
-    int rc = 0;
-    if (hold_expired(lk)) {
-        unlock_unchanged(ctx, lk); /* may have been taken over: touch nothing */
+    if (lk->idx < 0 || present < 0) return;
+    unsigned i = (unsigned)lk->idx;
+    uint8_t *e = lk->img + ch_entry_off(g, i);
+    if (present) {
+        if (e[1] & CH_F_PENDING) {
+            e[1] &= (uint8_t)~CH_F_PENDING;
+            ch_touch(lk, g, i);
+        }
+        return;
+    }
+    unsigned home = e[6];
+    dm_gaddr_t rec = e[7] == CH_KLEN_RECORD ? ch_u64(e + 8) : 0;
+    e[1] = 0;
+    memset(e + 4, 0, CH_OBJ - 4);
+    uint8_t *eh = lk->img + ch_entry_off(g, home);
+    ch_e_set_bitmap(eh, (uint16_t)(ch_e_bitmap(eh) & ~(1u << dist(g, home, i))));
+    ch_touch(lk, g, i);
+    ch_touch(lk, g, home);
+    update_vacancy(lk, g, i);
+    if (rec) dm_alloc_free(ctx->w->alloc, rec, ch_record_bytes(lk->klen));
+    ch_hot_forget(ctx->w->chime, lk->leaf, i);
+}
+
+int dm_chime_unlock(dm_ctx_t *ctx, dm_chime_lock_t *lk, int present)
+{
+    if (lk->grp) return ch_share_unlock(ctx, lk, present);
+    if (ch_hold_expired(lk)) {
+        ch_unlock_unchanged(ctx, lk); /* may have been taken over: touch nothing */
         dm_chime_lock_free(lk);
         return DM_ERETRY;
     }
-    if (lk->idx >= 0 && present >= 0) {
-        unsigned i = (unsigned)lk->idx;
-        uint8_t *e = lk->img + ch_entry_off(g, i);
-        if (present) {
-            if (e[1] & CH_F_PENDING) {
-                e[1] &= (uint8_t)~CH_F_PENDING;
-                touch(lk, g, i);
-            }
-        } else {
-            unsigned home = e[6];
-            dm_gaddr_t rec = e[7] == CH_KLEN_RECORD ? ch_u64(e + 8) : 0;
-            e[1] = 0;
-            memset(e + 4, 0, CH_OBJ - 4);
-            uint8_t *eh = lk->img + ch_entry_off(g, home);
-            ch_e_set_bitmap(eh, (uint16_t)(ch_e_bitmap(eh) & ~(1u << dist(g, home, i))));
-            touch(lk, g, i);
-            touch(lk, g, home);
-            update_vacancy(lk, g, i);
-            if (rec) dm_alloc_free(ctx->w->alloc, rec, ch_record_bytes(lk->klen));
-            ch_hot_forget(ctx->w->chime, lk->leaf, i);
-        }
-    }
-    rc = write_dirty(ctx, lk, 1, 0);
+    ch_settle_entry(ctx, lk, present);
+    int rc = ch_write_dirty(ctx, lk, 1, 0);
     dm_chime_lock_free(lk);
     return rc;
 }

@@ -18,15 +18,23 @@ struct dm_chime_lock {
     uint8_t *img;              /* leaf image, geo.bytes (same allocation as the handle) */
     uint8_t have[CH_MAX_OBJS]; /* per 32-byte object: read into img */
     uint8_t dirty[CH_MAX_OBJS];
-    int idx;                 /* entry of key, -1 when none */
-    int spec;                /* hotspot entry read speculatively while locking, -1 when none */
-    dm_gaddr_t rec;          /* key record written for a new long key */
-    const dm_batch_t *extra; /* the caller's READs, sent in each lock batch behind the CAS */
-    int extra_fresh;         /* the winning batch carried them, all to the lock's node */
-    int took_over;           /* taken from an expired holder */
-    int want_hop;            /* read the hop range the vacancy bitmap guess shows, not only
-                                the neighborhood (an insert may follow) */
+    int idx;                     /* entry of key, -1 when none */
+    int spec;                    /* hotspot entry read speculatively while locking, -1 when none */
+    dm_gaddr_t rec;              /* key record written for a new long key */
+    const dm_batch_t *extra;     /* the caller's READs, sent in each lock batch behind the CAS */
+    int extra_fresh;             /* the winning batch carried them, all to the lock's node */
+    int took_over;               /* taken from an expired holder */
+    int want_hop;                /* read the hop range the vacancy bitmap guess shows, not only
+                                    the neighborhood (an insert may follow) */
+    int want_whole;              /* read the whole leaf with the lock (a shared hold: share.c) */
+    struct ch_group *grp;        /* a member of this worker's shared hold of the leaf (share.c) */
+    struct dm_chime_lock *gnext; /* the hold's next member */
+    uint64_t order_word;         /* a member's ordering READ lands here (share.c write_now) */
 };
+
+/* ch_lock_key flags. */
+#define CH_LOCK_EXISTING 1 /* DEL: speculate on the hotspot entry, no hop range */
+#define CH_LOCK_WHOLE 2    /* read the whole leaf behind the lock CAS */
 
 /* Append READs of entries [from, from+n) (circular) plus a replica to b, into img. */
 void ch_read_run(const ch_geo_t *g, dm_batch_t *b, dm_gaddr_t leaf, uint8_t *img, uint8_t *have,
@@ -55,9 +63,29 @@ void ch_rebuild_bitmaps(const ch_geo_t *g, uint8_t *img);
 /* Set the NV of every object of a whole leaf image to nv. */
 void ch_set_nv(const ch_geo_t *g, uint8_t *img, unsigned nv);
 void dm_chime_lock_free(dm_chime_lock_t *lk);
-/* dm_chime_lock_key / dm_chime_lock_existing. */
-int ch_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int speculate, const dm_batch_t *extra,
+/* dm_chime_lock_key / dm_chime_lock_existing; flags CH_LOCK_*. */
+int ch_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int flags, const dm_batch_t *extra,
                 int *extra_fresh, dm_chime_lock_t **out);
+/* leaf.c's steps, shared with share.c: */
+/* This worker found leaf's lock busy within the last CONTENDED_US. */
+int ch_leaf_contended(const dm_chime_t *c, dm_gaddr_t leaf);
+void ch_touch(dm_chime_lock_t *lk, const ch_geo_t *g, unsigned i); /* entry i changed */
+/* Insert lk's key (lk->kh/key/klen/rec) with flags by hopping; the image must hold
+ * [home, first empty]. 1 placed (lk->idx), 0 no room (moves made stay valid), DM_E*. */
+int ch_hop_insert(dm_chime_lock_t *lk, const ch_geo_t *g, unsigned flags);
+/* WRITE the dirty entries; unlock: and the lock word by CAS; wait: ride with the caller's
+ * next batch or wait for the write, else post it without waiting. 0 or DM_E*. */
+int ch_write_dirty(dm_ctx_t *ctx, dm_chime_lock_t *lk, int unlock, int wait);
+void ch_unlock_unchanged(dm_ctx_t *ctx, dm_chime_lock_t *lk); /* CAS the word back, posted */
+int ch_hold_expired(const dm_chime_lock_t *lk);               /* held past CH_HOLD_MAX_MS */
+/* Settle entry lk->idx in the image: present 1 clears its pending flag, 0 removes it, -1
+ * leaves it (marked dirty, not written). */
+void ch_settle_entry(dm_ctx_t *ctx, dm_chime_lock_t *lk, int present);
+/* dm_chime_mark_pending of a lock held alone. */
+int ch_mark_pending_own(dm_ctx_t *ctx, dm_chime_lock_t *lk);
+/* share.c: dm_chime_mark_pending / dm_chime_unlock of a shared hold's member. */
+int ch_share_mark_pending(dm_ctx_t *ctx, dm_chime_lock_t *m);
+int ch_share_unlock(dm_ctx_t *ctx, dm_chime_lock_t *m, int present);
 /* A lock handle for key (not yet locked). NULL when out of memory. */
 dm_chime_lock_t *ch_lock_new(const ch_geo_t *g, const void *key, size_t klen);
 /* Lock leaf, reading the key's neighborhood in the same batch; *took_over when an expired

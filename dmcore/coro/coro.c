@@ -44,6 +44,8 @@ struct dm_coro {
     int early;                  /* ... taken before its turn: an early lock */
     int wounded;                /* dm_coro_early_contend: give the early lock up */
     struct dm_coro *early_next, *early_prev; /* this thread's lock holders */
+    uint64_t wait_res;                       /* dm_coro_wait_turn_or: waits for res too */
+    struct dm_coro *wait_next, *wait_prev;   /* this thread's such waiters */
     void *stack;                             /* base of the mmap'd stack */
     int done;
     struct dm_coro *next_free;
@@ -63,7 +65,8 @@ static __thread dm_coro_t *current;
 static __thread dm_coro_t *pool;
 static __thread size_t pool_n;
 static __thread size_t live;
-static __thread dm_coro_t *early_head; /* lock holders (dm_coro_early_hold) */
+static __thread dm_coro_t *early_head;            /* lock holders (dm_coro_early_hold) */
+static __thread dm_coro_t *wait_head, *wait_tail; /* waiters for a resource, oldest first */
 static __thread uint64_t turn_seq;
 static uint64_t early_holds, early_wounds; /* dm_coro_early_stats */
 
@@ -164,10 +167,12 @@ static dm_coro_t *coro_alloc(void)
 }
 
 static void early_unlink(dm_coro_t *co);
+static void wait_unlink(dm_coro_t *co);
 
 static void coro_release(dm_coro_t *co)
 {
     early_unlink(co); /* a command that ended holding a lock (its lease frees it) */
+    wait_unlink(co);
     if (pool_n < CORO_POOL_MAX) {
         co->next_free = pool;
         pool = co;
@@ -296,7 +301,9 @@ void dm_coro_early_hold(uint64_t res)
 {
     if (!current) return;
     if (current->early_res) { /* the lock moved (a split): same hold */
+        uint64_t was = current->early_res;
         current->early_res = res;
+        if (was != res) dm_coro_signal(was);
         return;
     }
     current->early_res = res;
@@ -317,9 +324,11 @@ static void early_unlink(dm_coro_t *co)
     else
         early_head = co->early_next;
     if (co->early_next) co->early_next->early_prev = co->early_prev;
+    uint64_t was = co->early_res;
     co->early_res = 0;
     co->early = 0;
     co->wounded = 0;
+    if (!dm_coro_early_taken(was)) dm_coro_signal(was); /* its last holder: waiters go on */
 }
 
 void dm_coro_early_release(void)
@@ -329,12 +338,62 @@ void dm_coro_early_release(void)
 
 int dm_coro_early_held(void)
 {
-    return current && current->early_res && current->early;
+    return current && ((current->early_res && current->early) || current->wait_res);
 }
 
 int dm_coro_early_wounded(void)
 {
     return dm_coro_early_held() && current->wounded;
+}
+
+int dm_coro_more_behind(void)
+{
+    return current && current->turn && current->turn->behind &&
+           current->turn->behind(current->turn->arg);
+}
+
+static void wait_unlink(dm_coro_t *co)
+{
+    if (!co->wait_res) return;
+    if (co->wait_prev)
+        co->wait_prev->wait_next = co->wait_next;
+    else
+        wait_head = co->wait_next;
+    if (co->wait_next)
+        co->wait_next->wait_prev = co->wait_prev;
+    else
+        wait_tail = co->wait_prev;
+    co->wait_res = 0;
+}
+
+int dm_coro_wait_turn_or(uint64_t res)
+{
+    if (!dm_coro_turn_pending()) return 0;
+    if (current->early_res) return dm_coro_wait_turn(); /* holding a lock: not this wait */
+    current->wait_res = res;
+    current->wounded = 0;
+    current->wait_next = NULL; /* appended: dm_coro_signal wakes them in arrival order */
+    current->wait_prev = wait_tail;
+    if (wait_tail)
+        wait_tail->wait_next = current;
+    else
+        wait_head = current;
+    wait_tail = current;
+    int rc = current->turn->wait(current->turn->arg, NULL);
+    wait_unlink(current);
+    current->wounded = 0;
+    if (rc) return rc;
+    current->turn_held = 1;
+    return 0;
+}
+
+void dm_coro_signal(uint64_t res)
+{
+    for (dm_coro_t *h = wait_head; h; h = h->wait_next) {
+        if (h->wait_res != res || h == current || h->wounded) continue;
+        h->wounded = 1; /* its turn wait returns DM_EYIELD */
+        if (h->turn && h->turn->wound) h->turn->wound(h->turn->arg);
+    }
 }
 
 int dm_coro_early_taken(uint64_t res)

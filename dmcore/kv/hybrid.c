@@ -86,6 +86,7 @@ static int gate_decide(void *p, const dm_kv_view_t *v)
 }
 
 #define MAX_LOCKED_TRIES 8
+#define MAX_EARLY_YIELDS 4
 
 /* DMKV_EARLY_LOCK=0: a pipeline's inserts take their whole turn before the leaf lock, as
  * before early locks (the benchmark's reference and a test variant). */
@@ -163,7 +164,8 @@ static int lock_with_buckets(dm_ctx_t *ctx, const void *key, size_t klen, int ex
     dm_batch_init(&pre);
     int fresh = 0;
     int have = dm_race_prefetch(ctx, &pre, key, klen, carry) == 0;
-    int rc = dm_chime_lock_with(ctx, key, klen, existing, have ? &pre : NULL, &fresh, lk);
+    int rc = existing ? dm_chime_lock_with(ctx, key, klen, 1, have ? &pre : NULL, &fresh, lk)
+                      : dm_chime_lock_insert(ctx, key, klen, have ? &pre : NULL, &fresh, lk);
     if (rc < 0) return rc;
     carry->prefetched = fresh;
     carry->read_us = dm_chime_lock_posted_us(*lk);
@@ -176,11 +178,13 @@ static int lock_with_buckets(dm_ctx_t *ctx, const void *key, size_t klen, int ex
 /* One locked attempt of a SET of an absent key: lock (‖ RACE buckets), pending entry ‖ RACE
  * slot CAS, unlock posted without waiting (docs/throughput.md "A new key in 3 round trips"). */
 static int set_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen, uint8_t *block,
-                      uint64_t block_len, int keep_ttl, dm_race_item_t *old, dm_race_carry_t *carry)
+                      uint64_t block_len, int keep_ttl, dm_race_item_t *old, dm_race_carry_t *carry,
+                      uint64_t *leaf)
 {
     dm_chime_lock_t *lk;
     int rc = lock_with_buckets(ctx, key, klen, 0, carry, &lk);
     if (rc < 0) return rc;
+    *leaf = dm_chime_lock_leaf(lk);
     dm_batch_t ride;
     dm_batch_init(&ride);
     /* The pending entry's WRITE goes with RACE's next batch, ahead of the slot CAS in one
@@ -226,12 +230,23 @@ int dm_hybrid_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, u
          * changed) when an earlier command needs the lock or the turn is long in coming,
          * then locks again after its whole turn (dmkv/coro.h "Early locks"). */
         if (!early_locks()) dm_coro_wait_turn();
+        int yields = 0;
         for (int tries = 0; tries < MAX_LOCKED_TRIES; tries++) {
             if (old) free(old->block), old->block = NULL;
-            rc = set_locked(ctx, &g, key, klen, block, block_len, keep_ttl, old, &carry);
+            uint64_t leaf = 0;
+            rc = set_locked(ctx, &g, key, klen, block, block_len, keep_ttl, old, &carry, &leaf);
             if (rc == DM_EYIELD) {
+                /* Holding nothing, wait for the turn or until this thread's hold of the leaf
+                 * ends or opens (a shared hold: chime/share.c), then lock again. */
                 __atomic_fetch_add(&early_yields, 1, __ATOMIC_RELAXED);
-                dm_coro_wait_turn(); /* holding nothing: the next lock is not early */
+                tries--; /* a yield is not a failed try: the next lock comes no later than
+                            the whole turn after MAX_EARLY_YIELDS of them */
+                int wrc =
+                    ++yields < MAX_EARLY_YIELDS ? dm_coro_wait_turn_or(leaf) : dm_coro_wait_turn();
+                if (wrc && wrc != DM_EYIELD) {
+                    rc = wrc;
+                    break;
+                }
                 continue;
             }
             if (!(rc == 0 && g.lock_expired)) break;

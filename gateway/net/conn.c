@@ -399,48 +399,42 @@ static void turn_wound(void *arg)
 
 /* How long a SET holding an early leaf lock waits for its turn before it gives way
  * (dmkv/coro.h "Early locks"): what breaks a wait cycle through a holder on another worker
- * or gateway, out of dm_coro_early_contend's reach. */
+ * or gateway, out of dm_coro_early_contend's reach. Checked by the thread's cron tick
+ * (gw_conn_early_sweep), so a wait gives way after 100-200 ms. */
 #define EARLY_HOLD_MS 100
 
-static void early_timer_closed(uv_handle_t *h)
+void gw_conn_early_sweep(gw_thread_t *th)
 {
-    free(h);
-}
-
-static void early_timer_fire(uv_timer_t *t)
-{
-    gw_slot_t *s = t->data;
-    s->early_timeout = true;
-    turn_wound(s);
+    uint64_t now = dm_now_us();
+    for (gw_conn_t *c = th->conns; c; c = c->next)
+        for (gw_slot_t *s = c->shead; s; s = s->next)
+            if (s->turn_waiter && s->early_since_us &&
+                now - s->early_since_us >= (uint64_t)EARLY_HOLD_MS * 1000) {
+                s->early_timeout = true;
+                turn_wound(s);
+            }
 }
 
 /* dm_turn_hook_t.wait of a SET in a run (dmkv/coro.h). */
 static int turn_wait(void *arg, const dm_chain_pos_t *on)
 {
     gw_slot_t *s = arg;
-    uv_timer_t *t = NULL;
     int rc = 0;
     s->early_timeout = false;
+    s->early_since_us = 0;
     while (!turn_granted(s, on)) {
         if (dm_coro_early_held()) {
             if (dm_coro_early_wounded() || s->early_timeout) {
                 rc = DM_EYIELD;
                 break;
             }
-            if (!t && (t = malloc(sizeof(*t)))) {
-                uv_timer_init(&s->c->th->loop, t);
-                t->data = s;
-                uv_timer_start(t, early_timer_fire, EARLY_HOLD_MS, 0);
-            }
+            if (!s->early_since_us) s->early_since_us = dm_now_us(); /* the cron's sweep */
         }
         dm_wake_t wk = {0};
         s->turn_waiter = &wk;
         dm_worker_park(s->c->th->w, &wk);
     }
-    if (t) {
-        uv_timer_stop(t);
-        uv_close((uv_handle_t *)t, early_timer_closed);
-    }
+    s->early_since_us = 0;
     return rc;
 }
 
@@ -454,6 +448,13 @@ static void turn_posted(void *arg, const dm_chain_pos_t *at)
     wake_turn(s->c);
 }
 
+/* dm_turn_hook_t.behind: later commands of the connection are running or queued. */
+static int turn_behind(void *arg)
+{
+    gw_slot_t *s = arg;
+    return s->next != NULL || s->c->qhead != NULL;
+}
+
 static void slot_coro(void *arg)
 {
     gw_slot_t *s = arg;
@@ -465,6 +466,7 @@ static void slot_coro(void *arg)
         s->hook = (dm_turn_hook_t){.wait = turn_wait,
                                    .posted = turn_posted,
                                    .wound = turn_wound,
+                                   .behind = turn_behind,
                                    .arg = s,
                                    .chain_tag = (uint8_t)(1 + c->id % 255)};
         dm_coro_set_turn(&s->hook);

@@ -98,10 +98,11 @@ typedef struct gw_slot {
     gw_cmd_t *cmd;
     gw_buf_t out;
     bool done;
-    uint64_t rgen;          /* its command's client read (gw_cmd_t.rgen) */
-    dm_wake_t *turn_waiter; /* a write waiting for its commit turn */
-    bool early_timeout;     /* its early lock was held EARLY_HOLD_MS waiting (conn.c) */
-    bool chained;           /* its commit CAS is posted at chain_pos (dmkv/coro.h) */
+    uint64_t rgen;           /* its command's client read (gw_cmd_t.rgen) */
+    dm_wake_t *turn_waiter;  /* a write waiting for its commit turn */
+    bool early_timeout;      /* its early lock was held EARLY_HOLD_MS waiting (conn.c) */
+    uint64_t early_since_us; /* monotonic µs it began waiting for its turn holding one */
+    bool chained;            /* its commit CAS is posted at chain_pos (dmkv/coro.h) */
     dm_chain_pos_t chain_pos;
     dm_turn_hook_t hook; /* its turn hook (set on its coroutine) */
     struct gw_slot *next;
@@ -114,6 +115,10 @@ static inline gw_buf_t *gw_conn_out(gw_conn_t *c)
     gw_slot_t *s = dm_coro_get_local();
     return s && s->c == c ? &s->out : &c->out;
 }
+
+/* Cron tick: a write that has waited EARLY_HOLD_MS for its turn holding an early leaf lock
+ * (or waiting for one, dm_coro_wait_turn_or) gives way (its wait returns DM_EYIELD). */
+void gw_conn_early_sweep(gw_thread_t *th);
 
 /* uv_connection_cb for the thread's listeners (server->data is the gw_thread_t). */
 void gw_conn_on_accept(uv_stream_t *server, int status);

@@ -80,6 +80,7 @@ static void on_tick(uv_timer_t *t)
     gw_thread_t *th = t->data;
     if (th->stopping) return;
     close_killed(th);
+    gw_conn_early_sweep(th);
     gw_evict_tick(th);
     gw_monitor_deliver(th); /* lines held back while a monitor ran a command */
     if (th->w) {

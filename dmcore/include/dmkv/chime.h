@@ -62,6 +62,14 @@ int dm_chime_lock_existing(dm_ctx_t *ctx, const void *key, size_t klen, dm_chime
  * went elsewhere (no order across nodes) or did not fit. Same returns as those. */
 int dm_chime_lock_with(dm_ctx_t *ctx, const void *key, size_t klen, int existing,
                        const dm_batch_t *extra, int *fresh, dm_chime_lock_t **out);
+/* dm_chime_lock_with (existing = 0) for an insert that may share the leaf's lock with the
+ * other inserts of this worker (chime/share.c: Sherman-style combining; keys of up to
+ * DM_CHIME_INLINE bytes): it joins a hold of the leaf the thread has (no round trip), or
+ * locks reading the whole leaf when its connection has later commands in flight. The
+ * handle is used as any other; dm_chime_mark_pending may then also return DM_EYIELD (the
+ * leaf is full and shared: unlock with -1 and come back after the turn). Same returns. */
+int dm_chime_lock_insert(dm_ctx_t *ctx, const void *key, size_t klen, const dm_batch_t *extra,
+                         int *fresh, dm_chime_lock_t **out);
 
 /* Flag key's entry pending (an entry write), inserting it first (hopping, §2.3; a failed hop
  * splits the leaf and propagates the separator up, §4.4) when it has none. On a split the
@@ -92,6 +100,8 @@ uint64_t dm_chime_lock_sure_until(const dm_chime_lock_t *lk);
 /* Monotonic µs until which a write that depends on the lock may still be posted (its hold
  * bound, CH_HOLD_MAX_MS after the acquiring CAS was posted: dm_chime_lock_valid). */
 uint64_t dm_chime_lock_hold_until(const dm_chime_lock_t *lk);
+/* The leaf the handle holds (an address in the pool). */
+uint64_t dm_chime_lock_leaf(const dm_chime_lock_t *lk);
 /* Monotonic time (µs) the batch that took lk was posted (its extra READs are no older). */
 uint64_t dm_chime_lock_posted_us(const dm_chime_lock_t *lk);
 
@@ -151,6 +161,7 @@ typedef struct dm_chime_stats {
     uint64_t lock_waits, lease_takeovers;      /* lock retries, expired leases taken over */
     uint64_t right_moves; /* moves right past a leaf its fresh parent routed to */
     uint64_t sep_repairs; /* separators a dead splitter left out, inserted (repair.c) */
+    uint64_t shared_holds, shared_joins; /* leaf holds shared by a worker's inserts (share.c) */
 } dm_chime_stats_t;
 void dm_chime_get_stats(dm_chime_stats_t *out);
 

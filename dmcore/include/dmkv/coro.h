@@ -56,6 +56,8 @@ typedef struct dm_turn_hook {
     void (*posted)(void *arg, const struct dm_chain_pos *at);
     /* The coroutine was wounded: if parked in wait, resume it (it returns DM_EYIELD). */
     void (*wound)(void *arg);
+    /* 1 while later commands of the same connection are in flight (NULL: never). */
+    int (*behind)(void *arg);
     void *arg;
     uint8_t chain_tag; /* nonzero: the chain tag of this client connection's commits */
 } dm_turn_hook_t;
@@ -88,12 +90,22 @@ void dm_coro_commit_posted(const struct dm_chain_pos *at);
  * that dm_coro_early_taken sees a lock this thread holds in any way). */
 void dm_coro_early_hold(uint64_t res);
 void dm_coro_early_release(void); /* also clears the wound */
-int dm_coro_early_held(void);     /* holds an early lock */
-int dm_coro_early_wounded(void);
+/* Holds an early lock or waits in dm_coro_wait_turn_or: its turn wait may give way. */
+int dm_coro_early_held(void);
+int dm_coro_early_wounded(void); /* ... and was wounded or signalled: give way now */
 /* 1 when another coroutine of this thread holds res (early or not): a lock before the turn
  * would only find it busy. */
 int dm_coro_early_taken(uint64_t res);
 void dm_coro_early_contend(uint64_t res);
+/* Waits for the whole turn like dm_coro_wait_turn (holding nothing), or until another
+ * coroutine of this thread calls dm_coro_signal(res), whichever comes first: 0 with the turn
+ * held, DM_EYIELD when signalled (or after the hook's bound; the turn is not held). Shared
+ * leaf holds (chime/share.c) wait so for a leaf another command of the thread holds. */
+int dm_coro_wait_turn_or(uint64_t res);
+void dm_coro_signal(uint64_t res);
+/* 1 while later commands of the running coroutine's connection are in flight (the hook's
+ * behind; 0 without one): a leaf lock may then be worth sharing. */
+int dm_coro_more_behind(void);
 /* Holds registered and wounds dealt by this process (INFO). */
 void dm_coro_early_stats(uint64_t *holds, uint64_t *wounds);
 

@@ -1,0 +1,346 @@
+/* Shared leaf holds: the inserts of one worker into one leaf under one lock (issue 11).
+ *
+ * A pipeline of new keys that share a leaf (a sequential load: 30-60 consecutive keys per
+ * leaf) used to take the leaf lock one insert after another: each waited for the previous
+ * one's unlock, two round trips apiece. Sherman (SIGMOD'22 §4.3) combines lock holders of
+ * one compute node; this is that idea for the coroutines of one worker thread:
+ *
+ *  - An insert whose connection has later commands in flight (dm_coro_more_behind) locks
+ *    its leaf reading the whole leaf behind the lock CAS, and registers the hold here.
+ *  - Later inserts of the worker into that leaf *join* it while it is open: no lock CAS,
+ *    no read. Each places its pending entry in the hold's image (the canonical one: the
+ *    thread is the only writer while it holds the lock) and writes the entries it changed,
+ *    riding with its RACE batch as before; its slot CAS is its commit, in its connection's
+ *    order as ever. It settles its entry when it leaves; the last member writes the lock
+ *    word back (vacancy bits) and unlocks.
+ *  - Every member keeps the hybrid protocol's rule: its entry is in the leaf, pending,
+ *    before its slot CAS can land, and it changes presence only within the hold's lease
+ *    (members share the lock's time: dm_chime_lock_valid of a member is the hold's).
+ *  - A member whose entry does not fit closes the hold (no more joins). Alone, it splits
+ *    as a lone holder would; with others in it, it leaves (DM_EYIELD) and comes back.
+ *  - Joins are open for SHARE_JOIN_MS after the lock and for SHARE_MAX_JOINS members, so a
+ *    hold cannot starve other workers and gateways of the leaf.
+ *  - An insert that finds the leaf held by a hold it may not join (closed, or still being
+ *    locked) and whose turn has not come waits for the hold's signal or its whole turn,
+ *    whichever is first (dm_coro_wait_turn_or), holding nothing.
+ *
+ * Entries move under a member (another member's hop), so a member finds its entry again
+ * by key when it settles. Only keys stored inline (≤ DM_CHIME_INLINE bytes) share: a long
+ * key's entry points to a record, and finding it again would read records. */
+#include "chime_internal.h"
+#include "dmkv/batch.h"
+#include "dmkv/coro.h"
+#include "dmkv/errors.h"
+#include "leaf_lock.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define SHARE_JOIN_MS 20u   /* joins are open this long after the lock was taken */
+#define SHARE_MAX_JOINS 128 /* members of one hold, in all */
+
+typedef struct ch_group {
+    dm_chime_lock_t *hold; /* the lock as held in the pool: whole image, lock word */
+    dm_gaddr_t leaf;       /* what it holds (or is locking) */
+    unsigned members;      /* member handles not yet unlocked */
+    dm_chime_lock_t *list; /* ... linked by gnext */
+    unsigned joined;       /* members ever */
+    int forming;           /* its lock CAS is on its way */
+    int closed;            /* no more joins (full, split, or expired) */
+    int expired;           /* held past the lease: nothing more is written */
+    struct ch_group *next;
+} ch_group_t;
+
+static int sharing(void)
+{
+    static int off = -1;
+    if (off < 0) {
+        const char *e = getenv("DMKV_SHARE_LOCKS");
+        off = e && strcmp(e, "0") == 0;
+    }
+    return !off;
+}
+
+static ch_group_t *group_of(dm_chime_t *c, dm_gaddr_t leaf)
+{
+    for (ch_group_t *gp = c->groups; gp; gp = gp->next)
+        if (gp->leaf == leaf) return gp;
+    return NULL;
+}
+
+/* Unregister gp (its hold is unlocked or was never taken) and wake its waiters. */
+static void group_remove(dm_chime_t *c, ch_group_t *gp)
+{
+    for (ch_group_t **pp = &c->groups; *pp; pp = &(*pp)->next)
+        if (*pp == gp) {
+            *pp = gp->next;
+            break;
+        }
+    dm_coro_signal(gp->leaf); /* waiters may lock it now */
+    free(gp);
+}
+
+static int joinable(const ch_group_t *gp)
+{
+    return !gp->forming && !gp->closed && gp->joined < SHARE_MAX_JOINS &&
+           dm_now_us() - gp->hold->locked_us < (uint64_t)SHARE_JOIN_MS * 1000;
+}
+
+/* A member handle for key in gp (entry not looked up). NULL when out of memory. */
+static dm_chime_lock_t *member_new(dm_chime_t *c, ch_group_t *gp, const void *key, size_t klen)
+{
+    dm_chime_lock_t *m = ch_lock_new(&c->geo, key, klen);
+    if (!m) return NULL;
+    const dm_chime_lock_t *h = gp->hold;
+    m->grp = gp;
+    m->leaf = h->leaf;
+    m->word = h->word;
+    m->remote_word = h->remote_word;
+    m->locked_us = h->locked_us; /* the lease is the hold's: dm_chime_lock_valid etc. */
+    m->took_over = h->took_over;
+    m->gnext = gp->list;
+    gp->list = m;
+    gp->members++;
+    gp->joined++;
+    return m;
+}
+
+/* Index of m's entry in the hold's image (it moves when others hop), or -1. */
+static int member_entry(dm_ctx_t *ctx, const dm_chime_lock_t *m)
+{
+    const dm_chime_lock_t *h = m->grp->hold;
+    return ch_find_entry(ctx, &ctx->w->chime->geo, h->img, h->have, &m->kh, m->key, m->klen);
+}
+
+/* Join gp for key when it covers it (the leaf's sibling is the one the parent expects: no
+ * split since). 1 joined (entry found), 0 joined (no entry), 2 not covered, DM_E*. */
+static int join(dm_ctx_t *ctx, ch_group_t *gp, const ch_path_t *p, const void *key, size_t klen,
+                dm_chime_lock_t **out)
+{
+    dm_chime_t *c = ctx->w->chime;
+    const dm_chime_lock_t *h = gp->hold;
+    const uint8_t *rep = ch_any_replica(&c->geo, h->img, h->have);
+    if (!rep || ch_u64(rep + 8) != p->expect_next) return 2;
+    dm_chime_lock_t *m = member_new(c, gp, key, klen);
+    if (!m) return DM_ENOMEM;
+    dm_coro_early_hold(gp->leaf);
+    int idx = member_entry(ctx, m);
+    if (idx < -1) {
+        ch_share_unlock(ctx, m, -1);
+        return idx;
+    }
+    m->idx = idx;
+    ch_count(&ch_stats.share_joins, 1);
+    *out = m;
+    return idx >= 0;
+}
+
+/* Register a hold of p's leaf being locked (NULL: not worth it, or out of memory). */
+static ch_group_t *group_start(dm_chime_t *c, const ch_path_t *p)
+{
+    if (!dm_coro_more_behind() || group_of(c, p->leaf)) return NULL;
+    /* A lock that waits for the whole turn first (leaf.c ch_lock_key) would keep the hold
+     * forming, and its joiners waiting, that long: not shared. */
+    if (dm_coro_turn_pending() && (dm_coro_early_taken(p->leaf) || ch_leaf_contended(c, p->leaf)))
+        return NULL;
+    ch_group_t *gp = calloc(1, sizeof(*gp));
+    if (!gp) return NULL;
+    gp->leaf = p->leaf;
+    gp->forming = 1;
+    gp->next = c->groups;
+    c->groups = gp;
+    return gp;
+}
+
+int dm_chime_lock_insert(dm_ctx_t *ctx, const void *key, size_t klen, const dm_batch_t *extra,
+                         int *fresh, dm_chime_lock_t **out)
+{
+    dm_chime_t *c = ctx->w->chime;
+    *out = NULL;
+    if (fresh) *fresh = 0;
+    if (klen > DM_CHIME_INLINE || !sharing())
+        return ch_lock_key(ctx, key, klen, 0, extra, fresh, out);
+    ch_path_t p;
+    ch_group_t *gp = NULL;
+    for (int tries = 0;; tries++) {
+        int rc = ch_find_leaf(ctx, key, klen, 0, &p);
+        if (rc) return rc;
+        gp = group_of(c, p.leaf);
+        if (gp && joinable(gp)) {
+            rc = join(ctx, gp, &p, key, klen, out);
+            if (rc != 2) return rc;
+            break; /* the cached parent is stale: the ordinary lock finds the way */
+        }
+        if (!dm_coro_turn_pending()) {
+            if (!gp || !gp->forming || tries >= 4) break; /* lock it: early holders give way */
+            dm_ctx_yield(ctx); /* its lock CAS comes back within a round trip */
+            continue;
+        }
+        if (tries >= 64 || (!gp && !dm_coro_early_taken(p.leaf))) break;
+        /* The thread holds the leaf (a hold not open to us, or a lone lock): wait for it to
+         * open or end, or for the whole turn, holding nothing. */
+        rc = dm_coro_wait_turn_or(p.leaf);
+        if (rc && rc != DM_EYIELD) return rc;
+    }
+    /* Registered while locking, so the thread's next inserts wait for it to form instead
+     * of taking their whole turn. Keyed by the leaf the descent found; moved to the leaf
+     * the lock took. */
+    gp = group_start(c, &p);
+    dm_chime_lock_t *h;
+    int rc = ch_lock_key(ctx, key, klen, gp ? CH_LOCK_WHOLE : 0, extra, fresh, &h);
+    if (!gp) {
+        *out = rc < 0 ? NULL : h;
+        return rc;
+    }
+    if (rc < 0) {
+        group_remove(c, gp);
+        return rc;
+    }
+    if (gp->leaf != h->leaf) {
+        dm_coro_signal(gp->leaf);
+        gp->leaf = h->leaf;
+    }
+    gp->hold = h;
+    gp->forming = 0;
+    dm_chime_lock_t *m = member_new(c, gp, key, klen);
+    if (!m) {
+        group_remove(c, gp);
+        ch_unlock_unchanged(ctx, h);
+        dm_chime_lock_free(h);
+        return DM_ENOMEM;
+    }
+    m->idx = h->idx;
+    ch_count(&ch_stats.share_holds, 1);
+    dm_coro_signal(gp->leaf);
+    *out = m;
+    return rc;
+}
+
+/* Another member of m's hold has m's key (two connections inserting one key): its entry is
+ * theirs too, so only the last of them settles it. */
+static int key_shared(const dm_chime_lock_t *m)
+{
+    for (const dm_chime_lock_t *o = m->grp->list; o; o = o->gnext)
+        if (o != m && o->klen == m->klen && memcmp(o->key, m->key, m->klen) == 0) return 1;
+    return 0;
+}
+
+static void member_unlink(dm_chime_lock_t *m)
+{
+    for (dm_chime_lock_t **pp = &m->grp->list; *pp; pp = &(*pp)->gnext)
+        if (*pp == m) {
+            *pp = m->gnext;
+            break;
+        }
+}
+
+/* Members post what they change at once, never riding with a later batch: a hop may move
+ * an entry another member placed, and a write posted later carries the newest bytes of its
+ * entries only, so every change must be posted before the next one can be made (posted in
+ * order on the connection, an entry is then never missing from the pool, only twice). The
+ * member's slot CAS must still come after its entry: an 8-byte READ of the leaf rides with
+ * its RACE batch instead (same message when one memory node holds both, else waited for,
+ * dm_ctx_ride_before; it completes after the write posted before it on that connection). */
+static int write_now(dm_ctx_t *ctx, dm_chime_lock_t *m, dm_chime_lock_t *h)
+{
+    dm_batch_t *ride = ctx->ride;
+    if (!ride || ride->n + 1 > DM_BATCH_MAX) {
+        ctx->ride = NULL;
+        int rc = ch_write_dirty(ctx, h, 0, 1); /* no ride: wait for the write */
+        ctx->ride = ride;
+        return rc;
+    }
+    int rc = ch_write_dirty(ctx, h, 0, 0);
+    if (rc) return rc;
+    dm_batch_read(ride, h->leaf, &m->order_word, sizeof(m->order_word));
+    ctx->ride_until_us = h->locked_us + (uint64_t)CH_HOLD_MAX_MS * 1000;
+    return 0;
+}
+
+int ch_share_mark_pending(dm_ctx_t *ctx, dm_chime_lock_t *m)
+{
+    dm_chime_t *c = ctx->w->chime;
+    const ch_geo_t *g = &c->geo;
+    ch_group_t *gp = m->grp;
+    dm_chime_lock_t *h = gp->hold;
+    if (ch_hold_expired(h)) return DM_ERETRY;
+    int idx = member_entry(ctx, m);
+    if (idx < -1) return idx;
+    if (idx >= 0) { /* pending from a dead gateway, or from an attempt that gave way */
+        m->idx = idx;
+        uint8_t *e = h->img + ch_entry_off(g, (unsigned)idx);
+        if (e[1] & CH_F_PENDING) return 0;
+        e[1] |= CH_F_PENDING;
+        ch_touch(h, g, (unsigned)idx);
+        return write_now(ctx, m, h);
+    }
+    /* The hold's key fields are the placing member's for this synchronous step only. */
+    h->kh = m->kh;
+    h->key = m->key;
+    h->klen = m->klen;
+    h->rec = 0;
+    h->idx = -1;
+    int rc = ch_hop_insert(h, g, CH_F_PENDING);
+    if (rc < 0) return rc;
+    if (rc == 1) {
+        m->idx = h->idx;
+        ch_hot_touch(c, h->leaf, (unsigned)m->idx, m->kh.fp);
+        return write_now(ctx, m, h);
+    }
+    gp->closed = 1;
+    if (gp->members > 1) return DM_EYIELD; /* others placed theirs: come back after them */
+    /* Alone: split as a lone holder does. What is dirty is the failed hop's moves only (the
+     * members that left wrote theirs); the whole read the split starts with drops them. */
+    memset(h->dirty, 0, sizeof(h->dirty));
+    dm_gaddr_t before = h->leaf;
+    dm_batch_t *ride = ctx->ride; /* joins reopen below: nothing of ours may ride (write_now) */
+    ctx->ride = NULL;
+    rc = ch_mark_pending_own(ctx, h);
+    ctx->ride = ride;
+    if (h->leaf != before) {
+        dm_coro_signal(gp->leaf);
+        gp->leaf = h->leaf;
+        dm_coro_early_hold(h->leaf);
+    }
+    m->leaf = h->leaf;
+    if (rc == 0) {
+        m->idx = h->idx;
+        gp->closed = 0; /* split and placed: the leaf that covers the key is open again */
+        dm_coro_signal(gp->leaf);
+    }
+    return rc;
+}
+
+int ch_share_unlock(dm_ctx_t *ctx, dm_chime_lock_t *m, int present)
+{
+    dm_chime_t *c = ctx->w->chime;
+    ch_group_t *gp = m->grp;
+    dm_chime_lock_t *h = gp->hold;
+    int rc = 0;
+    member_unlink(m);
+    gp->members--;
+    if (gp->expired || ch_hold_expired(h)) {
+        gp->expired = gp->closed = 1; /* may have been taken over: write nothing more */
+        rc = DM_ERETRY;
+    } else if (present >= 0 && !key_shared(m)) {
+        int idx = member_entry(ctx, m);
+        if (idx >= 0) {
+            h->idx = idx;
+            h->klen = m->klen;
+            ch_settle_entry(ctx, h, present);
+        }
+    }
+    if (gp->members == 0) {
+        int expired = gp->expired;
+        group_remove(c, gp);
+        if (expired)
+            ch_unlock_unchanged(ctx, h);
+        else
+            rc = ch_write_dirty(ctx, h, 1, 0);
+        dm_chime_lock_free(h);
+    } else if (!gp->expired) {
+        rc = ch_write_dirty(ctx, h, 0, 0); /* the settled entry now; the lock stays */
+    }
+    dm_chime_lock_free(m);
+    return rc;
+}
