@@ -51,14 +51,16 @@ typedef struct ch_group {
     struct ch_group *next;
 } ch_group_t;
 
+/* DMKV_SHARE_LOCKS: 0 off (each insert locks alone, as before); "always" (tests) shares even
+ * without later commands in flight; else on. */
 static int sharing(void)
 {
-    static int off = -1;
-    if (off < 0) {
+    static int mode = -1;
+    if (mode < 0) {
         const char *e = getenv("DMKV_SHARE_LOCKS");
-        off = e && strcmp(e, "0") == 0;
+        mode = e && !strcmp(e, "0") ? 0 : e && !strcmp(e, "always") ? 2 : 1;
     }
-    return !off;
+    return mode;
 }
 
 static ch_group_t *group_of(dm_chime_t *c, dm_gaddr_t leaf)
@@ -138,7 +140,7 @@ static int join(dm_ctx_t *ctx, ch_group_t *gp, const ch_path_t *p, const void *k
 /* Register a hold of p's leaf being locked (NULL: not worth it, or out of memory). */
 static ch_group_t *group_start(dm_chime_t *c, const ch_path_t *p)
 {
-    if (!dm_coro_more_behind() || group_of(c, p->leaf)) return NULL;
+    if ((sharing() < 2 && !dm_coro_more_behind()) || group_of(c, p->leaf)) return NULL;
     /* A lock that waits for the whole turn first (leaf.c ch_lock_key) would keep the hold
      * forming, and its joiners waiting, that long: not shared. */
     if (dm_coro_turn_pending() && (dm_coro_early_taken(p->leaf) || ch_leaf_contended(c, p->leaf)))

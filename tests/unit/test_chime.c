@@ -602,8 +602,50 @@ static void test_forged_leaf(void)
     uv_loop_close(&loop);
 }
 
+/* ---- shared leaf holds (chime/share.c): members, one key twice, the last unlocks ---- */
+static void test_shared_hold(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = worker_on(&loop, "local:chime-share");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    CHECK(dm_kv_set(&ctx, "sh:base", 7, "v", 1, 0, 0, NULL) == 1);
+    dm_chime_stats_t s0, s1;
+    dm_chime_get_stats(&s0);
+    dm_chime_lock_t *a, *b, *c;
+    CHECK(dm_chime_lock_insert(&ctx, "sh:k", 4, NULL, NULL, &a) == 0); /* the hold */
+    CHECK(dm_chime_mark_pending(&ctx, a) == 0);
+    CHECK(dm_chime_lock_insert(&ctx, "sh:k", 4, NULL, NULL, &b) == 1); /* joins: entry is a's */
+    CHECK(dm_chime_lock_insert(&ctx, "sh:m", 4, NULL, NULL, &c) == 0); /* joins, own key */
+    CHECK(dm_chime_mark_pending(&ctx, c) == 0);
+    dm_chime_get_stats(&s1);
+    CHECK(s1.shared_holds == s0.shared_holds + 1 && s1.shared_joins == s0.shared_joins + 2);
+    int pending = 0;
+    CHECK(dm_chime_search(&ctx, "sh:m", 4, &pending) == 1 && pending);
+    /* a gives up (its write did not happen, the key absent): the entry is b's too and must
+     * stay while b may still insert the key (a removal now breaks CHIME ⊇ RACE). */
+    CHECK(dm_chime_unlock(&ctx, a, 0) == 0);
+    CHECKF(dm_chime_search(&ctx, "sh:k", 4, &pending) == 1 && pending,
+           "a member's unlock removed an entry another member of the hold relies on");
+    CHECK(dm_chime_unlock(&ctx, b, 1) == 0); /* b inserted it: settled */
+    CHECK(dm_chime_search(&ctx, "sh:k", 4, &pending) == 1 && !pending);
+    CHECK(dm_chime_unlock(&ctx, c, 0) == 0); /* the last: entry removed, leaf unlocked */
+    CHECK(dm_chime_search(&ctx, "sh:m", 4, &pending) == 0);
+    uint64_t t0 = dm_now_us();
+    dm_chime_lock_t *d;
+    CHECK(dm_chime_lock_key(&ctx, "sh:z", 4, &d) == 0); /* free at once: no lease to wait out */
+    CHECK(dm_now_us() - t0 < 1000000);
+    CHECK(dm_chime_unlock(&ctx, d, -1) == 0);
+    dm_worker_destroy(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+}
+
 int main(void)
 {
+    /* Every insert's lock is shared (share.c), even without a pipeline behind it. */
+    setenv("DMKV_SHARE_LOCKS", "always", 1);
     dm_local_set_size(512ull << 20);
     RUN(test_splits_small_leaves);
     RUN(test_long_prefixes);
@@ -616,5 +658,6 @@ int main(void)
     RUN(test_torn_for_good);
     RUN(test_forged_leaf);
     RUN(test_concurrent_writers);
+    RUN(test_shared_hold);
     return 0;
 }
