@@ -264,6 +264,8 @@ struct dm_chime {
     uint64_t busy_until[256]; /* per leaf hash: monotonic µs until which a lock of it found
                                  busy counts as contended (no early lock: leaf.c) */
     struct ch_group *groups;  /* this worker's shared leaf holds (share.c) */
+    unsigned share_credit;    /* holds that may go unjoined before sharing pauses */
+    unsigned share_probe;     /* inserts seen while paused */
     dm_gaddr_t reading[CH_READING_SLOTS]; /* inner nodes being read (inner.c), 0 = free */
     struct {
         dm_gaddr_t left, right; /* a half-split seen on a fresh descent (repair.c) */

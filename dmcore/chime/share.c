@@ -1,4 +1,5 @@
-/* Shared leaf holds: the inserts of one worker into one leaf under one lock (issue 11).
+/* Shared leaf holds: the inserts of one worker into one leaf under one lock (issue 11;
+ * docs/throughput.md "shared holds").
  *
  * A pipeline of new keys that share a leaf (a sequential load: 30-60 consecutive keys per
  * leaf) used to take the leaf lock one insert after another: each waited for the previous
@@ -9,10 +10,9 @@
  *    its leaf reading the whole leaf behind the lock CAS, and registers the hold here.
  *  - Later inserts of the worker into that leaf *join* it while it is open: no lock CAS,
  *    no read. Each places its pending entry in the hold's image (the canonical one: the
- *    thread is the only writer while it holds the lock) and writes the entries it changed,
- *    riding with its RACE batch as before; its slot CAS is its commit, in its connection's
- *    order as ever. It settles its entry when it leaves; the last member writes the lock
- *    word back (vacancy bits) and unlocks.
+ *    thread is the only writer while it holds the lock) and posts the entries it changed
+ *    at once (write_now); its slot CAS is its commit, in its connection's order as ever. It settles
+ * its entry when it leaves; the last member writes the lock word back (vacancy bits) and unlocks.
  *  - Every member keeps the hybrid protocol's rule: its entry is in the leaf, pending,
  *    before its slot CAS can land, and it changes presence only within the hold's lease
  *    (members share the lock's time: dm_chime_lock_valid of a member is the hold's).
@@ -38,6 +38,8 @@
 
 #define SHARE_JOIN_MS 20u   /* joins are open this long after the lock was taken */
 #define SHARE_MAX_JOINS 128 /* members of one hold, in all */
+#define SHARE_CREDIT_MAX 16 /* holds nobody joined, in a row, before holds stop... */
+#define SHARE_PROBE_EVERY 8 /* ... except one in this many inserts (sharing pays again?) */
 
 typedef struct ch_group {
     dm_chime_lock_t *hold; /* the lock as held in the pool: whole image, lock word */
@@ -73,6 +75,12 @@ static ch_group_t *group_of(dm_chime_t *c, dm_gaddr_t leaf)
 /* Unregister gp (its hold is unlocked or was never taken) and wake its waiters. */
 static void group_remove(dm_chime_t *c, ch_group_t *gp)
 {
+    /* Worth it when others joined: random keys rarely share a leaf, and a hold's whole-leaf
+     * read (2.3 KB instead of a neighborhood) is then wasted. */
+    if (gp->hold)
+        c->share_credit = gp->joined > 1    ? SHARE_CREDIT_MAX
+                          : c->share_credit ? c->share_credit - 1
+                                            : 0;
     for (ch_group_t **pp = &c->groups; *pp; pp = &(*pp)->next)
         if (*pp == gp) {
             *pp = gp->next;
@@ -141,6 +149,7 @@ static int join(dm_ctx_t *ctx, ch_group_t *gp, const ch_path_t *p, const void *k
 static ch_group_t *group_start(dm_chime_t *c, const ch_path_t *p)
 {
     if ((sharing() < 2 && !dm_coro_more_behind()) || group_of(c, p->leaf)) return NULL;
+    if (sharing() < 2 && !c->share_credit && ++c->share_probe % SHARE_PROBE_EVERY) return NULL;
     /* A lock that waits for the whole turn first (leaf.c ch_lock_key) would keep the hold
      * forming, and its joiners waiting, that long: not shared. */
     if (dm_coro_turn_pending() && (dm_coro_early_taken(p->leaf) || ch_leaf_contended(c, p->leaf)))
