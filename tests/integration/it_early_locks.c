@@ -141,15 +141,7 @@ int main(int argc, char **argv)
     CHECK(r && r->type == REDIS_REPLY_INTEGER);
     long long dbsize = r->integer;
     freeReplyObject(r);
-    long long scanned = 0;
-    char cursor[64] = "0";
-    do {
-        r = redisCommand(c, "SCAN %s MATCH ins:* COUNT 500", cursor);
-        CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
-        snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
-        scanned += (long long)r->element[1]->elements;
-        freeReplyObject(r);
-    } while (strcmp(cursor, "0"));
+    long long scanned = it_scan_count(c, "ins:*");
     double early = 0, wounds = 0, yields = 0, skipped = 0;
     for (int g = 0; g < 2; g++) {
         redisContext *gc = it_connect(ports[g]);

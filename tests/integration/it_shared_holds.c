@@ -176,15 +176,7 @@ int main(void)
     CHECK(r && r->type == REDIS_REPLY_INTEGER);
     long long dbsize = r->integer;
     freeReplyObject(r);
-    long long scanned = 0;
-    char cursor[64] = "0";
-    do {
-        r = redisCommand(c, "SCAN %s COUNT 500", cursor);
-        CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
-        snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
-        scanned += (long long)r->element[1]->elements;
-        freeReplyObject(r);
-    } while (strcmp(cursor, "0"));
+    long long scanned = it_scan_count(c, "*");
     redisContext *a = it_connect(ports[0]);
     double holds = it_info_field(a, "dmkv", "chime_shared_holds");
     double joins = it_info_field(a, "dmkv", "chime_shared_joins");

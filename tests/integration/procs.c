@@ -389,6 +389,23 @@ redisReply *it_cmd(redisContext *c, const char *fmt, ...)
     return r;
 }
 
+long long it_scan_count(redisContext *c, const char *match)
+{
+    long long n = 0;
+    char cursor[64] = "0";
+    do {
+        redisReply *r = it_cmd(c, "SCAN %s MATCH %s COUNT 500", cursor, match);
+        if (r->type != REDIS_REPLY_ARRAY || r->elements != 2) {
+            fprintf(stderr, "SCAN did not answer a cursor and keys\n");
+            abort();
+        }
+        snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
+        n += (long long)r->element[1]->elements;
+        freeReplyObject(r);
+    } while (strcmp(cursor, "0"));
+    return n;
+}
+
 void it_pipeline_ok(redisContext *c, int n)
 {
     for (int i = 0; i < n; i++) {

@@ -74,6 +74,8 @@ redisContext *it_connect(int port);
 /* Run one command (redisCommandArgv-style with lengths) and return the reply (caller
  * frees); aborts when the connection failed. */
 redisReply *it_cmd(redisContext *c, const char *fmt, ...);
+/* Keys a full SCAN MATCH match returns (aborts on a malformed reply). */
+long long it_scan_count(redisContext *c, const char *match);
 
 /* Read n pipelined replies on c; aborts on an error reply or a lost connection. */
 void it_pipeline_ok(redisContext *c, int n);
