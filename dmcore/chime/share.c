@@ -104,8 +104,6 @@ static dm_chime_lock_t *member_new(dm_chime_t *c, ch_group_t *gp, const void *ke
     const dm_chime_lock_t *h = gp->hold;
     m->grp = gp;
     m->leaf = h->leaf;
-    m->word = h->word;
-    m->remote_word = h->remote_word;
     m->locked_us = h->locked_us; /* the lease is the hold's: dm_chime_lock_valid etc. */
     m->took_over = h->took_over;
     m->gnext = gp->list;
