@@ -271,7 +271,7 @@ ch_inner_t *ch_inner_decode(dm_gaddr_t addr, const uint8_t *img)
     n->has_high = hdr[24];
     n->sep = calloc(n->count ? n->count : 1, sizeof(*n->sep));
     n->child = calloc(n->count ? n->count : 1, sizeof(*n->child));
-    /* Every key's bytes in one allocation (the arena): a node decodes with four mallocs, not
+    /* Every key's bytes in one allocation (the arena): a node decodes with five mallocs, not
      * one per separator (a full level-1 node has hundreds; decoding was 10% of a load's CPU). */
     uint8_t *keys = malloc(CH_INNER_PAYLOAD);
     size_t used = hl;
