@@ -30,6 +30,7 @@
 #include "chime_internal.h"
 #include "dmkv/batch.h"
 #include "dmkv/coro.h"
+#include "dmkv/env.h"
 #include "dmkv/errors.h"
 #include "leaf_lock.h"
 
@@ -55,14 +56,15 @@ typedef struct ch_group {
 
 /* DMKV_SHARE_LOCKS: 0 off (each insert locks alone, as before); "always" (tests) shares even
  * without later commands in flight; else on. */
+static int parse_share_locks(const char *e)
+{
+    return e && !strcmp(e, "0") ? 0 : e && !strcmp(e, "always") ? 2 : 1;
+}
+
 static int sharing(void)
 {
     static int mode = -1;
-    if (mode < 0) {
-        const char *e = getenv("DMKV_SHARE_LOCKS");
-        mode = e && !strcmp(e, "0") ? 0 : e && !strcmp(e, "always") ? 2 : 1;
-    }
-    return mode;
+    return dm_env_cached(&mode, "DMKV_SHARE_LOCKS", parse_share_locks);
 }
 
 static ch_group_t *group_of(dm_chime_t *c, dm_gaddr_t leaf)

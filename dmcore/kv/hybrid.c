@@ -4,6 +4,7 @@
 #include "dmkv/batch.h"
 #include "dmkv/chime.h"
 #include "dmkv/coro.h"
+#include "dmkv/env.h"
 #include "dmkv/errors.h"
 #include "dmkv/fault.h"
 #include "dmkv/log.h"
@@ -90,14 +91,15 @@ static int gate_decide(void *p, const dm_kv_view_t *v)
 
 /* DMKV_EARLY_LOCK=0: a pipeline's inserts take their whole turn before the leaf lock, as
  * before early locks (the benchmark's reference and a test variant). */
+static int parse_early_lock(const char *e)
+{
+    return !(e && strcmp(e, "0") == 0);
+}
+
 static int early_locks(void)
 {
-    static int off = -1;
-    if (off < 0) {
-        const char *e = getenv("DMKV_EARLY_LOCK");
-        off = e && strcmp(e, "0") == 0;
-    }
-    return !off;
+    static int on = -1;
+    return dm_env_cached(&on, "DMKV_EARLY_LOCK", parse_early_lock);
 }
 
 static uint64_t repairs, early_yields;

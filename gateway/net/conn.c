@@ -58,6 +58,7 @@
 #include "server/server.h"
 #include "resp/reply.h"
 #include "server/stats.h"
+#include "dmkv/env.h"
 #include "dmkv/errors.h"
 #include "dmkv/log.h"
 
@@ -270,16 +271,15 @@ void gw_conn_flush_pending(gw_thread_t *th)
 /* Test-only: DMKV_TEST_UNORDERED_WRITES=1 lets every key command run concurrently and
  * without commit turns, so writes commit out of order; it_pipeline_order shows that its
  * readers then catch it. */
+static int parse_unordered(const char *e)
+{
+    return e && !strcmp(e, "1");
+}
+
 static bool unordered_writes(void)
 {
-    static int on = -1; /* read by every worker thread: atomic (TSan caught the plain int) */
-    int v = __atomic_load_n(&on, __ATOMIC_RELAXED);
-    if (v < 0) {
-        const char *e = getenv("DMKV_TEST_UNORDERED_WRITES");
-        v = e && !strcmp(e, "1");
-        __atomic_store_n(&on, v, __ATOMIC_RELAXED);
-    }
-    return v;
+    static int on = -1;
+    return dm_env_cached(&on, "DMKV_TEST_UNORDERED_WRITES", parse_unordered);
 }
 
 /* How cmd may run: in a run of reads, in a run of plain SETs, or as a barrier (see the
