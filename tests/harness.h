@@ -4,6 +4,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
@@ -23,8 +24,11 @@
         }                                                                                          \
     } while (0)
 
+/* TEST_ONLY=substring runs only the tests whose names contain it (hand runs). */
 #define RUN(test)                                                                                  \
     do {                                                                                           \
+        const char *only_ = getenv("TEST_ONLY");                                                   \
+        if (only_ && !strstr(#test, only_)) break;                                                 \
         fprintf(stderr, "== %s\n", #test);                                                         \
         test();                                                                                    \
     } while (0)

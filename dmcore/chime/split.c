@@ -188,6 +188,7 @@ int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk)
     unsigned idx[CH_MAX_SPAN];
     uint8_t *keys[CH_MAX_SPAN];
     uint32_t lens[CH_MAX_SPAN];
+    dm_fault_point(ctx, DM_FAULT_SPLIT);
     int n = ch_leaf_keys(ctx, g, lk->img, idx, keys, lens);
     if (n < 0) return n;
     int rc = 0;

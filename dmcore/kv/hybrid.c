@@ -177,6 +177,15 @@ static int lock_with_buckets(dm_ctx_t *ctx, const void *key, size_t klen, int ex
     return rc;
 }
 
+/* A pending entry not written because the hold outlived its bound first (a split that ran
+ * long, a late reply: dm_chime_mark_pending's DM_ERETRY): nothing visible changed, so the
+ * operation locks again like after a veto for a lapsed lock (gate_decide), instead of
+ * answering "operation restarted too often" (test_chime test_slow_split). */
+static int lapsed_before_write(int rc, const dm_chime_lock_t *lk)
+{
+    return rc == DM_ERETRY && !dm_chime_lock_valid(lk);
+}
+
 /* One locked attempt of a SET of an absent key: lock (‖ RACE buckets), pending entry ‖ RACE
  * slot CAS, unlock posted without waiting (docs/throughput.md "A new key in 3 round trips"). */
 static int set_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen, uint8_t *block,
@@ -198,9 +207,11 @@ static int set_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen, ui
      * already (an update), or it is pending from a dead gateway: settled below either way. */
     rc = rc == 0 ? dm_chime_mark_pending(ctx, lk) : 0;
     if (rc < 0) {
+        int lapsed = lapsed_before_write(rc, lk);
         dm_ctx_ride_end(ctx, &ride);
         dm_chime_unlock(ctx, lk, -1);
-        return rc;
+        if (lapsed) g->lock_expired = 1; /* nothing changed: the caller locks again */
+        return lapsed ? 0 : rc;
     }
     g->locked = 1;
     g->lk = lk;
@@ -235,6 +246,7 @@ int dm_hybrid_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, u
         int yields = 0;
         for (int tries = 0; tries < MAX_LOCKED_TRIES; tries++) {
             if (old) free(old->block), old->block = NULL;
+            g.lock_expired = 0;
             uint64_t leaf = 0;
             rc = set_locked(ctx, &g, key, klen, block, block_len, keep_ttl, old, &carry, &leaf);
             if (rc == DM_EYIELD) {
@@ -290,9 +302,11 @@ static int delete_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen)
     dm_ctx_ride_start(ctx, &ride); /* the pending flag's WRITE goes with RACE's first READ */
     rc = dm_chime_mark_pending(ctx, lk);
     if (rc < 0) {
+        int lapsed = lapsed_before_write(rc, lk);
         dm_ctx_ride_end(ctx, &ride);
         dm_chime_unlock(ctx, lk, -1);
-        return rc;
+        if (lapsed) g->lock_expired = 1; /* nothing changed: the caller locks again */
+        return lapsed ? 0 : rc;
     }
     g->lk = lk;
     dm_fault_point(ctx, DM_FAULT_LOCKED);

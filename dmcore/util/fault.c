@@ -10,11 +10,14 @@
 #include "dmkv/log.h"
 #include "dmkv/worker.h"
 
-static const char *const site_names[DM_FAULT_NSITES] = {
-    "locked", "inserted", "taken_back", "propagate", "posted", "uncounted", "wire", "commit_miss"};
+static const char *const site_names[DM_FAULT_NSITES] = {"locked",    "inserted",    "taken_back",
+                                                        "propagate", "posted",      "uncounted",
+                                                        "wire",      "commit_miss", "split"};
 
 typedef struct {
     uint32_t ms, one_in;
+    uint32_t times; /* stalls allowed, 0: no limit */
+    uint32_t fired; /* atomic */
 } stall_t;
 
 static stall_t stalls[DM_FAULT_NSITES];
@@ -28,11 +31,12 @@ static void parse_spec(const char *spec)
         size_t n = end ? (size_t)(end - spec) : strlen(spec);
         for (int s = 0; s < DM_FAULT_NSITES; s++) {
             size_t sl = strlen(site_names[s]);
-            unsigned ms, one_in;
+            unsigned ms, one_in, times = 0;
             if (n > sl && !strncmp(spec, site_names[s], sl) && spec[sl] == ':' &&
-                sscanf(spec + sl + 1, "%u:%u", &ms, &one_in) == 2 && one_in > 0) {
+                sscanf(spec + sl + 1, "%u:%u:%u", &ms, &one_in, &times) >= 2 && one_in > 0) {
                 stalls[s].ms = ms;
                 stalls[s].one_in = one_in;
+                stalls[s].times = times;
                 dm_log(DM_LOG_WARNING, "fault: stalling %u ms at '%s', 1 in %u (test mode)", ms,
                        site_names[s], one_in);
             }
@@ -64,8 +68,16 @@ uint32_t dm_fault_delay_ms(dm_fault_site_t site)
     const stall_t *s = &stalls[site];
     if (!s->ms || (dm_lease_token() & ((1u << DM_LEASE_RANDOM_BITS) - 1)) % s->one_in)
         return 0; /* the per-thread generator */
+    uint32_t fired = __atomic_fetch_add(&stalls[site].fired, 1, __ATOMIC_RELAXED);
+    if (s->times && fired >= s->times) return 0;
     dm_log(DM_LOG_NOTICE, "fault: stalling %u ms at '%s'", s->ms, site_names[site]);
     return s->ms;
+}
+
+uint32_t dm_fault_fired(dm_fault_site_t site)
+{
+    uint32_t n = __atomic_load_n(&stalls[site].fired, __ATOMIC_RELAXED);
+    return stalls[site].times && n > stalls[site].times ? stalls[site].times : n;
 }
 
 int dm_fault_point(dm_ctx_t *ctx, dm_fault_site_t site)

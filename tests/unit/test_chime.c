@@ -12,6 +12,7 @@
 #include "../dmcore/kv/hybrid.h"
 #include "dmkv/chime.h"
 #include "dmkv/errors.h"
+#include "dmkv/fault.h"
 #include "dmkv/kv.h"
 #include "dmkv/kvblock.h"
 #include "dmkv/race.h"
@@ -642,6 +643,41 @@ static void test_shared_hold(void)
     uv_loop_close(&loop);
 }
 
+/* A split that outlives its lock's hold bound (the fault point 'split' stalls the first one
+ * 2.3 s, past CH_HOLD_MAX_MS) gives up before writing anything: the SET that needed it locks
+ * again and splits then. Before 2026-11-27 the SET answered "operation restarted too
+ * often" (CI's nomcas/it_linearizable_wire: a wire stall during a split of its setup). */
+static void test_slow_split(void)
+{
+    CHECK(dm_chime_set_create_geometry(16, 4) == 0);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = worker_on(&loop, "local:chime-slow-split");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    dm_fault_configure("split:2300:1:1");
+    enum { N = 40 };
+    for (int i = 0; i < N; i++) {
+        char k[32];
+        int kl = snprintf(k, sizeof(k), "slow:%04d", i);
+        int rc = dm_kv_set(&ctx, k, (size_t)kl, "v", 1, 0, 0, NULL);
+        CHECKF(rc == 1, "SET %s through a slow split: %s", k, rc < 0 ? dm_strerror(rc) : "0");
+    }
+    CHECKF(dm_fault_fired(DM_FAULT_SPLIT) == 1, "the split stalled %u times",
+           dm_fault_fired(DM_FAULT_SPLIT));
+    dm_fault_configure(NULL);
+    for (int i = 0; i < N; i++) {
+        char k[32];
+        int kl = snprintf(k, sizeof(k), "slow:%04d", i);
+        int pending = 1;
+        CHECKF(dm_chime_search(&ctx, k, (size_t)kl, &pending) == 1 && !pending, "search %s", k);
+    }
+    CHECK(dm_kv_dbsize(&ctx) == N);
+    dm_worker_destroy(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+}
+
 int main(void)
 {
     /* Every insert's lock is shared (share.c), even without a pipeline behind it. */
@@ -659,5 +695,6 @@ int main(void)
     RUN(test_forged_leaf);
     RUN(test_concurrent_writers);
     RUN(test_shared_hold);
+    RUN(test_slow_split);
     return 0;
 }

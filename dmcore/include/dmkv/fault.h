@@ -3,10 +3,11 @@
  * window instead of hoping a random stop lands in it (docs/testing-concurrency.md).
  *
  * Configured once per process from DMKV_FAULT_STALL, a comma-separated list of
- * "site:ms:one_in" (for example "locked:3500:40,inserted:30:4"): at each pass through site,
- * with probability 1/one_in, the calling coroutine sleeps ms milliseconds (the rest of its
- * worker keeps running). Unset in production: a pthread_once and one predictable branch
- * per pass. */
+ * "site:ms:one_in[:times]" (for example "locked:3500:40,inserted:30:4"): at each pass
+ * through site, with probability 1/one_in, the calling coroutine sleeps ms milliseconds (the
+ * rest of its worker keeps running); with times, only the first times such passes stall
+ * (a test that needs one slow pass and then fast retries). Unset in production: a pthread_once and
+ * one predictable branch per pass. */
 #ifndef DMKV_FAULT_H
 #define DMKV_FAULT_H
 
@@ -29,6 +30,8 @@ typedef enum {
                              if another writer had changed the slot: it fails, the memory
                              node skips the rest of its chain, and it is posted again right
                              (pool/batch.c) */
+    DM_FAULT_SPLIT,       /* a leaf split under its lock, its whole leaf read, before it writes
+                             anything (chime/split.c): a slow split outlives the lease */
     DM_FAULT_NSITES
 } dm_fault_site_t;
 
@@ -46,5 +49,9 @@ int dm_fault_armed(dm_fault_site_t site);
 /* For sites where something else than the caller waits (a batch posted later, a slow
  * network): the milliseconds to hold it, 0 on most passes (same draw as dm_fault_point). */
 uint32_t dm_fault_delay_ms(dm_fault_site_t site);
+
+/* How many passes through site stalled since the last dm_fault_configure (tests check that
+ * the window they aimed at was reached). */
+uint32_t dm_fault_fired(dm_fault_site_t site);
 
 #endif
