@@ -88,6 +88,7 @@ static int gate_decide(void *p, const dm_kv_view_t *v)
 
 #define MAX_LOCKED_TRIES 8
 #define MAX_EARLY_YIELDS 4
+#define MAX_YIELDS 64
 
 /* DMKV_EARLY_LOCK=0: a pipeline's inserts take their whole turn before the leaf lock, as
  * before early locks (the benchmark's reference and a test variant). */
@@ -253,8 +254,10 @@ int dm_hybrid_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, u
                 /* Holding nothing, wait for the turn or until this thread's hold of the leaf
                  * ends or opens (a shared hold: chime/share.c), then lock again. */
                 __atomic_fetch_add(&early_yields, 1, __ATOMIC_RELAXED);
-                tries--; /* a yield is not a failed try: the next lock comes no later than
-                            the whole turn after MAX_EARLY_YIELDS of them */
+                /* A yield is not a failed try: the next lock comes no later than the whole
+                 * turn after MAX_EARLY_YIELDS of them. Past MAX_YIELDS (a hold that other
+                 * connections' members keep full) they count, so the loop ends. */
+                if (yields < MAX_YIELDS) tries--;
                 int wrc =
                     ++yields < MAX_EARLY_YIELDS ? dm_coro_wait_turn_or(leaf) : dm_coro_wait_turn();
                 if (wrc && wrc != DM_EYIELD) {
