@@ -230,6 +230,16 @@ void race_addr_cache_put(dm_race_t *r, const void *key, size_t klen, dm_gaddr_t 
     set_unlock(c, tag, seq);
 }
 
+void dm_race_addr_cache_prefetch(dm_race_t *r, const void *key, size_t klen)
+{
+    acache_t *c = r ? r->acache : NULL;
+    if (!c) return;
+    size_t s = set_index(key_tag(key, klen));
+    __builtin_prefetch(&c->seq[s], 0, 3);
+    __builtin_prefetch(&c->e[s * CACHE_WAYS], 0, 3);
+    __builtin_prefetch(&c->e[s * CACHE_WAYS + CACHE_WAYS - 1], 0, 3);
+}
+
 int race_addr_cache_get(dm_race_t *r, const void *key, size_t klen, dm_gaddr_t *slot_addr,
                         uint64_t *word, uint64_t *seen_us, int *mine)
 {

@@ -57,6 +57,10 @@ int dm_race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *
  * duplicate copy can hold a newer value. A lost connection (DM_EIO) is retried once, on
  * a new connection (reads are safe to redo). Same returns as dm_race_search. */
 int dm_race_search_hot(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *item);
+/* Start loading the CPU cache lines of key's address-cache entry (its set's sequence word
+ * and its 4 ways, 2 lines): a hint for a key that will be looked up a few microseconds from
+ * now (the gateway's next pipelined command). No effect on results. */
+void dm_race_addr_cache_prefetch(dm_race_t *r, const void *key, size_t klen);
 /* Process-wide counters of the address cache: answers from it (dm_race_search_hot and the
  * updates through it), entries dropped, one-round-trip SETs (dm_race_update_blind). */
 void dm_race_addr_cache_stats(uint64_t *hits, uint64_t *dropped, uint64_t *blind_sets);
