@@ -100,7 +100,14 @@ dm_verb_t *dm_batch_cas(dm_batch_t *b, dm_gaddr_t a, uint64_t expect, uint64_t s
 void dm_batch_commit(dm_batch_t *b, dm_verb_t *v, uint64_t by_us)
 {
     b->commit = (unsigned)(v - b->v) + 1;
+    b->chain_from = b->commit;
     b->commit_by_us = by_us;
+}
+
+void dm_batch_commit_guarded(dm_batch_t *b, dm_verb_t *guard, dm_verb_t *v, uint64_t by_us)
+{
+    dm_batch_commit(b, v, by_us);
+    b->chain_from = (unsigned)(guard - b->v) + 1;
 }
 
 dm_verb_t *dm_batch_faa(dm_batch_t *b, dm_gaddr_t a, uint64_t add)
@@ -224,6 +231,7 @@ static int exec_with_ride(dm_ctx_t *ctx, dm_batch_t *b)
     m.n = r->n + b->n;
     m.send_by_us = dm_send_by_earlier(b->send_by_us, ctx->ride_until_us);
     m.commit = b->commit ? b->commit + r->n : 0;
+    m.chain_from = b->chain_from ? b->chain_from + r->n : 0;
     m.commit_by_us = b->commit_by_us;
     memcpy(m.v, r->v, r->n * sizeof(m.v[0]));
     memcpy(m.node, r->node, r->n);
@@ -413,10 +421,26 @@ static int commit_turn(dm_worker_t *w, unsigned node, dm_chain_pos_t *pos)
  * counts twice. tag 0 untags them. */
 static void chain_tail(dm_batch_t *b, int tag, uint16_t epoch)
 {
-    for (unsigned i = b->commit - 1; i < b->n; i++) {
+    for (unsigned i = b->chain_from - 1; i < b->n; i++) {
         b->v[i].chain_tag = (uint8_t)tag;
         b->v[i].chain_epoch = tag ? epoch : 0;
     }
+}
+
+/* Whether a CAS of b's chained part (a guard, the commit, what follows) ran and did not
+ * match: the memory node then skipped the rest of the chain (an insert's commit has a
+ * header guard before its slot CAS, race/ops.c header_guard). */
+static int chained_cas_lost(const dm_batch_t *b)
+{
+    for (unsigned i = b->chain_from - 1; i < b->n; i++) {
+        const dm_verb_t *v = &b->v[i];
+        if (v->status) continue;
+        if (v->op == DM_OP_CAS && v->result != v->compare) return 1;
+        if (v->op == DM_OP_MASKED_CAS &&
+            (v->result & v->compare_mask) != (v->compare & v->compare_mask))
+            return 1;
+    }
+    return 0;
 }
 
 /* dm_batch_exec of a batch on one node that carries a commit CAS (dm_batch_commit): after
@@ -442,14 +466,16 @@ static int exec_commit(dm_ctx_t *ctx, dm_batch_t *b, unsigned node)
         chain_tail(b, tag, tag ? pos.epoch : 0);
         cv->compare = missed ? ~expect : expect;
         int rc = exec_one_node(ctx, b, node, tag ? &pos : NULL);
-        int skipped = cv->status == DM_ESKIPPED;
+        /* The chain's first verb skipped: an earlier commit of the chain failed (a guard
+         * that lost skips the commit CAS behind it: the caller's to handle). */
+        int skipped = b->v[b->chain_from - 1].status == DM_ESKIPPED;
         /* The CAS ran (won or lost): what rode behind it and was skipped is not an error. */
         if (tag && rc == DM_ESKIPPED && !skipped) {
             rc = 0;
             for (unsigned i = 0; i < b->n && !rc; i++)
                 if (b->v[i].status != DM_ESKIPPED) rc = b->v[i].status;
         }
-        int failed = rc || skipped || cv->result != cv->compare;
+        int failed = rc || skipped || chained_cas_lost(b);
         cv->compare = expect;
         chain_tail(b, 0, 0);
         if (!tag || !failed) return rc;

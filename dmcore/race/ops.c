@@ -435,6 +435,28 @@ static unsigned bucket_ld_of(const lookup_t *lk, dm_gaddr_t slot)
     return lk->loc.ld;
 }
 
+/* An insert's commit guard (2026-11-27): a CAS of the header of slot's bucket from the word
+ * the lookup read to the same word, chained right before the slot CAS. A split that went
+ * over the bucket since the lookup changed the header (RACE §3.4.2: local depth, MOVING
+ * marks), so the guard fails, and on a memory node that chains commits (tcp) the slot CAS
+ * and every later commit of the connection's chain are skipped. Without it, such a CAS
+ * landed in a slot the split had thawed: the key invisible until its redo (the stranded
+ * path below), while the next SET of the pipeline, already chained behind it, was visible:
+ * `it_pipeline_order` saw flag:i before data:i. Where commits do not chain (rdma, local),
+ * an earlier commit finished before this one was posted, and the guard is only a CAS that
+ * changes nothing. NULL when the lookup did not read that bucket. */
+static dm_verb_t *header_guard(dm_batch_t *b, const lookup_t *lk, dm_gaddr_t slot)
+{
+    for (int i = 0; i < 2; i++)
+        for (int j = 0; j < 2; j++)
+            if (race_bucket_addr(&lk->loc, lk->loc.first_bucket[i] + (uint64_t)j) ==
+                (slot & ~63ull)) {
+                uint64_t h = lk->cbs.raw[i][j * 8];
+                return dm_batch_cas(b, slot & ~63ull, h, h);
+            }
+    return NULL;
+}
+
 /* After inserting our slot: re-read both combined buckets (‖ the key counter FAA ‖ the
  * header of the bucket we used) and keep exactly one copy of the key, the one with the
  * smallest (bucket, slot) (RACE §3.3 "duplicate keys"). If a split moved past our bucket
@@ -892,12 +914,16 @@ int dm_race_set_carry(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *bloc
             int light = carry && carry->locked;
             uint64_t hdr = 0;
             dm_batch_init(&b);
-            dm_verb_t *v = dm_batch_cas(&b, slot, 0, word);
             /* The key's first visible state: its commit, in its connection's order (coro.h).
-             * A re-insert of an adopted word moves a key already committed. */
-            if (!adopted)
-                dm_batch_commit(&b, v,
-                                light ? carry->commit_by_us : ctx->start_us + DM_OP_TIMEOUT_US);
+             * A re-insert of an adopted word moves a key already committed. The slot CAS
+             * is the commit, a header guard chained right before it. */
+            dm_verb_t *gv = adopted ? NULL : header_guard(&b, &lk, slot);
+            dm_verb_t *v = dm_batch_cas(&b, slot, 0, word);
+            uint64_t by = light ? carry->commit_by_us : ctx->start_us + DM_OP_TIMEOUT_US;
+            if (gv)
+                dm_batch_commit_guarded(&b, gv, v, by);
+            else if (!adopted)
+                dm_batch_commit(&b, v, by);
             if (light) dm_batch_read(&b, slot & ~63ull, &hdr, 8)->fence = 1;
             /* Counted with the CAS, taken back if the CAS lost (another key took the
              * slot): the count is right before the insert answers. */
@@ -907,7 +933,13 @@ int dm_race_set_carry(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *bloc
             if (!rc) rc = dm_batch_exec(ctx, &b);
             if (race_counted(fv) && (rc || v->result != 0))
                 race_count_keys(ctx, -1); /* on rc, the CAS's fate is unknown: as if lost */
-            if (!rc && v->result == 0) {
+            if (!rc && v->status == DM_ESKIPPED && gv && gv->result != gv->compare) {
+                /* A split changed the bucket since the lookup: the CAS was not run (nor
+                 * anything chained behind it). Search again (after the split). */
+                cands_free(lk.c, lk.n);
+                continue;
+            }
+            if (!rc && v->status == 0 && v->result == 0) {
                 cands_free(lk.c, lk.n);
                 if (old) memset(old, 0, sizeof(*old));
                 uint64_t lease = 0, adopt = 0;

@@ -20,6 +20,8 @@ struct dm_batch {
                               leave this process: refused with DM_ETIMEDOUT instead (writes
                               under a lease, dm_conn_t.send_by_us) */
     unsigned commit;       /* 0, or 1 + the index of the write's commit CAS (dm_batch_commit) */
+    unsigned chain_from;   /* 0, or 1 + the index its chain starts at: a guard before the commit
+                              CAS (dm_batch_commit_guarded), else the commit CAS */
     uint64_t commit_by_us; /* the commit is not posted after this monotonic time (us) */
     dm_verb_t v[DM_BATCH_MAX];
     uint8_t node[DM_BATCH_MAX];
@@ -30,6 +32,7 @@ static inline void dm_batch_init(dm_batch_t *b)
     b->n = 0;
     b->send_by_us = 0;
     b->commit = 0;
+    b->chain_from = 0;
     b->commit_by_us = 0;
 }
 
@@ -74,6 +77,12 @@ dm_verb_t *dm_batch_masked_cas(dm_batch_t *b, dm_gaddr_t a, uint64_t expect, uin
  * posts it after by_us (monotonic us; the verb then fails with DM_ERETRY, as an operation
  * that outlived its bound). */
 void dm_batch_commit(dm_batch_t *b, dm_verb_t *v, uint64_t by_us);
+
+/* dm_batch_commit with guard (a CAS in b before v) chained right before the commit CAS: when
+ * the guard does not match, the memory node skips v and every later commit of the chain
+ * (where the connection chains), and dm_batch_exec returns with the guard lost and v
+ * DM_ESKIPPED; the caller searches again (race/ops.c header_guard). */
+void dm_batch_commit_guarded(dm_batch_t *b, dm_verb_t *guard, dm_verb_t *v, uint64_t by_us);
 
 /* Post the batch and wait for all of it: yields the current coroutine, or runs the
  * worker's loop when called outside one. Charges 1 RTT, the verbs and bytes to ctx->cls.
