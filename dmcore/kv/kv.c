@@ -70,6 +70,11 @@ int dm_kv_get(dm_ctx_t *ctx, const void *key, size_t klen, dm_value_t *out)
     return rc;
 }
 
+void dm_kv_prefetch(dm_worker_t *w, const void *key, size_t klen)
+{
+    dm_race_addr_cache_prefetch(w->race, key, klen);
+}
+
 int dm_kv_exists(dm_ctx_t *ctx, const void *key, size_t klen)
 {
     return dm_kv_get(ctx, key, klen, NULL);

@@ -61,8 +61,7 @@
 #include "dmkv/env.h"
 #include "dmkv/errors.h"
 #include "dmkv/log.h"
-#include "dmkv/race.h"
-#include "dmkv/worker.h"
+#include "dmkv/kv.h"
 
 typedef struct wreq {
     uv_write_t req;
@@ -547,8 +546,7 @@ static bool start_slot(gw_conn_t *c, gw_cmd_t *cmd, int kind)
 static void prefetch_next(const gw_conn_t *c)
 {
     const gw_cmd_t *n = c->qhead;
-    if (n && n->argc >= 2 && !n->proto_err)
-        dm_race_addr_cache_prefetch(c->th->w->race, n->argv[1], n->argvlen[1]);
+    if (n && n->argc >= 2 && !n->proto_err) dm_kv_prefetch(c->th->w, n->argv[1], n->argvlen[1]);
 }
 
 /* The connection's command loop: runs queued commands in order on one coroutine, runs of

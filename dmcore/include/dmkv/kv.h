@@ -42,6 +42,11 @@ int dm_kv_set(dm_ctx_t *ctx, const void *key, size_t klen, const void *val, size
 /* DEL. Returns 1 when the key existed and was removed, 0 when absent, or DM_E*. */
 int dm_kv_del(dm_ctx_t *ctx, const void *key, size_t klen);
 
+/* A hint from the caller that key will be read or written on w's thread a few microseconds
+ * from now (the next command of a pipeline): starts loading the CPU cache lines the
+ * operation will touch first (the address-cache entry, race.h). No effect on results. */
+void dm_kv_prefetch(dm_worker_t *w, const void *key, size_t klen);
+
 /* EXISTS for one key: 1, 0 or DM_E*. */
 int dm_kv_exists(dm_ctx_t *ctx, const void *key, size_t klen);
 
