@@ -178,13 +178,18 @@ static int lock_with_buckets(dm_ctx_t *ctx, const void *key, size_t klen, int ex
     return rc;
 }
 
-/* A pending entry not written because the hold outlived its bound first (a split that ran
- * long, a late reply: dm_chime_mark_pending's DM_ERETRY): nothing visible changed, so the
- * operation locks again like after a veto for a lapsed lock (gate_decide), instead of
+/* A locked attempt whose pending entry was not written (dm_chime_mark_pending's rc < 0)
+ * ends: the ride goes out, the lock is released. When the hold outlived its bound first (a
+ * split that ran long, a late reply: DM_ERETRY) nothing visible changed, so it returns 0
+ * with g->lock_expired and the caller locks again, as after gate_decide's veto, instead of
  * answering "operation restarted too often" (test_chime test_slow_split). */
-static int lapsed_before_write(int rc, const dm_chime_lock_t *lk)
+static int end_unwritten(dm_ctx_t *ctx, gate_t *g, dm_chime_lock_t *lk, dm_batch_t *ride, int rc)
 {
-    return rc == DM_ERETRY && !dm_chime_lock_valid(lk);
+    int lapsed = rc == DM_ERETRY && !dm_chime_lock_valid(lk);
+    dm_ctx_ride_end(ctx, ride);
+    dm_chime_unlock(ctx, lk, -1);
+    if (lapsed) g->lock_expired = 1;
+    return lapsed ? 0 : rc;
 }
 
 /* One locked attempt of a SET of an absent key: lock (‖ RACE buckets), pending entry ‖ RACE
@@ -207,13 +212,7 @@ static int set_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen, ui
     /* No entry yet: insert it pending. An entry that exists means RACE may hold the key
      * already (an update), or it is pending from a dead gateway: settled below either way. */
     rc = rc == 0 ? dm_chime_mark_pending(ctx, lk) : 0;
-    if (rc < 0) {
-        int lapsed = lapsed_before_write(rc, lk);
-        dm_ctx_ride_end(ctx, &ride);
-        dm_chime_unlock(ctx, lk, -1);
-        if (lapsed) g->lock_expired = 1; /* nothing changed: the caller locks again */
-        return lapsed ? 0 : rc;
-    }
+    if (rc < 0) return end_unwritten(ctx, g, lk, &ride, rc);
     g->locked = 1;
     g->lk = lk;
     dm_fault_point(ctx, DM_FAULT_LOCKED);
@@ -269,6 +268,7 @@ int dm_hybrid_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, u
             if (!(rc == 0 && g.lock_expired)) break;
             rc = DM_ERETRY;
         }
+        if (rc == DM_EYIELD) rc = DM_ERETRY; /* gave way MAX_YIELDS times and more */
     }
     dm_race_carry_release(ctx, &carry);
     return gate_done(&g, rc);
@@ -304,13 +304,7 @@ static int delete_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen)
     dm_batch_init(&ride);
     dm_ctx_ride_start(ctx, &ride); /* the pending flag's WRITE goes with RACE's first READ */
     rc = dm_chime_mark_pending(ctx, lk);
-    if (rc < 0) {
-        int lapsed = lapsed_before_write(rc, lk);
-        dm_ctx_ride_end(ctx, &ride);
-        dm_chime_unlock(ctx, lk, -1);
-        if (lapsed) g->lock_expired = 1; /* nothing changed: the caller locks again */
-        return lapsed ? 0 : rc;
-    }
+    if (rc < 0) return end_unwritten(ctx, g, lk, &ride, rc);
     g->lk = lk;
     dm_fault_point(ctx, DM_FAULT_LOCKED);
     ctx->start_us = dm_now_us();
