@@ -273,6 +273,11 @@ int dm_coro_turn_pending(void)
     return current && current->turn && !current->turn_held;
 }
 
+int dm_coro_chain_tag(void)
+{
+    return current && current->turn ? current->turn->chain_tag : 0;
+}
+
 int dm_coro_wait_turn(void)
 {
     if (!dm_coro_turn_pending()) return 0;

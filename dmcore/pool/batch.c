@@ -107,7 +107,7 @@ void dm_batch_commit(dm_batch_t *b, dm_verb_t *v, uint64_t by_us)
 void dm_batch_commit_guarded(dm_batch_t *b, dm_verb_t *guard, dm_verb_t *v, uint64_t by_us)
 {
     dm_batch_commit(b, v, by_us);
-    b->chain_from = (unsigned)(guard - b->v) + 1;
+    b->chain_from = guard ? (unsigned)(guard - b->v) + 1 : 0;
 }
 
 dm_verb_t *dm_batch_faa(dm_batch_t *b, dm_gaddr_t a, uint64_t add)
@@ -400,11 +400,21 @@ static int commit_late(dm_batch_t *b)
  * epoch) when node's connection has DM_CAP_CHAIN and the coroutine a turn hook, else after
  * the whole turn (returns 0). Returns -1 when the connection changed while waiting, DM_EYIELD
  * when an early lock's holder gave the wait up (dmkv/coro.h). */
+static int conn_chains(const dm_worker_t *w, unsigned node, const dm_conn_t *c)
+{
+    return c && !c->failed && !w->lost[node] && (c->caps & DM_CAP_CHAIN);
+}
+
+int dm_batch_commit_chains(const dm_ctx_t *ctx, unsigned node)
+{
+    const dm_worker_t *w = ctx->w;
+    return dm_coro_chain_tag() && node < w->n_nodes && conn_chains(w, node, w->conns[node]);
+}
+
 static int commit_turn(dm_worker_t *w, unsigned node, dm_chain_pos_t *pos)
 {
     dm_conn_t *c = conn_for(w, node);
-    if (!c || c->failed || w->lost[node] || !(c->caps & DM_CAP_CHAIN))
-        return dm_coro_wait_turn(); /* 0 or DM_EYIELD */
+    if (!conn_chains(w, node, c)) return dm_coro_wait_turn(); /* 0 or DM_EYIELD */
     *pos = (dm_chain_pos_t){.node = node, .conn_serial = c->serial};
     int tag = dm_coro_wait_commit(pos);
     if (tag < 0) return tag;
@@ -509,9 +519,10 @@ int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b)
     unsigned one = 1;
     for (unsigned i = 1; i < b->n && one; i++)
         one = b->node[i] == b->node[0];
-    if (b->commit && one) return exec_commit(ctx, b, b->node[0]);
+    if (b->commit && b->chain_from && one) return exec_commit(ctx, b, b->node[0]);
     if (b->commit) {
-        int rc = dm_coro_wait_turn(); /* messages to two nodes have no order: no chain */
+        /* Two nodes' messages have no order, or a guarded commit lacks its guard: no chain. */
+        int rc = dm_coro_wait_turn();
         if (rc) return rc;
         if (commit_late(b)) return DM_ERETRY;
     }

@@ -424,15 +424,22 @@ dm_gaddr_t race_pick_empty(const race_loc_t *loc, const race_cbs_t *cbs, const d
     return DM_GADDR_NULL;
 }
 
-/* Local depth in the header (as read before our CAS) of the bucket holding slot. */
-static unsigned bucket_ld_of(const lookup_t *lk, dm_gaddr_t slot)
+/* The header word of slot's bucket as the lookup read it, NULL when it read another bucket. */
+static const uint64_t *bucket_hdr_of(const lookup_t *lk, dm_gaddr_t slot)
 {
     for (int i = 0; i < 2; i++)
         for (int j = 0; j < 2; j++)
             if (race_bucket_addr(&lk->loc, lk->loc.first_bucket[i] + (uint64_t)j) ==
                 (slot & ~63ull))
-                return race_hdr_ld(lk->cbs.raw[i][j * 8]);
-    return lk->loc.ld;
+                return &lk->cbs.raw[i][j * 8];
+    return NULL;
+}
+
+/* Local depth in the header (as read before our CAS) of the bucket holding slot. */
+static unsigned bucket_ld_of(const lookup_t *lk, dm_gaddr_t slot)
+{
+    const uint64_t *h = bucket_hdr_of(lk, slot);
+    return h ? race_hdr_ld(*h) : lk->loc.ld;
 }
 
 /* An insert's commit guard (2026-11-27): a CAS of the header of slot's bucket from the word
@@ -442,19 +449,15 @@ static unsigned bucket_ld_of(const lookup_t *lk, dm_gaddr_t slot)
  * and every later commit of the connection's chain are skipped. Without it, such a CAS
  * landed in a slot the split had thawed: the key invisible until its redo (the stranded
  * path below), while the next SET of the pipeline, already chained behind it, was visible:
- * `it_pipeline_order` saw flag:i before data:i. Where commits do not chain (rdma, local),
- * an earlier commit finished before this one was posted, and the guard is only a CAS that
- * changes nothing. NULL when the lookup did not read that bucket. */
-static dm_verb_t *header_guard(dm_batch_t *b, const lookup_t *lk, dm_gaddr_t slot)
+ * `it_pipeline_order` saw flag:i before data:i. Only a commit that will chain gets one
+ * (dm_batch_commit_chains): elsewhere (rdma, local, a command run alone) every earlier
+ * commit finished before this one is posted. NULL without a guard; the commit is then
+ * never chained (dm_batch_commit_guarded). */
+static dm_verb_t *header_guard(dm_ctx_t *ctx, dm_batch_t *b, const lookup_t *lk, dm_gaddr_t slot)
 {
-    for (int i = 0; i < 2; i++)
-        for (int j = 0; j < 2; j++)
-            if (race_bucket_addr(&lk->loc, lk->loc.first_bucket[i] + (uint64_t)j) ==
-                (slot & ~63ull)) {
-                uint64_t h = lk->cbs.raw[i][j * 8];
-                return dm_batch_cas(b, slot & ~63ull, h, h);
-            }
-    return NULL;
+    const uint64_t *h = bucket_hdr_of(lk, slot);
+    if (!h || !dm_batch_commit_chains(ctx, (unsigned)dm_gaddr_node(slot))) return NULL;
+    return dm_batch_cas(b, slot & ~63ull, *h, *h);
 }
 
 /* After inserting our slot: re-read both combined buckets (‖ the key counter FAA ‖ the
@@ -917,13 +920,11 @@ int dm_race_set_carry(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *bloc
             /* The key's first visible state: its commit, in its connection's order (coro.h).
              * A re-insert of an adopted word moves a key already committed. The slot CAS
              * is the commit, a header guard chained right before it. */
-            dm_verb_t *gv = adopted ? NULL : header_guard(&b, &lk, slot);
+            dm_verb_t *gv = adopted ? NULL : header_guard(ctx, &b, &lk, slot);
             dm_verb_t *v = dm_batch_cas(&b, slot, 0, word);
-            uint64_t by = light ? carry->commit_by_us : ctx->start_us + DM_OP_TIMEOUT_US;
-            if (gv)
-                dm_batch_commit_guarded(&b, gv, v, by);
-            else if (!adopted)
-                dm_batch_commit(&b, v, by);
+            if (!adopted)
+                dm_batch_commit_guarded(
+                    &b, gv, v, light ? carry->commit_by_us : ctx->start_us + DM_OP_TIMEOUT_US);
             if (light) dm_batch_read(&b, slot & ~63ull, &hdr, 8)->fence = 1;
             /* Counted with the CAS, taken back if the CAS lost (another key took the
              * slot): the count is right before the insert answers. */

@@ -20,8 +20,9 @@ struct dm_batch {
                               leave this process: refused with DM_ETIMEDOUT instead (writes
                               under a lease, dm_conn_t.send_by_us) */
     unsigned commit;       /* 0, or 1 + the index of the write's commit CAS (dm_batch_commit) */
-    unsigned chain_from;   /* 0, or 1 + the index its chain starts at: a guard before the commit
-                              CAS (dm_batch_commit_guarded), else the commit CAS */
+    unsigned chain_from;   /* 1 + the index its chain starts at: a guard before the commit CAS
+                              (dm_batch_commit_guarded), else the commit CAS; 0 with a
+                              commit: never chained (a guarded commit without its guard) */
     uint64_t commit_by_us; /* the commit is not posted after this monotonic time (us) */
     dm_verb_t v[DM_BATCH_MAX];
     uint8_t node[DM_BATCH_MAX];
@@ -79,10 +80,16 @@ dm_verb_t *dm_batch_masked_cas(dm_batch_t *b, dm_gaddr_t a, uint64_t expect, uin
 void dm_batch_commit(dm_batch_t *b, dm_verb_t *v, uint64_t by_us);
 
 /* dm_batch_commit with guard (a CAS in b before v) chained right before the commit CAS: when
- * the guard does not match, the memory node skips v and every later commit of the chain
- * (where the connection chains), and dm_batch_exec returns with the guard lost and v
- * DM_ESKIPPED; the caller searches again (race/ops.c header_guard). */
+ * the guard does not match, the memory node skips v and every later commit of the chain,
+ * and dm_batch_exec returns with the guard lost and v DM_ESKIPPED; the caller searches
+ * again (race/ops.c header_guard). With guard NULL the commit is never chained: it is
+ * posted after the whole turn, as on a connection without chains. */
 void dm_batch_commit_guarded(dm_batch_t *b, dm_verb_t *guard, dm_verb_t *v, uint64_t by_us);
+
+/* 1 when a commit posted now to node would be chained: the node's connection has
+ * DM_CAP_CHAIN and the running coroutine a chain tag (dm_coro_chain_tag). Only then does a
+ * commit guard matter (elsewhere every earlier commit has finished before it is posted). */
+int dm_batch_commit_chains(const dm_ctx_t *ctx, unsigned node);
 
 /* Post the batch and wait for all of it: yields the current coroutine, or runs the
  * worker's loop when called outside one. Charges 1 RTT, the verbs and bytes to ctx->cls.

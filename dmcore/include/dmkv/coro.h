@@ -68,6 +68,9 @@ void dm_coro_set_turn(const dm_turn_hook_t *hook);
 int dm_coro_wait_turn(void);
 /* 1 while the running coroutine has a turn hook and has not waited for its whole turn. */
 int dm_coro_turn_pending(void);
+/* The running coroutine's chain tag (its turn hook's), 0 without a hook: its commits are
+ * posted chained only when nonzero. */
+int dm_coro_chain_tag(void);
 /* The batch layer, before posting a commit CAS at `on` (its epoch not yet chosen): waits
  * as above and returns the chain tag to post it with, 0 (no hook: post unchained), or
  * DM_EYIELD (not posted; only while an early lock is held). */
