@@ -14,6 +14,7 @@
 #include "dmkv/superblock.h"
 
 #define MAX_TORN_READS 64
+#define TORN_WAIT_US 500000u /* a torn inner node is read again for at least this long */
 #define MAX_RESTARTS 64
 
 ch_counters_t ch_stats;
@@ -95,6 +96,23 @@ static void await_reader(dm_ctx_t *ctx, dm_gaddr_t a)
         dm_ctx_yield(ctx);
 }
 
+/* After torn read number `attempt` (from 0) of a node, the first begun at t0_us (dm_now_us):
+ * wait before reading again, or return 0 to give up. A node write in flight ends within its
+ * writer's round trip, but a writer preempted in the middle of it (an in-process pool on a
+ * loaded machine) takes milliseconds: 64 reads one loop turn apart gave up first, and
+ * test_chime test_concurrent_writers under ThreadSanitizer answered "operation restarted too
+ * often" 3 runs in 30. Quick yields first, then 1 ms sleeps, for at least MAX_TORN_READS
+ * reads and TORN_WAIT_US. */
+static int torn_again(dm_ctx_t *ctx, int attempt, uint64_t t0_us)
+{
+    if (attempt + 1 >= MAX_TORN_READS && dm_now_us() - t0_us >= TORN_WAIT_US) return 0;
+    if (attempt < 8)
+        dm_ctx_yield(ctx);
+    else
+        dm_ctx_sleep(ctx, 1000);
+    return 1;
+}
+
 int ch_inner_read(dm_ctx_t *ctx, dm_gaddr_t a, ch_inner_t **out)
 {
     uint8_t *img = malloc(CH_INNER_BYTES);
@@ -103,7 +121,8 @@ int ch_inner_read(dm_ctx_t *ctx, dm_gaddr_t a, ch_inner_t **out)
     int slot = reading_slot(c, 0);
     if (slot >= 0) c->reading[slot] = a;
     int rc = DM_ERETRY;
-    for (int i = 0; i < MAX_TORN_READS; i++) {
+    uint64_t t0 = dm_now_us();
+    for (int i = 0;; i++) {
         dm_batch_t b;
         dm_batch_init(&b);
         dm_batch_read(&b, a, img, CH_INNER_BYTES);
@@ -116,7 +135,7 @@ int ch_inner_read(dm_ctx_t *ctx, dm_gaddr_t a, ch_inner_t **out)
             break;
         }
         rc = DM_ERETRY; /* torn by a node write in flight: read again */
-        dm_ctx_yield(ctx);
+        if (!torn_again(ctx, i, t0)) break;
     }
     if (slot >= 0) c->reading[slot] = 0;
     free(img);
