@@ -244,6 +244,8 @@ static void do_verbs(mn_req_t *q)
         uint32_t *broken = tv.chain_tag ? &q->chain_broken[tv.chain_tag] : NULL;
         if (broken && *broken == (uint32_t)tv.chain_epoch + 1 && !e->chain_no_skip)
             v.status = DM_ESKIPPED; /* an earlier verb of its chain failed: not run */
+        else if (tv.op == DM_OP_BREAK)
+            v.status = DM_ELATE; /* a batch the gateway held back: its chain breaks here */
         else if ((tv.op == DM_OP_READ || tv.op == DM_OP_WRITE) && !in_region(rg, tv.offset, tv.len))
             v.status = DM_ERANGE;
         else

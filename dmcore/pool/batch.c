@@ -354,6 +354,19 @@ static void batch_wait(dm_worker_t *w, batch_wait_t *bw)
 
 static uint64_t chains_posted, chains_skipped; /* dm_chain_stats */
 
+/* A batch that the transport refused whole for lateness (DM_ELATE on every verb: a lease
+ * holder's send-by bound passed before it left) ran nothing: DM_ERETRY, as when the bound
+ * is found passed before posting (exec_with_ride). The caller searches again and finds its
+ * hold lapsed, then locks again (kv/hybrid.c), instead of answering an error. A batch
+ * refused only in part (two nodes) keeps DM_ELATE: some of it ran. */
+static int refused_as_retry(const dm_batch_t *b, int rc)
+{
+    if (rc != DM_ELATE) return rc;
+    for (unsigned i = 0; i < b->n; i++)
+        if (b->v[i].status != DM_ELATE) return rc;
+    return DM_ERETRY;
+}
+
 /* dm_batch_exec of a batch whose verbs all go to one node (the usual case): posted in
  * place, no copy into per-node groups and back. */
 static int exec_one_node(dm_ctx_t *ctx, dm_batch_t *b, unsigned node, const dm_chain_pos_t *chain)
@@ -363,7 +376,7 @@ static int exec_one_node(dm_ctx_t *ctx, dm_batch_t *b, unsigned node, const dm_c
         downgrade_masked(w, node, &b->v[i]); /* the caller sees the verb that executed */
     batch_wait_t bw = {.pending = 1, .status = 0, .yielded = 0, .co = dm_coro_self()};
     int rc = post_to_node(w, node, b->v, b->n, batch_done, &bw, b->send_by_us);
-    if (rc) return rc;
+    if (rc) return refused_as_retry(b, rc);
     if (chain) { /* a chained commit: later ones may follow it from now on */
         __atomic_fetch_add(&chains_posted, 1, __ATOMIC_RELAXED);
         dm_coro_commit_posted(chain);
@@ -372,7 +385,7 @@ static int exec_one_node(dm_ctx_t *ctx, dm_batch_t *b, unsigned node, const dm_c
     int first = bw.status;
     for (unsigned i = 0; i < b->n && !first; i++)
         first = b->v[i].status;
-    return first;
+    return refused_as_retry(b, first);
 }
 
 void dm_chain_stats(uint64_t *posted, uint64_t *skipped)
@@ -553,7 +566,7 @@ int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b)
         dst->swap = tmp[k].swap;
         if (dst->status && !first) first = dst->status;
     }
-    return first;
+    return refused_as_retry(b, first);
 }
 
 /* A fire-and-forget batch owns copies of its verbs and WRITE payloads. */
@@ -571,22 +584,25 @@ static void async_done(void *arg, int conn_status)
     if (--ab->pending == 0) free(ab);
 }
 
-/* Post ab's verbs, node by node; returns the first error. */
+/* Post ab's verbs, node by node; returns the first error (DM_ERETRY when every node's part
+ * was refused for lateness: nothing ran, refused_as_retry). */
 static int async_send(dm_worker_t *w, async_batch_t *ab)
 {
     ab->pending = ab->nodes + 1; /* +1 held while posting: local may complete synchronously */
     int first = 0;
-    for (unsigned j = 0; j < ab->nodes; j++) {
+    unsigned refused = 0, nodes = ab->nodes; /* ab may be freed by the last async_done */
+    for (unsigned j = 0; j < nodes; j++) {
         unsigned s = ab->start[j] & 0xffff;
         int rc = post_to_node(w, ab->start[j] >> 16, &ab->verbs[s], ab->count[j], async_done, ab,
                               ab->send_by_us);
         if (rc) {
             ab->pending--;
             if (!first) first = rc;
+            refused += rc == DM_ELATE;
         }
     }
     async_done(ab, 0);
-    return first;
+    return refused == nodes && first == DM_ELATE ? DM_ERETRY : first;
 }
 
 /* A batch held back by the 'posted' fault point (tests: a slow network for one message). */

@@ -40,6 +40,8 @@ typedef struct pending {
     uint64_t send_by_us; /* dm_conn_t.send_by_us at post, 0 none */
     unsigned buf0, buf1; /* its buffers in the outbox until flushed: obufs[buf0, buf1) */
     unsigned blk;        /* its serialized block: oblocks[blk] */
+    int refused;         /* past its send-by bound at flush: sent as a DM_OP_BREAK stand-in
+                            (drop_late), completes with DM_ELATE */
 } pending_t;
 
 enum { RS_HDR, RS_RESULTS, RS_PAYLOAD };
@@ -119,9 +121,10 @@ static void conn_fail(tcp_conn_t *c, int st)
         pending_t *p = c->head;
         c->head = p->next;
         if (!c->head) c->tail = NULL;
+        int pst = p->refused ? DM_ELATE : st; /* a stand-in never carried the verbs */
         for (size_t i = 0; i < p->n; i++)
-            p->verbs[i].status = st;
-        p->cb(p->arg, st);
+            p->verbs[i].status = pst;
+        p->cb(p->arg, pst);
         free(p);
     }
 }
@@ -136,9 +139,49 @@ static void on_write(uv_write_t *req, int status)
     if (status < 0 && !c->broken) conn_fail(c, DM_EIO);
 }
 
+/* Complete batches that were never sent with st (DM_ELATE: refused for lateness). */
+static void fail_unsent(pending_t *late, int st)
+{
+    for (pending_t *p = late, *next; p; p = next) {
+        next = p->next;
+        for (size_t i = 0; i < p->n; i++)
+            p->verbs[i].status = st;
+        p->cb(p->arg, st);
+        free(p);
+    }
+}
+
+/* The first chained verb of p (a commit and what rides behind it), NULL none. */
+static const dm_verb_t *first_chained(const pending_t *p)
+{
+    for (size_t i = 0; i < p->n; i++)
+        if (p->verbs[i].chain_tag) return &p->verbs[i];
+    return NULL;
+}
+
+/* Rewrite late batch p's serialized block (it starts with the header and descriptors) as
+ * a one-verb stand-in: a DM_OP_BREAK on its chain, so the memory node skips the later
+ * commits of that chain this message carries (a later write of the client connection must
+ * not land while an earlier one was held back: docs/throughput.md). Returns its buffer. */
+static uv_buf_t stand_in(tcp_conn_t *c, const pending_t *p, const dm_verb_t *chained)
+{
+    uint8_t *w = c->oblocks[p->blk];
+    dm_tcp_hdr_t h = {.magic = DM_TCP_MAGIC,
+                      .type = DM_TCP_VERBS,
+                      .seq = p->seq,
+                      .count = 1,
+                      .body_len = sizeof(dm_tcp_verb_t)};
+    dm_tcp_verb_t tv = {
+        .op = DM_OP_BREAK, .chain_tag = chained->chain_tag, .chain_epoch = chained->chain_epoch};
+    memcpy(w, &h, sizeof(h));
+    memcpy(w + sizeof(h), &tv, sizeof(tv));
+    return uv_buf_init((char *)w, sizeof(h) + sizeof(tv));
+}
+
 /* Take the batches in the outbox whose send-by bound has passed out of it and of the FIFO
  * (never sent: their sequence numbers are skipped, the node answers the others in order);
- * returns them linked, for their callbacks once the write is out. */
+ * returns them linked, for their callbacks once the write is out. A late batch with chained
+ * verbs stays in the FIFO as a stand-in instead (stand_in). */
 static pending_t *drop_late(tcp_conn_t *c)
 {
     uint64_t now = 0;
@@ -156,6 +199,15 @@ static pending_t *drop_late(tcp_conn_t *c)
     pending_t *late = NULL, **late_tail = &late;
     for (pending_t *p = c->unflushed, *next; p; p = next) {
         next = p->next;
+        const dm_verb_t *chained = p->send_by_us && now > p->send_by_us ? first_chained(p) : NULL;
+        if (chained) {
+            c->overbs -= p->n - 1;
+            p->refused = 1;
+            c->obufs[wb++] = stand_in(c, p, chained);
+            c->oblocks[wk++] = c->oblocks[p->blk];
+            prev = p;
+            continue;
+        }
         if (p->send_by_us && now > p->send_by_us) {
             free(c->oblocks[p->blk]);
             c->overbs -= p->n;
@@ -179,18 +231,6 @@ static pending_t *drop_late(tcp_conn_t *c)
     return late;
 }
 
-/* Complete batches that were never sent. */
-static void fail_unsent(pending_t *late)
-{
-    for (pending_t *p = late, *next; p; p = next) {
-        next = p->next;
-        for (size_t i = 0; i < p->n; i++)
-            p->verbs[i].status = DM_ETIMEDOUT;
-        p->cb(p->arg, DM_ETIMEDOUT);
-        free(p);
-    }
-}
-
 /* Write everything posted since the last flush as one message (one uv_write), less the
  * batches past their send-by bound (refused: a lease holder's writes must not land after
  * its hold's end). */
@@ -198,14 +238,16 @@ static void flush(dm_flush_hook_t *h)
 {
     tcp_conn_t *c = h->check.data;
     if (c->broken || !c->on) return;
-    int bounded = 0; /* tests (fault 'wire'): a lease holder's writes are in this message */
-    if (dm_fault_armed(DM_FAULT_WIRE))
+    int bounded = 0; /* tests (faults 'wire', 'late'): a lease holder's writes are in it */
+    if (dm_fault_armed(DM_FAULT_WIRE) || dm_fault_armed(DM_FAULT_LATE))
         for (pending_t *p = c->unflushed; p && !bounded; p = p->next)
             bounded = p->send_by_us != 0;
+    uint32_t late_ms = bounded ? dm_fault_delay_ms(DM_FAULT_LATE) : 0;
+    if (late_ms) usleep(late_ms * 1000u); /* tests: held back before the check */
     pending_t *late = drop_late(c);
     c->unflushed = NULL;
     if (!c->on) {
-        fail_unsent(late);
+        fail_unsent(late, DM_ELATE);
         return;
     }
     flush_req_t *f = malloc(sizeof(*f) + c->onb * sizeof(void *));
@@ -227,7 +269,7 @@ static void flush(dm_flush_hook_t *h)
         free(f);
         conn_fail(c, DM_EIO);
     }
-    fail_unsent(late);
+    fail_unsent(late, DM_ELATE);
 }
 
 /* Room for nb more buffers and one more block in the outbox. */
@@ -284,7 +326,10 @@ static void complete_head(tcp_conn_t *c)
     }
     c->rs = RS_HDR;
     c->part_len = 0;
-    p->cb(p->arg, 0);
+    if (p->refused)
+        for (size_t i = 0; i < p->n; i++)
+            p->verbs[i].status = DM_ELATE;
+    p->cb(p->arg, p->refused ? DM_ELATE : 0);
     free(p);
 }
 
@@ -313,14 +358,15 @@ static int got_header(tcp_conn_t *c)
     c->part_len = 0;
     pending_t *p = c->head;
     const dm_tcp_hdr_t *h = &c->hdr;
+    size_t n = p && p->refused ? 1 : p ? p->n : 0; /* a stand-in carried one DM_OP_BREAK */
     if (h->magic != DM_TCP_MAGIC || h->type != (DM_TCP_VERBS | DM_TCP_REPLY) || h->status || !p ||
-        h->seq != p->seq || h->count != p->n || h->body_len < p->n * sizeof(dm_tcp_result_t) ||
-        h->body_len - p->n * sizeof(dm_tcp_result_t) > DM_TCP_MAX_BATCH_BYTES)
+        h->seq != p->seq || h->count != n || h->body_len < n * sizeof(dm_tcp_result_t) ||
+        h->body_len - n * sizeof(dm_tcp_result_t) > DM_TCP_MAX_BATCH_BYTES)
         return DM_EIO;
-    c->expect = h->body_len - p->n * sizeof(dm_tcp_result_t);
+    c->expect = h->body_len - n * sizeof(dm_tcp_result_t);
     c->vi = 0;
     c->rs = RS_RESULTS;
-    if (p->n == 0) return next_payload(c, 0);
+    if (n == 0) return next_payload(c, 0);
     return 0;
 }
 
@@ -331,8 +377,13 @@ static int got_result(tcp_conn_t *c)
     memcpy(&r, c->part, sizeof(r));
     c->part_len = 0;
     pending_t *p = c->head;
-    dm_verb_t *v = &p->verbs[c->vi];
     if (r.status > 0 || r.status < -64) return DM_EIO;
+    if (p->refused) { /* the stand-in's own result: the batch's verbs never went out */
+        if (c->expect != 0) return DM_EIO;
+        complete_head(c);
+        return 0;
+    }
+    dm_verb_t *v = &p->verbs[c->vi];
     v->status = r.status;
     v->result = r.result;
     if (v->op == DM_OP_READ && r.status == 0) {
@@ -492,7 +543,7 @@ static int tcp_post(dm_conn_t *base, dm_verb_t *verbs, size_t n, dm_post_cb cb, 
             verbs[i].status = DM_EIO;
         return DM_EIO;
     }
-    if (dm_conn_send_late(base)) return DM_ETIMEDOUT; /* not sent */
+    if (dm_conn_send_late(base)) return DM_ELATE; /* not sent */
     uint64_t inline_bytes;
     size_t big;
     int rc = check_batch(verbs, n, &inline_bytes, &big);

@@ -38,6 +38,8 @@ const char *dm_strerror(int err)
         return "chained verb skipped: an earlier verb of its chain failed";
     case DM_EYIELD:
         return "an early lock's holder gave way to an earlier command";
+    case DM_ELATE:
+        return "a lock holder's write was not sent: its lease ended first";
     default:
         return "unknown error";
     }

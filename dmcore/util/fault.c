@@ -10,9 +10,9 @@
 #include "dmkv/log.h"
 #include "dmkv/worker.h"
 
-static const char *const site_names[DM_FAULT_NSITES] = {"locked",    "inserted",    "taken_back",
-                                                        "propagate", "posted",      "uncounted",
-                                                        "wire",      "commit_miss", "split"};
+static const char *const site_names[DM_FAULT_NSITES] = {
+    "locked",    "inserted", "taken_back",  "propagate", "posted",
+    "uncounted", "wire",     "commit_miss", "split",     "late"};
 
 typedef struct {
     uint32_t ms, one_in;

@@ -14,7 +14,10 @@
  * linearizable; a failing one is written to /tmp for dmkv-lincheck.
  *
  *   it_linearizable [--ops N] [--fault-rounds R] [--seconds S] [--no-faults] [--seed S]
- *                   [--keep FILE]
+ *                   [--stall SPEC] [--splits] [--timeout-ms MS] [--no-errors] [--keep FILE]
+ * --stall sets DMKV_FAULT_STALL for the first gateway (dmkv/fault.h); --no-errors fails
+ * the run on an error reply (a fault that must cost latency only), but for "connection
+ * lost": back-to-back stalls past the 3 s lease get the holder fenced (dmkv/fence.h).
  * Default (make test): at least 40000 operations and 6 fault rounds (3 stops, 3 kills),
  * within 240 s; tests/lincheck/long-run.sh runs 1e6 operations. */
 #include <errno.h>
@@ -45,6 +48,10 @@
 static lc_history_t *hist;
 static sc_log_t *scans_log;    /* the same commands as presence changes and witnesses */
 static long timeout_ms = 2000; /* clients give up (outcome unknown) after this */
+static int no_errors = 0;      /* --no-errors: an error reply fails the run, but "connection lost"
+                                  (a holder stalled past the lease is fenced: outcome unknown) */
+static atomic_long error_replies, lost_replies;
+static char first_error[128];
 static long ops_total = 40000, seconds_max = 240, min_rounds = 6;
 static atomic_long rounds; /* fault rounds completed */
 static int faults = 1;
@@ -207,6 +214,12 @@ static redisReply *record(redisContext *c, int client, lc_op_t op, unsigned flag
     uint64_t t1 = now_ns();
     lc_result_t res = classify(r, op);
     if (res.kind == LC_R_UNKNOWN) atomic_fetch_add(&unknown_ops, 1);
+    if (r && r->type == REDIS_REPLY_ERROR && res.kind != LC_R_NOTINT) {
+        if (strstr(r->str, "connection lost"))
+            atomic_fetch_add(&lost_replies, 1);
+        else if (atomic_fetch_add(&error_replies, 1) == 0)
+            snprintf(first_error, sizeof(first_error), "%s %s: %s", names[op], key, r->str);
+    }
     /* A read with no answer changed nothing: left out (it only widens the search). */
     if (!(op == LC_GET && res.kind == LC_R_UNKNOWN)) {
         size_t idx =
@@ -603,6 +616,8 @@ int main(int argc, char **argv)
             splits = 1;
         else if (!strcmp(argv[i], "--stall") && i + 1 < argc)
             stall = argv[++i];
+        else if (!strcmp(argv[i], "--no-errors"))
+            no_errors = 1;
         else if (!strcmp(argv[i], "--keep") && i + 1 < argc)
             keep = argv[++i];
     }
@@ -649,6 +664,13 @@ int main(int argc, char **argv)
      * a gateway resumed after SIGSTOP, waiting out a lease; let those finish before the
      * end-state reads (the checker would accept them anyway: they are in the history). */
     if (faults) sleep(10);
+    if (no_errors)
+        fprintf(stderr, "%ld error replies, %ld of them 'connection lost' (fenced)\n",
+                atomic_load(&error_replies) + atomic_load(&lost_replies),
+                atomic_load(&lost_replies));
+    CHECKF(!no_errors || atomic_load(&error_replies) == 0,
+           "%ld commands answered an error (none may here), the first: %s",
+           atomic_load(&error_replies), first_error);
     check_end_state();
 
     lc_report_t rep;

@@ -431,7 +431,7 @@ static void test_turn_coalesced(void)
 
 /* A lease holder's message (dm_conn_t.send_by_us): past its bound at post it is refused;
  * past it when the turn's doorbell rings, it is left out of the chain (the batches around
- * it go) and completes with DM_ETIMEDOUT; nothing of it lands. */
+ * it go) and completes with DM_ELATE; nothing of it lands. */
 static void test_send_by(void)
 {
     uint64_t off = 13 * BASE, two = 2, five = 5, seven = 7;
@@ -440,7 +440,7 @@ static void test_send_by(void)
     dm_verb_t v = vwrite(off, &two, 8);
     wait_t w = {0};
     conn->send_by_us = dm_now_us() - 1;
-    CHECK(conn->ops->post(conn, &v, 1, wait_cb, &w) == DM_ETIMEDOUT);
+    CHECK(conn->ops->post(conn, &v, 1, wait_cb, &w) == DM_ELATE);
     conn->send_by_us = 0;
     dm_verb_t va = vwrite(off + 64, &five, 8), vb = vwrite(off, &two, 8),
               vc = vwrite(off + 128, &seven, 8);
@@ -457,7 +457,7 @@ static void test_send_by(void)
         CHECK(dm_now_us() - t0 < 10000000u);
     }
     CHECK(wa.status == 0 && wc.status == 0);
-    CHECKF(wb.status == DM_ETIMEDOUT, "late batch: %d", wb.status);
+    CHECKF(wb.status == DM_ELATE, "late batch: %d", wb.status);
     CHECK(*x == 1 && *a == 5 && *z == 7);
 }
 

@@ -379,7 +379,7 @@ static uint64_t mono_us(void)
 
 /* A message with a send-by bound (a lease holder's writes): past the bound at post it is
  * refused; past it when the turn's message leaves, it is left out of that message (the
- * batches before and after it are sent and answered) and completes with DM_ETIMEDOUT;
+ * batches before and after it are sent and answered) and completes with DM_ELATE;
  * nothing of it lands. Before the bound it lands. */
 static void t_send_by(void)
 {
@@ -391,7 +391,7 @@ static void t_send_by(void)
     dm_verb_t v = wr(off, &two, 8);
     conn->send_by_us = mono_us() - 1;
     done_t d = {0};
-    CHECK(conn->ops->post(conn, &v, 1, on_done, &d) == DM_ETIMEDOUT);
+    CHECK(conn->ops->post(conn, &v, 1, on_done, &d) == DM_ELATE);
     conn->send_by_us = 0;
     CHECK(!d.flag && get64(off) == 1);
     /* Three batches in one turn, the middle one bounded 20 ms ahead; the turn ends 60 ms
@@ -413,7 +413,7 @@ static void t_send_by(void)
         CHECK(db.status == 0 && get64(off) == 2);
         put64(off, 1);
     } else {
-        CHECKF(db.status == DM_ETIMEDOUT && vb.status == DM_ETIMEDOUT, "late batch: %d", db.status);
+        CHECKF(db.status == DM_ELATE && vb.status == DM_ELATE, "late batch: %d", db.status);
         CHECK(get64(off) == 1);
     }
     CHECK(get64(a) == 5 && get64(z) == 7);
@@ -424,6 +424,42 @@ static void t_send_by(void)
     conn->send_by_us = 0;
     wait_done(&d2);
     CHECK(d2.status == 0 && get64(off) == 3);
+}
+
+/* A late batch with chained verbs (a commit CAS and what rides behind it) on a connection
+ * that chains: refused like any late batch (DM_ELATE, nothing of it runs), and the later
+ * commit of the same chain posted in the same turn is skipped by the node, not run: a
+ * client connection's later write must not land while an earlier one was held back. */
+static void t_send_by_chained(void)
+{
+    if (!(conn->caps & DM_CAP_CHAIN)) return;
+    uint64_t slot = SCRATCH + 9200, flag = SCRATCH + 9264, other = SCRATCH + 9328;
+    uint64_t one = 1, nine = 9;
+    put64(slot, 0);
+    put64(flag, 0);
+    put64(other, 0);
+    const uint8_t tag = 200; /* no other test chains on it */
+    uint16_t epoch = conn->chain_epoch[tag];
+    dm_verb_t a = {.op = DM_OP_CAS, .len = 8, .offset = slot, .compare = 0, .swap = 7};
+    a.chain_tag = tag, a.chain_epoch = epoch;
+    dm_verb_t b = wr(flag, &one, 8);
+    b.chain_tag = tag, b.chain_epoch = epoch;
+    dm_verb_t c = wr(other, &nine, 8); /* unchained: unaffected */
+    done_t da = {0}, db = {0}, dc = {0};
+    conn->send_by_us = mono_us() + 20000;
+    CHECK(conn->ops->post(conn, &a, 1, on_done, &da) == 0);
+    conn->send_by_us = 0;
+    CHECK(conn->ops->post(conn, &b, 1, on_done, &db) == 0);
+    CHECK(conn->ops->post(conn, &c, 1, on_done, &dc) == 0);
+    usleep(60000);
+    wait_done(&da);
+    wait_done(&db);
+    wait_done(&dc);
+    CHECKF(da.status == DM_ELATE && a.status == DM_ELATE, "late chained batch: %d", da.status);
+    CHECKF(b.status == DM_ESKIPPED, "the chain's next commit ran: status %d", b.status);
+    CHECK(dc.status == 0 && c.status == 0);
+    CHECK(get64(slot) == 0 && get64(flag) == 0 && get64(other) == 9);
+    conn->chain_epoch[tag]++; /* broken on the node, as the batch layer would move on */
 }
 
 static void conformance(const char *name)
@@ -442,6 +478,7 @@ static void conformance(const char *name)
     RUN(t_batch64);
     RUN(t_outstanding);
     RUN(t_send_by);
+    RUN(t_send_by_chained);
 }
 
 /* ---- memnode process ---- */

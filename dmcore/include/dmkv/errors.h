@@ -20,6 +20,8 @@ enum {
     DM_ELOST = -14,     /* a memory node came back without its memory (new incarnation) */
     DM_ESKIPPED = -15,  /* a chained verb not executed: an earlier verb of its chain failed */
     DM_EYIELD = -16,    /* an early lock's holder gave its turn wait up (dmkv/coro.h) */
+    DM_ELATE = -17,     /* a lease holder's batch not sent: its send-by bound passed first
+                           (dm_conn_t.send_by_us); nothing of it executed */
 };
 
 /* Short human-readable text for a DM_E* code (static string). */

@@ -39,10 +39,12 @@ struct dm_conn {
     uint64_t send_by_us;       /* set by the batch layer around post(), else 0: the message must
                                   leave this process (socket write, doorbell) by this monotonic
                                   time (us), checked again just before it leaves with the turn's
-                                  others, or be refused with DM_ETIMEDOUT, nothing sent. A lease
-                                  holder's writes carry its hold's end, so a holder stalled before
-                                  they left (SIGSTOP, a held batch) never lands them after a
-                                  takeover */
+                                  others, or be refused with DM_ELATE, nothing of it run (tcp: a
+                                  refused batch with chained verbs leaves as one DM_OP_BREAK of its
+                                  chain instead, so later commits of that chain are skipped). A
+                                  lease holder's writes carry its hold's end, so a holder stalled
+                                  before they left (SIGSTOP, a held batch) never lands them after
+                                  a takeover */
     uint64_t messages;         /* messages sent (tcp: one per coalesced write; INFO) */
     uint64_t verbs_posted;     /* verbs in them */
     uint64_t serial;           /* unique in the process (set by dm_conn_open): a chain position
@@ -57,7 +59,7 @@ struct dm_conn {
  * process-wide per node, for INFO (verbs per message shows doorbell batching). */
 void dm_conn_count_message(dm_conn_t *c, uint64_t verbs);
 /* 1 when the message being posted on c is past its send_by_us bound (CLOCK_MONOTONIC, the
- * clock of dm_now_us): the backend refuses it with DM_ETIMEDOUT, nothing sent. */
+ * clock of dm_now_us): the backend refuses it with DM_ELATE, nothing sent. */
 int dm_conn_send_late(const dm_conn_t *c);
 /* CLOCK_MONOTONIC in microseconds (the clock of dm_now_us and of send_by_us). */
 uint64_t dm_conn_now_us(void);

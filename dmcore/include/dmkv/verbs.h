@@ -15,6 +15,9 @@ typedef enum {
     DM_OP_FAA = 4,        /* 8 B: *result = old; *off += compare (the addend) */
     DM_OP_MASKED_CAS = 5, /* 8 B: if (*off & compare_mask) == (compare & compare_mask) then
                            * *off = (*off & ~swap_mask) | (swap & swap_mask); *result = old */
+    DM_OP_BREAK = 6,      /* tcp wire only, no memory touched: fails (DM_ELATE), so the memory
+                           * node skips the rest of its chain. Sent in place of a chained
+                           * batch the gateway refused to send (transport/tcp.c drop_late) */
 } dm_op_t;
 
 typedef struct dm_verb {
