@@ -643,39 +643,51 @@ static void test_shared_hold(void)
     uv_loop_close(&loop);
 }
 
+/* n SETs of new keys "<prefix>:NNNN" on a fresh local pool with fault spec armed: each must
+ * be acknowledged (what was hit: why), the fault must have fired once at site, and then
+ * every key is in CHIME (not pending), readable, and counted. */
+static void sets_through_fault(const char *spec, dm_fault_site_t site, const char *prefix, int n,
+                               const char *what)
+{
+    CHECK(dm_chime_set_create_geometry(16, 4) == 0);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    char uri[64];
+    snprintf(uri, sizeof(uri), "local:chime-%s", prefix);
+    dm_worker_t *w = worker_on(&loop, uri);
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    dm_fault_configure(spec);
+    for (int i = 0; i < n; i++) {
+        char k[32];
+        int kl = snprintf(k, sizeof(k), "%s:%04d", prefix, i);
+        int rc = dm_kv_set(&ctx, k, (size_t)kl, "v", 1, 0, 0, NULL);
+        CHECKF(rc == 1, "SET %s through %s: %s", k, what, rc < 0 ? dm_strerror(rc) : "0");
+    }
+    CHECKF(dm_fault_fired(site) == 1, "%s: the fault fired %u times", spec, dm_fault_fired(site));
+    dm_fault_configure(NULL);
+    for (int i = 0; i < n; i++) {
+        char k[32];
+        int kl = snprintf(k, sizeof(k), "%s:%04d", prefix, i);
+        int pending = 1;
+        CHECKF(dm_chime_search(&ctx, k, (size_t)kl, &pending) == 1 && !pending, "search %s", k);
+        dm_value_t v;
+        CHECKF(dm_kv_get(&ctx, k, (size_t)kl, &v) == 1 && v.len == 1, "GET %s", k);
+        dm_value_free(&v);
+    }
+    CHECK(dm_kv_dbsize(&ctx) == n);
+    dm_worker_destroy(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+}
+
 /* A split that outlives its lock's hold bound (the fault point 'split' stalls the first one
  * 2.3 s, past CH_HOLD_MAX_MS) gives up before writing anything: the SET that needed it locks
  * again and splits then. Before 2026-11-27 the SET answered "operation restarted too
  * often" (CI's nomcas/it_linearizable_wire: a wire stall during a split of its setup). */
 static void test_slow_split(void)
 {
-    CHECK(dm_chime_set_create_geometry(16, 4) == 0);
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    dm_worker_t *w = worker_on(&loop, "local:chime-slow-split");
-    dm_ctx_t ctx;
-    dm_ctx_init(&ctx, w, DM_CLS_SET);
-    dm_fault_configure("split:2300:1:1");
-    enum { N = 40 };
-    for (int i = 0; i < N; i++) {
-        char k[32];
-        int kl = snprintf(k, sizeof(k), "slow:%04d", i);
-        int rc = dm_kv_set(&ctx, k, (size_t)kl, "v", 1, 0, 0, NULL);
-        CHECKF(rc == 1, "SET %s through a slow split: %s", k, rc < 0 ? dm_strerror(rc) : "0");
-    }
-    CHECKF(dm_fault_fired(DM_FAULT_SPLIT) == 1, "the split stalled %u times",
-           dm_fault_fired(DM_FAULT_SPLIT));
-    dm_fault_configure(NULL);
-    for (int i = 0; i < N; i++) {
-        char k[32];
-        int kl = snprintf(k, sizeof(k), "slow:%04d", i);
-        int pending = 1;
-        CHECKF(dm_chime_search(&ctx, k, (size_t)kl, &pending) == 1 && !pending, "search %s", k);
-    }
-    CHECK(dm_kv_dbsize(&ctx) == N);
-    dm_worker_destroy(w);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
+    sets_through_fault("split:2300:1:1", DM_FAULT_SPLIT, "slow", 40, "a slow split");
 }
 
 /* A lease holder's batch that the transport refuses for lateness (its hold ended before it
@@ -684,35 +696,7 @@ static void test_slow_split(void)
  * bounded post 2.1 s, past the 2 s hold (CH_HOLD_MAX_MS). */
 static void test_late_batch(void)
 {
-    CHECK(dm_chime_set_create_geometry(16, 4) == 0);
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    dm_worker_t *w = worker_on(&loop, "local:chime-late-batch");
-    dm_ctx_t ctx;
-    dm_ctx_init(&ctx, w, DM_CLS_SET);
-    dm_fault_configure("late:2100:1:1");
-    enum { N = 20 };
-    for (int i = 0; i < N; i++) {
-        char k[32];
-        int kl = snprintf(k, sizeof(k), "late:%04d", i);
-        int rc = dm_kv_set(&ctx, k, (size_t)kl, "v", 1, 0, 0, NULL);
-        CHECKF(rc == 1, "SET %s through a refused batch: %s", k, rc < 0 ? dm_strerror(rc) : "0");
-    }
-    CHECKF(dm_fault_fired(DM_FAULT_LATE) == 1, "held back %u times", dm_fault_fired(DM_FAULT_LATE));
-    dm_fault_configure(NULL);
-    for (int i = 0; i < N; i++) {
-        char k[32];
-        int kl = snprintf(k, sizeof(k), "late:%04d", i);
-        int pending = 1;
-        CHECKF(dm_chime_search(&ctx, k, (size_t)kl, &pending) == 1 && !pending, "search %s", k);
-        dm_value_t v;
-        CHECKF(dm_kv_get(&ctx, k, (size_t)kl, &v) == 1 && v.len == 1, "GET %s", k);
-        dm_value_free(&v);
-    }
-    CHECK(dm_kv_dbsize(&ctx) == N);
-    dm_worker_destroy(w);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
+    sets_through_fault("late:2100:1:1", DM_FAULT_LATE, "late", 20, "a refused batch");
 }
 
 int main(void)
