@@ -247,6 +247,7 @@ static void sec_stats(gw_buf_t *b)
                   "pubsub_patterns:0\r\n"
                   "total_error_replies:%llu\r\n"
                   "client_query_buffer_limit_disconnections:%llu\r\n"
+                  "client_output_buffer_limit_disconnections:%llu\r\n"
                   "evicted_clients:%llu\r\n"
                   "client_oom_disconnections:%llu\r\n"
                   "total_reads_processed:%llu\r\n"
@@ -262,6 +263,7 @@ static void sec_stats(gw_buf_t *b)
                   (unsigned long long)GW_STAT_GET(keyspace_misses),
                   (unsigned long long)GW_STAT_GET(total_error_replies),
                   (unsigned long long)GW_STAT_GET(client_query_buffer_limit_disconnections),
+                  (unsigned long long)GW_STAT_GET(client_output_buffer_limit_disconnections),
                   (unsigned long long)GW_STAT_GET(evicted_clients),
                   (unsigned long long)GW_STAT_GET(client_oom_disconnections),
                   (unsigned long long)GW_STAT_GET(total_reads_processed),

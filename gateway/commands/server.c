@@ -1,4 +1,5 @@
 /* Server commands: COMMAND, CONFIG, INFO, TIME. */
+#include <limits.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@
 #include "info.h"
 #include "resp/reply.h"
 #include "server/client_evict.h"
+#include "server/client_obuf.h"
 #include "server/server.h"
 #include "server/stats.h"
 #include "util/glob.h"
@@ -95,6 +97,12 @@ static void v_maxmemory_clients(gw_buf_t *b)
 {
     gw_buf_printf(b, "%llu", (unsigned long long)gw_evict_limit());
 }
+static void v_output_buffer_limit(gw_buf_t *b)
+{
+    gw_obuf_limit_t lim[GW_OBUF_CLASSES];
+    gw_obuf_get(lim);
+    gw_obuf_format(lim, b);
+}
 static void v_query_buffer_limit(gw_buf_t *b)
 {
     gw_buf_printf(b, "%llu", (unsigned long long)gw_server.cfg->query_buffer_limit);
@@ -133,17 +141,8 @@ static void v_maxmemory(gw_conn_t *c, gw_buf_t *b)
 /* Redis memory units: 100, 1k, 1kb, 2m, 2mb, 3g, 3gb (k = 1000, kb = 1024). -1 if bad. */
 static long long parse_memory(const char *s)
 {
-    char *end;
-    long long v = strtoll(s, &end, 10);
-    if (end == s || v < 0) return -1;
-    static const struct {
-        const char *unit;
-        long long mul;
-    } units[] = {{"", 1},         {"k", 1000},       {"kb", 1024},     {"m", 1000000},
-                 {"mb", 1 << 20}, {"g", 1000000000}, {"gb", 1ll << 30}};
-    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
-        if (!strcasecmp(end, units[i].unit)) return v * units[i].mul;
-    return -1;
+    uint64_t v;
+    return gw_str2mem(s, &v) && v <= (uint64_t)LLONG_MAX ? (long long)v : -1;
 }
 
 static const struct {
@@ -155,6 +154,7 @@ static const struct {
     {"appendonly", "no", NULL},
     {"bind", NULL, v_bind},
     {"cluster-enabled", "no", NULL},
+    {"client-output-buffer-limit", NULL, v_output_buffer_limit},
     {"client-query-buffer-limit", NULL, v_query_buffer_limit},
     {"databases", "1", NULL},
     {"dbfilename", "dump.rdb", NULL},
@@ -229,12 +229,15 @@ static bool param_is(gw_conn_t *c, size_t p, const char *s, size_t len)
     return same;
 }
 
-/* CONFIG SET name value [name value ...]: requirepass and the slowlog parameters (per
- * gateway process) and maxmemory (pool-wide) change at run time; other known parameters
- * answer Redis's failure text. Every value is checked before any is applied. */
+/* CONFIG SET name value [name value ...]: requirepass, the slowlog and latency parameters,
+ * maxmemory-clients and client-output-buffer-limit (per gateway process) and maxmemory
+ * (pool-wide) change at run time; other known parameters answer Redis's failure text.
+ * Every value is checked before any is applied. */
 static void config_set(gw_conn_t *c, gw_cmd_t *cmd)
 {
     int pass_arg = 0, mem_arg = 0, slower_arg = 0, len_arg = 0, lat_arg = 0, clients_arg = 0;
+    gw_obuf_limit_t obuf[GW_OBUF_CLASSES];
+    bool obuf_set = false;
     for (int i = 2; i < cmd->argc; i += 2) {
         size_t param = NPARAMS;
         for (size_t p = 0; p < NPARAMS; p++)
@@ -273,6 +276,20 @@ static void config_set(gw_conn_t *c, gw_cmd_t *cmd)
                 return;
             }
             clients_arg = i + 1;
+            continue;
+        }
+        if (!strcasecmp(cmd->argv[i], "client-output-buffer-limit")) {
+            const char *why = NULL;
+            char *arg = cmd->argv[i + 1];
+            gw_obuf_get(obuf);
+            if (gw_obuf_parse(1, &arg, obuf, &why) != 0) {
+                reply_errorf(gw_conn_out(c),
+                             "ERR CONFIG SET failed (possibly related to argument "
+                             "'client-output-buffer-limit') - %s",
+                             why);
+                return;
+            }
+            obuf_set = true;
             continue;
         }
         if (!strcasecmp(cmd->argv[i], "latency-monitor-threshold")) {
@@ -324,6 +341,7 @@ static void config_set(gw_conn_t *c, gw_cmd_t *cmd)
         }
     }
     if (clients_arg) gw_evict_set_limit((uint64_t)parse_memory(cmd->argv[clients_arg]));
+    if (obuf_set) gw_obuf_set(obuf);
     if (lat_arg) {
         long long v;
         gw_str2ll(cmd->argv[lat_arg], cmd->argvlen[lat_arg], &v);

@@ -11,8 +11,10 @@
 #include "dmkv/clock.h"
 #include "dmkv/chime.h"
 #include "dmkv/log.h"
+#include "config/obuf_limits.h"
 #include "util/buf.h"
 #include "util/splitargs.h"
+#include "util/strconv.h"
 
 #include "version.h"
 #define GW_VERSION_STR GW_DMKV_VERSION
@@ -40,6 +42,9 @@ void gw_config_usage(FILE *f, const char *prog)
         "                         client over it is closed (default 1gb, at least 1mb)\n"
         "  --maxmemory-clients <bytes> memory all clients may hold (queries, replies);\n"
         "                         over it the biggest are closed (default 0: no limit)\n"
+        "  --client-output-buffer-limit '<class> <hard> <soft> <seconds>' ...  Redis's\n"
+        "                         limits on replies a client has not read (class normal,\n"
+        "                         replica or pubsub; default 'normal 0 0 0': no limit)\n"
         "  --local-size <bytes>   size of the in-process pool for --memnode local (e.g. "
         "1gb)\n"
         "  --local-delay-us <us>  tests: delay each local-pool round trip (simulated RTT)\n"
@@ -69,8 +74,10 @@ void gw_config_free(gw_config_t *cfg)
     for (int i = 0; i < cfg->nmemnodes; i++)
         free(cfg->memnodes[i]);
     free(cfg->config_file);
+    free(cfg->client_obuf_limit);
     cfg->nbind = cfg->nmemnodes = 0;
     cfg->config_file = NULL;
+    cfg->client_obuf_limit = NULL;
 }
 
 static bool parse_int(const char *s, long lo, long hi, int *out)
@@ -80,34 +87,6 @@ static bool parse_int(const char *s, long lo, long hi, int *out)
     long v = strtol(s, &end, 10);
     if (!*s || *end || errno || v < lo || v > hi) return false;
     *out = (int)v;
-    return true;
-}
-
-/* Redis's memtoll: "1gb", "512mb", "100k", plain bytes. */
-static bool parse_mem(const char *s, uint64_t *out)
-{
-    char *end;
-    errno = 0;
-    unsigned long long v = strtoull(s, &end, 10);
-    if (end == s || errno) return false;
-    uint64_t mul = 1;
-    if (!strcasecmp(end, "") || !strcasecmp(end, "b"))
-        mul = 1;
-    else if (!strcasecmp(end, "k"))
-        mul = 1000;
-    else if (!strcasecmp(end, "kb"))
-        mul = 1024;
-    else if (!strcasecmp(end, "m"))
-        mul = 1000 * 1000;
-    else if (!strcasecmp(end, "mb"))
-        mul = 1024 * 1024;
-    else if (!strcasecmp(end, "g"))
-        mul = 1000ull * 1000 * 1000;
-    else if (!strcasecmp(end, "gb"))
-        mul = 1024ull * 1024 * 1024;
-    else
-        return false;
-    *out = v * mul;
     return true;
 }
 
@@ -178,18 +157,34 @@ static int apply(gw_config_t *cfg, bool from_cli, const char *name, int argc, ch
             return -1;
         }
     } else if (!strcasecmp(name, "client-query-buffer-limit") && argc == 1) {
-        if (!parse_mem(argv[0], &cfg->query_buffer_limit) ||
+        if (!gw_str2mem(argv[0], &cfg->query_buffer_limit) ||
             cfg->query_buffer_limit < (1ull << 20)) {
             snprintf(err, errlen, "Invalid client-query-buffer-limit '%s' (at least 1mb)", argv[0]);
             return -1;
         }
+    } else if (!strcasecmp(name, "client-output-buffer-limit") && argc >= 1) {
+        gw_obuf_limit_t lim[GW_OBUF_CLASSES];
+        const char *why = NULL;
+        gw_obuf_defaults(lim);
+        if (gw_obuf_parse(argc, argv, lim, &why) != 0) {
+            snprintf(err, errlen, "Invalid client-output-buffer-limit: %s", why);
+            return -1;
+        }
+        gw_buf_t v; /* kept as one line: a file's and the command line's add up */
+        gw_buf_init(&v);
+        if (cfg->client_obuf_limit) gw_buf_printf(&v, "%s ", cfg->client_obuf_limit);
+        for (int i = 0; i < argc; i++)
+            gw_buf_printf(&v, "%s%s", i ? " " : "", argv[i]);
+        free(cfg->client_obuf_limit);
+        cfg->client_obuf_limit = strndup(v.data ? v.data : "", v.len);
+        gw_buf_free(&v);
     } else if (!strcasecmp(name, "maxmemory-clients") && argc == 1) {
-        if (!parse_mem(argv[0], &cfg->maxmemory_clients)) {
+        if (!gw_str2mem(argv[0], &cfg->maxmemory_clients)) {
             snprintf(err, errlen, "Invalid maxmemory-clients '%s' (bytes, 0 = no limit)", argv[0]);
             return -1;
         }
     } else if (!strcasecmp(name, "local-size") && argc == 1) {
-        if (!parse_mem(argv[0], &cfg->local_size) || cfg->local_size == 0) {
+        if (!gw_str2mem(argv[0], &cfg->local_size) || cfg->local_size == 0) {
             snprintf(err, errlen, "Invalid local-size '%s'", argv[0]);
             return -1;
         }
@@ -297,6 +292,7 @@ int gw_config_parse(gw_config_t *cfg, int argc, char **argv, char *err, size_t e
                                       "maxclients",
                                       "client-query-buffer-limit",
                                       "maxmemory-clients",
+                                      "client-output-buffer-limit",
                                       "local-size",
                                       "local-delay-us",
                                       "chime-leaf-span",

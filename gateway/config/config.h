@@ -23,6 +23,9 @@ typedef struct gw_config {
                                     client may hold (default 1gb, as Redis) */
     uint64_t maxmemory_clients;  /* bytes all clients may hold before the biggest are closed
                                     (server/client_evict.h); 0 = no limit (default) */
+    char *client_obuf_limit;     /* client-output-buffer-limit as given (Redis's syntax,
+                                    checked at parse), NULL for the defaults
+                                    (server/client_obuf.h) */
     uint64_t local_size;         /* bytes of the in-process pool for "local"; 0: default */
     int local_delay_us;          /* tests: delay every local-pool completion, microseconds */
     char *config_file;           /* absolute or given path, NULL when none */
@@ -30,7 +33,8 @@ typedef struct gw_config {
 
 /* Fill cfg from argv: "[config-file] [--port N] [--bind A [A ...]] [--threads N]
  * [--memnode URI]... [--loglevel L] [--maxclients N]
- * [--client-query-buffer-limit BYTES] [--maxmemory-clients BYTES] [--local-size BYTES]
+ * [--client-query-buffer-limit BYTES] [--maxmemory-clients BYTES]
+ * [--client-output-buffer-limit "CLASS HARD SOFT SECONDS ..."] [--local-size BYTES]
  * [--local-delay-us N]". A config file
  * holds the same keys one per line ("port 6379"); command-line flags given after it win
  * (memnode and bind accumulate from both). Returns 0 when the server should start,

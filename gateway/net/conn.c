@@ -54,6 +54,7 @@
 
 #include "commands/commands.h"
 #include "server/client_evict.h"
+#include "server/client_obuf.h"
 #include "server/monitor.h"
 #include "server/server.h"
 #include "resp/reply.h"
@@ -242,7 +243,9 @@ void gw_conn_flush(gw_conn_t *c)
         free(wr->data);
         free(wr);
         gw_conn_close(c);
+        return;
     }
+    gw_obuf_check(c, dm_now_us() / 1000); /* the socket did not take it all: a slow reader? */
 }
 
 void gw_conn_flush_soon(gw_conn_t *c)

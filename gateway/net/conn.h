@@ -69,12 +69,14 @@ struct gw_conn {
     char *name;               /* CLIENT SETNAME (under th->lock), NULL when unset */
     char *lib_name, *lib_ver; /* CLIENT SETINFO (under th->lock) */
 
-    int resp;              /* reply protocol: 2 (default) or 3 (HELLO 3) */
-    bool authed;           /* AUTH passed (or no requirepass when the connection started) */
-    bool auth_queued;      /* an AUTH or HELLO was parsed and has not run yet: the limits
-                              before AUTH are off (resp/parser.h) */
-    bool no_evict;         /* CLIENT NO-EVICT: never closed by maxmemory-clients */
-    bool kill;             /* CLIENT KILL from another thread: closed by this thread's timer */
+    int resp;         /* reply protocol: 2 (default) or 3 (HELLO 3) */
+    bool authed;      /* AUTH passed (or no requirepass when the connection started) */
+    bool auth_queued; /* an AUTH or HELLO was parsed and has not run yet: the limits
+                         before AUTH are off (resp/parser.h) */
+    bool no_evict;    /* CLIENT NO-EVICT: never closed by maxmemory-clients */
+    bool kill;        /* CLIENT KILL from another thread: closed by this thread's timer */
+    uint64_t obuf_soft_since_ms; /* output first seen at or over the soft limit (monotonic
+                                    ms), 0 under it (server/client_obuf.h) */
     bool uncounted;        /* already left connected_clients (flagged by CLIENT KILL; th->lock) */
     bool reply_off;        /* CLIENT REPLY OFF: replies dropped until CLIENT REPLY ON */
     bool monitor;          /* MONITOR (server/monitor.h) */

@@ -15,6 +15,7 @@
 #include "dmkv/kv.h"
 #include "net/conn.h"
 #include "server/client_evict.h"
+#include "server/client_obuf.h"
 #include "server/dead_repair.h"
 #include "server/expiry_track.h"
 #include "server/monitor.h"
@@ -82,6 +83,7 @@ static void on_tick(uv_timer_t *t)
     close_killed(th);
     gw_conn_early_sweep(th);
     gw_evict_tick(th);
+    gw_obuf_tick(th);
     gw_monitor_deliver(th); /* lines held back while a monitor ran a command */
     if (th->w) {
         dm_ctx_t ctx;

@@ -2,6 +2,7 @@
 #include "server/server.h"
 
 #include "server/client_evict.h"
+#include "server/client_obuf.h"
 
 #include <fcntl.h>
 #include <signal.h>
@@ -93,6 +94,15 @@ int gw_server_run(const gw_config_t *cfg)
     }
     dm_log_set_level(cfg->loglevel);
     gw_evict_set_limit(cfg->maxmemory_clients);
+    gw_obuf_limit_t obuf[GW_OBUF_CLASSES];
+    const char *why = NULL;
+    gw_obuf_defaults(obuf);
+    if (cfg->client_obuf_limit) {
+        char *arg = cfg->client_obuf_limit;
+        if (gw_obuf_parse(1, &arg, obuf, &why) != 0) /* checked when parsed: never */
+            dm_log(DM_LOG_WARNING, "client-output-buffer-limit ignored: %s", why);
+    }
+    gw_obuf_set(obuf);
 
     dm_log(DM_LOG_WARNING, "oO0OoO0OoO0Oo dmkv gateway is starting oO0OoO0OoO0Oo");
     dm_log(DM_LOG_WARNING, "dmkv version=%s, redis_version=%s, bits=%d, pid=%d, just started",

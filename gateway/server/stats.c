@@ -10,6 +10,7 @@ void gw_stats_reset(void)
     GW_STAT_SET(total_commands_processed, 0);
     GW_STAT_SET(total_error_replies, 0);
     GW_STAT_SET(client_query_buffer_limit_disconnections, 0);
+    GW_STAT_SET(client_output_buffer_limit_disconnections, 0);
     GW_STAT_SET(evicted_clients, 0);
     GW_STAT_SET(total_net_input_bytes, 0);
     GW_STAT_SET(total_net_output_bytes, 0);

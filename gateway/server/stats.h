@@ -10,6 +10,7 @@ typedef struct gw_stats {
     uint64_t total_connections_received;               /* accepted since start */
     uint64_t rejected_connections;                     /* refused over maxclients */
     uint64_t client_query_buffer_limit_disconnections; /* closed over the input limit */
+    uint64_t client_output_buffer_limit_disconnections; /* closed over an output limit */
     uint64_t evicted_clients;                          /* closed by maxmemory-clients */
     uint64_t client_oom_disconnections; /* closed: their reply or command did not fit in memory */
     uint64_t total_commands_processed;  /* commands executed (incl. ones that replied errors) */

@@ -6,6 +6,7 @@
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 bool gw_str2ll(const char *s, size_t len, long long *out)
 {
@@ -49,6 +50,29 @@ bool gw_str2cursor(const char *s, size_t len, uint64_t *out)
     if (*end != '\0' || errno == ERANGE) return false;
     *out = v;
     return true;
+}
+
+bool gw_str2mem(const char *s, uint64_t *out)
+{
+    static const struct {
+        const char *unit;
+        uint64_t mul;
+    } units[] = {{"", 1},          {"b", 1},           {"k", 1000},         {"kb", 1024},
+                 {"m", 1000000},   {"mb", 1ull << 20}, {"g", 1000000000ull}, {"gb", 1ull << 30}};
+    uint64_t v = 0;
+    const char *p = s;
+    for (; *p >= '0' && *p <= '9'; p++) {
+        if (v > (UINT64_MAX - (uint64_t)(*p - '0')) / 10) return false;
+        v = v * 10 + (uint64_t)(*p - '0');
+    }
+    if (p == s) return false;
+    for (size_t i = 0; i < sizeof(units) / sizeof(units[0]); i++)
+        if (!strcasecmp(p, units[i].unit)) {
+            if (v > UINT64_MAX / units[i].mul) return false;
+            *out = v * units[i].mul;
+            return true;
+        }
+    return false;
 }
 
 size_t gw_ull2str(char *buf, unsigned long long v)

@@ -340,6 +340,136 @@ static void test_maxmemory_clients(void)
     EXPECT_STATUS(it_cmd(observer, "CONFIG SET maxmemory-clients 0"), "OK");
 }
 
+/* A client with a 4 KB receive buffer that pipelines n GETs of ob:big and reads nothing. */
+static int slow_reader(int n)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    int small = 4096;
+    CHECK(setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, sizeof(small)) == 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    CHECK(connect(fd, (struct sockaddr *)&a, sizeof(a)) == 0);
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    for (int i = 0; i < n; i++)
+        send_all(fd, "GET ob:big\r\n", 12);
+    return fd;
+}
+
+/* Read fd to its end: the bytes read, and whether it ended (EOF or reset) before 10 s. */
+static size_t drain(int fd, bool *ended)
+{
+    static char buf[65536];
+    size_t total = 0;
+    for (;;) {
+        ssize_t k = recv(fd, buf, sizeof(buf), 0);
+        if (k > 0) {
+            total += (size_t)k;
+            continue;
+        }
+        *ended = k == 0 || errno == ECONNRESET;
+        return total;
+    }
+}
+
+/* Read want bytes from fd, or fewer if it ends first (*ended) or 10 s pass. */
+static size_t drain_n(int fd, size_t want, bool *ended)
+{
+    static char buf[65536];
+    size_t total = 0;
+    *ended = false;
+    while (total < want) {
+        size_t ask = want - total < sizeof(buf) ? want - total : sizeof(buf);
+        ssize_t k = recv(fd, buf, ask, 0);
+        if (k <= 0) {
+            *ended = k == 0 || errno == ECONNRESET;
+            break;
+        }
+        total += (size_t)k;
+    }
+    return total;
+}
+
+/* Wait up to 10 s for an INFO stats field to reach want. */
+static bool info_reaches(const char *field, long long want)
+{
+    for (int i = 0; i < 200; i++) {
+        if (info_field(field) >= want) return true;
+        usleep(50000);
+    }
+    return false;
+}
+
+/* client-output-buffer-limit (Redis's): a client that pipelines GETs of a 256 KB value and
+ * reads nothing is closed once its unread replies reach the hard limit, or stay over the
+ * soft one longer than its seconds; with no limit for class normal (Redis's default) the
+ * same client is kept and gets every reply. Bad values answer Redis's errors and change
+ * nothing. Counted in INFO stats client_output_buffer_limit_disconnections. The gateway
+ * was started with --client-output-buffer-limit "pubsub 1mb 512kb 5". */
+static void test_output_buffer_limit(void)
+{
+    const char *field = "client_output_buffer_limit_disconnections";
+    enum { BIG = 256 * 1024, REPLY = BIG + 11 }; /* "$262144\r\n" + value + "\r\n" */
+    char *val = malloc(BIG);
+    CHECK(val);
+    memset(val, 'o', BIG);
+    EXPECT_STATUS(it_cmd(observer, "SET ob:big %b", val, (size_t)BIG), "OK");
+    free(val);
+    redisReply *r = it_cmd(observer, "CONFIG GET client-output-buffer-limit");
+    CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    CHECKF(!strcmp(r->element[1]->str,
+                   "normal 0 0 0 slave 268435456 67108864 60 pubsub 1048576 524288 5"),
+           "CONFIG GET: %s", r->element[1]->str);
+    freeReplyObject(r);
+    static const char *const bad[][2] = {
+        {"normal 1mb", "Wrong number of arguments in buffer limit configuration."},
+        {"master 1 1 1", "Invalid client class specified in buffer limit configuration."},
+        {"normal 1mb 1x 1",
+         "Error in hard, soft or soft_seconds setting in buffer limit configuration."}};
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        char want[256];
+        snprintf(want, sizeof(want),
+                 "ERR CONFIG SET failed (possibly related to argument "
+                 "'client-output-buffer-limit') - %s",
+                 bad[i][1]);
+        EXPECT_ERR(it_cmd(observer, "CONFIG SET client-output-buffer-limit %s", bad[i][0]), want);
+    }
+    long long d0 = info_field(field);
+    CHECK(d0 == 0);
+    /* No limit: kept, every reply arrives (16 MB unread, under the 64 MB pause). */
+    int fd = slow_reader(64);
+    usleep(1500000);
+    CHECK(info_field(field) == d0);
+    bool ended = false;
+    size_t got = drain_n(fd, 64 * REPLY, &ended);
+    CHECKF(got == 64 * (size_t)REPLY && !ended, "no limit: %zu bytes, %s", got,
+           ended ? "closed" : "open");
+    close(fd);
+    /* The hard limit: closed at once. */
+    EXPECT_STATUS(it_cmd(observer, "CONFIG SET client-output-buffer-limit %s", "normal 4mb 0 0"),
+                  "OK");
+    fd = slow_reader(64);
+    CHECKF(info_reaches(field, d0 + 1), "hard limit: %s %lld", field, info_field(field));
+    got = drain(fd, &ended);
+    CHECKF(ended && got < 64 * (size_t)REPLY, "hard limit: %zu bytes, %s", got,
+           ended ? "closed" : "open");
+    close(fd);
+    EXPECT_STATUS(it_cmd(observer, "PING"), "PONG");
+    /* The soft limit: closed after more than a second over it, not before. */
+    EXPECT_STATUS(it_cmd(observer, "CONFIG SET client-output-buffer-limit %s", "normal 0 2mb 1"),
+                  "OK");
+    fd = slow_reader(32);
+    usleep(500000);
+    CHECK(info_field(field) == d0 + 1);
+    CHECKF(info_reaches(field, d0 + 2), "soft limit: %s %lld", field, info_field(field));
+    got = drain(fd, &ended);
+    CHECK(ended);
+    close(fd);
+    EXPECT_STATUS(it_cmd(observer, "CONFIG SET client-output-buffer-limit %s", "normal 0 0 0"),
+                  "OK");
+    EXPECT_BULK(it_cmd(observer, "GETRANGE ob:big 0 1"), "oo", 2);
+}
+
 /* Out of memory in the gateway (issue 12): a second gateway on which every allocation a
  * client sizes (argument and reply buffers, per-command arrays) fails above 2 MB
  * (DMKV_TEST_ALLOC_MAX, as if malloc returned NULL). A 3 MB argument closes its client
@@ -426,7 +556,8 @@ int main(void)
     it_pool_start(&pool);
     const char *uris[] = {pool.uri};
     it_proc_t gw;
-    const char *extra[] = {"--client-query-buffer-limit", "4mb", NULL};
+    const char *extra[] = {"--client-query-buffer-limit", "4mb", "--client-output-buffer-limit",
+                           "pubsub 1mb 512kb 5", NULL};
     it_gateway_start(&gw, uris, 1, 2, extra);
     port = gw.port;
     observer = it_connect(port);
@@ -436,6 +567,7 @@ int main(void)
     RUN(test_query_buffer_limit);
     RUN(test_unauth_limits);
     RUN(test_maxmemory_clients);
+    RUN(test_output_buffer_limit);
     test_gateway_oom(uris);
     EXPECT_STATUS(it_cmd(observer, "PING"), "PONG");
     redisFree(observer);

@@ -1,0 +1,89 @@
+/* client-output-buffer-limit (client_obuf.h). */
+#include "server/client_obuf.h"
+
+#include "dmkv/log.h"
+#include "dmkv/worker.h"
+#include "server/stats.h"
+
+/* In force (set at start, server.c); fields read and written with relaxed atomics. */
+static gw_obuf_limit_t limits[GW_OBUF_CLASSES];
+
+void gw_obuf_get(gw_obuf_limit_t lim[GW_OBUF_CLASSES])
+{
+    for (int i = 0; i < GW_OBUF_CLASSES; i++) {
+        lim[i].hard = __atomic_load_n(&limits[i].hard, __ATOMIC_RELAXED);
+        lim[i].soft = __atomic_load_n(&limits[i].soft, __ATOMIC_RELAXED);
+        lim[i].soft_secs = __atomic_load_n(&limits[i].soft_secs, __ATOMIC_RELAXED);
+    }
+}
+
+void gw_obuf_set(const gw_obuf_limit_t lim[GW_OBUF_CLASSES])
+{
+    for (int i = 0; i < GW_OBUF_CLASSES; i++) {
+        __atomic_store_n(&limits[i].hard, lim[i].hard, __ATOMIC_RELAXED);
+        __atomic_store_n(&limits[i].soft, lim[i].soft, __ATOMIC_RELAXED);
+        __atomic_store_n(&limits[i].soft_secs, lim[i].soft_secs, __ATOMIC_RELAXED);
+    }
+}
+
+uint64_t gw_obuf_bytes(const gw_conn_t *c)
+{
+    uint64_t n = c->out.len + c->out_inflight;
+    for (const gw_slot_t *s = c->shead; s; s = s->next)
+        n += s->out.len;
+    return n;
+}
+
+/* Redis's checkClientOutputBufferLimits: the soft limit's clock starts the first time it
+ * is seen reached and stops when the output falls under it. */
+static bool over_limits(gw_conn_t *c, uint64_t bytes, const gw_obuf_limit_t *l, uint64_t now_ms)
+{
+    if (l->hard && bytes >= l->hard) return true;
+    if (!l->soft || bytes < l->soft) {
+        c->obuf_soft_since_ms = 0;
+        return false;
+    }
+    if (!c->obuf_soft_since_ms) {
+        c->obuf_soft_since_ms = now_ms;
+        return false;
+    }
+    return now_ms - c->obuf_soft_since_ms > l->soft_secs * 1000;
+}
+
+bool gw_obuf_check(gw_conn_t *c, uint64_t now_ms)
+{
+    if (c->closing) return false;
+    const gw_obuf_limit_t *l = &limits[GW_OBUF_NORMAL];
+    uint64_t hard = __atomic_load_n(&l->hard, __ATOMIC_RELAXED);
+    uint64_t soft = __atomic_load_n(&l->soft, __ATOMIC_RELAXED);
+    if (!hard && !soft) {
+        c->obuf_soft_since_ms = 0;
+        return false;
+    }
+    gw_obuf_limit_t now = {hard, soft, __atomic_load_n(&l->soft_secs, __ATOMIC_RELAXED)};
+    if (!over_limits(c, gw_obuf_bytes(c), &now, now_ms)) return false;
+    gw_buf_t d;
+    gw_buf_init(&d);
+    gw_conn_describe(c, &d);
+    if (d.len && d.data[d.len - 1] == '\n') d.len--;
+    dm_log(DM_LOG_WARNING,
+           "Client %.*s scheduled to be closed ASAP for overcoming of output buffer limits.",
+           (int)d.len, d.data ? d.data : "");
+    gw_buf_free(&d);
+    GW_STAT_ADD(client_output_buffer_limit_disconnections, 1);
+    gw_conn_close(c);
+    return true;
+}
+
+void gw_obuf_tick(gw_thread_t *th)
+{
+    if (!__atomic_load_n(&limits[GW_OBUF_NORMAL].hard, __ATOMIC_RELAXED) &&
+        !__atomic_load_n(&limits[GW_OBUF_NORMAL].soft, __ATOMIC_RELAXED))
+        return;
+    uint64_t now_ms = dm_now_us() / 1000;
+    /* Closing unlinks the connection (its memory stays until uv_close's callback). */
+    for (gw_conn_t *x = th->conns, *next; x; x = next) {
+        next = x->next;
+        gw_obuf_check(x, now_ms);
+    }
+}
