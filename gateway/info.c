@@ -364,8 +364,9 @@ static void sec_dmkv(gw_buf_t *b)
     dm_race_split_stats(&splits, &splitting, &doublings);
     dm_race_stranded_stats(&stranded, &adopted);
     dm_race_addr_cache_stats(&ac_hits, &ac_dropped, &ac_blind);
-    uint64_t chained, chain_skips, early, wounds;
+    uint64_t chained, chain_skips, early, wounds, late, breaks;
     dm_chain_stats(&chained, &chain_skips);
+    dm_conn_late_stats(&late, &breaks);
     dm_coro_early_stats(&early, &wounds);
     gw_buf_printf(
         b,
@@ -375,13 +376,15 @@ static void sec_dmkv(gw_buf_t *b)
         "race_addr_cache_hits:%llu\r\nrace_addr_cache_dropped:%llu\r\n"
         "race_addr_cache_blind_sets:%llu\r\n"
         "chained_commits:%llu\r\nchained_commits_skipped:%llu\r\n"
+        "lease_batches_refused:%llu\r\nlease_chain_breaks:%llu\r\n"
         "early_leaf_locks:%llu\r\nearly_leaf_lock_wounds:%llu\r\n"
         "early_leaf_lock_yields:%llu\r\n"
         "hybrid_repairs:%llu\r\n",
         (unsigned long long)splits, (unsigned long long)splitting, (unsigned long long)doublings,
         (unsigned long long)stranded, (unsigned long long)adopted, (unsigned long long)ac_hits,
         (unsigned long long)ac_dropped, (unsigned long long)ac_blind, (unsigned long long)chained,
-        (unsigned long long)chain_skips, (unsigned long long)early, (unsigned long long)wounds,
+        (unsigned long long)chain_skips, (unsigned long long)late, (unsigned long long)breaks,
+        (unsigned long long)early, (unsigned long long)wounds,
         (unsigned long long)dm_kv_early_yields(), (unsigned long long)dm_kv_repairs());
     dm_clock_status_t cs;
     dm_clock_status(&cs);

@@ -450,6 +450,7 @@ static void kick_pending(rdma_conn_t *c)
                 /* Its lease ended while it waited for room: never rung (no WR staged). */
                 bq_pop(&c->pending);
                 b->status = DM_ELATE;
+                dm_conn_count_late(0);
                 bq_push(&c->deferred, b);
                 uv_timer_start(&c->h->defer, on_defer, 0, 0);
                 continue;

@@ -201,6 +201,7 @@ static pending_t *drop_late(tcp_conn_t *c)
         next = p->next;
         const dm_verb_t *chained = p->send_by_us && now > p->send_by_us ? first_chained(p) : NULL;
         if (chained) {
+            dm_conn_count_late(1);
             c->overbs -= p->n - 1;
             p->refused = 1;
             c->obufs[wb++] = stand_in(c, p, chained);
@@ -209,6 +210,7 @@ static pending_t *drop_late(tcp_conn_t *c)
             continue;
         }
         if (p->send_by_us && now > p->send_by_us) {
+            dm_conn_count_late(0);
             free(c->oblocks[p->blk]);
             c->overbs -= p->n;
             if (prev)

@@ -54,7 +54,23 @@ uint16_t dm_holder_id(void)
 
 int dm_conn_send_late(const dm_conn_t *c)
 {
-    return c->send_by_us && dm_conn_now_us() > c->send_by_us;
+    int late = c->send_by_us && dm_conn_now_us() > c->send_by_us;
+    if (late) dm_conn_count_late(0); /* the caller refuses it */
+    return late;
+}
+
+static uint64_t late_refused, late_breaks;
+
+void dm_conn_count_late(int chain_break)
+{
+    __atomic_fetch_add(&late_refused, 1, __ATOMIC_RELAXED);
+    if (chain_break) __atomic_fetch_add(&late_breaks, 1, __ATOMIC_RELAXED);
+}
+
+void dm_conn_late_stats(uint64_t *refused, uint64_t *chain_breaks)
+{
+    *refused = __atomic_load_n(&late_refused, __ATOMIC_RELAXED);
+    *chain_breaks = __atomic_load_n(&late_breaks, __ATOMIC_RELAXED);
 }
 
 void dm_conn_node_stats(unsigned node, uint64_t *messages, uint64_t *verbs)

@@ -446,6 +446,8 @@ static void t_send_by_chained(void)
     b.chain_tag = tag, b.chain_epoch = epoch;
     dm_verb_t c = wr(other, &nine, 8); /* unchained: unaffected */
     done_t da = {0}, db = {0}, dc = {0};
+    uint64_t refused0, breaks0, refused1, breaks1;
+    dm_conn_late_stats(&refused0, &breaks0);
     conn->send_by_us = mono_us() + 20000;
     CHECK(conn->ops->post(conn, &a, 1, on_done, &da) == 0);
     conn->send_by_us = 0;
@@ -459,6 +461,8 @@ static void t_send_by_chained(void)
     CHECKF(b.status == DM_ESKIPPED, "the chain's next commit ran: status %d", b.status);
     CHECK(dc.status == 0 && c.status == 0);
     CHECK(get64(slot) == 0 && get64(flag) == 0 && get64(other) == 9);
+    dm_conn_late_stats(&refused1, &breaks1);
+    CHECK(refused1 == refused0 + 1 && breaks1 == breaks0 + 1); /* INFO lease_chain_breaks */
     conn->chain_epoch[tag]++; /* broken on the node, as the batch layer would move on */
 }
 

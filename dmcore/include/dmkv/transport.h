@@ -59,7 +59,8 @@ struct dm_conn {
  * process-wide per node, for INFO (verbs per message shows doorbell batching). */
 void dm_conn_count_message(dm_conn_t *c, uint64_t verbs);
 /* 1 when the message being posted on c is past its send_by_us bound (CLOCK_MONOTONIC, the
- * clock of dm_now_us): the backend refuses it with DM_ELATE, nothing sent. */
+ * clock of dm_now_us): the backend refuses it with DM_ELATE, nothing sent (counted,
+ * dm_conn_late_stats). */
 int dm_conn_send_late(const dm_conn_t *c);
 /* CLOCK_MONOTONIC in microseconds (the clock of dm_now_us and of send_by_us). */
 uint64_t dm_conn_now_us(void);
@@ -71,6 +72,13 @@ uint64_t dm_conn_now_us(void);
  * a fence then also cuts the other's connection, which reconnects; nothing is lost. */
 #define DM_HOLDER_BITS 10 /* the rest of a lease token stays random (dmkv/lease.h) */
 uint16_t dm_holder_id(void);
+
+/* Count a batch refused for lateness (dm_conn_t.send_by_us): chain_break 1 when it left as
+ * a DM_OP_BREAK stand-in (tcp). For backends. */
+void dm_conn_count_late(int chain_break);
+/* Batches refused for lateness and how many of them broke their chain, process-wide (INFO
+ * lease_batches_refused, lease_chain_breaks). Thread-safe. */
+void dm_conn_late_stats(uint64_t *refused, uint64_t *chain_breaks);
 
 /* Totals for memory node `node` (0 for nodes never used). Thread-safe. */
 void dm_conn_node_stats(unsigned node, uint64_t *messages, uint64_t *verbs);
