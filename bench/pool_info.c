@@ -22,8 +22,8 @@ int main(int argc, char **argv)
     uv_loop_t loop;
     uv_loop_init(&loop);
     char err[256];
-    dm_worker_t *w = dm_worker_create(&loop, (const char *const *)argv + 1, (unsigned)argc - 1, err,
-                                      sizeof(err));
+    dm_worker_t *w = dm_kv_worker_create(&loop, (const char *const *)argv + 1, (unsigned)argc - 1,
+                                         err, sizeof(err));
     if (!w) {
         fprintf(stderr, "%s\n", err);
         return 1;

@@ -622,8 +622,8 @@ int main(int argc, char **argv)
     uv_loop_t loop;
     uv_loop_init(&loop);
     char err[256];
-    dm_worker_t *w = dm_worker_create(&loop, (const char *const *)argv + first,
-                                      (unsigned)(argc - first), err, sizeof(err));
+    dm_worker_t *w = dm_kv_worker_create(&loop, (const char *const *)argv + first,
+                                         (unsigned)(argc - first), err, sizeof(err));
     if (!w) {
         fprintf(stderr, "%s\n", err);
         return 1;

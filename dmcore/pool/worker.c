@@ -8,11 +8,8 @@
 #include <time.h>
 
 #include "dmkv/alloc.h"
-#include "dmkv/chime.h"
 #include "dmkv/coro.h"
 #include "dmkv/errors.h"
-#include "dmkv/race.h"
-#include "../kv/keyq.h"
 
 uint64_t dm_now_us(void)
 {
@@ -118,7 +115,6 @@ dm_worker_t *dm_worker_create(uv_loop_t *loop, const char *const *uris, unsigned
         uv_idle_init(loop, w->waker);
         w->waker->data = w;
     }
-    w->keyq = dm_keyq_create();
     for (unsigned i = 0; i < n; i++) {
         w->conns[i] = dm_conn_open(loop, uris[i], i, err, errlen);
         w->uris[i] = strdup(uris[i]);
@@ -130,22 +126,8 @@ dm_worker_t *dm_worker_create(uv_loop_t *loop, const char *const *uris, unsigned
         }
     }
     w->alloc = dm_alloc_create(w);
-    if (!w->alloc || !w->keyq || !w->waker) {
+    if (!w->alloc || !w->waker) {
         snprintf(err, errlen, "out of memory");
-        dm_worker_destroy(w);
-        return NULL;
-    }
-    dm_ctx_t ctx;
-    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
-    int rc = dm_race_attach(&ctx, &w->race);
-    if (rc) {
-        snprintf(err, errlen, "cannot attach to the RACE table: %s", dm_strerror(rc));
-        dm_worker_destroy(w);
-        return NULL;
-    }
-    rc = dm_chime_attach(&ctx, &w->chime);
-    if (rc) {
-        snprintf(err, errlen, "cannot attach to the CHIME tree: %s", dm_strerror(rc));
         dm_worker_destroy(w);
         return NULL;
     }
@@ -155,10 +137,8 @@ dm_worker_t *dm_worker_create(uv_loop_t *loop, const char *const *uris, unsigned
 void dm_worker_destroy(dm_worker_t *w)
 {
     if (!w) return;
-    dm_race_detach(w->race);
-    dm_chime_detach(w->chime);
+    if (w->detach) w->detach(w);
     dm_alloc_destroy(w->alloc);
-    dm_keyq_destroy(w->keyq);
     if (w->waker) uv_close((uv_handle_t *)w->waker, (uv_close_cb)free);
     for (unsigned i = 0; i < DM_GADDR_MAX_NODES; i++) {
         if (i < w->n_nodes && w->conns[i]) w->conns[i]->ops->close(w->conns[i]);

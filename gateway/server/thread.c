@@ -8,6 +8,7 @@
 #include "dmkv/clock.h"
 #include "dmkv/coro.h"
 #include "dmkv/errors.h"
+#include "dmkv/kv.h"
 #include "net/conn.h"
 #include "net/listener.h"
 #include "server/cron.h"
@@ -118,8 +119,8 @@ static void thread_main(void *arg)
     char err[512] = "";
     th->flush_head = NULL;
     dm_flush_hook_init(&th->loop, &th->reply_flush, on_reply_flush, th);
-    th->w = dm_worker_create(&th->loop, (const char *const *)cfg->memnodes,
-                             (unsigned)cfg->nmemnodes, err, sizeof(err));
+    th->w = dm_kv_worker_create(&th->loop, (const char *const *)cfg->memnodes,
+                                (unsigned)cfg->nmemnodes, err, sizeof(err));
     if (!th->w) {
         snprintf(th->start_err, sizeof(th->start_err), "Cannot connect to the memory pool: %s",
                  err);

@@ -13,6 +13,13 @@
 #define DM_KV_MAX_KEY (512u << 20)   /* bytes, Redis's proto-max-bulk-len */
 #define DM_KV_MAX_VALUE (512u << 20) /* bytes */
 
+/* A worker (worker.h) with the key-value layer attached: the pool's point index (RACE),
+ * range index (CHIME), attached to or created in the pool, and the worker's key queues.
+ * The indexes are named only in kv/engines.c (issue 14's seam). Blocks while connecting.
+ * Returns NULL with a message in err; dm_worker_destroy detaches them. */
+dm_worker_t *dm_kv_worker_create(uv_loop_t *loop, const char *const *uris, unsigned n, char *err,
+                                 size_t errlen);
+
 /* A value read from the pool; data is malloc'd (free with dm_value_free). */
 typedef struct dm_value {
     uint8_t *data;

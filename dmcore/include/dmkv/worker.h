@@ -1,6 +1,8 @@
 /* A worker: one thread's libuv loop, its connections to every memory node of the pool,
- * its chunk allocator and its wake-ups (batches of verbs: batch.h). Gateways run one worker
- * per thread; tests create workers directly. */
+ * its chunk allocator and its wake-ups (batches of verbs: batch.h). It knows no index: the
+ * key-value layer attaches the pool's indexes and key queues to it (kv.h
+ * dm_kv_worker_create, kv/engines.c). Gateways run one worker per thread; tests create
+ * workers directly. */
 #ifndef DMKV_WORKER_H
 #define DMKV_WORKER_H
 
@@ -19,12 +21,14 @@ typedef struct dm_worker {
     uv_loop_t *loop;
     unsigned n_nodes;
     dm_conn_t *conns[DM_GADDR_MAX_NODES];
-    dm_alloc_t *alloc;      /* per-worker KV-block allocator (alloc.h) */
-    dm_race_t *race;        /* per-worker RACE handle: directory cache (race.h) */
-    struct dm_chime *chime; /* per-worker CHIME handle: inner-node cache (chime.h) */
-    struct dm_keyq *keyq;   /* writes in flight per key on this worker (kv/keyq.c) */
-    int volatile_marked;    /* this worker set the superblock's volatile_seen (kv/kv.c) */
-    uv_idle_t *waker;       /* resumes coroutines queued by dm_worker_wake */
+    dm_alloc_t *alloc;                   /* per-worker KV-block allocator (alloc.h) */
+    dm_race_t *race;                     /* per-worker RACE handle: directory cache (race.h) */
+    struct dm_chime *chime;              /* per-worker CHIME handle: inner-node cache (chime.h) */
+    struct dm_keyq *keyq;                /* writes in flight per key on this worker (kv/keyq.c) */
+    void (*detach)(struct dm_worker *w); /* set by whoever attached the above (kv/engines.c):
+                                            run first by dm_worker_destroy */
+    int volatile_marked; /* this worker set the superblock's volatile_seen (kv/kv.c) */
+    uv_idle_t *waker;    /* resumes coroutines queued by dm_worker_wake */
     struct dm_wake *ready, *ready_tail;
     struct dm_wake *draining, *draining_tail; /* the wakes the waker is resuming now */
     int in_waker;                             /* the waker is running */
@@ -48,16 +52,17 @@ typedef struct dm_ctx {
 } dm_ctx_t;
 
 /* Connect a worker to the pool given as memory-node URIs (see dm_conn_open; the order is
- * the node numbering and must match on every gateway), then attach to (or create) the
- * pool's RACE table. Blocks while connecting. Returns NULL with a message in err.
+ * the node numbering and must match on every gateway) and create its allocator; no index
+ * (dm_kv_worker_create adds them). Blocks while connecting. Returns NULL with a message in
+ * err.
  * A connection that fails later (lost, timed out, QP in error) fails the batches it
  * carried (DM_EIO / DM_ETIMEDOUT: the command answers an error, nothing is retried whose
  * effect is unknown); the next batch to that node opens a new one, at most one attempt a
  * second (a blocking connect of up to 5 s), and fails with DM_EIO while that fails. */
 dm_worker_t *dm_worker_create(uv_loop_t *loop, const char *const *uris, unsigned n, char *err,
                               size_t errlen);
-/* Close the worker's connections and free it. Run its loop afterwards (uv_run) so libuv
- * finishes closing its handles. */
+/* Detach what was attached (w->detach), close the worker's connections and free it. Run its
+ * loop afterwards (uv_run) so libuv finishes closing its handles. */
 void dm_worker_destroy(dm_worker_t *w);
 
 /* A coroutine parked until another operation of the same worker wakes it. */
