@@ -8,13 +8,18 @@
 /* In force (set at start, server.c); fields read and written with relaxed atomics. */
 static gw_obuf_limit_t limits[GW_OBUF_CLASSES];
 
+static gw_obuf_limit_t load(int cls)
+{
+    return (gw_obuf_limit_t){.hard = __atomic_load_n(&limits[cls].hard, __ATOMIC_RELAXED),
+                             .soft = __atomic_load_n(&limits[cls].soft, __ATOMIC_RELAXED),
+                             .soft_secs =
+                                 __atomic_load_n(&limits[cls].soft_secs, __ATOMIC_RELAXED)};
+}
+
 void gw_obuf_get(gw_obuf_limit_t lim[GW_OBUF_CLASSES])
 {
-    for (int i = 0; i < GW_OBUF_CLASSES; i++) {
-        lim[i].hard = __atomic_load_n(&limits[i].hard, __ATOMIC_RELAXED);
-        lim[i].soft = __atomic_load_n(&limits[i].soft, __ATOMIC_RELAXED);
-        lim[i].soft_secs = __atomic_load_n(&limits[i].soft_secs, __ATOMIC_RELAXED);
-    }
+    for (int i = 0; i < GW_OBUF_CLASSES; i++)
+        lim[i] = load(i);
 }
 
 void gw_obuf_set(const gw_obuf_limit_t lim[GW_OBUF_CLASSES])
@@ -53,15 +58,8 @@ static bool over_limits(gw_conn_t *c, uint64_t bytes, const gw_obuf_limit_t *l, 
 bool gw_obuf_check(gw_conn_t *c, uint64_t now_ms)
 {
     if (c->closing) return false;
-    const gw_obuf_limit_t *l = &limits[GW_OBUF_NORMAL];
-    uint64_t hard = __atomic_load_n(&l->hard, __ATOMIC_RELAXED);
-    uint64_t soft = __atomic_load_n(&l->soft, __ATOMIC_RELAXED);
-    if (!hard && !soft) {
-        c->obuf_soft_since_ms = 0;
-        return false;
-    }
-    gw_obuf_limit_t now = {hard, soft, __atomic_load_n(&l->soft_secs, __ATOMIC_RELAXED)};
-    if (!over_limits(c, gw_obuf_bytes(c), &now, now_ms)) return false;
+    gw_obuf_limit_t l = load(GW_OBUF_NORMAL); /* every dmkv client is of class normal */
+    if (!over_limits(c, l.hard || l.soft ? gw_obuf_bytes(c) : 0, &l, now_ms)) return false;
     gw_buf_t d;
     gw_buf_init(&d);
     gw_conn_describe(c, &d);
@@ -77,9 +75,8 @@ bool gw_obuf_check(gw_conn_t *c, uint64_t now_ms)
 
 void gw_obuf_tick(gw_thread_t *th)
 {
-    if (!__atomic_load_n(&limits[GW_OBUF_NORMAL].hard, __ATOMIC_RELAXED) &&
-        !__atomic_load_n(&limits[GW_OBUF_NORMAL].soft, __ATOMIC_RELAXED))
-        return;
+    gw_obuf_limit_t l = load(GW_OBUF_NORMAL);
+    if (!l.hard && !l.soft) return;
     uint64_t now_ms = dm_now_us() / 1000;
     /* Closing unlinks the connection (its memory stays until uv_close's callback). */
     for (gw_conn_t *x = th->conns, *next; x; x = next) {
