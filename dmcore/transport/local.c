@@ -8,9 +8,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "dmkv/superblock.h"
 #include "dmkv/errors.h"
+#include "dmkv/fault.h"
 #include "dmkv/region_exec.h"
 #include "dmkv/transport.h"
 
@@ -170,6 +172,9 @@ static int local_post(dm_conn_t *base, dm_verb_t *verbs, size_t n, dm_post_cb cb
     local_conn_t *c = (local_conn_t *)base;
     uint32_t delay = __atomic_load_n(&inject.delay_us, __ATOMIC_RELAXED);
     if (c->closing) return DM_EIO;
+    uint32_t late_ms =
+        base->send_by_us && dm_fault_armed(DM_FAULT_LATE) ? dm_fault_delay_ms(DM_FAULT_LATE) : 0;
+    if (late_ms) usleep(late_ms * 1000u);         /* tests: held back before the check */
     if (dm_conn_send_late(base)) return DM_ELATE; /* not run */
     dm_conn_count_message(base, n);
     if (delay == 0) {

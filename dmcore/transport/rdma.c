@@ -680,6 +680,9 @@ static int rdma_post(dm_conn_t *base, dm_verb_t *verbs, size_t n, dm_post_cb cb,
     rdma_conn_t *c = (rdma_conn_t *)base;
     if (c->broken || c->closing) return DM_EIO;
     if (n > c->sq_depth) return DM_EINVAL;
+    uint32_t late_ms =
+        base->send_by_us && dm_fault_armed(DM_FAULT_LATE) ? dm_fault_delay_ms(DM_FAULT_LATE) : 0;
+    if (late_ms) usleep(late_ms * 1000u);         /* tests: held back before the check */
     if (dm_conn_send_late(base)) return DM_ELATE; /* not rung */
     rbatch_t *b = malloc(sizeof(*b) + n * sizeof(vinfo_t));
     if (!b) return DM_ENOMEM;

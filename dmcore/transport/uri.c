@@ -3,9 +3,7 @@
 #include <string.h>
 #include <sys/random.h>
 #include <time.h>
-#include <unistd.h>
 
-#include "dmkv/fault.h"
 #include "dmkv/transport.h"
 
 /* DMKV_NO_MASKED_CAS=1 (tests): local and tcp connections report no native masked CAS, so
@@ -56,10 +54,7 @@ uint16_t dm_holder_id(void)
 
 int dm_conn_send_late(const dm_conn_t *c)
 {
-    if (!c->send_by_us) return 0;
-    uint32_t held_ms = dm_fault_armed(DM_FAULT_LATE) ? dm_fault_delay_ms(DM_FAULT_LATE) : 0;
-    if (held_ms) usleep(held_ms * 1000u); /* tests (fault 'late'): held back before the check */
-    int late = dm_conn_now_us() > c->send_by_us;
+    int late = c->send_by_us && dm_conn_now_us() > c->send_by_us;
     if (late) dm_conn_count_late(0); /* the caller refuses it */
     return late;
 }

@@ -32,10 +32,10 @@ typedef enum {
                              (pool/batch.c) */
     DM_FAULT_SPLIT,       /* a leaf split under its lock, its whole leaf read, before it writes
                              anything (chime/split.c): a slow split outlives the lease */
-    DM_FAULT_LATE,        /* a message with a send-by bound held back before its check (at
-                             post, dm_conn_send_late, and tcp at the turn's end too): the
-                             whole thread blocks, so a hold that ends meanwhile has it refused
-                             (DM_ELATE) while other messages leave (transport/uri.c, tcp.c) */
+    DM_FAULT_LATE,        /* a message with a send-by bound held back before its check (tcp: at
+                             the turn's end; local, rdma: at post): the whole thread blocks, so
+                             a hold that ends meanwhile has it refused (DM_ELATE) while the
+                             turn's other messages leave (transport/tcp.c, local.c, rdma.c) */
     DM_FAULT_NSITES
 } dm_fault_site_t;
 

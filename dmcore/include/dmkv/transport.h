@@ -60,7 +60,7 @@ struct dm_conn {
 void dm_conn_count_message(dm_conn_t *c, uint64_t verbs);
 /* 1 when the message being posted on c is past its send_by_us bound (CLOCK_MONOTONIC, the
  * clock of dm_now_us): the backend refuses it with DM_ELATE, nothing sent (counted,
- * dm_conn_late_stats). The test fault 'late' (dmkv/fault.h) holds the thread here first. */
+ * dm_conn_late_stats). */
 int dm_conn_send_late(const dm_conn_t *c);
 /* CLOCK_MONOTONIC in microseconds (the clock of dm_now_us and of send_by_us). */
 uint64_t dm_conn_now_us(void);
