@@ -4,11 +4,14 @@
 #include <string.h>
 
 #define KEYQ_BUCKETS 1024
+#define KEYQ_SMALL_KEY 64 /* bytes of key a kept record holds */
+#define KEYQ_SPARES 256   /* records kept for reuse (one per keyed write otherwise) */
 
 /* A key in flight: its current writer and the writes queued behind it. */
 typedef struct busy_key {
     uint64_t hash;
     size_t klen;
+    size_t cap;                   /* bytes of key[] */
     dm_keyq_entry_t *head, *tail; /* waiting writes, in arrival order */
     struct busy_key *next;
     uint8_t key[]; /* a copy: the owner's entry may go before the queue does */
@@ -16,7 +19,34 @@ typedef struct busy_key {
 
 struct dm_keyq {
     busy_key_t *b[KEYQ_BUCKETS];
+    busy_key_t *spare; /* records of KEYQ_SMALL_KEY bytes kept for reuse */
+    unsigned n_spare;
 };
+
+static busy_key_t *busy_new(dm_keyq_t *q, size_t klen)
+{
+    if (klen <= KEYQ_SMALL_KEY && q->spare) {
+        busy_key_t *k = q->spare;
+        q->spare = k->next;
+        q->n_spare--;
+        return k;
+    }
+    size_t cap = klen <= KEYQ_SMALL_KEY ? KEYQ_SMALL_KEY : klen;
+    busy_key_t *k = malloc(sizeof(*k) + cap);
+    if (k) k->cap = cap;
+    return k;
+}
+
+static void busy_put(dm_keyq_t *q, busy_key_t *k)
+{
+    if (k->cap != KEYQ_SMALL_KEY || q->n_spare >= KEYQ_SPARES) {
+        free(k);
+        return;
+    }
+    k->next = q->spare;
+    q->spare = k;
+    q->n_spare++;
+}
 
 dm_keyq_t *dm_keyq_create(void)
 {
@@ -32,6 +62,11 @@ void dm_keyq_destroy(dm_keyq_t *q)
             q->b[i] = k->next;
             free(k);
         }
+    while (q->spare) {
+        busy_key_t *k = q->spare;
+        q->spare = k->next;
+        free(k);
+    }
     free(q);
 }
 
@@ -50,8 +85,10 @@ int dm_keyq_enter(dm_worker_t *w, dm_keyq_entry_t *e)
     e->absorbed = 0;
     busy_key_t **p = find(w->keyq, e);
     if (!*p) {
-        busy_key_t *k = calloc(1, sizeof(*k) + e->klen);
+        busy_key_t *k = busy_new(w->keyq, e->klen);
         if (!k) return 1; /* no queue: just race at the CAS */
+        k->head = k->tail = NULL;
+        k->next = NULL;
         k->hash = e->hash;
         k->klen = e->klen;
         if (e->klen) memcpy(k->key, e->key, e->klen);
@@ -81,7 +118,7 @@ void dm_keyq_leave(dm_worker_t *w, dm_keyq_entry_t *e, int rc)
     if (!k) return;
     if (!k->head) {
         *p = k->next;
-        free(k);
+        busy_put(w->keyq, k);
         return;
     }
     /* The next writer: the last of a leading run of plain SETs carries the others. */

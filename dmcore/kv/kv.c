@@ -19,6 +19,8 @@
 #include "keyq.h"
 #include <xxhash.h>
 
+#define KV_SMALL_BLOCK 256 /* bytes: a SET's block up to this size is built on the stack */
+
 static int live(const dm_kv_view_t *v, uint64_t now_ms)
 {
     return v && (v->expire_ms == 0 || v->expire_ms > now_ms);
@@ -119,7 +121,9 @@ int dm_kv_set(dm_ctx_t *ctx, const void *key, size_t klen, const void *val, size
         if (rc) return rc;
     }
     uint64_t size = dm_kvblock_size(klen, vlen);
-    uint8_t *block = malloc(size);
+    /* Small blocks on the (coroutine's) stack: every post copies the block out. */
+    uint8_t small[KV_SMALL_BLOCK] __attribute__((aligned(8)));
+    uint8_t *block = size <= sizeof(small) ? small : malloc(size);
     if (!block) return DM_ENOMEM;
     dm_kvblock_build(block, key, klen, val, vlen, expire_ms);
     /* A guarded (WATCH) write is never combined: its guard must see its own slot CAS. Nor
@@ -130,26 +134,28 @@ int dm_kv_set(dm_ctx_t *ctx, const void *key, size_t klen, const void *val, size
                          .klen = klen,
                          .blind = flags == 0 && !kv_guard_current() && !dm_coro_turn_pending()};
     if (!dm_keyq_enter(ctx->w, &q)) {
-        free(block);
+        if (block != small) free(block);
         return q.result; /* combined with a later SET of this key (keyq.h) */
     }
-    set_decide_t d = {.flags = flags, .now_ms = dm_wall_ms(), .existed = 0};
+    set_decide_t d = {.flags = flags, .now_ms = 0, .existed = 0}; /* now_ms: below */
     dm_race_item_t prev;
     memset(&prev, 0, sizeof(prev));
     /* A plain SET of a key seen present lately: one round trip, without reading it. */
     int rc =
         flags == 0 && !kv_guard_current() ? dm_hybrid_set_blind(ctx, key, klen, block, size) : 2;
     /* KEEPTTL keeps the expiry only of a live key (an expired one is absent). */
-    if (rc == 2)
+    if (rc == 2) {
+        d.now_ms = dm_wall_ms(); /* only a read old value is judged live or expired */
         rc = dm_hybrid_set(ctx, key, klen, block, size, decide_set, &d,
                            (flags & DM_SET_KEEPTTL) != 0, (flags & DM_SET_GET) ? &prev : NULL);
+    }
     dm_keyq_leave(ctx->w, &q, rc);
     if ((flags & DM_SET_GET) && old) {
         /* The old value is reported when the key was live, written or not (SET ... GET). */
         if (rc >= 0 && prev.block && live(&prev.view, d.now_ms)) copy_value(&prev.view, old);
     }
     free(prev.block);
-    free(block);
+    if (block != small) free(block);
     return rc;
 }
 

@@ -749,11 +749,13 @@ int dm_race_update_blind(dm_ctx_t *ctx, const void *key, size_t klen, const uint
      * after the word's age passed the bound. */
     dm_batch_commit(&b, v, seen + DM_OP_TIMEOUT_US);
     rc = dm_batch_exec(ctx, &b);
-    note_write_rtt(r, dm_now_us() - posted_us);
+    uint64_t done_us = dm_now_us(); /* after the CAS: dates the old block's quarantine too */
+    note_write_rtt(r, done_us - posted_us);
     if (!rc && v->result == w) {
         race_addr_cache_put(r, key, klen, sa, word, posted_us);
         race_addr_cache_blind_set();
-        dm_alloc_free(ctx->w->alloc, race_slot_ptr(w), (uint64_t)race_slot_len(w) * DM_KV_UNIT);
+        dm_alloc_free_at(ctx->w->alloc, race_slot_ptr(w), (uint64_t)race_slot_len(w) * DM_KV_UNIT,
+                         done_us);
         return 1;
     }
     if (rc == DM_EIO || rc == DM_ETIMEDOUT) return rc; /* linked or not: unknown, keep it */

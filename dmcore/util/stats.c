@@ -1,9 +1,24 @@
-/* Process-wide per-class counters (relaxed atomics: they are statistics, not state). */
+/* Process-wide per-class counters. Each thread counts in its own block (one writer: plain
+ * relaxed load and store, no locked instruction on the data path: four atomic adds per
+ * batch on shared words cost ~2.5% of a SET's gateway CPU); a reader sums the blocks.
+ * They are statistics, not state: a reader may see one thread's batch half counted. */
 #include "dmkv/stats.h"
 
+#include <pthread.h>
+#include <stddef.h>
+#include <stdlib.h>
 #include <string.h>
 
-static dm_cls_stats_t stats[DM_CLS_COUNT];
+typedef struct tstats {
+    dm_cls_stats_t c[DM_CLS_COUNT];
+    struct tstats *next;
+} tstats_t;
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static tstats_t *all;                     /* every thread's block, never freed (reachable) */
+static tstats_t shared;                   /* threads that could not get a block: atomic adds */
+static dm_cls_stats_t base[DM_CLS_COUNT]; /* the sums at the last reset */
+static _Thread_local tstats_t *mine;
 
 const char *dm_cls_name(dm_cls_t c)
 {
@@ -11,38 +26,71 @@ const char *dm_cls_name(dm_cls_t c)
     return (unsigned)c < DM_CLS_COUNT ? names[c] : "?";
 }
 
+static tstats_t *self(void)
+{
+    if (mine) return mine;
+    tstats_t *t = calloc(1, sizeof(*t));
+    if (!t) return NULL;
+    pthread_mutex_lock(&mu);
+    t->next = all;
+    all = t;
+    pthread_mutex_unlock(&mu);
+    return mine = t;
+}
+
+/* Add v to word x of this thread's block (one writer), or of the shared block. */
+static void add(size_t cls, size_t field, uint64_t v)
+{
+    tstats_t *t = self();
+    uint64_t *x = (uint64_t *)&(t ? t : &shared)->c[cls] + field;
+    if (t)
+        __atomic_store_n(x, __atomic_load_n(x, __ATOMIC_RELAXED) + v, __ATOMIC_RELAXED);
+    else
+        __atomic_fetch_add(x, v, __ATOMIC_RELAXED);
+}
+
+#define FIELD(f) (offsetof(dm_cls_stats_t, f) / sizeof(uint64_t))
+#define NFIELDS (sizeof(dm_cls_stats_t) / sizeof(uint64_t))
+
 void dm_stats_op(dm_cls_t c)
 {
-    __atomic_fetch_add(&stats[c].ops, 1, __ATOMIC_RELAXED);
+    add(c, FIELD(ops), 1);
 }
 
 void dm_stats_batch(dm_cls_t c, int waited, uint64_t verbs, uint64_t bytes_read,
                     uint64_t bytes_written)
 {
-    __atomic_fetch_add(waited ? &stats[c].rtts : &stats[c].async_batches, 1, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&stats[c].verbs, verbs, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&stats[c].bytes_read, bytes_read, __ATOMIC_RELAXED);
-    __atomic_fetch_add(&stats[c].bytes_written, bytes_written, __ATOMIC_RELAXED);
+    add(c, waited ? FIELD(rtts) : FIELD(async_batches), 1);
+    add(c, FIELD(verbs), verbs);
+    add(c, FIELD(bytes_read), bytes_read);
+    add(c, FIELD(bytes_written), bytes_written);
+}
+
+/* The sums over every block of class c (mu held). */
+static void sum(dm_cls_t c, uint64_t *out)
+{
+    for (size_t f = 0; f < NFIELDS; f++)
+        out[f] = __atomic_load_n((uint64_t *)&shared.c[c] + f, __ATOMIC_RELAXED);
+    for (tstats_t *t = all; t; t = t->next)
+        for (size_t f = 0; f < NFIELDS; f++)
+            out[f] += __atomic_load_n((uint64_t *)&t->c[c] + f, __ATOMIC_RELAXED);
 }
 
 void dm_stats_get(dm_cls_t c, dm_cls_stats_t *out)
 {
-    out->ops = __atomic_load_n(&stats[c].ops, __ATOMIC_RELAXED);
-    out->rtts = __atomic_load_n(&stats[c].rtts, __ATOMIC_RELAXED);
-    out->async_batches = __atomic_load_n(&stats[c].async_batches, __ATOMIC_RELAXED);
-    out->verbs = __atomic_load_n(&stats[c].verbs, __ATOMIC_RELAXED);
-    out->bytes_read = __atomic_load_n(&stats[c].bytes_read, __ATOMIC_RELAXED);
-    out->bytes_written = __atomic_load_n(&stats[c].bytes_written, __ATOMIC_RELAXED);
+    uint64_t s[NFIELDS];
+    pthread_mutex_lock(&mu);
+    sum(c, s);
+    for (size_t f = 0; f < NFIELDS; f++)
+        s[f] -= ((uint64_t *)&base[c])[f];
+    pthread_mutex_unlock(&mu);
+    memcpy(out, s, sizeof(*out));
 }
 
 void dm_stats_reset(void)
 {
-    for (int c = 0; c < DM_CLS_COUNT; c++) {
-        __atomic_store_n(&stats[c].ops, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&stats[c].rtts, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&stats[c].async_batches, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&stats[c].verbs, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&stats[c].bytes_read, 0, __ATOMIC_RELAXED);
-        __atomic_store_n(&stats[c].bytes_written, 0, __ATOMIC_RELAXED);
-    }
+    pthread_mutex_lock(&mu);
+    for (int c = 0; c < DM_CLS_COUNT; c++)
+        sum((dm_cls_t)c, (uint64_t *)&base[c]);
+    pthread_mutex_unlock(&mu);
 }

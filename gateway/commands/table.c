@@ -228,8 +228,8 @@ void gw_command_run(gw_conn_t *c, const gw_command_t *gc, gw_cmd_t *cmd)
     __atomic_store_n(&c->last_cmd, gc->name, __ATOMIC_RELAXED);
     __atomic_store_n(&c->last_sub, gw_command_sub_name(gc, sub), __ATOMIC_RELAXED);
     __atomic_store_n(&c->running_bytes, cmd->wire, __ATOMIC_RELAXED);
-    __atomic_store_n(&c->last_ms, dm_wall_ms(), __ATOMIC_RELAXED);
     uint64_t t0 = dm_now_us();
+    __atomic_store_n(&c->last_ms, t0 / 1000, __ATOMIC_RELAXED);
     gc->proc(c, cmd);
     GW_STAT_ADD(total_commands_processed, 1);
     bool failed =

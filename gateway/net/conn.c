@@ -766,7 +766,8 @@ void gw_conn_on_accept(uv_stream_t *server, int status)
     uv_fileno((uv_handle_t *)&c->tcp, &fd);
     c->fd = (int)fd;
     c->id = GW_STAT_ADD(next_client_id, 1) + 1;
-    c->ctime_ms = c->last_ms = dm_wall_ms();
+    c->ctime_ms = dm_wall_ms();
+    c->last_ms = dm_now_us() / 1000;
     c->last_cmd = "NULL";
     c->resp = 2;
     c->authed = !gw_server_requirepass_set();
@@ -801,7 +802,7 @@ void gw_conn_on_accept(uv_stream_t *server, int status)
 
 void gw_conn_describe(gw_conn_t *c, gw_buf_t *b)
 {
-    uint64_t now = dm_wall_ms();
+    uint64_t now = dm_wall_ms(), now_mono = dm_now_us() / 1000;
     uint64_t last = __atomic_load_n(&c->last_ms, __ATOMIC_RELAXED);
     const char *cmd = __atomic_load_n(&c->last_cmd, __ATOMIC_RELAXED);
     const char *sub = __atomic_load_n(&c->last_sub, __ATOMIC_RELAXED);
@@ -819,7 +820,7 @@ void gw_conn_describe(gw_conn_t *c, gw_buf_t *b)
                   "user=default redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
                   (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
                   (unsigned long long)((now - c->ctime_ms) / 1000),
-                  (unsigned long long)(now > last ? (now - last) / 1000 : 0), flags,
+                  (unsigned long long)(now_mono > last ? (now_mono - last) / 1000 : 0), flags,
                   c->in_multi ? c->mq_n : -1, qbuf, cmd ? cmd : "NULL", sub ? "|" : "",
                   sub ? sub : "", c->resp, c->lib_name ? c->lib_name : "",
                   c->lib_ver ? c->lib_ver : "");

@@ -62,7 +62,7 @@ struct gw_conn {
     char laddr[64];         /* local "ip:port" */
     int fd;
     uint64_t ctime_ms;        /* connect time, wall ms */
-    uint64_t last_ms;         /* last command time, wall ms */
+    uint64_t last_ms;         /* last command time, monotonic ms (dm_now_us / 1000) */
     const char *last_cmd;     /* static name of the last command */
     const char *last_sub;     /* its subcommand's static name or NULL */
     size_t running_bytes;     /* request bytes of the command running now (CLIENT LIST qbuf) */

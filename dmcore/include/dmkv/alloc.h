@@ -39,6 +39,10 @@ void dm_alloc_unused(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes);
 
 /* Return a block; it is reused only after DM_GRACE_US. bytes as passed to dm_alloc_block. */
 void dm_alloc_free(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes);
+/* The same with its quarantine dated from unlinked_us: dm_now_us() read after the CAS that
+ * unlinked the block completed (a clock read the caller already has), with no other free
+ * of this worker in between (the free lists stay in time order). */
+void dm_alloc_free_at(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, uint64_t unlinked_us);
 
 /* Pool-wide limit on the chunk bytes gateways may take (Redis's maxmemory; 0 = none),
  * stored in the superblock so every gateway obeys it. Returns 0 or DM_E*. */
