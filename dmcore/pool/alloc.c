@@ -46,7 +46,8 @@ struct dm_alloc {
     int64_t live_delta;   /* bytes allocated minus bytes freed since the last flush */
     int64_t listed_delta; /* change of the bytes on its lists since the last flush (INFO) */
     freed_t *head[NCLASSES], *tail[NCLASSES];
-    freed_t *spare; /* unused list entries (freed_new) */
+    freed_t *spare;    /* unused list entries (freed_new) */
+    uint64_t floor_us; /* the latest dm_now_us() its lists were dated by: never ahead of now */
     struct freed_slab *slabs;
 };
 
@@ -291,7 +292,12 @@ static freed_t *unlink_freed(dm_alloc_t *a, int c, freed_t *prev, freed_t *f)
 static freed_t *take_from_class(dm_alloc_t *a, int c, uint64_t units, uint64_t align)
 {
     freed_t *f = a->head[c], *prev = NULL;
-    uint64_t now = dm_now_us();
+    if (!f) return NULL;
+    /* The clock is read only when the oldest block looks young by the latest time seen (a
+     * floor of now: a block old enough by it is old enough; every listed block is dated
+     * at or before it). */
+    if (a->floor_us - f->freed_us < DM_GRACE_US) a->floor_us = dm_now_us();
+    uint64_t now = a->floor_us;
     for (int scanned = 0; f && scanned < 8; prev = f, f = f->next, scanned++) {
         if (now - f->freed_us < DM_GRACE_US) return NULL; /* FIFO: the rest are younger */
         if ((units && f->units != units) || f->addr % align) continue;
@@ -850,6 +856,7 @@ static void queue_block_at(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, int n
     int c = class_of(&units); /* as alloc_aligned rounded it */
     freed_t *f = freed_new(a);
     if (!f) return; /* leak rather than fail a free */
+    if (now > a->floor_us) a->floor_us = now;
     /* A block reusable now is dated as if its quarantine just ended: its age then says how
      * long it sat unused (dm_alloc_return_idle). */
     *f = (freed_t){addr, units, now_reusable ? (now > DM_GRACE_US ? now - DM_GRACE_US : 0) : now,
