@@ -813,15 +813,16 @@ void gw_conn_describe(gw_conn_t *c, gw_buf_t *b)
     /* qbuf: the request bytes queued and running (Redis counts the running command's). */
     size_t qbuf = __atomic_load_n(&c->qbytes, __ATOMIC_RELAXED) +
                   __atomic_load_n(&c->running_bytes, __ATOMIC_RELAXED);
+    unsigned long long omem = __atomic_load_n(&c->omem, __ATOMIC_RELAXED);
     gw_buf_printf(b,
                   "id=%llu addr=%s laddr=%s fd=%d name=%s age=%llu idle=%llu flags=%s db=0 "
                   "sub=0 psub=0 ssub=0 multi=%d qbuf=%zu qbuf-free=0 argv-mem=0 multi-mem=0 "
-                  "rbs=0 rbp=0 obl=0 oll=0 omem=0 tot-mem=0 events=r cmd=%s%s%s "
+                  "rbs=0 rbp=0 obl=0 oll=0 omem=%llu tot-mem=%llu events=r cmd=%s%s%s "
                   "user=default redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
                   (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
                   (unsigned long long)((now - c->ctime_ms) / 1000),
                   (unsigned long long)(now_mono > last ? (now_mono - last) / 1000 : 0), flags,
-                  c->in_multi ? c->mq_n : -1, qbuf, cmd ? cmd : "NULL", sub ? "|" : "",
-                  sub ? sub : "", c->resp, c->lib_name ? c->lib_name : "",
-                  c->lib_ver ? c->lib_ver : "");
+                  c->in_multi ? c->mq_n : -1, qbuf, omem, omem + (unsigned long long)qbuf,
+                  cmd ? cmd : "NULL", sub ? "|" : "", sub ? sub : "", c->resp,
+                  c->lib_name ? c->lib_name : "", c->lib_ver ? c->lib_ver : "");
 }

@@ -58,8 +58,10 @@ static bool over_limits(gw_conn_t *c, uint64_t bytes, const gw_obuf_limit_t *l, 
 bool gw_obuf_check(gw_conn_t *c, uint64_t now_ms)
 {
     if (c->closing) return false;
-    gw_obuf_limit_t l = load(GW_OBUF_NORMAL); /* every dmkv client is of class normal */
-    if (!over_limits(c, l.hard || l.soft ? gw_obuf_bytes(c) : 0, &l, now_ms)) return false;
+    uint64_t bytes = gw_obuf_bytes(c);
+    __atomic_store_n(&c->omem, bytes, __ATOMIC_RELAXED); /* CLIENT LIST's omem */
+    gw_obuf_limit_t l = load(GW_OBUF_NORMAL);            /* every dmkv client is of class normal */
+    if (!over_limits(c, bytes, &l, now_ms)) return false;
     gw_buf_t d;
     gw_buf_init(&d);
     gw_conn_describe(c, &d);
@@ -75,8 +77,6 @@ bool gw_obuf_check(gw_conn_t *c, uint64_t now_ms)
 
 void gw_obuf_tick(gw_thread_t *th)
 {
-    gw_obuf_limit_t l = load(GW_OBUF_NORMAL);
-    if (!l.hard && !l.soft) return;
     uint64_t now_ms = dm_now_us() / 1000;
     /* Closing unlinks the connection (its memory stays until uv_close's callback). */
     for (gw_conn_t *x = th->conns, *next; x; x = next) {

@@ -406,6 +406,20 @@ static bool info_reaches(const char *field, long long want)
  * same client is kept and gets every reply. Bad values answer Redis's errors and change
  * nothing. Counted in INFO stats client_output_buffer_limit_disconnections. The gateway
  * was started with --client-output-buffer-limit "pubsub 1mb 512kb 5". */
+/* The largest value of field (e.g. "omem=") over the lines of CLIENT LIST, -1 none. */
+static long long client_list_max(redisContext *c, const char *field)
+{
+    redisReply *r = it_cmd(c, "CLIENT LIST");
+    long long best = -1;
+    if (r && r->type == REDIS_REPLY_STRING)
+        for (const char *p = r->str; (p = strstr(p, field)) != NULL; p += strlen(field)) {
+            long long v = atoll(p + strlen(field));
+            if (v > best) best = v;
+        }
+    freeReplyObject(r);
+    return best;
+}
+
 static void test_output_buffer_limit(void)
 {
     const char *field = "client_output_buffer_limit_disconnections";
@@ -440,6 +454,9 @@ static void test_output_buffer_limit(void)
     int fd = slow_reader(64);
     usleep(1500000);
     CHECK(info_field(field) == d0);
+    /* CLIENT LIST shows the unread replies as omem (Redis's field; 0 before stop 32). */
+    long long omem = client_list_max(observer, "omem=");
+    CHECKF(omem >= 4 << 20 && omem <= 64 * (long long)REPLY, "CLIENT LIST omem=%lld", omem);
     bool ended = false;
     size_t got = drain_n(fd, 64 * REPLY, &ended);
     CHECKF(got == 64 * (size_t)REPLY && !ended, "no limit: %zu bytes, %s", got,
