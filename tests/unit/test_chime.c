@@ -646,8 +646,8 @@ static void test_shared_hold(void)
 /* n SETs of new keys "<prefix>:NNNN" on a fresh local pool with fault spec armed: each must
  * be acknowledged (what was hit: why), the fault must have fired once at site, and then
  * every key is in CHIME (not pending), readable, and counted. */
-static void sets_through_fault(const char *spec, dm_fault_site_t site, const char *prefix, int n,
-                               const char *what)
+static void sets_through_fault(const char *spec, dm_fault_site_t site, unsigned fires,
+                               const char *prefix, int n, const char *what)
 {
     CHECK(dm_chime_set_create_geometry(16, 4) == 0);
     uv_loop_t loop;
@@ -664,7 +664,8 @@ static void sets_through_fault(const char *spec, dm_fault_site_t site, const cha
         int rc = dm_kv_set(&ctx, k, (size_t)kl, "v", 1, 0, 0, NULL);
         CHECKF(rc == 1, "SET %s through %s: %s", k, what, rc < 0 ? dm_strerror(rc) : "0");
     }
-    CHECKF(dm_fault_fired(site) == 1, "%s: the fault fired %u times", spec, dm_fault_fired(site));
+    CHECKF(dm_fault_fired(site) == fires, "%s: the fault fired %u times", spec,
+           dm_fault_fired(site));
     dm_fault_configure(NULL);
     for (int i = 0; i < n; i++) {
         char k[32];
@@ -687,7 +688,7 @@ static void sets_through_fault(const char *spec, dm_fault_site_t site, const cha
  * often" (CI's nomcas/it_linearizable_wire: a wire stall during a split of its setup). */
 static void test_slow_split(void)
 {
-    sets_through_fault("split:2300:1:1", DM_FAULT_SPLIT, "slow", 40, "a slow split");
+    sets_through_fault("split:2300:1:1", DM_FAULT_SPLIT, 1, "slow", 40, "a slow split");
 }
 
 /* A lease holder's batch that the transport refuses for lateness (its hold ended before it
@@ -696,7 +697,14 @@ static void test_slow_split(void)
  * bounded post 2.1 s, past the 2 s hold (CH_HOLD_MAX_MS). */
 static void test_late_batch(void)
 {
-    sets_through_fault("late:2100:1:1", DM_FAULT_LATE, "late", 20, "a refused batch");
+    sets_through_fault("late:2100:1:1", DM_FAULT_LATE, 1, "late", 20, "a refused batch");
+}
+
+/* The same refused twice in a row: the second stall comes after the first refusal started
+ * the operation's retry window, so the thread was away for most of that window. */
+static void test_late_twice(void)
+{
+    sets_through_fault("late:2100:1:2", DM_FAULT_LATE, 2, "late2", 20, "two refused batches");
 }
 
 int main(void)
@@ -718,5 +726,6 @@ int main(void)
     RUN(test_shared_hold);
     RUN(test_slow_split);
     RUN(test_late_batch);
+    RUN(test_late_twice);
     return 0;
 }
