@@ -12,12 +12,11 @@
 #include "commands/cmdstats.h"
 #include "dmkv/alloc.h"
 #include "dmkv/batch.h"
-#include "dmkv/chime.h"
 #include "dmkv/clock.h"
 #include "dmkv/coro.h"
 #include "dmkv/fence.h"
 #include "dmkv/kv.h"
-#include "dmkv/race.h"
+#include "dmkv/index.h"
 #include "dmkv/stats.h"
 #include "server/dead_repair.h"
 #include "server/server.h"
@@ -307,43 +306,16 @@ static void sec_keyspace(gw_conn_t *c, gw_buf_t *b)
     if (n > 0) gw_buf_printf(b, "db0:keys=%lld,expires=0,avg_ttl=0\r\n", (long long)n);
 }
 
-/* a / b, 0 when b is 0 (no samples yet). */
-static double ratio(uint64_t a, uint64_t b)
+/* One index engine's statistics, as it names them (dmkv/index.h). */
+static void index_stats(gw_buf_t *b, size_t (*stats)(dm_index_stat_t *))
 {
-    return b ? (double)a / (double)b : 0.0;
-}
-
-static void sec_dmkv_chime(gw_buf_t *b)
-{
-    dm_chime_stats_t s = {0};
-    dm_chime_get_stats(&s);
-    gw_buf_printf(b,
-                  "chime_cache_nodes:%llu\r\n"
-                  "chime_cache_bytes:%llu\r\n"
-                  "chime_hotspot_lookups:%llu\r\n"
-                  "chime_hotspot_hits:%llu\r\n"
-                  "chime_hotspot_hit_rate:%.4f\r\n"
-                  "chime_leaf_splits:%llu\r\n"
-                  "chime_inner_splits:%llu\r\n"
-                  "chime_new_roots:%llu\r\n"
-                  "chime_scan_pages:%llu\r\n"
-                  "chime_rtts_per_scan_page:%.2f\r\n"
-                  "chime_lock_waits:%llu\r\n"
-                  "chime_lease_takeovers:%llu\r\n"
-                  "chime_lease_fences:%llu\r\n"
-                  "chime_right_moves:%llu\r\n"
-                  "chime_separator_repairs:%llu\r\n"
-                  "chime_shared_holds:%llu\r\n"
-                  "chime_shared_joins:%llu\r\n",
-                  (unsigned long long)s.cache_nodes, (unsigned long long)s.cache_bytes,
-                  (unsigned long long)s.hotspot_lookups, (unsigned long long)s.hotspot_hits,
-                  ratio(s.hotspot_hits, s.hotspot_lookups), (unsigned long long)s.leaf_splits,
-                  (unsigned long long)s.inner_splits, (unsigned long long)s.roots,
-                  (unsigned long long)s.scan_pages, ratio(s.scan_rtts, s.scan_pages),
-                  (unsigned long long)s.lock_waits, (unsigned long long)s.lease_takeovers,
-                  (unsigned long long)dm_fence_count(), (unsigned long long)s.right_moves,
-                  (unsigned long long)s.sep_repairs, (unsigned long long)s.shared_holds,
-                  (unsigned long long)s.shared_joins);
+    dm_index_stat_t st[DM_INDEX_STATS_MAX];
+    size_t n = stats(st);
+    for (size_t i = 0; i < n; i++)
+        if (st[i].decimals)
+            gw_buf_printf(b, "%s:%.*f\r\n", st[i].name, st[i].decimals, st[i].d);
+        else
+            gw_buf_printf(b, "%s:%llu\r\n", st[i].name, (unsigned long long)st[i].u);
 }
 
 static void sec_dmkv(gw_buf_t *b)
@@ -360,32 +332,23 @@ static void sec_dmkv(gw_buf_t *b)
                       (unsigned long long)verbs, i, up_s > 0 ? (double)msgs / up_s : 0.0, i,
                       msgs ? (double)verbs / (double)msgs : 0.0);
     }
-    uint64_t splits, splitting, doublings, ac_hits, ac_dropped, ac_blind, stranded, adopted;
-    dm_race_split_stats(&splits, &splitting, &doublings);
-    dm_race_stranded_stats(&stranded, &adopted);
-    dm_race_addr_cache_stats(&ac_hits, &ac_dropped, &ac_blind);
+    gw_buf_printf(b, "point_index:%s\r\nrange_index:%s\r\n", dm_kv_point_index()->name,
+                  dm_kv_range_index()->name);
+    index_stats(b, dm_kv_point_index()->stats);
     uint64_t chained, chain_skips, early, wounds, late, breaks;
     dm_chain_stats(&chained, &chain_skips);
     dm_conn_late_stats(&late, &breaks);
     dm_coro_early_stats(&early, &wounds);
-    gw_buf_printf(
-        b,
-        "race_splits:%llu\r\nrace_splits_in_progress:%llu\r\n"
-        "race_directory_doublings:%llu\r\n"
-        "race_stranded_inserts:%llu\r\nrace_stranded_adopted:%llu\r\n"
-        "race_addr_cache_hits:%llu\r\nrace_addr_cache_dropped:%llu\r\n"
-        "race_addr_cache_blind_sets:%llu\r\n"
-        "chained_commits:%llu\r\nchained_commits_skipped:%llu\r\n"
-        "lease_batches_refused:%llu\r\nlease_chain_breaks:%llu\r\n"
-        "early_leaf_locks:%llu\r\nearly_leaf_lock_wounds:%llu\r\n"
-        "early_leaf_lock_yields:%llu\r\n"
-        "hybrid_repairs:%llu\r\n",
-        (unsigned long long)splits, (unsigned long long)splitting, (unsigned long long)doublings,
-        (unsigned long long)stranded, (unsigned long long)adopted, (unsigned long long)ac_hits,
-        (unsigned long long)ac_dropped, (unsigned long long)ac_blind, (unsigned long long)chained,
-        (unsigned long long)chain_skips, (unsigned long long)late, (unsigned long long)breaks,
-        (unsigned long long)early, (unsigned long long)wounds,
-        (unsigned long long)dm_kv_early_yields(), (unsigned long long)dm_kv_repairs());
+    gw_buf_printf(b,
+                  "chained_commits:%llu\r\nchained_commits_skipped:%llu\r\n"
+                  "lease_batches_refused:%llu\r\nlease_chain_breaks:%llu\r\n"
+                  "early_leaf_locks:%llu\r\nearly_leaf_lock_wounds:%llu\r\n"
+                  "early_leaf_lock_yields:%llu\r\n"
+                  "hybrid_repairs:%llu\r\n",
+                  (unsigned long long)chained, (unsigned long long)chain_skips,
+                  (unsigned long long)late, (unsigned long long)breaks, (unsigned long long)early,
+                  (unsigned long long)wounds, (unsigned long long)dm_kv_early_yields(),
+                  (unsigned long long)dm_kv_repairs());
     dm_clock_status_t cs;
     dm_clock_status(&cs);
     gw_buf_printf(b,
@@ -419,7 +382,7 @@ static void sec_dmkv(gw_buf_t *b)
                   (unsigned long long)dm_alloc_listed_bytes(),
                   (unsigned long long)dm_alloc_oom_waits(), (unsigned long long)returned,
                   (unsigned long long)taken_back);
-    sec_dmkv_chime(b);
+    index_stats(b, dm_kv_range_index()->stats);
     for (int k = 0; k < DM_CLS_COUNT; k++) {
         dm_cls_stats_t s;
         dm_stats_get((dm_cls_t)k, &s);

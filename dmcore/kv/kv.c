@@ -11,6 +11,7 @@
 #include "dmkv/chime.h"
 #include "dmkv/coro.h"
 #include "dmkv/errors.h"
+#include "dmkv/index.h"
 #include "dmkv/kvblock.h"
 #include "dmkv/superblock.h"
 #include "dmkv/race.h"
@@ -179,15 +180,15 @@ int dm_kv_del(dm_ctx_t *ctx, const void *key, size_t klen)
 
 int64_t dm_kv_dbsize(dm_ctx_t *ctx)
 {
-    int64_t n = dm_race_count(ctx);
-    return n;
+    return dm_kv_point_index()->count(ctx);
 }
 
 int dm_kv_flushall(dm_ctx_t *ctx)
 {
-    /* RACE first (CHIME stays a superset), then the leaves drop entries RACE lost. */
-    int64_t n = dm_race_flush(ctx);
-    if (n >= 0) n = dm_chime_settle_all(ctx);
+    /* The point index first (the range index stays a superset), then the range index drops
+     * the entries the point index lost. */
+    int64_t n = dm_kv_point_index()->flush(ctx);
+    if (n >= 0) n = dm_kv_range_index()->settle_all(ctx);
     return n < 0 ? (int)n : 0;
 }
 
