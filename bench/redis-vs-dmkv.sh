@@ -37,6 +37,7 @@ OUT=${OUT:-$(dirname "$0")/results}
 if [ "${QUICK:-0}" = 1 ]; then
     N=5000 LOAD_KEYS=20000 YCSB_OPS=5000
 fi
+NP=${NP:-$((N * 5))} # requests of the pipelined rows (-P 16, -P 1000)
 . "$(dirname "$0")/lib.sh"
 HZ=$(getconf CLK_TCK)
 mkdir -p "$OUT"
@@ -98,10 +99,11 @@ emit() {
         printf "\"%s\" %.3f\n", n, ratio >> dat }'
 }
 
-# rb PORT TEST PIPELINE CLIENTS [KEYS=100000]: redis-benchmark's CSV -> "rps p50_us p99_us".
+# rb PORT TEST PIPELINE CLIENTS [KEYS=100000] [REQUESTS=$N]: redis-benchmark's CSV ->
+# "rps p50_us p99_us".
 rb() {
-    local port=$1 test=$2 p=$3 c=$4 keys=${5:-100000}
-    redis-benchmark -p "$port" -t "$test" -n "$N" -c "$c" -P "$p" -r "$keys" -d 32 --csv -q \
+    local port=$1 test=$2 p=$3 c=$4 keys=${5:-100000} n=${6:-$N}
+    redis-benchmark -p "$port" -t "$test" -n "$n" -c "$c" -P "$p" -r "$keys" -d 32 --csv -q \
         2>/dev/null | awk -F'"' 'NR > 1 && $2 != "" { print $4, $10 * 1000, $14 * 1000; exit }'
 }
 # dmkv-bench-load -> "rps 0 0" (it times the whole load, not single commands).
@@ -114,8 +116,8 @@ ycsb() {
 
 {
     printf '# dmkv vs redis-server, %s\n\n' "$(date -u +%Y-%m-%dT%H:%MZ)"
-    printf 'dmkv: one memnode over tcp, gateway threads %s; %s cores; requests %s, load %s keys, ycsb %s ops\n\n' \
-        "$THREADS" "$(nproc)" "$N" "$LOAD_KEYS" "$YCSB_OPS"
+    printf 'dmkv: one memnode over tcp, gateway threads %s; %s cores; requests %s (pipelined rows %s), load %s keys, ycsb %s ops\n\n' \
+        "$THREADS" "$(nproc)" "$N" "$NP" "$LOAD_KEYS" "$YCSB_OPS"
 } >"$MD"
 hdr='| row            | redis rps  | dmkv rps   | ratio | redis µs/op | dmkv µs/op | redis p50/p99 µs | dmkv p50/p99 µs | RTT/op | verbs/op | bytes/op | verbs/msg |'
 printf '\n%s\n' "$hdr"
@@ -133,17 +135,21 @@ run_redis rb "$REDIS_PORT" set 1000 1 100000000
 run_dmkv rb "$DMKV_PORT" set 1000 1 100000000
 emit "insert -c1 -P1000" "$N"
 
+# Pipelined rows run NP requests: at $N they last a third of a second, a few dozen clock
+# ticks of CPU, too few to see a 10% change in CPU per operation.
 for P in 1 16; do
+    n=$N
+    [ "$P" = 16 ] && n=$NP
     for T in get set; do
-        run_redis rb "$REDIS_PORT" "$T" "$P" 50
-        run_dmkv rb "$DMKV_PORT" "$T" "$P" 50
-        emit "$T -P $P" "$N"
+        run_redis rb "$REDIS_PORT" "$T" "$P" 50 100000 "$n"
+        run_dmkv rb "$DMKV_PORT" "$T" "$P" 50 100000 "$n"
+        emit "$T -P $P" "$n"
     done
 done
 for T in get set; do
-    run_redis rb "$REDIS_PORT" "$T" 1000 1
-    run_dmkv rb "$DMKV_PORT" "$T" 1000 1
-    emit "$T -c1 -P1000" "$N"
+    run_redis rb "$REDIS_PORT" "$T" 1000 1 100000 "$NP"
+    run_dmkv rb "$DMKV_PORT" "$T" 1000 1 100000 "$NP"
+    emit "$T -c1 -P1000" "$NP"
 done
 # The same -P 16 rows through a second gateway on the same pool with one worker per CPU
 # (the gateway's default): clients spread over its workers, which share one address cache.
@@ -157,9 +163,9 @@ if [ "$THREADS" = 1 ] && [ "$MT" -gt 1 ]; then
     saved_port=$DMKV_PORT saved_pids=("${DMKV_PIDS[@]}")
     DMKV_PORT=$MT_PORT DMKV_PIDS=("${DMKV_PIDS[0]}" "$MT_PID")
     for T in get set; do
-        run_redis rb "$REDIS_PORT" "$T" 16 50
-        run_dmkv rb "$DMKV_PORT" "$T" 16 50
-        emit "$T -P 16 ${MT}thr" "$N"
+        run_redis rb "$REDIS_PORT" "$T" 16 50 100000 "$NP"
+        run_dmkv rb "$DMKV_PORT" "$T" 16 50 100000 "$NP"
+        emit "$T -P 16 ${MT}thr" "$NP"
     done
     DMKV_PORT=$saved_port DMKV_PIDS=("${saved_pids[@]}")
 fi
