@@ -1,5 +1,7 @@
 #include "keyq.h"
 
+#include "dmkv/spares.h"
+
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,33 +21,24 @@ typedef struct busy_key {
 
 struct dm_keyq {
     busy_key_t *b[KEYQ_BUCKETS];
-    busy_key_t *spare; /* records of KEYQ_SMALL_KEY bytes kept for reuse */
-    unsigned n_spare;
+    dm_spares_t spare; /* records of KEYQ_SMALL_KEY bytes of key */
 };
 
 static busy_key_t *busy_new(dm_keyq_t *q, size_t klen)
 {
-    if (klen <= KEYQ_SMALL_KEY && q->spare) {
-        busy_key_t *k = q->spare;
-        q->spare = k->next;
-        q->n_spare--;
-        return k;
-    }
     size_t cap = klen <= KEYQ_SMALL_KEY ? KEYQ_SMALL_KEY : klen;
-    busy_key_t *k = malloc(sizeof(*k) + cap);
+    busy_key_t *k = cap == KEYQ_SMALL_KEY ? dm_spares_take(&q->spare) : NULL;
+    if (!k) k = malloc(sizeof(*k) + cap);
     if (k) k->cap = cap;
     return k;
 }
 
 static void busy_put(dm_keyq_t *q, busy_key_t *k)
 {
-    if (k->cap != KEYQ_SMALL_KEY || q->n_spare >= KEYQ_SPARES) {
+    if (k->cap == KEYQ_SMALL_KEY)
+        dm_spares_put(&q->spare, k, KEYQ_SPARES);
+    else
         free(k);
-        return;
-    }
-    k->next = q->spare;
-    q->spare = k;
-    q->n_spare++;
 }
 
 dm_keyq_t *dm_keyq_create(void)
@@ -62,11 +55,7 @@ void dm_keyq_destroy(dm_keyq_t *q)
             q->b[i] = k->next;
             free(k);
         }
-    while (q->spare) {
-        busy_key_t *k = q->spare;
-        q->spare = k->next;
-        free(k);
-    }
+    dm_spares_free(&q->spare);
     free(q);
 }
 

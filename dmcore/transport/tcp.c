@@ -21,6 +21,7 @@
 #include "dmkv/errors.h"
 #include "dmkv/fault.h"
 #include "dmkv/log.h"
+#include "dmkv/spares.h"
 #include "dmkv/transport.h"
 #include "dmkv/flush_hook.h"
 #include "tcp_internal.h"
@@ -77,9 +78,8 @@ typedef struct tcp_conn {
     uint64_t overbs; /* verbs in the outbox */
     /* kept for reuse: a post takes a batch record and a serialized block, ~2% of a SET's
        gateway CPU in malloc and free otherwise */
-    pending_t *pspare;
-    uint8_t *wspare; /* blocks of WIRE_SMALL bytes, linked through their first word */
-    unsigned npspare, nwspare;
+    dm_spares_t pspare; /* batch records */
+    dm_spares_t wspare; /* serialized blocks of WIRE_SMALL bytes (from their header on) */
     uint8_t rbuf[RBUF_SIZE];
 } tcp_conn_t;
 
@@ -89,38 +89,24 @@ typedef struct tcp_conn {
 
 static pending_t *pend_new(tcp_conn_t *c)
 {
-    pending_t *p = c->pspare;
-    if (!p) return malloc(sizeof(*p));
-    c->pspare = p->next;
-    c->npspare--;
-    return p;
+    pending_t *p = dm_spares_take(&c->pspare);
+    return p ? p : malloc(sizeof(*p));
 }
 
 static void pend_put(tcp_conn_t *c, pending_t *p)
 {
-    if (c->npspare >= SPARES_MAX) {
-        free(p);
-        return;
-    }
-    p->next = c->pspare;
-    c->pspare = p;
-    c->npspare++;
+    dm_spares_put(&c->pspare, p, SPARES_MAX);
 }
 
-/* A block for a serialized batch of n bytes (NULL when out of memory). */
+/* A block for a serialized batch of n bytes (NULL when out of memory), after a header
+ * holding its capacity: only blocks of WIRE_SMALL are kept. */
 static uint8_t *wire_new(tcp_conn_t *c, size_t n)
 {
-    uint8_t *b = NULL;
-    if (n <= WIRE_SMALL && c->wspare) {
-        b = c->wspare;
-        memcpy(&c->wspare, b + WIRE_HDR, sizeof(c->wspare));
-        c->nwspare--;
-        return b + WIRE_HDR;
-    }
     size_t cap = n <= WIRE_SMALL ? WIRE_SMALL : n;
-    b = malloc(WIRE_HDR + cap);
+    uint8_t *b = cap == WIRE_SMALL ? dm_spares_take(&c->wspare) : NULL;
+    if (!b) b = malloc(WIRE_HDR + cap);
     if (!b) return NULL;
-    memcpy(b, &cap, sizeof(cap));
+    memcpy(b, &cap, sizeof(cap)); /* a kept block's link overwrote it */
     return b + WIRE_HDR;
 }
 
@@ -129,28 +115,17 @@ static void wire_put(tcp_conn_t *c, void *w)
     uint8_t *b = (uint8_t *)w - WIRE_HDR;
     size_t cap;
     memcpy(&cap, b, sizeof(cap));
-    if (cap != WIRE_SMALL || c->nwspare >= SPARES_MAX) {
+    if (cap == WIRE_SMALL)
+        dm_spares_put(&c->wspare, b, SPARES_MAX);
+    else
         free(b);
-        return;
-    }
-    memcpy(b + WIRE_HDR, &c->wspare, sizeof(c->wspare));
-    c->wspare = b;
-    c->nwspare++;
 }
 
 /* Free c with what it keeps for reuse. */
 static void conn_free(tcp_conn_t *c)
 {
-    while (c->pspare) {
-        pending_t *p = c->pspare;
-        c->pspare = p->next;
-        free(p);
-    }
-    while (c->wspare) {
-        uint8_t *b = c->wspare;
-        memcpy(&c->wspare, b + WIRE_HDR, sizeof(c->wspare));
-        free(b);
-    }
+    dm_spares_free(&c->pspare);
+    dm_spares_free(&c->wspare);
     free(c);
 }
 
