@@ -75,7 +75,7 @@ struct gw_conn {
                          before AUTH are off (resp/parser.h) */
     bool no_evict;    /* CLIENT NO-EVICT: never closed by maxmemory-clients */
     bool kill;        /* CLIENT KILL from another thread: closed by this thread's timer */
-    uint64_t omem;    /* gw_obuf_bytes as of its last check (relaxed atomic: CLIENT LIST) */
+    uint64_t omem;    /* gw_obuf_bytes at the last cron tick (relaxed atomic: CLIENT LIST) */
     uint64_t obuf_soft_since_ms; /* output first seen at or over the soft limit (monotonic
                                     ms), 0 under it (server/client_obuf.h) */
     bool uncounted;        /* already left connected_clients (flagged by CLIENT KILL; th->lock) */

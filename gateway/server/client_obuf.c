@@ -55,13 +55,10 @@ static bool over_limits(gw_conn_t *c, uint64_t bytes, const gw_obuf_limit_t *l, 
     return now_ms - c->obuf_soft_since_ms > l->soft_secs * 1000;
 }
 
-bool gw_obuf_check(gw_conn_t *c, uint64_t now_ms)
+/* c's bytes against the limits l: close c (true) when over them. */
+static bool enforce(gw_conn_t *c, uint64_t bytes, const gw_obuf_limit_t *l, uint64_t now_ms)
 {
-    if (c->closing) return false;
-    uint64_t bytes = gw_obuf_bytes(c);
-    __atomic_store_n(&c->omem, bytes, __ATOMIC_RELAXED); /* CLIENT LIST's omem */
-    gw_obuf_limit_t l = load(GW_OBUF_NORMAL);            /* every dmkv client is of class normal */
-    if (!over_limits(c, bytes, &l, now_ms)) return false;
+    if (!over_limits(c, bytes, l, now_ms)) return false;
     gw_buf_t d;
     gw_buf_init(&d);
     gw_conn_describe(c, &d);
@@ -75,12 +72,27 @@ bool gw_obuf_check(gw_conn_t *c, uint64_t now_ms)
     return true;
 }
 
+bool gw_obuf_check(gw_conn_t *c, uint64_t now_ms)
+{
+    if (c->closing) return false;
+    gw_obuf_limit_t l = load(GW_OBUF_NORMAL); /* every dmkv client is of class normal */
+    if (!l.hard && !l.soft) {
+        c->obuf_soft_since_ms = 0; /* no limit: no walk of the pipeline's replies */
+        return false;
+    }
+    return enforce(c, gw_obuf_bytes(c), &l, now_ms);
+}
+
 void gw_obuf_tick(gw_thread_t *th)
 {
     uint64_t now_ms = dm_now_us() / 1000;
+    gw_obuf_limit_t l = load(GW_OBUF_NORMAL);
     /* Closing unlinks the connection (its memory stays until uv_close's callback). */
     for (gw_conn_t *x = th->conns, *next; x; x = next) {
         next = x->next;
-        gw_obuf_check(x, now_ms);
+        if (x->closing) continue;
+        uint64_t bytes = gw_obuf_bytes(x);
+        __atomic_store_n(&x->omem, bytes, __ATOMIC_RELAXED); /* CLIENT LIST's omem */
+        enforce(x, bytes, &l, now_ms);
     }
 }

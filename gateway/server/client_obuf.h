@@ -28,12 +28,11 @@ uint64_t gw_obuf_bytes(const gw_conn_t *c);
 
 /* Check c (its own thread) against its class's limits at now_ms (monotonic): over the hard
  * limit, or over the soft one for longer than soft-seconds, closes c and returns true.
- * Called after replies are handed to the socket and from the cron tick; it also publishes
- * the bytes in c->omem for CLIENT LIST (other threads). */
+ * Called after replies are handed to the socket (returns at once when there is no limit). */
 bool gw_obuf_check(gw_conn_t *c, uint64_t now_ms);
 
-/* th's cron tick: gw_obuf_check on each of its clients (soft limits need time to pass;
- * omem must fall back when a slow reader caught up). */
+/* th's cron tick: each of its clients' bytes published in its omem for CLIENT LIST (other
+ * threads), then checked against the limits (soft limits need time to pass). */
 void gw_obuf_tick(gw_thread_t *th);
 
 #endif

@@ -400,12 +400,6 @@ static bool info_reaches(const char *field, long long want)
     return false;
 }
 
-/* client-output-buffer-limit (Redis's): a client that pipelines GETs of a 256 KB value and
- * reads nothing is closed once its unread replies reach the hard limit, or stay over the
- * soft one longer than its seconds; with no limit for class normal (Redis's default) the
- * same client is kept and gets every reply. Bad values answer Redis's errors and change
- * nothing. Counted in INFO stats client_output_buffer_limit_disconnections. The gateway
- * was started with --client-output-buffer-limit "pubsub 1mb 512kb 5". */
 /* The largest value of field (e.g. "omem=") over the lines of CLIENT LIST, -1 none. */
 static long long client_list_max(redisContext *c, const char *field)
 {
@@ -420,6 +414,12 @@ static long long client_list_max(redisContext *c, const char *field)
     return best;
 }
 
+/* client-output-buffer-limit (Redis's): a client that pipelines GETs of a 256 KB value and
+ * reads nothing is closed once its unread replies reach the hard limit, or stay over the
+ * soft one longer than its seconds; with no limit for class normal (Redis's default) the
+ * same client is kept and gets every reply. Bad values answer Redis's errors and change
+ * nothing. Counted in INFO stats client_output_buffer_limit_disconnections. The gateway
+ * was started with --client-output-buffer-limit "pubsub 1mb 512kb 5". */
 static void test_output_buffer_limit(void)
 {
     const char *field = "client_output_buffer_limit_disconnections";
