@@ -6,12 +6,12 @@
 #include <stdint.h>
 
 typedef struct gw_stats {
-    uint64_t connected_clients;                        /* open client connections */
-    uint64_t total_connections_received;               /* accepted since start */
-    uint64_t rejected_connections;                     /* refused over maxclients */
-    uint64_t client_query_buffer_limit_disconnections; /* closed over the input limit */
+    uint64_t connected_clients;                         /* open client connections */
+    uint64_t total_connections_received;                /* accepted since start */
+    uint64_t rejected_connections;                      /* refused over maxclients */
+    uint64_t client_query_buffer_limit_disconnections;  /* closed over the input limit */
     uint64_t client_output_buffer_limit_disconnections; /* closed over an output limit */
-    uint64_t evicted_clients;                          /* closed by maxmemory-clients */
+    uint64_t evicted_clients;                           /* closed by maxmemory-clients */
     uint64_t client_oom_disconnections; /* closed: their reply or command did not fit in memory */
     uint64_t total_commands_processed;  /* commands executed (incl. ones that replied errors) */
     uint64_t total_error_replies;       /* error replies sent */
@@ -23,6 +23,7 @@ typedef struct gw_stats {
     uint64_t keyspace_misses;           /* ... that did not */
     uint64_t expired_keys;              /* expired keys removed by this gateway's active expiry */
     uint64_t next_client_id;            /* CLIENT ID source */
+    uint64_t commands_in_progress;      /* begun and not yet returned (INFO dmkv) */
 } gw_stats_t;
 
 extern gw_stats_t gw_stats;
@@ -32,8 +33,8 @@ extern gw_stats_t gw_stats;
 #define GW_STAT_GET(field) __atomic_load_n(&gw_stats.field, __ATOMIC_RELAXED)
 #define GW_STAT_SET(field, v) __atomic_store_n(&gw_stats.field, (v), __ATOMIC_RELAXED)
 
-/* Reset the resettable counters (CONFIG RESETSTAT): everything but connected_clients and
- * next_client_id. */
+/* Reset the resettable counters (CONFIG RESETSTAT): everything but connected_clients,
+ * next_client_id and commands_in_progress. */
 void gw_stats_reset(void);
 
 #endif
