@@ -24,8 +24,9 @@ static uint64_t geo_word(unsigned span, unsigned nbhd)
     return span | ((uint64_t)nbhd << 16);
 }
 
-/* An empty leaf: valid replicas, no sibling, no fence, unlocked, every group vacant. */
-static int create_root(dm_ctx_t *ctx, const ch_geo_t *g)
+/* An empty leaf: valid replicas, no sibling, no fence, unlocked, every group vacant, made
+ * the root by a CAS of the root word from `expect` (0: a new pool). *won: the CAS won. */
+static int create_root(dm_ctx_t *ctx, const ch_geo_t *g, uint64_t expect, int *won)
 {
     uint8_t *img = calloc(1, g->bytes);
     if (!img) return DM_ENOMEM;
@@ -43,9 +44,10 @@ static int create_root(dm_ctx_t *ctx, const ch_geo_t *g)
         dm_batch_t b;
         dm_batch_init(&b);
         dm_verb_t *v =
-            dm_batch_cas(&b, dm_gaddr_make(0, DM_SB_OFF(chime_root)), 0, ch_root_word(0, a));
+            dm_batch_cas(&b, dm_gaddr_make(0, DM_SB_OFF(chime_root)), expect, ch_root_word(0, a));
         rc = dm_batch_exec(ctx, &b);
-        if (!rc && v->result != 0) dm_alloc_free(ctx->w->alloc, a, g->bytes); /* lost */
+        if (won) *won = !rc && v->result == expect;
+        if (!rc && v->result != expect) dm_alloc_free(ctx->w->alloc, a, g->bytes); /* lost */
     }
     free(img);
     return rc;
@@ -73,7 +75,7 @@ int dm_chime_attach(dm_ctx_t *ctx, dm_chime_t **out)
             continue;
         }
         ch_geo_init(&c->geo, sb.chime_geo & 0xffff, (sb.chime_geo >> 16) & 0xffff);
-        rc = create_root(ctx, &c->geo);
+        rc = create_root(ctx, &c->geo, 0, NULL);
     }
     if (!rc && !sb.chime_root) rc = DM_ECORRUPT;
     if (rc) {
@@ -93,6 +95,24 @@ int dm_chime_attach(dm_ctx_t *ctx, dm_chime_t **out)
         c->node_bits++; /* every gateway of a pool lists the same memory nodes */
     c->root = sb.chime_root;
     *out = c;
+    return 0;
+}
+
+int dm_chime_reset(dm_ctx_t *ctx)
+{
+    dm_chime_t *c = ctx->w->chime;
+    uint64_t root = 0;
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(chime_root)), &root, 8);
+    int rc = dm_batch_exec(ctx, &b);
+    if (rc) return rc;
+    int won = 0;
+    rc = create_root(ctx, &c->geo, root, &won);
+    if (rc) return rc;
+    if (!won) return DM_ERETRY; /* the root moved: a gateway is using the pool */
+    ch_cache_clear(c);
+    c->root = 0; /* read again at the next descent */
     return 0;
 }
 

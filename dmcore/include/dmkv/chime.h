@@ -38,6 +38,13 @@ void dm_chime_set_inner_fanout(unsigned max_children);
 int dm_chime_attach(dm_ctx_t *ctx, dm_chime_t **out);
 void dm_chime_detach(dm_chime_t *c);
 
+/* Replace the tree with one empty leaf: the root word is CASed from the one just read to a
+ * new empty leaf's. The old nodes are left where they are (unreachable; dmkv-pool-reclaim
+ * frees ranges left without live objects). Offline only (dmkv-index-rebuild): gateways
+ * that cached the old tree keep using it. Returns 0, DM_ERETRY when the root changed
+ * meanwhile (someone is writing), or DM_E*. */
+int dm_chime_reset(dm_ctx_t *ctx);
+
 /* A held leaf lock and what the holder knows of the leaf (opaque; see chime_internal.h). */
 typedef struct dm_chime_lock dm_chime_lock_t;
 
