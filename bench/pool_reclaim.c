@@ -604,14 +604,27 @@ static void usage(const char *argv0)
             argv0);
 }
 
+typedef struct opts {
+    int dry, list;
+} opts_t;
+
+static int run_opts(dm_ctx_t *ctx, void *arg)
+{
+    const opts_t *o = arg;
+    int rc = run(ctx, o->dry, o->list);
+    if (rc) fprintf(stderr, "dmkv-pool-reclaim: %s\n", dm_strerror(rc));
+    return rc;
+}
+
 int main(int argc, char **argv)
 {
-    int dry = 0, list = 0, first = 1;
+    opts_t o = {0, 0};
+    int first = 1;
     for (; first < argc && argv[first][0] == '-'; first++) {
         if (strcmp(argv[first], "--dry-run") == 0)
-            dry = 1;
+            o.dry = 1;
         else if (strcmp(argv[first], "--list") == 0)
-            list = 1;
+            o.list = 1;
         else
             break;
     }
@@ -619,21 +632,7 @@ int main(int argc, char **argv)
         usage(argv[0]);
         return 2;
     }
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    char err[256];
-    dm_worker_t *w = dm_kv_worker_create(&loop, (const char *const *)argv + first,
-                                         (unsigned)(argc - first), err, sizeof(err));
-    if (!w) {
-        fprintf(stderr, "%s\n", err);
-        return 1;
-    }
-    dm_ctx_t ctx;
-    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
-    int rc = run(&ctx, dry, list);
-    if (rc) fprintf(stderr, "dmkv-pool-reclaim: %s\n", dm_strerror(rc));
-    dm_worker_destroy(w);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
+    int rc = dm_kv_run_offline((const char *const *)argv + first, (unsigned)(argc - first),
+                               run_opts, &o);
     return rc ? 1 : 0;
 }

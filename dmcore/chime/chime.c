@@ -101,14 +101,10 @@ int dm_chime_attach(dm_ctx_t *ctx, dm_chime_t **out)
 int dm_chime_reset(dm_ctx_t *ctx)
 {
     dm_chime_t *c = ctx->w->chime;
-    uint64_t root = 0;
-    dm_batch_t b;
-    dm_batch_init(&b);
-    dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(chime_root)), &root, 8);
-    int rc = dm_batch_exec(ctx, &b);
+    int rc = ch_read_root(ctx); /* c->root: the word to replace */
     if (rc) return rc;
     int won = 0;
-    rc = create_root(ctx, &c->geo, root, &won);
+    rc = create_root(ctx, &c->geo, c->root, &won);
     if (rc) return rc;
     if (!won) return DM_ERETRY; /* the root moved: a gateway is using the pool */
     ch_cache_clear(c);

@@ -157,3 +157,24 @@ dm_worker_t *dm_kv_worker_create(uv_loop_t *loop, const char *const *uris, unsig
     }
     return w;
 }
+
+int dm_kv_run_offline(const char *const *uris, unsigned n, int (*fn)(dm_ctx_t *ctx, void *arg),
+                      void *arg)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    char err[256];
+    dm_worker_t *w = dm_kv_worker_create(&loop, uris, n, err, sizeof(err));
+    if (!w) {
+        fprintf(stderr, "%s\n", err);
+        uv_loop_close(&loop);
+        return -1;
+    }
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    int rc = fn(&ctx, arg);
+    dm_worker_destroy(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    return rc;
+}

@@ -60,20 +60,6 @@ static int run_tool(const char *mode, const char *uri)
     return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
 }
 
-/* DMKV_INDEX_REBUILD, else next to the gateway's build directory. */
-static void find_tool(void)
-{
-    const char *env = getenv("DMKV_INDEX_REBUILD");
-    const char *gw = getenv("DMKV_GATEWAY");
-    if (env && *env) {
-        snprintf(tool, sizeof(tool), "%s", env);
-    } else if (gw && strrchr(gw, '/')) {
-        int dir = (int)(strrchr(gw, '/') - gw);
-        snprintf(tool, sizeof(tool), "%.*s/../tools/dmkv-index-rebuild", dir, gw);
-    }
-    CHECKF(tool[0] && access(tool, X_OK) == 0, "no dmkv-index-rebuild (DMKV_INDEX_REBUILD)");
-}
-
 /* A full SCAN MATCH rebuild:*: the keys it returns, each at most once and each kept. */
 static int scan_all(redisContext *c)
 {
@@ -152,7 +138,7 @@ static void load(const char *uri)
 int main(void)
 {
     it_begin("index_rebuild", 300);
-    find_tool();
+    it_tool_path("DMKV_INDEX_REBUILD", "tools/dmkv-index-rebuild", tool, sizeof(tool));
     it_pool_t pool;
     if (!it_shared_pool_start(&pool)) return IT_SKIP;
     load(pool.uri);

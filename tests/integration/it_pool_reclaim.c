@@ -156,20 +156,6 @@ static tool_out_t run_tool(const char *uri, int dry)
     return o;
 }
 
-/* The tool's path: DMKV_POOL_RECLAIM, else next to the gateway's build directory. */
-static void find_tool(void)
-{
-    const char *env = getenv("DMKV_POOL_RECLAIM");
-    const char *gw = getenv("DMKV_GATEWAY");
-    if (env && *env) {
-        snprintf(tool, sizeof(tool), "%s", env);
-    } else if (gw && strrchr(gw, '/')) {
-        int dir = (int)(strrchr(gw, '/') - gw);
-        snprintf(tool, sizeof(tool), "%.*s/../bench/dmkv-pool-reclaim", dir, gw);
-    }
-    CHECKF(tool[0] && access(tool, X_OK) == 0, "no dmkv-pool-reclaim (DMKV_POOL_RECLAIM)");
-}
-
 /* Gateway A: the keys, their big values, the deletes; then SIGKILL. */
 static void dead_gateway(const char *uri)
 {
@@ -224,7 +210,7 @@ int main(void)
     it_begin("pool_reclaim", 240);
     it_pool_t pool;
     if (!it_shared_pool_start(&pool)) return IT_SKIP;
-    find_tool();
+    it_tool_path("DMKV_POOL_RECLAIM", "bench/dmkv-pool-reclaim", tool, sizeof(tool));
     dead_gateway(pool.uri);
     short_gateway(pool.uri);
     long_key_gateways(pool.uri);

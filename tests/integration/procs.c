@@ -493,3 +493,20 @@ void it_gateways_start(const it_pool_t *pool, it_proc_t *gw, int n, int threads_
         if (ports) ports[i] = gw[i].port;
     }
 }
+
+void it_tool_path(const char *env, const char *rel, char *out, size_t n)
+{
+    const char *set = getenv(env);
+    const char *gw = getenv("DMKV_GATEWAY");
+    out[0] = 0;
+    if (set && *set) {
+        snprintf(out, n, "%s", set);
+    } else if (gw && strrchr(gw, '/')) {
+        int dir = (int)(strrchr(gw, '/') - gw);
+        snprintf(out, n, "%.*s/../%s", dir, gw, rel);
+    }
+    if (!out[0] || access(out, X_OK) != 0) {
+        fprintf(stderr, "no %s (%s)\n", rel, env);
+        abort();
+    }
+}

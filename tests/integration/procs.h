@@ -83,6 +83,10 @@ void it_pipeline_ok(redisContext *c, int n);
 /* The number after "name:" in INFO section's reply on c. Aborts when the field is absent. */
 double it_info_field(redisContext *c, const char *section, const char *name);
 
+/* Path of a dmkv tool binary: $env when set, else rel (e.g. "tools/dmkv-index-rebuild")
+ * in the build directory that holds DMKV_GATEWAY. Aborts when it is not an executable. */
+void it_tool_path(const char *env, const char *rel, char *out, size_t n);
+
 /* Exit status to use when a test is skipped (ctest treats 0 as pass; we print SKIP). */
 #define IT_SKIP 0
 

@@ -36,8 +36,9 @@ static void print_check(const char *when, const dm_kv_index_report_t *r)
            (unsigned long long)r->missing, (unsigned long long)r->orphans);
 }
 
-static int run(dm_ctx_t *ctx, const char *mode)
+static int run(dm_ctx_t *ctx, void *arg)
 {
+    const char *mode = arg;
     dm_kv_index_report_t r;
     int rc;
     if (!strcmp(mode, "drop-range")) {
@@ -73,20 +74,7 @@ int main(int argc, char **argv)
         usage(argv[0]);
         return 2;
     }
-    uv_loop_t loop;
-    uv_loop_init(&loop);
-    char err[256];
-    dm_worker_t *w = dm_kv_worker_create(&loop, (const char *const *)argv + first,
-                                         (unsigned)(argc - first), err, sizeof(err));
-    if (!w) {
-        fprintf(stderr, "%s\n", err);
-        return 1;
-    }
-    dm_ctx_t ctx;
-    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
-    int rc = run(&ctx, mode);
-    dm_worker_destroy(w);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
-    return rc;
+    int rc = dm_kv_run_offline((const char *const *)argv + first, (unsigned)(argc - first), run,
+                               (void *)mode);
+    return rc < 0 ? 1 : rc;
 }

@@ -20,6 +20,13 @@
 dm_worker_t *dm_kv_worker_create(uv_loop_t *loop, const char *const *uris, unsigned n, char *err,
                                  size_t errlen);
 
+/* For offline tools (dmkv-pool-reclaim, dmkv-index-rebuild): attach a worker to the pool
+ * named by uris (dm_kv_worker_create, on a loop of its own), run fn(ctx, arg) on it with
+ * the DM_CLS_ADMIN class, then detach. Returns fn's result, or -1 with the reason printed
+ * on stderr when the worker could not attach. */
+int dm_kv_run_offline(const char *const *uris, unsigned n, int (*fn)(dm_ctx_t *ctx, void *arg),
+                      void *arg);
+
 /* A value read from the pool; data is malloc'd (free with dm_value_free). */
 typedef struct dm_value {
     uint8_t *data;
