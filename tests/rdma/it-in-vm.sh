@@ -26,11 +26,12 @@
 # Environment
 #   DMKV_IT_TESTS   integration tests to run in the guest (default "it_basic it_protocol
 #                   it_incr_gateways it_chime_storm it_node_restart it_separator_repair
-#                   it_gateway_death it_shared_holds": three gateways on one memory node over rdma, the
+#                   it_gateway_death it_shared_holds it_index_rebuild": three gateways on one memory node over rdma, the
 #                   leaf-lock path without masked CAS, a memory node killed and restarted
 #                   behind its rdma listener, empty and with --dir, a splitter killed before
 #                   its separator went up, gateways killed and their key count repaired,
-#                   shared leaf holds with a SCAN checker;
+#                   shared leaf holds with a SCAN checker, the range index dropped and
+#                   rebuilt by dmkv-index-rebuild over rdma;
 #                   it_chime_storm runs DMKV_IT_STORM_OPS commands per client, default
 #                   1500 here).
 #                   The others take minutes each under emulation (measured with the ASan
@@ -109,7 +110,7 @@ steps=("timeout 90 $G start $MEMNODE $GATEWAY"
        "timeout 60 $G cli"
        "timeout 240 $G bench")
 STEP_T=${DMKV_IT_STEP_TIMEOUT:-300}
-for t in ${DMKV_IT_TESTS:-it_basic it_protocol it_incr_gateways it_chime_storm it_node_restart it_separator_repair it_gateway_death it_shared_holds}; do
+for t in ${DMKV_IT_TESTS:-it_basic it_protocol it_incr_gateways it_chime_storm it_node_restart it_separator_repair it_gateway_death it_shared_holds it_index_rebuild}; do
     bin=$BUILD/tests/$t
     [ -x "$bin" ] || { say "warning: $bin is not built, left out"; continue; }
     # it_gateway_death rewrites 20-200 KB values from four clients: each freed block waits
