@@ -112,6 +112,11 @@ int dm_chime_reset(dm_ctx_t *ctx)
     return 0;
 }
 
+void dm_chime_set_presence(dm_chime_t *c, dm_chime_presence_fn fn)
+{
+    c->presence = fn;
+}
+
 void dm_chime_detach(dm_chime_t *c)
 {
     if (!c) return;

@@ -253,9 +253,10 @@ typedef struct ch_fence_cache {
 
 struct dm_chime {
     ch_geo_t geo;
-    uint64_t secret;    /* keyed cursor check (superblock) */
-    unsigned node_bits; /* bits of a memory node number in a SCAN cursor (scan.c) */
-    uint64_t root;      /* cached root word, 0 = unknown */
+    uint64_t secret;               /* keyed cursor check (superblock) */
+    unsigned node_bits;            /* bits of a memory node number in a SCAN cursor (scan.c) */
+    uint64_t root;                 /* cached root word, 0 = unknown */
+    dm_chime_presence_fn presence; /* the point index's presence check (settle.c) */
     ch_inner_t *cache[CH_CACHE_BUCKETS];
     size_t cache_bytes, cache_nodes;
     ch_hot_t hot[CH_HOT_SLOTS];

@@ -9,7 +9,7 @@
 #include "dmkv/batch.h"
 #include "dmkv/errors.h"
 #include "dmkv/fence.h"
-#include "dmkv/kv.h"
+#include "dmkv/kvblock.h"
 #include "dmkv/lease.h"
 #include "dmkv/superblock.h"
 

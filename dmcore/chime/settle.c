@@ -1,13 +1,13 @@
-/* Settling a leaf against RACE under its lock: after a lease takeover (the dead locker's
- * pending entries) and for FLUSHALL (every entry). The hybrid protocol keeps CHIME ⊇ RACE,
- * so an entry whose key RACE does not hold can simply go (docs/DESIGN.md "The hybrid index"). */
+/* Settling a leaf against the point index (RACE) under its lock: after a lease takeover (the
+ * dead locker's pending entries) and for FLUSHALL (every entry). The hybrid protocol keeps
+ * CHIME ⊇ RACE, so an entry whose key RACE does not hold can simply go (docs/DESIGN.md "The
+ * hybrid index"). RACE's presence check comes from the composer (dm_chime_set_presence). */
 #include <stdlib.h>
 #include <string.h>
 
 #include "dmkv/alloc.h"
 #include "dmkv/batch.h"
 #include "dmkv/errors.h"
-#include "dmkv/race.h"
 #include "leaf_lock.h"
 
 static uint64_t torn_repairs;
@@ -42,7 +42,8 @@ int ch_settle_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk, int all)
         pl[m++] = lens[i];
     }
     uint8_t present[CH_MAX_SPAN];
-    rc = m ? dm_race_probe(ctx, pk, pl, m, present, NULL) : 0;
+    dm_chime_presence_fn presence = ctx->w->chime->presence;
+    rc = !m ? 0 : presence ? presence(ctx, pk, pl, m, present) : DM_EINVAL;
     int removed = 0, changed = 0;
     for (unsigned j = 0; j < m && !rc; j++) {
         uint8_t *e = lk->img + ch_entry_off(g, idx[sel[j]]);

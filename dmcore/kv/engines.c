@@ -63,9 +63,18 @@ static const dm_point_index_ops_t race_ops = {.name = "race",
 
 /* ---- CHIME, the range index ---- */
 
+/* CHIME settles pending entries by the point index's presence (dm_chime_presence_fn). */
+static int race_presence(dm_ctx_t *ctx, const uint8_t *const *keys, const size_t *lens, unsigned n,
+                         uint8_t *present)
+{
+    return dm_race_probe(ctx, keys, lens, n, present, NULL);
+}
+
 static int chime_attach(dm_ctx_t *ctx, dm_worker_t *w)
 {
-    return dm_chime_attach(ctx, &w->chime);
+    int rc = dm_chime_attach(ctx, &w->chime);
+    if (!rc) dm_chime_set_presence(w->chime, race_presence);
+    return rc;
 }
 
 static void chime_detach(dm_worker_t *w)

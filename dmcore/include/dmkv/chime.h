@@ -36,6 +36,15 @@ void dm_chime_set_inner_fanout(unsigned max_children);
 /* Attach this worker to the pool's CHIME tree, creating it (an empty root leaf published by
  * CAS on the superblock's chime_root) if no gateway has yet. 1-3 RTTs. Returns 0 or DM_E*. */
 int dm_chime_attach(dm_ctx_t *ctx, dm_chime_t **out);
+
+/* Presence of n keys in the point index: present[i] = 1 when it holds keys[i] (live or
+ * expired), else 0. Returns 0 or DM_E*. CHIME settles pending entries (a dead locker's,
+ * FLUSHALL, repairs) with it and so never names the point index. */
+typedef int (*dm_chime_presence_fn)(dm_ctx_t *ctx, const uint8_t *const *keys, const size_t *lens,
+                                    unsigned n, uint8_t *present);
+/* Give c the presence check (kv/engines.c, right after dm_chime_attach). Until then a
+ * settle that needs it fails with DM_EINVAL. */
+void dm_chime_set_presence(dm_chime_t *c, dm_chime_presence_fn fn);
 void dm_chime_detach(dm_chime_t *c);
 
 /* Replace the tree with one empty leaf: the root word is CASed from the one just read to a

@@ -8,10 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dmkv/kvblock.h" /* DM_KV_MAX_KEY, DM_KV_MAX_VALUE, dm_kv_view_t */
 #include "dmkv/worker.h"
-
-#define DM_KV_MAX_KEY (512u << 20)   /* bytes, Redis's proto-max-bulk-len */
-#define DM_KV_MAX_VALUE (512u << 20) /* bytes */
 
 /* A worker (worker.h) with the key-value layer attached: the pool's point index (RACE),
  * range index (CHIME), attached to or created in the pool, and the worker's key queues.

@@ -15,6 +15,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#define DM_KV_MAX_KEY (512u << 20)   /* bytes, Redis's proto-max-bulk-len */
+#define DM_KV_MAX_VALUE (512u << 20) /* bytes */
+
 #define DM_KV_HDR 24u
 #define DM_KV_UNIT 32u           /* bytes per unit of a block size and of a slot length */
 #define DM_KV_LEN_MAX_UNITS 255u /* slot length field saturates here (8160 bytes) */

@@ -5,7 +5,6 @@
 #include <xxhash.h>
 
 #include "dmkv/errors.h"
-#include "dmkv/kv.h"
 
 static uint64_t ld64(const uint8_t *p)
 {
