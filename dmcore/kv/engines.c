@@ -59,6 +59,7 @@ static const dm_point_index_ops_t race_ops = {.name = "race",
                                               .detach = race_detach,
                                               .count = dm_race_count,
                                               .flush = dm_race_flush,
+                                              .recount = dm_race_recount,
                                               .stats = race_stats};
 
 /* ---- CHIME, the range index ---- */

@@ -8,7 +8,7 @@
 #include "dmkv/coro.h"
 #include "dmkv/errors.h"
 #include "dmkv/log.h"
-#include "dmkv/race.h"
+#include "dmkv/index.h"
 
 static gw_dead_repair_stats_t stats; /* atomics: INFO reads them from any thread */
 static int again;                    /* thread 0 only (the clock board's thread) */
@@ -64,14 +64,14 @@ static void repair_main(void *arg)
         dm_ctx_t ctx;
         dm_ctx_init(&ctx, th->w, DM_CLS_ADMIN);
         int64_t drift = 0;
-        int rc = dm_race_recount(&ctx, &drift);
+        int rc = dm_kv_point_index()->recount(&ctx, &drift);
         /* Keys kept coming and going while it walked: the table is busy; try later. */
         uint32_t pause = RETRY_FIRST_US;
         for (int i = 0; rc == DM_ERETRY && i < RETRIES && !th->stopping; i++) {
             nap(&ctx, th, pause);
             if (th->stopping) break;
             pause = pause < RETRY_MAX_US / 2 ? pause * 2 : RETRY_MAX_US;
-            rc = dm_race_recount(&ctx, &drift);
+            rc = dm_kv_point_index()->recount(&ctx, &drift);
         }
         if (rc && th->stopping) {
             dm_log(DM_LOG_WARNING, "dead gateway repair: stopping before the table was quiet "

@@ -2,8 +2,8 @@
  * a point index (RACE today: search, set, delete of one key) and a range index (CHIME
  * today: ordered scans, leaf locks with leases, pending entries). This header is the seam
  * through which the KV layer and the gateway reach the engines for what does not depend
- * on which engine runs: attaching a worker, counting and flushing keys, and statistics
- * for INFO. kv/engines.c is the one file that fills these tables with concrete engines.
+ * on which engine runs: attaching a worker, counting, recounting and flushing keys, and
+ * statistics for INFO. kv/engines.c is the one file that fills these tables with concrete engines.
  *
  * Not behind the seam yet (the next step of issue 14): the data path itself (search,
  * set with a decide callback, delete, probe, leaf lock, mark pending, settle), which
@@ -36,6 +36,10 @@ typedef struct dm_point_index_ops {
     int64_t (*count)(dm_ctx_t *ctx);
     /* Remove every key (FLUSHALL's first half): keys removed, or DM_E*. */
     int64_t (*flush)(dm_ctx_t *ctx);
+    /* Count the keys again and set the counter (a dead gateway's counter updates that
+     * never landed): the drift corrected (found - counter) in *drift. Returns 0,
+     * DM_ERETRY (keys kept coming and going: try later) or DM_E*. */
+    int (*recount)(dm_ctx_t *ctx, int64_t *drift);
     /* Process-wide statistics into out[0..DM_INDEX_STATS_MAX): how many. */
     size_t (*stats)(dm_index_stat_t *out);
 } dm_point_index_ops_t;
