@@ -43,7 +43,7 @@ int ch_settle_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk, int all)
     }
     uint8_t present[CH_MAX_SPAN];
     dm_chime_presence_fn presence = ctx->w->chime->presence;
-    rc = !m ? 0 : presence ? presence(ctx, pk, pl, m, present) : DM_EINVAL;
+    rc = !m ? 0 : presence ? presence(ctx, pk, pl, m, present, NULL) : DM_EINVAL;
     int removed = 0, changed = 0;
     for (unsigned j = 0; j < m && !rc; j++) {
         uint8_t *e = lk->img + ch_entry_off(g, idx[sel[j]]);

@@ -54,28 +54,113 @@ static size_t race_stats(dm_index_stat_t *out)
     return n;
 }
 
+static void race_cache_prefetch(dm_worker_t *w, const void *key, size_t klen)
+{
+    dm_race_addr_cache_prefetch(w->race, key, klen);
+}
+
+/* A key's slot: its share of a bucket, header included. */
+static uint64_t race_key_bytes(void)
+{
+    return (DM_RACE_BUCKET + DM_RACE_SLOTS - 1) / DM_RACE_SLOTS;
+}
+
 static const dm_point_index_ops_t race_ops = {.name = "race",
                                               .attach = race_attach,
                                               .detach = race_detach,
                                               .count = dm_race_count,
                                               .flush = dm_race_flush,
                                               .recount = dm_race_recount,
-                                              .stats = race_stats};
+                                              .stats = race_stats,
+                                              .search = dm_race_search,
+                                              .search_cached = dm_race_search_hot,
+                                              .cache_prefetch = race_cache_prefetch,
+                                              .set = dm_race_set_carry,
+                                              .set_blind = dm_race_update_blind,
+                                              .del = dm_race_delete_carry,
+                                              .carry_release = dm_race_carry_release,
+                                              .prefetch = dm_race_prefetch,
+                                              .probe = dm_race_probe,
+                                              .key_bytes = race_key_bytes,
+                                              .scan = dm_race_scan};
 
 /* ---- CHIME, the range index ---- */
 
 /* CHIME settles pending entries by the point index's presence (dm_chime_presence_fn). */
-static int race_presence(dm_ctx_t *ctx, const uint8_t *const *keys, const size_t *lens, unsigned n,
-                         uint8_t *present)
-{
-    return dm_race_probe(ctx, keys, lens, n, present, NULL);
-}
-
 static int chime_attach(dm_ctx_t *ctx, dm_worker_t *w)
 {
     int rc = dm_chime_attach(ctx, &w->chime);
-    if (!rc) dm_chime_set_presence(w->chime, race_presence);
+    if (!rc) dm_chime_set_presence(w->chime, dm_kv_point_index()->probe);
     return rc;
+}
+
+/* CHIME's leaf lock is the range role's opaque lock: handed out and taken back here. */
+static dm_chime_lock_t *leaf_lock(dm_range_lock_t *lk)
+{
+    return (dm_chime_lock_t *)lk;
+}
+
+static const dm_chime_lock_t *leaf_lock_c(const dm_range_lock_t *lk)
+{
+    return (const dm_chime_lock_t *)lk;
+}
+
+static int chime_lock(dm_ctx_t *ctx, const void *key, size_t klen, int existing,
+                      const dm_batch_t *extra, int *fresh, dm_range_lock_t **out)
+{
+    dm_chime_lock_t *lk = NULL;
+    int rc = dm_chime_lock_with(ctx, key, klen, existing, extra, fresh, &lk);
+    *out = (dm_range_lock_t *)lk;
+    return rc;
+}
+
+static int chime_lock_insert(dm_ctx_t *ctx, const void *key, size_t klen, const dm_batch_t *extra,
+                             int *fresh, dm_range_lock_t **out)
+{
+    dm_chime_lock_t *lk = NULL;
+    int rc = dm_chime_lock_insert(ctx, key, klen, extra, fresh, &lk);
+    *out = (dm_range_lock_t *)lk;
+    return rc;
+}
+
+static int chime_mark_pending(dm_ctx_t *ctx, dm_range_lock_t *lk)
+{
+    return dm_chime_mark_pending(ctx, leaf_lock(lk));
+}
+
+static int chime_unlock(dm_ctx_t *ctx, dm_range_lock_t *lk, int present)
+{
+    return dm_chime_unlock(ctx, leaf_lock(lk), present);
+}
+
+static int chime_lock_valid(const dm_range_lock_t *lk)
+{
+    return dm_chime_lock_valid(leaf_lock_c(lk));
+}
+
+static int chime_lock_in_doubt(const dm_range_lock_t *lk)
+{
+    return dm_chime_lock_in_doubt(leaf_lock_c(lk));
+}
+
+static uint64_t chime_lock_sure_until(const dm_range_lock_t *lk)
+{
+    return dm_chime_lock_sure_until(leaf_lock_c(lk));
+}
+
+static uint64_t chime_lock_hold_until(const dm_range_lock_t *lk)
+{
+    return dm_chime_lock_hold_until(leaf_lock_c(lk));
+}
+
+static uint64_t chime_lock_posted_us(const dm_range_lock_t *lk)
+{
+    return dm_chime_lock_posted_us(leaf_lock_c(lk));
+}
+
+static uint64_t chime_lock_range(const dm_range_lock_t *lk)
+{
+    return dm_chime_lock_leaf(leaf_lock_c(lk));
 }
 
 static void chime_detach(dm_worker_t *w)
@@ -113,7 +198,23 @@ static const dm_range_index_ops_t chime_ops = {.name = "chime",
                                                .attach = chime_attach,
                                                .detach = chime_detach,
                                                .settle_all = dm_chime_settle_all,
-                                               .stats = chime_stats};
+                                               .stats = chime_stats,
+                                               .lock = chime_lock,
+                                               .lock_insert = chime_lock_insert,
+                                               .mark_pending = chime_mark_pending,
+                                               .unlock = chime_unlock,
+                                               .lock_valid = chime_lock_valid,
+                                               .lock_in_doubt = chime_lock_in_doubt,
+                                               .lock_sure_until = chime_lock_sure_until,
+                                               .lock_hold_until = chime_lock_hold_until,
+                                               .lock_posted_us = chime_lock_posted_us,
+                                               .lock_range = chime_lock_range,
+                                               .search = dm_chime_search,
+                                               .scan = dm_chime_scan,
+                                               .random_cursor = dm_chime_random_cursor,
+                                               .watch_sig = dm_chime_watch_sig,
+                                               .key_bytes = dm_chime_key_bytes,
+                                               .reset = dm_chime_reset};
 
 const dm_point_index_ops_t *dm_kv_point_index(void)
 {

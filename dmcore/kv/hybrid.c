@@ -2,13 +2,13 @@
 #include "hybrid.h"
 
 #include "dmkv/batch.h"
-#include "dmkv/chime.h"
 #include "dmkv/coro.h"
 #include "dmkv/env.h"
 #include "dmkv/errors.h"
 #include "dmkv/fault.h"
 #include "dmkv/log.h"
 #include "guard.h"
+#include "roles.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -16,7 +16,7 @@
 /* Wraps the caller's decide(): remembers whether RACE held the key, and (unlocked) vetoes a
  * write that would make an absent key present. */
 typedef struct gate {
-    dm_race_decide_fn decide;
+    dm_point_decide_fn decide;
     void *arg;
     int locked;
     int need_lock; /* vetoed because the key is absent */
@@ -24,12 +24,12 @@ typedef struct gate {
     dm_kv_guard_set_t *gs;     /* WATCH guards of this coroutine (guard.h) */
     dm_kv_guard_t *guard;      /* this key's, when it has one not yet used */
     int conflict;              /* vetoed by the guard */
-    const dm_chime_lock_t *lk; /* the leaf lock held (locked mode) */
+    const dm_range_lock_t *lk; /* the range lock held (locked mode) */
     int lock_expired;          /* vetoed: held too long to change presence safely */
     int deleting;              /* a DEL's gate: a write makes a present key absent */
 } gate_t;
 
-static void gate_init(gate_t *g, dm_race_decide_fn decide, void *arg, int locked, const void *key,
+static void gate_init(gate_t *g, dm_point_decide_fn decide, void *arg, int locked, const void *key,
                       size_t klen)
 {
     memset(g, 0, sizeof(*g));
@@ -78,7 +78,7 @@ static int gate_decide(void *p, const dm_kv_view_t *v)
      * all the time): it goes on. Vetoing it too made a SET that found its key present
      * under a long-held lock give up after 8 such tries. */
     int changes_presence = g->deleting ? v != NULL : v == NULL;
-    g->lock_expired = yes && changes_presence && g->lk && !dm_chime_lock_valid(g->lk);
+    g->lock_expired = yes && changes_presence && g->lk && !range_role()->lock_valid(g->lk);
     if (g->lock_expired) return 0;
     /* The slot CAS that follows is this write's commit point: RACE marks it
      * (dm_batch_commit), and a write running ahead of earlier writes of its connection
@@ -124,27 +124,27 @@ static void count_repair(const void *key, size_t klen, const char *what)
 
 int dm_hybrid_reconcile(dm_ctx_t *ctx, const void *key, size_t klen)
 {
-    dm_chime_lock_t *lk;
-    int has_entry = dm_chime_lock_key(ctx, key, klen, &lk);
+    dm_range_lock_t *lk;
+    int has_entry = range_role()->lock(ctx, key, klen, 0, NULL, NULL, &lk);
     if (has_entry < 0) return has_entry;
     const uint8_t *k = key;
     uint8_t present = 0;
-    int rc = dm_race_probe(ctx, &k, &klen, 1, &present, NULL);
+    int rc = point_role()->probe(ctx, &k, &klen, 1, &present, NULL);
     if (rc) {
-        dm_chime_unlock(ctx, lk, -1);
+        range_role()->unlock(ctx, lk, -1);
         return rc;
     }
     if (present && !has_entry) {
-        rc = dm_chime_mark_pending(ctx, lk);
+        rc = range_role()->mark_pending(ctx, lk);
         if (rc) {
-            dm_chime_unlock(ctx, lk, -1);
+            range_role()->unlock(ctx, lk, -1);
             return rc;
         }
         count_repair(key, klen, "in RACE without a CHIME entry: entry inserted");
     } else if (!present && has_entry) {
         count_repair(key, klen, "CHIME entry without the key in RACE: entry removed");
     }
-    rc = dm_chime_unlock(ctx, lk, has_entry || present ? present : -1);
+    rc = range_role()->unlock(ctx, lk, has_entry || present ? present : -1);
     return rc ? rc : present != has_entry;
 }
 
@@ -159,35 +159,36 @@ static void reconcile_if_in_doubt(dm_ctx_t *ctx, int in_doubt, const void *key, 
 
 /* Lock key's leaf with the key's RACE buckets read in the same batch, behind the lock CAS
  * (carry->prefetched when that ordering held: same memory node). Returns what
- * dm_chime_lock_with returns. */
+ * the range role's lock returns. */
 static int lock_with_buckets(dm_ctx_t *ctx, const void *key, size_t klen, int existing,
-                             dm_race_carry_t *carry, dm_chime_lock_t **lk)
+                             dm_point_carry_t *carry, dm_range_lock_t **lk)
 {
     dm_batch_t pre;
     dm_batch_init(&pre);
     int fresh = 0;
-    int have = dm_race_prefetch(ctx, &pre, key, klen, carry) == 0;
-    int rc = existing ? dm_chime_lock_with(ctx, key, klen, 1, have ? &pre : NULL, &fresh, lk)
-                      : dm_chime_lock_insert(ctx, key, klen, have ? &pre : NULL, &fresh, lk);
+    int have = point_role()->prefetch(ctx, &pre, key, klen, carry) == 0;
+    const dm_range_index_ops_t *range = range_role();
+    int rc = existing ? range->lock(ctx, key, klen, 1, have ? &pre : NULL, &fresh, lk)
+                      : range->lock_insert(ctx, key, klen, have ? &pre : NULL, &fresh, lk);
     if (rc < 0) return rc;
     carry->prefetched = fresh;
-    carry->read_us = dm_chime_lock_posted_us(*lk);
+    carry->read_us = range->lock_posted_us(*lk);
     carry->locked = 1;
-    carry->sure_until_us = dm_chime_lock_sure_until(*lk);
-    carry->commit_by_us = dm_chime_lock_hold_until(*lk);
+    carry->sure_until_us = range->lock_sure_until(*lk);
+    carry->commit_by_us = range->lock_hold_until(*lk);
     return rc;
 }
 
-/* A locked attempt whose pending entry was not written (dm_chime_mark_pending's rc < 0)
+/* A locked attempt whose pending entry was not written (mark_pending's rc < 0)
  * ends: the ride goes out, the lock is released. When the hold outlived its bound first (a
  * split that ran long, a late reply: DM_ERETRY) nothing visible changed, so it returns 0
  * with g->lock_expired and the caller locks again, as after gate_decide's veto, instead of
  * answering "operation restarted too often" (test_chime test_slow_split). */
-static int end_unwritten(dm_ctx_t *ctx, gate_t *g, dm_chime_lock_t *lk, dm_batch_t *ride, int rc)
+static int end_unwritten(dm_ctx_t *ctx, gate_t *g, dm_range_lock_t *lk, dm_batch_t *ride, int rc)
 {
-    int lapsed = rc == DM_ERETRY && !dm_chime_lock_valid(lk);
+    int lapsed = rc == DM_ERETRY && !range_role()->lock_valid(lk);
     dm_ctx_ride_end(ctx, ride);
-    dm_chime_unlock(ctx, lk, -1);
+    range_role()->unlock(ctx, lk, -1);
     if (lapsed) g->lock_expired = 1;
     return lapsed ? 0 : rc;
 }
@@ -195,13 +196,13 @@ static int end_unwritten(dm_ctx_t *ctx, gate_t *g, dm_chime_lock_t *lk, dm_batch
 /* One locked attempt of a SET of an absent key: lock (‖ RACE buckets), pending entry ‖ RACE
  * slot CAS, unlock posted without waiting (docs/throughput.md "A new key in 3 round trips"). */
 static int set_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen, uint8_t *block,
-                      uint64_t block_len, int keep_ttl, dm_race_item_t *old, dm_race_carry_t *carry,
-                      uint64_t *leaf)
+                      uint64_t block_len, int keep_ttl, dm_point_item_t *old,
+                      dm_point_carry_t *carry, uint64_t *leaf)
 {
-    dm_chime_lock_t *lk;
+    dm_range_lock_t *lk;
     int rc = lock_with_buckets(ctx, key, klen, 0, carry, &lk);
     if (rc < 0) return rc;
-    *leaf = dm_chime_lock_leaf(lk);
+    *leaf = range_role()->lock_range(lk);
     dm_batch_t ride;
     dm_batch_init(&ride);
     /* The pending entry's WRITE goes with RACE's next batch, ahead of the slot CAS in one
@@ -211,32 +212,32 @@ static int set_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen, ui
     dm_ctx_ride_start(ctx, &ride);
     /* No entry yet: insert it pending. An entry that exists means RACE may hold the key
      * already (an update), or it is pending from a dead gateway: settled below either way. */
-    rc = rc == 0 ? dm_chime_mark_pending(ctx, lk) : 0;
+    rc = rc == 0 ? range_role()->mark_pending(ctx, lk) : 0;
     if (rc < 0) return end_unwritten(ctx, g, lk, &ride, rc);
     g->locked = 1;
     g->lk = lk;
     dm_fault_point(ctx, DM_FAULT_LOCKED);
     ctx->start_us = dm_now_us(); /* a fresh RACE operation: the lock wait does not count */
-    rc = dm_race_set_carry(ctx, key, klen, block, block_len, gate_decide, g, keep_ttl, old, carry);
+    rc = point_role()->set(ctx, key, klen, block, block_len, gate_decide, g, keep_ttl, old, carry);
     dm_ctx_ride_end(ctx, &ride);
     g->lk = NULL;
     int present = rc == 1 ? 1 : rc == 0 ? g->seen_present : -1;
-    int in_doubt = rc == 1 && dm_chime_lock_in_doubt(lk);
-    dm_chime_unlock(ctx, lk, present); /* a failed unlock leaves the lease to expire */
+    int in_doubt = rc == 1 && range_role()->lock_in_doubt(lk);
+    range_role()->unlock(ctx, lk, present); /* a failed unlock leaves the lease to expire */
     reconcile_if_in_doubt(ctx, in_doubt, key, klen);
     return rc;
 }
 
 int dm_hybrid_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uint64_t block_len,
-                  dm_race_decide_fn decide, void *arg, int keep_ttl, dm_race_item_t *old)
+                  dm_point_decide_fn decide, void *arg, int keep_ttl, dm_point_item_t *old)
 {
     gate_t g;
     gate_init(&g, decide, arg, 0, key, klen);
     /* The block the unlocked attempt wrote is kept for the locked one (one WRITE). */
-    dm_race_carry_t carry;
+    dm_point_carry_t carry;
     memset(&carry, 0, sizeof(carry));
     int rc =
-        dm_race_set_carry(ctx, key, klen, block, block_len, gate_decide, &g, keep_ttl, old, &carry);
+        point_role()->set(ctx, key, klen, block, block_len, gate_decide, &g, keep_ttl, old, &carry);
     if (rc == 0 && g.need_lock) {
         /* A SET of a pipeline locks the leaf before its turn and waits for the turn at its
          * slot CAS, holding the lock; it gives way (DM_EYIELD: unlocked, nothing visible
@@ -270,7 +271,7 @@ int dm_hybrid_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, u
         }
         if (rc == DM_EYIELD) rc = DM_ERETRY; /* gave way MAX_YIELDS times and more */
     }
-    dm_race_carry_release(ctx, &carry);
+    point_role()->carry_release(ctx, &carry);
     return gate_done(&g, rc);
 }
 
@@ -278,14 +279,14 @@ int dm_hybrid_set_blind(dm_ctx_t *ctx, const void *key, size_t klen, const uint8
                         uint64_t block_len)
 {
     /* The slot CAS is this write's commit point: it waits for its turn (coro.h). */
-    return dm_race_update_blind(ctx, key, klen, block, block_len);
+    return point_role()->set_blind(ctx, key, klen, block, block_len);
 }
 
 /* One DEL attempt under the leaf lock. */
 static int delete_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen)
 {
-    dm_chime_lock_t *lk;
-    dm_race_carry_t carry;
+    dm_range_lock_t *lk;
+    dm_point_carry_t carry;
     memset(&carry, 0, sizeof(carry));
     int rc = lock_with_buckets(ctx, key, klen, 1, &carry, &lk);
     if (rc < 0) return rc;
@@ -294,31 +295,31 @@ static int delete_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen)
          * still under the lock: RACE has no candidate for a truly absent key (1 RTT). */
         g->lk = lk;
         ctx->start_us = dm_now_us();
-        rc = dm_race_delete_carry(ctx, key, klen, gate_decide, g, &carry);
+        rc = point_role()->del(ctx, key, klen, gate_decide, g, &carry);
         g->lk = NULL;
         if (rc == 1) count_repair(key, klen, "in RACE without a CHIME entry: deleted by DEL");
-        dm_chime_unlock(ctx, lk, -1);
+        range_role()->unlock(ctx, lk, -1);
         return rc;
     }
     dm_batch_t ride;
     dm_batch_init(&ride);
     dm_ctx_ride_start(ctx, &ride); /* the pending flag's WRITE goes with RACE's first READ */
-    rc = dm_chime_mark_pending(ctx, lk);
+    rc = range_role()->mark_pending(ctx, lk);
     if (rc < 0) return end_unwritten(ctx, g, lk, &ride, rc);
     g->lk = lk;
     dm_fault_point(ctx, DM_FAULT_LOCKED);
     ctx->start_us = dm_now_us();
-    rc = dm_race_delete_carry(ctx, key, klen, gate_decide, g, &carry);
+    rc = point_role()->del(ctx, key, klen, gate_decide, g, &carry);
     dm_ctx_ride_end(ctx, &ride);
     g->lk = NULL;
     int present = rc == 1 ? 0 : rc == 0 ? g->seen_present : -1;
-    int in_doubt = rc == 1 && dm_chime_lock_in_doubt(lk);
-    dm_chime_unlock(ctx, lk, present);
+    int in_doubt = rc == 1 && range_role()->lock_in_doubt(lk);
+    range_role()->unlock(ctx, lk, present);
     reconcile_if_in_doubt(ctx, in_doubt, key, klen);
     return rc;
 }
 
-int dm_hybrid_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide_fn decide,
+int dm_hybrid_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_point_decide_fn decide,
                      void *arg)
 {
     gate_t g;

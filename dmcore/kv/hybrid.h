@@ -5,14 +5,14 @@
 #ifndef DMKV_KV_HYBRID_H
 #define DMKV_KV_HYBRID_H
 
-#include "dmkv/race.h"
+#include "dmkv/index.h"
 
 /* dm_race_set with the protocol: an update of a present key goes straight to RACE (3 RTTs);
  * when the key is absent and decide() wants it written, the write is redone under the leaf
  * lock with a pending entry (lock + neighborhood 1 RTT, pending entry 1 RTT, RACE insert,
  * unlock posted without waiting). Same arguments and results as dm_race_set. */
 int dm_hybrid_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uint64_t block_len,
-                  dm_race_decide_fn decide, void *arg, int keep_ttl, dm_race_item_t *old);
+                  dm_point_decide_fn decide, void *arg, int keep_ttl, dm_point_item_t *old);
 
 /* A SET that does not depend on the old value (no NX/XX/GET/KEEPTTL, no WATCH guard) of a
  * key whose slot this worker saw within DM_OP_TIMEOUT_US: one round trip (dm_race_update_blind:
@@ -27,7 +27,7 @@ int dm_hybrid_set_blind(dm_ctx_t *ctx, const void *key, size_t klen, const uint8
  * delete still runs under the lock (1 RTT when RACE has no candidate): a key in RACE
  * without its entry breaks CHIME ⊇ RACE, and DEL is its repair (logged, INFO
  * hybrid_repairs). Same arguments and results as dm_race_delete. */
-int dm_hybrid_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_decide_fn decide,
+int dm_hybrid_delete(dm_ctx_t *ctx, const void *key, size_t klen, dm_point_decide_fn decide,
                      void *arg);
 
 /* Make key's CHIME entry agree with RACE under the leaf lock: RACE holds it and no entry →

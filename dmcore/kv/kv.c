@@ -8,16 +8,15 @@
 #include "dmkv/clock.h"
 #include "dmkv/alloc.h"
 #include "dmkv/batch.h"
-#include "dmkv/chime.h"
 #include "dmkv/coro.h"
 #include "dmkv/errors.h"
 #include "dmkv/index.h"
 #include "dmkv/kvblock.h"
 #include "dmkv/superblock.h"
-#include "dmkv/race.h"
 #include "guard.h"
 #include "hybrid.h"
 #include "keyq.h"
+#include "roles.h"
 #include <xxhash.h>
 
 #define KV_SMALL_BLOCK 256 /* bytes: a SET's block up to this size is built on the stack */
@@ -56,12 +55,12 @@ static void check_read_guard(const void *key, size_t klen, uint64_t slot, uint64
 
 int dm_kv_get(dm_ctx_t *ctx, const void *key, size_t klen, dm_value_t *out)
 {
-    dm_race_item_t it;
-    int rc = dm_race_search_hot(ctx, key, klen, &it);
+    dm_point_item_t it;
+    int rc = point_role()->search_cached(ctx, key, klen, &it);
     uint64_t slot = 0, wid = 0;
     if (rc == 1) {
         if (live(&it.view, dm_wall_ms())) {
-            slot = it.slot;
+            slot = it.version;
             wid = it.view.write_id;
             rc = out ? copy_value(&it.view, out) == 0 ? 1 : DM_ENOMEM : 1;
         } else {
@@ -75,7 +74,7 @@ int dm_kv_get(dm_ctx_t *ctx, const void *key, size_t klen, dm_value_t *out)
 
 void dm_kv_prefetch(dm_worker_t *w, const void *key, size_t klen)
 {
-    dm_race_addr_cache_prefetch(w->race, key, klen);
+    point_role()->cache_prefetch(w, key, klen);
 }
 
 int dm_kv_exists(dm_ctx_t *ctx, const void *key, size_t klen)
@@ -139,7 +138,7 @@ int dm_kv_set(dm_ctx_t *ctx, const void *key, size_t klen, const void *val, size
         return q.result; /* combined with a later SET of this key (keyq.h) */
     }
     set_decide_t d = {.flags = flags, .now_ms = 0, .existed = 0}; /* now_ms: below */
-    dm_race_item_t prev;
+    dm_point_item_t prev;
     memset(&prev, 0, sizeof(prev));
     /* A plain SET of a key seen present lately: one round trip, without reading it. */
     int rc =
@@ -223,7 +222,7 @@ static int keylist_push(dm_keylist_t *l, const uint8_t *k, size_t len)
 /* Settle one page of CHIME keys against RACE: present and live ones are returned, pending
  * entries whose key RACE does not hold are not (docs/DESIGN.md "Keeping them consistent").
  * With want_expired, the keys RACE holds expired are returned instead. */
-static int settle_page(dm_ctx_t *ctx, const dm_chime_key_t *ck, size_t n, dm_keylist_t *out,
+static int settle_page(dm_ctx_t *ctx, const dm_range_key_t *ck, size_t n, dm_keylist_t *out,
                        int want_expired, int probe_all)
 {
     const uint8_t **keys = malloc((n ? n : 1) * sizeof(*keys));
@@ -239,7 +238,7 @@ static int settle_page(dm_ctx_t *ctx, const dm_chime_key_t *ck, size_t n, dm_key
         keys[m] = ck[i].data;
         lens[m++] = ck[i].len;
     }
-    if (!rc && m) rc = dm_race_probe(ctx, keys, lens, (unsigned)m, present, expire);
+    if (!rc && m) rc = point_role()->probe(ctx, keys, lens, (unsigned)m, present, expire);
     uint64_t now = dm_wall_ms();
     if (want_expired) now -= dm_clock_margin_ms(); /* delete only what is expired everywhere */
     for (size_t i = 0, j = 0; i < n && !rc; i++) {
@@ -262,13 +261,13 @@ static int settle_page(dm_ctx_t *ctx, const dm_chime_key_t *ck, size_t n, dm_key
  * (a flag set before any volatile key was stored, so a 0 read now means none can be
  * expired among the keys read). */
 static int scan_chime(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *prefix, size_t plen,
-                      dm_chime_key_t **ck, size_t *n, size_t *cap, uint64_t *next, uint64_t *vol)
+                      dm_range_key_t **ck, size_t *n, size_t *cap, uint64_t *next, uint64_t *vol)
 {
     dm_batch_t ride;
     dm_batch_init(&ride);
     dm_batch_read(&ride, dm_gaddr_make(0, DM_SB_OFF(volatile_seen)), vol, 8);
     dm_ctx_ride_start(ctx, &ride);
-    int rc = dm_chime_scan(ctx, cursor, count, prefix, plen, ck, n, cap, next);
+    int rc = range_role()->scan(ctx, cursor, count, prefix, plen, ck, n, cap, next);
     int r2 = dm_ctx_ride_end(ctx, &ride);
     if (!rc) rc = r2;
     return rc;
@@ -279,7 +278,7 @@ static int scan_chime(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *
 static int scan_settled(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *prefix,
                         size_t plen, int want_expired, dm_keylist_t *out, uint64_t *next)
 {
-    dm_chime_key_t *ck = NULL;
+    dm_range_key_t *ck = NULL;
     size_t n = 0, cap = 0;
     uint64_t vol = 1;
     int rc = scan_chime(ctx, cursor, count, plen ? prefix : NULL, plen, &ck, &n, &cap, next, &vol);
@@ -307,8 +306,8 @@ int dm_kv_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *prefix,
 
 uint64_t dm_kv_footprint(dm_ctx_t *ctx, size_t klen, size_t vlen)
 {
-    return dm_alloc_kv_block_bytes(dm_kvblock_size(klen, vlen)) +
-           (DM_RACE_BUCKET + DM_RACE_SLOTS - 1) / DM_RACE_SLOTS + dm_chime_key_bytes(ctx, klen);
+    return dm_alloc_kv_block_bytes(dm_kvblock_size(klen, vlen)) + point_role()->key_bytes() +
+           range_role()->key_bytes(ctx, klen);
 }
 
 enum { RANDOM_PAGE_KEYS = 32 };
@@ -316,7 +315,7 @@ enum { RANDOM_PAGE_KEYS = 32 };
 int dm_kv_random_key(dm_ctx_t *ctx, dm_key_t *out)
 {
     uint64_t cursor, start;
-    int rc = dm_chime_random_cursor(ctx, &start);
+    int rc = range_role()->random_cursor(ctx, &start);
     cursor = start;
     /* From the random leaf to the end, then from the start up to it. A page of several
      * keys, not the first key found: after FLUSHALL most leaves are empty (leaves never
@@ -345,7 +344,7 @@ int dm_kv_random_key(dm_ctx_t *ctx, dm_key_t *out)
 int64_t dm_kv_expire_sweep(dm_ctx_t *ctx, uint64_t cursor, size_t count, uint64_t *next)
 {
     int rc = 0;
-    if (cursor == 0) rc = dm_chime_random_cursor(ctx, &cursor);
+    if (cursor == 0) rc = range_role()->random_cursor(ctx, &cursor);
     dm_keylist_t l = {0};
     if (!rc) rc = scan_settled(ctx, cursor, count, NULL, 0, 1, &l, next);
     int64_t removed = 0;

@@ -8,13 +8,12 @@
 
 #include <xxhash.h>
 
-#include "dmkv/chime.h"
 #include "dmkv/clock.h"
 #include "dmkv/errors.h"
 #include "dmkv/kv.h"
-#include "dmkv/race.h"
 #include "hybrid.h"
 #include "keyq.h"
+#include "roles.h"
 
 #define RMW_MAX_ATTEMPTS 10000 /* conflicting writers before giving up with DM_ERETRY */
 
@@ -44,9 +43,10 @@ static int decide_unchanged(void *arg, const dm_kv_view_t *v)
 static int rmw_once(dm_ctx_t *ctx, const void *key, size_t klen, dm_kv_rmw_fn fn, void *arg,
                     int *action)
 {
-    dm_race_item_t it;
+    dm_point_item_t it;
     memset(&it, 0, sizeof(it));
-    int rc = dm_race_search_hot(ctx, key, klen, &it); /* the write re-checks what it read */
+    int rc =
+        point_role()->search_cached(ctx, key, klen, &it); /* the write re-checks what it read */
     if (rc < 0) return rc;
     rmw_seen_t seen = {0};
     dm_value_t cur = {0};
@@ -109,18 +109,18 @@ int dm_kv_rmw(dm_ctx_t *ctx, const void *key, size_t klen, dm_kv_rmw_fn fn, void
 
 int dm_kv_absent_sig(dm_ctx_t *ctx, const void *key, size_t klen, uint64_t *sig)
 {
-    return dm_chime_watch_sig(ctx, key, klen, sig);
+    return range_role()->watch_sig(ctx, key, klen, sig);
 }
 
 int dm_kv_slot(dm_ctx_t *ctx, const void *key, size_t klen, uint64_t *slot, uint64_t *write_id)
 {
-    dm_race_item_t it;
+    dm_point_item_t it;
     memset(&it, 0, sizeof(it));
     *slot = *write_id = 0;
-    int rc = dm_race_search(ctx, key, klen, &it);
+    int rc = point_role()->search(ctx, key, klen, &it);
     if (rc < 0) return rc;
     if (rc == 1 && is_live(&it.view, dm_wall_ms())) {
-        *slot = it.slot;
+        *slot = it.version;
         *write_id = it.view.write_id;
     }
     free(it.block);

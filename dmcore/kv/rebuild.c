@@ -4,13 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dmkv/chime.h"
 #include "dmkv/errors.h"
-#include "dmkv/race.h"
 #include "hybrid.h"
+#include "roles.h"
 
-#define PROBE_KEYS 32  /* keys per dm_race_probe call */
-#define SCAN_COUNT 256 /* range entries per dm_chime_scan page */
+#define PROBE_KEYS 32  /* keys per probe of the point index */
+#define SCAN_COUNT 256 /* range entries per scan page */
 
 /* The keys of one page of the point index's walk (copies: the views die with the page). */
 typedef struct page_keys {
@@ -63,7 +62,7 @@ static int walk_point(dm_ctx_t *ctx, int fix, dm_kv_index_report_t *rep)
     int rc = 0;
     do {
         uint64_t next = 0;
-        rc = dm_race_scan(ctx, cursor, 0, keep_key, &p, &next);
+        rc = point_role()->scan(ctx, cursor, 0, keep_key, &p, &next);
         if (!rc && p.oom) rc = DM_ENOMEM;
         for (size_t i = 0; !rc && i < p.n; i++) {
             rep->point_keys++;
@@ -73,7 +72,7 @@ static int walk_point(dm_ctx_t *ctx, int fix, dm_kv_index_report_t *rep)
                 rep->missing += r == 1;
             } else {
                 int pending = 0;
-                int r = dm_chime_search(ctx, p.key[i], p.len[i], &pending);
+                int r = range_role()->search(ctx, p.key[i], p.len[i], &pending);
                 if (r < 0) rc = r;
                 rep->missing += r == 0;
             }
@@ -87,7 +86,7 @@ static int walk_point(dm_ctx_t *ctx, int fix, dm_kv_index_report_t *rep)
 }
 
 /* Probe keys[0..n) in the point index; count the absent ones as orphans. */
-static int count_orphans(dm_ctx_t *ctx, const dm_chime_key_t *keys, size_t n,
+static int count_orphans(dm_ctx_t *ctx, const dm_range_key_t *keys, size_t n,
                          dm_kv_index_report_t *rep)
 {
     for (size_t at = 0; at < n; at += PROBE_KEYS) {
@@ -97,7 +96,7 @@ static int count_orphans(dm_ctx_t *ctx, const dm_chime_key_t *keys, size_t n,
         uint8_t present[PROBE_KEYS];
         for (unsigned i = 0; i < m; i++)
             k[i] = keys[at + i].data, l[i] = keys[at + i].len;
-        int rc = dm_race_probe(ctx, k, l, m, present, NULL);
+        int rc = point_role()->probe(ctx, k, l, m, present, NULL);
         if (rc) return rc;
         for (unsigned i = 0; i < m; i++)
             rep->orphans += !present[i];
@@ -108,14 +107,14 @@ static int count_orphans(dm_ctx_t *ctx, const dm_chime_key_t *keys, size_t n,
 /* Every range entry, leaf page by leaf page, its key probed in the point index. */
 static int walk_range(dm_ctx_t *ctx, dm_kv_index_report_t *rep)
 {
-    dm_chime_key_t *keys = NULL;
+    dm_range_key_t *keys = NULL;
     size_t n = 0, cap = 0;
     uint64_t cursor = 0;
     int rc = 0;
     do {
         uint64_t next = 0;
         n = 0;
-        rc = dm_chime_scan(ctx, cursor, SCAN_COUNT, NULL, 0, &keys, &n, &cap, &next);
+        rc = range_role()->scan(ctx, cursor, SCAN_COUNT, NULL, 0, &keys, &n, &cap, &next);
         if (!rc) {
             rep->range_entries += n;
             rc = count_orphans(ctx, keys, n, rep);
@@ -140,7 +139,7 @@ int dm_kv_rebuild_range(dm_ctx_t *ctx, dm_kv_index_report_t *rep)
     memset(rep, 0, sizeof(*rep));
     int rc = walk_point(ctx, 1, rep);
     if (rc) return rc;
-    int64_t removed = dm_chime_settle_all(ctx);
+    int64_t removed = range_role()->settle_all(ctx);
     if (removed < 0) return (int)removed;
     rep->orphans = (uint64_t)removed;
     return 0;
@@ -148,5 +147,5 @@ int dm_kv_rebuild_range(dm_ctx_t *ctx, dm_kv_index_report_t *rep)
 
 int dm_kv_range_drop(dm_ctx_t *ctx)
 {
-    return dm_chime_reset(ctx);
+    return range_role()->reset(ctx);
 }

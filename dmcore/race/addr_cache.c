@@ -346,6 +346,6 @@ int dm_race_search_hot(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item
     /* Not while a split holds a frozen copy: an update through the cache would change the
      * new subtable's copy behind the frozen one (writers must wait for the split). */
     if (rc == 1 && !frozen)
-        race_addr_cache_put(ctx->w->race, key, klen, item->slot_addr, item->slot, ctx->start_us);
+        race_addr_cache_put(ctx->w->race, key, klen, item->addr, item->version, ctx->start_us);
     return rc;
 }

@@ -110,24 +110,41 @@ typedef struct lookup {
     int frozen; /* a copy of the key carries the MOVING mark */
 } lookup_t;
 
-_Static_assert(sizeof(race_loc_t) <= sizeof(((dm_race_carry_t *)0)->loc), "carry->loc");
-_Static_assert(sizeof(race_cbs_t) <= sizeof(((dm_race_carry_t *)0)->cbs), "carry->cbs");
+/* RACE's words of a carry (dm_point_carry_t.engine): the key's combined buckets as the
+ * lock's batch read them, and candidates found to name other keys. Always reached through
+ * race_carry(), never as the words themselves. */
+typedef struct race_carry {
+    race_loc_t loc;
+    race_cbs_t cbs;
+    uint64_t nomatch[4][2]; /* {slot address, word} read and found to name another key */
+    unsigned n_nomatch;
+    uint64_t nomatch_us; /* monotonic µs no later than those reads */
+} race_carry_t;
+
+_Static_assert(sizeof(race_carry_t) <= sizeof(((dm_race_carry_t *)0)->engine),
+               "dm_point_carry_t.engine is too small for RACE");
+
+static race_carry_t *race_carry(dm_race_carry_t *carry)
+{
+    return (race_carry_t *)carry->engine;
+}
 
 int dm_race_prefetch(dm_ctx_t *ctx, dm_batch_t *b, const void *key, size_t klen,
                      dm_race_carry_t *carry)
 {
     if (b->n + 2 > DM_BATCH_MAX) return DM_EINVAL;
-    race_loc_t *loc = (race_loc_t *)carry->loc;
-    race_locate(ctx->w->race, key, klen, loc);
+    race_carry_t *rc = race_carry(carry);
+    race_locate(ctx->w->race, key, klen, &rc->loc);
     carry->prefetched = 0;
-    return race_read_cbs(b, loc, (race_cbs_t *)carry->cbs);
+    return race_read_cbs(b, &rc->loc, &rc->cbs);
 }
 
 /* Did an earlier read of the carry find the slot word ref->word at ref->addr naming a block
  * of another key? Within the grace period a block a word names cannot have been freed and
  * reused (alloc.h), so the same word still names the same bytes: no need to read them. */
-static int carry_knows(const dm_race_carry_t *pf, const race_slotref_t *ref)
+static int carry_knows(dm_race_carry_t *carry, const race_slotref_t *ref)
 {
+    const race_carry_t *pf = race_carry(carry);
     if (!pf->n_nomatch || dm_now_us() - pf->nomatch_us >= DM_OP_TIMEOUT_US) return 0;
     for (unsigned i = 0; i < pf->n_nomatch; i++)
         if (pf->nomatch[i][0] == ref->addr && pf->nomatch[i][1] == ref->word) return 1;
@@ -135,8 +152,9 @@ static int carry_knows(const dm_race_carry_t *pf, const race_slotref_t *ref)
 }
 
 /* Keep the candidates just read that hold other keys, for the next lookup of the carry. */
-static void carry_remember(const dm_ctx_t *ctx, dm_race_carry_t *pf, const cand_t *c, unsigned n)
+static void carry_remember(const dm_ctx_t *ctx, dm_race_carry_t *carry, const cand_t *c, unsigned n)
 {
+    race_carry_t *pf = race_carry(carry);
     unsigned k = 0, cap = sizeof(pf->nomatch) / sizeof(pf->nomatch[0]);
     for (unsigned i = 0; i < n && k < cap; i++) {
         if (c[i].state != CAND_NOMATCH) continue;
@@ -162,8 +180,8 @@ static int lookup_from(dm_ctx_t *ctx, dm_batch_t *b, lookup_t *lk, const void *k
             pf->prefetched = 0; /* good for one lookup: a retry reads again */
             /* The slot words are as old as the lock batch: so is the operation. */
             if (pf->read_us && pf->read_us < ctx->start_us) ctx->start_us = pf->read_us;
-            memcpy(&lk->loc, pf->loc, sizeof(lk->loc));
-            memcpy(&lk->cbs, pf->cbs, sizeof(lk->cbs));
+            memcpy(&lk->loc, &race_carry(pf)->loc, sizeof(lk->loc));
+            memcpy(&lk->cbs, &race_carry(pf)->cbs, sizeof(lk->cbs));
             rc = b->n ? dm_batch_exec(ctx, b) : 0;
         } else {
             race_locate(r, key, klen, &lk->loc);
@@ -231,8 +249,8 @@ static int lookup(dm_ctx_t *ctx, dm_batch_t *b, lookup_t *lk, const void *key, s
 static void take_item(lookup_t *lk, dm_race_item_t *item)
 {
     cand_t *c = &lk->c[lk->first];
-    item->slot_addr = c->ref.addr;
-    item->slot = c->ref.word & ~RACE_SLOT_MOVING;
+    item->addr = c->ref.addr;
+    item->version = c->ref.word & ~RACE_SLOT_MOVING;
     item->block = c->block;
     item->block_len = c->block_len;
     item->view = c->view;

@@ -292,7 +292,7 @@ static void test_checksum(void)
     CHECK(dm_kv_set(&ctx, "key", 3, "0123456789", 10, 0, 0, NULL) == 1);
     dm_race_item_t it;
     CHECK(dm_race_search(&ctx, "key", 3, &it) == 1);
-    uint64_t off = dm_gaddr_off(race_slot_ptr(it.slot));
+    uint64_t off = dm_gaddr_off(race_slot_ptr(it.version));
     free(it.block);
     /* Transient tear: the retry returns the right value. */
     tear_hook_t t = {.base = base, .block_off = off};

@@ -15,6 +15,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dmkv/index.h" /* CHIME is a range index: its key type is the role's */
 #include "dmkv/worker.h"
 
 #define DM_CHIME_SPAN 64      /* leaf entries (default) */
@@ -37,11 +38,10 @@ void dm_chime_set_inner_fanout(unsigned max_children);
  * CAS on the superblock's chime_root) if no gateway has yet. 1-3 RTTs. Returns 0 or DM_E*. */
 int dm_chime_attach(dm_ctx_t *ctx, dm_chime_t **out);
 
-/* Presence of n keys in the point index: present[i] = 1 when it holds keys[i] (live or
- * expired), else 0. Returns 0 or DM_E*. CHIME settles pending entries (a dead locker's,
- * FLUSHALL, repairs) with it and so never names the point index. */
-typedef int (*dm_chime_presence_fn)(dm_ctx_t *ctx, const uint8_t *const *keys, const size_t *lens,
-                                    unsigned n, uint8_t *present);
+/* The point index's presence check (dm_point_probe_fn; expire_ms is passed NULL). CHIME
+ * settles pending entries (a dead locker's, FLUSHALL, repairs) with it and so never names
+ * the point index. */
+typedef dm_point_probe_fn dm_chime_presence_fn;
 /* Give c the presence check (kv/engines.c, right after dm_chime_attach). Until then a
  * settle that needs it fails with DM_EINVAL. */
 void dm_chime_set_presence(dm_chime_t *c, dm_chime_presence_fn fn);
@@ -134,12 +134,8 @@ int dm_chime_search(dm_ctx_t *ctx, const void *key, size_t klen, int *pending);
  * 1 RTT with cached inner nodes. Returns 0 or DM_E*. */
 int dm_chime_watch_sig(dm_ctx_t *ctx, const void *key, size_t klen, uint64_t *sig);
 
-/* One key of a leaf as SCAN sees it. */
-typedef struct dm_chime_key {
-    uint8_t *data; /* malloc'd */
-    size_t len;
-    int pending;
-} dm_chime_key_t;
+/* One key of a leaf as SCAN sees it (dm_range_key_t). */
+typedef dm_range_key_t dm_chime_key_t;
 
 /* Read whole leaves starting at the leaf encoded in cursor (0 = the leaf covering prefix,
  * or the leftmost leaf when plen == 0), following sibling pointers, until about count keys

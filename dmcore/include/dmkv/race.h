@@ -13,6 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dmkv/index.h" /* RACE is a point index: its types are the role's */
 #include "dmkv/kvblock.h"
 #include "dmkv/worker.h"
 
@@ -31,18 +32,11 @@ void dm_race_set_create_groups(uint64_t groups);
 int dm_race_attach(dm_ctx_t *ctx, dm_race_t **out);
 void dm_race_detach(dm_race_t *r);
 
-/* What a write intends, decided from the current value (v == NULL: key absent).
- * Return 1 to go ahead, 0 to leave the key untouched. */
-typedef int (*dm_race_decide_fn)(void *arg, const dm_kv_view_t *v);
+/* What a write intends (dm_point_decide_fn): 1 go ahead, 0 leave the key untouched. */
+typedef dm_point_decide_fn dm_race_decide_fn;
 
-/* A found item: its slot and a private copy of its whole KV block. */
-typedef struct dm_race_item {
-    dm_gaddr_t slot_addr;
-    uint64_t slot;  /* slot word as read */
-    uint8_t *block; /* malloc'd copy of the block (free()) */
-    uint64_t block_len;
-    dm_kv_view_t view; /* points into block */
-} dm_race_item_t;
+/* A found item (dm_point_item_t): addr is its slot's address, version the slot word. */
+typedef dm_point_item_t dm_race_item_t;
 
 /* Search (Algorithm 4, duplicates resolved by the inserters' rule: smallest bucket number,
  * then slot). 2 RTTs (+1 for blocks over 16 KB). Returns 1 and fills *item (free its
@@ -78,27 +72,9 @@ int dm_race_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
                 dm_race_decide_fn decide, void *arg, int keep_ttl, dm_race_item_t *old);
 
 /* What a write under the key's CHIME leaf lock (the hybrid protocol, dmcore/kv/hybrid.c)
- * carries from the unlocked attempt before it and what it read with the lock. Zero it. */
-typedef struct dm_race_carry {
-    dm_gaddr_t block;       /* the value's block, written by an earlier attempt (0: none) */
-    uint64_t block_len;     /* its bytes */
-    int block_posted;       /* a slot CAS naming it was posted once: never reuse it at once */
-    int locked;             /* the leaf lock is held: no one else changes the key's presence */
-    uint64_t sure_until_us; /* monotonic µs until which no other insert of the key can overlap
-                               (the lease, dm_chime_lock_sure_until); later, or 0 after a
-                               takeover, an insert runs RACE's duplicate check all the same */
-    uint64_t commit_by_us;  /* monotonic µs after which the insert's slot CAS must not be
-                               posted any more (the lock's hold bound, dm_chime_lock_hold_until):
-                               it may wait for its commit turn until then */
-    int prefetched;         /* loc/cbs were read in the lock's batch, behind its CAS */
-    uint64_t read_us;       /* monotonic µs that batch was posted: an operation using the
-                               buckets counts its age from there (dm_ctx_check, ABA) */
-    uint64_t loc[6];        /* race_loc_t of the prefetch (ops.c) */
-    uint64_t cbs[32];       /* race_cbs_t: the two combined buckets as read */
-    uint64_t nomatch[4][2]; /* {slot address, word} read and found to name another key */
-    unsigned n_nomatch;
-    uint64_t nomatch_us; /* monotonic µs no later than those reads */
-} dm_race_carry_t;
+ * carries from the unlocked attempt before it and what it read with the lock
+ * (dm_point_carry_t; RACE keeps the prefetched buckets in its engine words). Zero it. */
+typedef dm_point_carry_t dm_race_carry_t;
 
 /* Append READs of key's two combined buckets (2 verbs, 256 bytes, all to the subtable's
  * memory node) to b, into carry. The caller sets carry->prefetched once b executed with
@@ -142,7 +118,7 @@ int dm_race_delete_carry(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_de
 /* Walk the buckets from cursor (0 = start). Calls emit(arg, view) for every live item of
  * about count keys' worth of buckets, sets *next (0 when the walk is complete).
  * A cursor past the end finishes the walk (Redis accepts any cursor). Returns 0 or DM_E*. */
-typedef void (*dm_race_emit_fn)(void *arg, const dm_kv_view_t *v);
+typedef dm_point_emit_fn dm_race_emit_fn;
 int dm_race_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, dm_race_emit_fn emit, void *arg,
                  uint64_t *next);
 
