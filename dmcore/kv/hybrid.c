@@ -60,7 +60,7 @@ static int gate_decide(void *p, const dm_kv_view_t *v)
     g->conflict = 0;
     if (g->guard) {
         int live = v && (v->expire_ms == 0 || v->expire_ms > dm_wall_ms());
-        if ((live ? v->slot : 0) != g->guard->slot ||
+        if ((live ? v->version : 0) != g->guard->version ||
             (live ? v->write_id : 0) != g->guard->write_id) {
             g->conflict = 1; /* the slot CAS would write over a change WATCH must see */
             g->gs->tripped = 1;

@@ -46,21 +46,21 @@ static int copy_value(const dm_kv_view_t *v, dm_value_t *out)
 /* A read inside EXEC of a key WATCHed and not yet written by the transaction: a value
  * other than the watched one trips the guard set (the EXEC aborts if nothing was written
  * yet), as the check before EXEC would have. */
-static void check_read_guard(const void *key, size_t klen, uint64_t slot, uint64_t write_id)
+static void check_read_guard(const void *key, size_t klen, uint64_t version, uint64_t write_id)
 {
     dm_kv_guard_set_t *gs = kv_guard_current();
     dm_kv_guard_t *g = kv_guard_find(gs, key, klen);
-    if (g && !g->done && (slot != g->slot || write_id != g->write_id)) gs->tripped = 1;
+    if (g && !g->done && (version != g->version || write_id != g->write_id)) gs->tripped = 1;
 }
 
 int dm_kv_get(dm_ctx_t *ctx, const void *key, size_t klen, dm_value_t *out)
 {
     dm_point_item_t it;
     int rc = point_role()->search_cached(ctx, key, klen, &it);
-    uint64_t slot = 0, wid = 0;
+    uint64_t version = 0, wid = 0;
     if (rc == 1) {
         if (live(&it.view, dm_wall_ms())) {
-            slot = it.version;
+            version = it.version;
             wid = it.view.write_id;
             rc = out ? copy_value(&it.view, out) == 0 ? 1 : DM_ENOMEM : 1;
         } else {
@@ -68,7 +68,7 @@ int dm_kv_get(dm_ctx_t *ctx, const void *key, size_t klen, dm_value_t *out)
         }
         free(it.block);
     }
-    if (rc >= 0) check_read_guard(key, klen, slot, wid);
+    if (rc >= 0) check_read_guard(key, klen, version, wid);
     return rc;
 }
 

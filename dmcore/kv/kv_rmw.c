@@ -112,15 +112,16 @@ int dm_kv_absent_sig(dm_ctx_t *ctx, const void *key, size_t klen, uint64_t *sig)
     return range_role()->watch_sig(ctx, key, klen, sig);
 }
 
-int dm_kv_slot(dm_ctx_t *ctx, const void *key, size_t klen, uint64_t *slot, uint64_t *write_id)
+int dm_kv_version(dm_ctx_t *ctx, const void *key, size_t klen, uint64_t *version,
+                  uint64_t *write_id)
 {
     dm_point_item_t it;
     memset(&it, 0, sizeof(it));
-    *slot = *write_id = 0;
+    *version = *write_id = 0;
     int rc = point_role()->search(ctx, key, klen, &it);
     if (rc < 0) return rc;
     if (rc == 1 && is_live(&it.view, dm_wall_ms())) {
-        *slot = it.version;
+        *version = it.version;
         *write_id = it.view.write_id;
     }
     free(it.block);

@@ -322,7 +322,7 @@ static int cached_get(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_
     if (!rc && now == want.word && dm_kvblock_key_equals(block, len, key, klen) &&
         dm_kvblock_parse(block, len, &view) == 0) {
         *item = (dm_race_item_t){want.slot_addr, want.word, block, len, view};
-        item->view.slot = want.word;
+        item->view.version = want.word;
         /* Read after start_us: seen valid again (the entry may hold another key by now:
          * the batch yielded, and other operations stored keys in its set). */
         refresh_seen(ctx->w->race, &want, ctx->start_us);

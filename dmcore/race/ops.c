@@ -680,7 +680,7 @@ static int cached_update(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *b
         race_addr_cache_stale(r, key, klen);
         return 2;
     }
-    view.slot = w;
+    view.version = w;
     dm_race_item_t cur = {sa, w, ob, olen, view};
     if (decide && !decide(arg, &view)) {
         if (old)
@@ -877,7 +877,7 @@ int dm_race_set_carry(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *bloc
         } else if (!rc) {
             word = race_slot(lk.loc.fp, dm_kvblock_len_units(block_len), addr);
             dm_kv_view_t *cur = lk.first >= 0 ? &lk.c[lk.first].view : NULL;
-            if (cur) cur->slot = lk.c[lk.first].ref.word & ~RACE_SLOT_MOVING;
+            if (cur) cur->version = lk.c[lk.first].ref.word & ~RACE_SLOT_MOVING;
             if (decide && !decide(arg, cur)) {
                 if (old && lk.first >= 0)
                     take_item(&lk, old); /* SET ... NX GET still reports the old value */
@@ -1029,7 +1029,7 @@ int dm_race_delete_carry(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_de
             help_stuck_split(ctx, &lk.loc, &rt);
         }
         if (!rc && !deleted && lk.first >= 0)
-            lk.c[lk.first].view.slot = lk.c[lk.first].ref.word & ~RACE_SLOT_MOVING;
+            lk.c[lk.first].view.version = lk.c[lk.first].ref.word & ~RACE_SLOT_MOVING;
         if (!rc && !deleted && decide && !decide(arg, &lk.c[lk.first].view)) {
             cands_free(lk.c, lk.n);
             return 0;

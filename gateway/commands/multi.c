@@ -2,12 +2,13 @@
  * EXEC runs the queued commands one after another on this connection's coroutine: no
  * other command of this connection interleaves, but commands from other connections and
  * other gateways may run between them (README "Transactions"). WATCH records each key's
- * RACE slot word (dm_kv_slot: 0 when absent); EXEC re-reads them all and aborts (null
- * reply) if any changed, whichever gateway changed it. The queued commands then run under
- * write guards (kv.h): a write of a watched key goes ahead only if its slot word is still
- * the watched one, inside the write's own slot CAS. A guard that trips before anything was
- * written aborts the EXEC (null reply), so a watched key changed after the check is never
- * overwritten; one that trips later fails that command (README "Transactions"). */
+ * version token (dm_kv_version: 0 when absent; RACE's slot word); EXEC re-reads them all
+ * and aborts (null reply) if any changed, whichever gateway changed it. The queued commands
+ * then run under write guards (kv.h): a write of a watched key goes ahead only if its
+ * version token is still the watched one, inside the write's own commit (RACE: slot CAS). A guard
+ * that trips before anything was written aborts the EXEC (null reply), so a watched key changed
+ * after the check is never overwritten; one that trips later fails that command (README
+ * "Transactions"). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,7 +22,7 @@
 typedef struct gw_watch {
     char *key;
     size_t klen;
-    uint64_t slot;       /* slot word at WATCH time, 0 = absent */
+    uint64_t version;    /* version token at WATCH time, 0 = absent */
     uint64_t write_id;   /* its block's write id (a reused block recurs the slot word) */
     uint64_t absent_sig; /* absent at WATCH time: dm_kv_absent_sig (SET + DEL changes it) */
 } gw_watch_t;
@@ -84,10 +85,10 @@ static int watches_hold(gw_conn_t *c)
         dm_ctx_t ctx;
         uint64_t slot, wid;
         dm_ctx_init(&ctx, c->th->w, DM_CLS_GET);
-        int rc = dm_kv_slot(&ctx, c->watches[i].key, c->watches[i].klen, &slot, &wid);
+        int rc = dm_kv_version(&ctx, c->watches[i].key, c->watches[i].klen, &slot, &wid);
         dm_stats_op(DM_CLS_GET);
         if (rc < 0) return rc;
-        if (slot != c->watches[i].slot || wid != c->watches[i].write_id) return 0;
+        if (slot != c->watches[i].version || wid != c->watches[i].write_id) return 0;
         if (!slot) {
             uint64_t sig;
             rc = dm_kv_absent_sig(&ctx, c->watches[i].key, c->watches[i].klen, &sig);
@@ -127,8 +128,8 @@ void cmd_exec(gw_conn_t *c, gw_cmd_t *cmd)
     dm_kv_guard_t *guards = calloc(nw ? nw : 1, sizeof(*guards));
     if (!guards) abort();
     for (size_t i = 0; i < nw; i++)
-        guards[i] =
-            (dm_kv_guard_t){(const uint8_t *)ws[i].key, ws[i].klen, ws[i].slot, ws[i].write_id, 0};
+        guards[i] = (dm_kv_guard_t){(const uint8_t *)ws[i].key, ws[i].klen, ws[i].version,
+                                    ws[i].write_id, 0};
     dm_kv_guard_set_t gs = {.g = guards, .n = nw};
     gw_cmd_t *q = c->mq_head;
     int n = c->mq_n;
@@ -175,7 +176,7 @@ void cmd_watch(gw_conn_t *c, gw_cmd_t *cmd)
         dm_ctx_t ctx;
         uint64_t slot, wid;
         dm_ctx_init(&ctx, c->th->w, DM_CLS_GET);
-        int rc = dm_kv_slot(&ctx, cmd->argv[i], cmd->argvlen[i], &slot, &wid);
+        int rc = dm_kv_version(&ctx, cmd->argv[i], cmd->argvlen[i], &slot, &wid);
         uint64_t sig = 0;
         if (rc == 0 && !slot) rc = dm_kv_absent_sig(&ctx, cmd->argv[i], cmd->argvlen[i], &sig);
         dm_stats_op(DM_CLS_GET);
@@ -198,7 +199,7 @@ void cmd_watch(gw_conn_t *c, gw_cmd_t *cmd)
         if (!w->key) abort();
         memcpy(w->key, cmd->argv[i], cmd->argvlen[i] + 1);
         w->klen = cmd->argvlen[i];
-        w->slot = slot;
+        w->version = slot;
         w->write_id = wid;
         w->absent_sig = sig;
     }

@@ -143,15 +143,16 @@ int dm_kv_rmw(dm_ctx_t *ctx, const void *key, size_t klen, dm_kv_rmw_fn fn, void
 int dm_kv_mark_volatile(dm_ctx_t *ctx);
 
 /* Write guards (WATCH ... EXEC). While a guard set is active on a coroutine, that
- * coroutine's writes of a guarded key go ahead only if the key's RACE slot word is still
- * g.slot (0 = absent or expired), checked inside the write's own slot CAS, so no write by
+ * coroutine's writes of a guarded key go ahead only if the key's version token is still
+ * g.version (0 = absent or expired), checked inside the write's own commit (RACE: the slot
+ * CAS), so no write by
  * any gateway can slip in between. A mismatch does nothing, sets the set's tripped flag
  * and makes the write return DM_ECONFLICT. A guard covers a key's first write; writes
  * counts every write done under the set. */
 typedef struct dm_kv_guard {
     const uint8_t *key;
     size_t klen;
-    uint64_t slot;     /* from dm_kv_slot at WATCH time */
+    uint64_t version;  /* from dm_kv_version at WATCH time */
     uint64_t write_id; /* the block's write id then (0 when absent) */
     int done;          /* written once under the guard */
 } dm_kv_guard_t;
@@ -169,11 +170,13 @@ typedef struct dm_kv_guard_set {
 void dm_kv_guard_begin(dm_kv_guard_set_t *s);
 void dm_kv_guard_end(dm_kv_guard_set_t *s);
 
-/* The key's current RACE slot word (fingerprint, length, block address) and its block's
- * write id when the key is live, 0 and 0 when absent or expired. WATCH compares both: the
- * slot word alone recurs once a freed block (quarantined 2 s) is reused for the same key
- * with the same length; the write id never does. Returns 0 or DM_E*. */
-int dm_kv_slot(dm_ctx_t *ctx, const void *key, size_t klen, uint64_t *slot, uint64_t *write_id);
+/* The key's current version token (dm_point_item_t.version; RACE: the slot word, i.e.
+ * fingerprint, length, block address) and its block's write id when the key is live, 0 and
+ * 0 when absent or expired. WATCH compares both: RACE's slot word alone recurs once a freed
+ * block (quarantined 2 s) is reused for the same key with the same length; the write id
+ * never does. Returns 0 or DM_E*. */
+int dm_kv_version(dm_ctx_t *ctx, const void *key, size_t klen, uint64_t *version,
+                  uint64_t *write_id);
 
 /* For WATCH of an absent key: a token that changes when the key is created and deleted
  * again (dm_chime_watch_sig: its leaf neighborhood's versions; a neighbor key's change may

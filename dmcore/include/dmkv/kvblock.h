@@ -29,7 +29,8 @@ typedef struct dm_kv_view {
     uint32_t val_len;
     uint64_t expire_ms;
     uint64_t write_id; /* the block's write id (see the layout above) */
-    uint64_t slot;     /* the RACE slot word the item was found under (set for decide callbacks) */
+    uint64_t version;  /* the item's version token (dm_point_item_t.version; RACE: its slot
+                          word), set for decide callbacks */
 } dm_kv_view_t;
 
 /* Total block bytes (multiple of DM_UNIT) for a key and value of these lengths. */
