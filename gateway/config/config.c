@@ -10,6 +10,7 @@
 
 #include "dmkv/clock.h"
 #include "dmkv/chime.h"
+#include "dmkv/index.h"
 #include "dmkv/log.h"
 #include "config/obuf_limits.h"
 #include "util/buf.h"
@@ -30,6 +31,9 @@ void gw_config_usage(FILE *f, const char *prog)
         "                         number of online CPUs)\n"
         "  --memnode <uri>        memory node: local | tcp://host:port (repeat, in node "
         "order; required)\n"
+        "  --point-index <name>   point index engine for a pool this gateway creates; a\n"
+        "                         pool made with another one is refused (default race)\n"
+        "  --range-index <name>   range index engine, likewise (default chime)\n"
         "  --chime-leaf-span <n>  CHIME leaf entries for a pool this gateway creates (default 64)\n"
         "  --chime-neighborhood <n> hopscotch neighborhood H of those leaves (default 8)\n"
         "  --max-clock-skew-ms <ms> refuse key commands while this gateway's clock is surely\n"
@@ -75,9 +79,12 @@ void gw_config_free(gw_config_t *cfg)
         free(cfg->memnodes[i]);
     free(cfg->config_file);
     free(cfg->client_obuf_limit);
+    free(cfg->point_index);
+    free(cfg->range_index);
     cfg->nbind = cfg->nmemnodes = 0;
     cfg->config_file = NULL;
     cfg->client_obuf_limit = NULL;
+    cfg->point_index = cfg->range_index = NULL;
 }
 
 static bool parse_int(const char *s, long lo, long hi, int *out)
@@ -117,6 +124,11 @@ static int apply(gw_config_t *cfg, bool from_cli, const char *name, int argc, ch
                      GW_MAX_THREADS);
             return -1;
         }
+    } else if ((!strcasecmp(name, "point-index") || !strcasecmp(name, "range-index")) &&
+               argc == 1) {
+        char **slot = !strcasecmp(name, "point-index") ? &cfg->point_index : &cfg->range_index;
+        free(*slot);
+        *slot = strdup(argv[0]);
     } else if ((!strcasecmp(name, "chime-leaf-span") || !strcasecmp(name, "chime-neighborhood")) &&
                argc == 1) {
         int v;
@@ -295,6 +307,8 @@ int gw_config_parse(gw_config_t *cfg, int argc, char **argv, char *err, size_t e
                                       "client-output-buffer-limit",
                                       "local-size",
                                       "local-delay-us",
+                                      "point-index",
+                                      "range-index",
                                       "chime-leaf-span",
                                       "chime-neighborhood",
                                       "max-clock-skew-ms"};
@@ -338,6 +352,7 @@ int gw_config_parse(gw_config_t *cfg, int argc, char **argv, char *err, size_t e
                  "or --memnode tcp://127.0.0.1:7000)");
         return -1;
     }
+    if (dm_kv_choose_engines(cfg->point_index, cfg->range_index, err, errlen)) return -1;
     if (dm_chime_set_create_geometry((unsigned)cfg->chime_span, (unsigned)cfg->chime_nbhd)) {
         snprintf(err, errlen,
                  "chime-leaf-span must be a multiple of chime-neighborhood and at least twice it");

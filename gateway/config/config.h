@@ -15,6 +15,7 @@ typedef struct gw_config {
     int nbind;
     int threads;                     /* worker threads (default: online CPUs) */
     int chime_span, chime_nbhd;      /* CHIME leaf geometry for a pool this gateway creates */
+    char *point_index, *range_index; /* index engines asked for (NULL: race, chime) */
     char *memnodes[GW_MAX_MEMNODES]; /* pool URIs in node order (required) */
     int nmemnodes;
     int loglevel;                /* DM_LOG_* (default notice) */

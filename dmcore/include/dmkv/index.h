@@ -82,7 +82,8 @@ typedef struct dm_index_stat {
 #define DM_INDEX_STATS_MAX 32 /* room a caller of stats() needs */
 
 typedef struct dm_point_index_ops {
-    const char *name; /* "race" */
+    const char *name; /* "race" (--point-index) */
+    uint8_t id;       /* its number in the pool's superblock (engines): never reused */
     /* Attach w to the pool's index (creating it on a new pool): 0 or DM_E*. */
     int (*attach)(dm_ctx_t *ctx, dm_worker_t *w);
     void (*detach)(dm_worker_t *w);
@@ -133,7 +134,8 @@ typedef struct dm_point_index_ops {
 } dm_point_index_ops_t;
 
 typedef struct dm_range_index_ops {
-    const char *name; /* "chime" */
+    const char *name; /* "chime" (--range-index) */
+    uint8_t id;       /* as the point index's */
     int (*attach)(dm_ctx_t *ctx, dm_worker_t *w);
     void (*detach)(dm_worker_t *w);
     /* Settle every pending entry and drop entries the point index no longer has
@@ -186,8 +188,14 @@ typedef struct dm_range_index_ops {
     int (*reset)(dm_ctx_t *ctx);
 } dm_range_index_ops_t;
 
-/* The engines this process runs (kv/engines.c). */
+/* The engines this process runs (kv/engines.c): RACE + CHIME unless chosen otherwise. */
 const dm_point_index_ops_t *dm_kv_point_index(void);
 const dm_range_index_ops_t *dm_kv_range_index(void);
+
+/* Choose the engines by name (NULL: keep the current one) before the first worker is
+ * created: they are used for a pool this process creates, and a pool created with other
+ * engines is refused (dm_kv_worker_create). Returns 0, or -1 with err naming the unknown
+ * engine and the ones this build has. */
+int dm_kv_choose_engines(const char *point, const char *range, char *err, size_t errlen);
 
 #endif

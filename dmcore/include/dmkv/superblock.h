@@ -40,7 +40,10 @@ typedef struct dm_superblock {
                                  chunk_free, 0 = empty */
     uint64_t returned_bytes;  /* node 0: bytes on every node's returned-block stack, kept with
                                  FAA beside each push and pop (INFO pool_returned_bytes) */
-    uint64_t reserved[15];
+    uint64_t engines;         /* node 0: the index engines the pool was created with, point
+                                 engine id | range engine id << 8 (kv/engines.c), set by CAS
+                                 from 0; 0 in pools made before 2026-11-27: RACE + CHIME */
+    uint64_t reserved[14];
     uint64_t alloc_board[32];   /* node 0: per clock-board slot, the gaddr of that gateway's
                                    allocation record (dmkv/alloc.h dm_alloc_register), 0 =
                                    none: a dead gateway's unused chunk tails are found here */
