@@ -4,6 +4,7 @@
 #define DMKV_KV_ROLES_H
 
 #include "dmkv/index.h"
+#include "dmkv/kv.h"
 
 /* The point index (values; RACE today). */
 static inline const dm_point_index_ops_t *point_role(void)

@@ -168,6 +168,13 @@ static void pause_fire(uv_timer_t *t)
     if (co) dm_coro_resume(co);
 }
 
+int dm_fault_point(dm_ctx_t *ctx, dm_fault_site_t site)
+{
+    uint32_t ms = dm_fault_delay_ms(site);
+    if (ms) dm_ctx_sleep(ctx, ms * 1000u);
+    return ms != 0;
+}
+
 void dm_ctx_sleep(dm_ctx_t *ctx, uint32_t us)
 {
     int fired = 0;

@@ -11,6 +11,7 @@
 #include "dmkv/clock.h"
 #include "dmkv/chime.h"
 #include "dmkv/index.h"
+#include "dmkv/kv.h"
 #include "dmkv/log.h"
 #include "config/obuf_limits.h"
 #include "util/buf.h"

@@ -9,6 +9,7 @@
 #include "dmkv/errors.h"
 #include "dmkv/log.h"
 #include "dmkv/index.h"
+#include "dmkv/kv.h"
 
 static gw_dead_repair_stats_t stats; /* atomics: INFO reads them from any thread */
 static int again;                    /* thread 0 only (the clock board's thread) */

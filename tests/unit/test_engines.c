@@ -8,6 +8,7 @@
 
 #include "dmkv/batch.h"
 #include "dmkv/index.h"
+#include "dmkv/kv.h"
 #include "dmkv/superblock.h"
 #include "harness.h"
 #include "worker_util.h"

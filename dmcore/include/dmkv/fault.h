@@ -13,8 +13,6 @@
 
 #include <stdint.h>
 
-struct dm_ctx; /* dmkv/worker.h: this header is also used below the batch layer */
-
 typedef enum {
     DM_FAULT_LOCKED,      /* a leaf lock held, before the RACE slot CAS (kv/hybrid.c) */
     DM_FAULT_INSERTED,    /* a new key's slot CAS done, before its duplicate check (race/ops.c) */
@@ -43,8 +41,7 @@ typedef enum {
  * aim at one window in-process; not safe while other threads pass fault points. */
 void dm_fault_configure(const char *spec);
 
-/* Maybe stall the calling coroutine at site (see above). Returns 1 if it stalled. */
-int dm_fault_point(struct dm_ctx *ctx, dm_fault_site_t site);
+/* dm_fault_point (worker.h) stalls the calling coroutine at a site. */
 
 /* 1 when site is configured at all: lets a data path skip the work of finding out whether
  * a pass qualifies (transport/tcp.c, rdma.c scan a message for bounded batches). */

@@ -5,7 +5,9 @@
  * worker, the data path of the hybrid protocol (kv/hybrid.c composes one point role and
  * one range role), counting, recounting and flushing keys, SCAN, and statistics for INFO.
  * kv/engines.c is the one file that fills them with concrete engines, whose own headers
- * (race.h, chime.h) name these types under their own names. */
+ * (race.h, chime.h) name these types under their own names; kv.h says which engines this
+ * process runs. This header is an interface only: it has no code of its own, so engines
+ * include it without depending on the KV layer that composes them. */
 #ifndef DMKV_INDEX_H
 #define DMKV_INDEX_H
 
@@ -187,15 +189,5 @@ typedef struct dm_range_index_ops {
     /* Replace the index by an empty one (offline: dmkv-index-rebuild). */
     int (*reset)(dm_ctx_t *ctx);
 } dm_range_index_ops_t;
-
-/* The engines this process runs (kv/engines.c): RACE + CHIME unless chosen otherwise. */
-const dm_point_index_ops_t *dm_kv_point_index(void);
-const dm_range_index_ops_t *dm_kv_range_index(void);
-
-/* Choose the engines by name (NULL: keep the current one) before the first worker is
- * created: they are used for a pool this process creates, and a pool created with other
- * engines is refused (dm_kv_worker_create). Returns 0, or -1 with err naming the unknown
- * engine and the ones this build has. */
-int dm_kv_choose_engines(const char *point, const char *range, char *err, size_t errlen);
 
 #endif

@@ -8,6 +8,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "dmkv/index.h"
 #include "dmkv/kvblock.h" /* DM_KV_MAX_KEY, DM_KV_MAX_VALUE, dm_kv_view_t */
 #include "dmkv/worker.h"
 
@@ -17,6 +18,16 @@
  * Returns NULL with a message in err; dm_worker_destroy detaches them. */
 dm_worker_t *dm_kv_worker_create(uv_loop_t *loop, const char *const *uris, unsigned n, char *err,
                                  size_t errlen);
+
+/* The engines this process runs (kv/engines.c): RACE + CHIME unless chosen otherwise. */
+const dm_point_index_ops_t *dm_kv_point_index(void);
+const dm_range_index_ops_t *dm_kv_range_index(void);
+
+/* Choose the engines by name (NULL: keep the current one) before the first worker is
+ * created: they are used for a pool this process creates, and a pool created with other
+ * engines is refused (dm_kv_worker_create). Returns 0, or -1 with err naming the unknown
+ * engine and the ones this build has. */
+int dm_kv_choose_engines(const char *point, const char *range, char *err, size_t errlen);
 
 /* For offline tools (dmkv-pool-reclaim, dmkv-index-rebuild): attach a worker to the pool
  * named by uris (dm_kv_worker_create, on a loop of its own), run fn(ctx, arg) on it with

@@ -10,6 +10,7 @@
 #include <stdint.h>
 #include <uv.h>
 
+#include "dmkv/fault.h"
 #include "dmkv/gaddr.h"
 #include "dmkv/stats.h"
 #include "dmkv/transport.h"
@@ -90,6 +91,9 @@ void dm_ctx_init(dm_ctx_t *ctx, dm_worker_t *w, dm_cls_t cls);
 /* Suspend the operation for about us microseconds (libuv timer, millisecond granularity):
  * the coroutine yields, or the loop runs when called outside one. */
 void dm_ctx_sleep(dm_ctx_t *ctx, uint32_t us);
+/* Maybe stall the calling coroutine at a test fault point (dmkv/fault.h): sleeps
+ * dm_fault_delay_ms(site) milliseconds. Returns 1 if it stalled. */
+int dm_fault_point(dm_ctx_t *ctx, dm_fault_site_t site);
 /* Let the worker's other ready operations and I/O run once before continuing. */
 void dm_ctx_yield(dm_ctx_t *ctx);
 
