@@ -1,9 +1,9 @@
 /* Repair after a dead gateway (issue 12): when this process's clock-board tick finds a peer
  * gateway dead (its word unchanged for 2 * DM_CLOCK_STALE_MS, dmkv/clock.h) and clears its
  * slot, it repairs what that gateway may have left behind while the pool serves. Today:
- * the key counter (DBSIZE), recounted from RACE (dm_race_recount), in case the dead
- * gateway's last counter FAA never left. Its leaf locks expire by lease and their pending
- * entries are settled by the next holder; a separator it never inserted is repaired by
+ * the key counter (DBSIZE), recounted from the point index (its role's recount: dm_race_recount),
+ * in case the dead gateway's last counter FAA never left. Its leaf locks expire by lease and their
+ * pending entries are settled by the next holder; a separator it never inserted is repaired by
  * CHIME (chime/repair.c); its chunks, unlinked blocks and free lists are reclaimed only
  * offline (dmkv-pool-reclaim). */
 #ifndef GW_SERVER_DEAD_REPAIR_H
