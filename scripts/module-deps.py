@@ -13,7 +13,7 @@ import re
 import sys
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "dmcore")
-OWNERS = {"race": "race", "chime": "chime", "kv": "kv", "rebuild": "kv"}
+OWNERS = {"race": "race", "chime": "chime", "kv": "kv", "rebuild": "kv", "index": None}
 INCLUDE = re.compile(r'#include "dmkv/(\w+)\.h"')
 
 
@@ -24,8 +24,8 @@ def main():
             for line in f:
                 if line.startswith("#include"):
                     m = INCLUDE.match(line)
-                    if m:
-                        owner.setdefault(m.group(1), os.path.basename(os.path.dirname(c)))
+                    if m and m.group(1) not in owner:
+                        owner[m.group(1)] = os.path.basename(os.path.dirname(c))
                     break
     deps, why = collections.defaultdict(set), collections.defaultdict(list)
     for path in glob.glob(os.path.join(ROOT, "*", "*.[ch]")):

@@ -34,6 +34,9 @@ int dm_chime_set_create_geometry(unsigned span, unsigned nbhd);
  * as many as fit in its 8 KiB). Tests use small fanouts to grow the tree. */
 void dm_chime_set_inner_fanout(unsigned max_children);
 
+/* CHIME's table as the range role (chime/index_ops.c), listed by kv/engines.c. */
+extern const dm_range_index_ops_t dm_chime_range_index;
+
 /* Attach this worker to the pool's CHIME tree, creating it (an empty root leaf published by
  * CAS on the superblock's chime_root) if no gateway has yet. 1-3 RTTs. Returns 0 or DM_E*. */
 int dm_chime_attach(dm_ctx_t *ctx, dm_chime_t **out);

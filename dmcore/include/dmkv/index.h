@@ -83,6 +83,18 @@ typedef struct dm_index_stat {
 
 #define DM_INDEX_STATS_MAX 32 /* room a caller of stats() needs */
 
+/* A counter, and a ratio a / b printed with decimals, as an engine's stats() reports them. */
+static inline dm_index_stat_t dm_index_count(const char *name, uint64_t u)
+{
+    return (dm_index_stat_t){.name = name, .u = u};
+}
+
+static inline dm_index_stat_t dm_index_ratio(const char *name, uint64_t a, uint64_t b, int decimals)
+{
+    return (dm_index_stat_t){
+        .name = name, .d = b ? (double)a / (double)b : 0.0, .decimals = decimals};
+}
+
 typedef struct dm_point_index_ops {
     const char *name; /* "race" (--point-index) */
     uint8_t id;       /* its number in the pool's superblock (engines): never reused */
@@ -139,6 +151,9 @@ typedef struct dm_range_index_ops {
     const char *name; /* "chime" (--range-index) */
     uint8_t id;       /* as the point index's */
     int (*attach)(dm_ctx_t *ctx, dm_worker_t *w);
+    /* Give w's range index the point index's presence check, with which it settles
+     * pending entries (right after attach; the composer's, kv/engines.c). */
+    void (*set_presence)(dm_worker_t *w, dm_point_probe_fn probe);
     void (*detach)(dm_worker_t *w);
     /* Settle every pending entry and drop entries the point index no longer has
      * (FLUSHALL's second half: the range index stays a superset of the point index).

@@ -27,6 +27,9 @@
  * DM_RACE_GROUPS; tests use tiny tables to reach DM_EFULL). Attaching ignores it. */
 void dm_race_set_create_groups(uint64_t groups);
 
+/* RACE's table as the point role (race/index_ops.c), listed by kv/engines.c. */
+extern const dm_point_index_ops_t dm_race_point_index;
+
 /* Attach this worker to the pool's RACE table, creating it (one-sidedly, CAS on the
  * superblock's race_root) if no gateway has yet. 1-2 RTTs, plus creation. */
 int dm_race_attach(dm_ctx_t *ctx, dm_race_t **out);

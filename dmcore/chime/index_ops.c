@@ -1,0 +1,139 @@
+/* CHIME as the range role (dmkv/index.h): the table kv/engines.c lists. */
+#include "dmkv/chime.h"
+#include "dmkv/fence.h"
+#include "dmkv/index.h"
+
+static int chime_attach(dm_ctx_t *ctx, dm_worker_t *w)
+{
+    return dm_chime_attach(ctx, &w->chime);
+}
+
+/* CHIME settles pending entries by the point index's presence (dm_chime_presence_fn). */
+static void chime_set_presence(dm_worker_t *w, dm_point_probe_fn probe)
+{
+    dm_chime_set_presence(w->chime, probe);
+}
+
+/* CHIME's leaf lock is the range role's opaque lock: handed out and taken back here only. */
+static dm_chime_lock_t *leaf_lock(dm_range_lock_t *lk)
+{
+    return (dm_chime_lock_t *)lk;
+}
+
+static const dm_chime_lock_t *leaf_lock_c(const dm_range_lock_t *lk)
+{
+    return (const dm_chime_lock_t *)lk;
+}
+
+static int chime_lock(dm_ctx_t *ctx, const void *key, size_t klen, int existing,
+                      const dm_batch_t *extra, int *fresh, dm_range_lock_t **out)
+{
+    dm_chime_lock_t *lk = NULL;
+    int rc = dm_chime_lock_with(ctx, key, klen, existing, extra, fresh, &lk);
+    *out = (dm_range_lock_t *)lk;
+    return rc;
+}
+
+static int chime_lock_insert(dm_ctx_t *ctx, const void *key, size_t klen, const dm_batch_t *extra,
+                             int *fresh, dm_range_lock_t **out)
+{
+    dm_chime_lock_t *lk = NULL;
+    int rc = dm_chime_lock_insert(ctx, key, klen, extra, fresh, &lk);
+    *out = (dm_range_lock_t *)lk;
+    return rc;
+}
+
+static int chime_mark_pending(dm_ctx_t *ctx, dm_range_lock_t *lk)
+{
+    return dm_chime_mark_pending(ctx, leaf_lock(lk));
+}
+
+static int chime_unlock(dm_ctx_t *ctx, dm_range_lock_t *lk, int present)
+{
+    return dm_chime_unlock(ctx, leaf_lock(lk), present);
+}
+
+static int chime_lock_valid(const dm_range_lock_t *lk)
+{
+    return dm_chime_lock_valid(leaf_lock_c(lk));
+}
+
+static int chime_lock_in_doubt(const dm_range_lock_t *lk)
+{
+    return dm_chime_lock_in_doubt(leaf_lock_c(lk));
+}
+
+static uint64_t chime_lock_sure_until(const dm_range_lock_t *lk)
+{
+    return dm_chime_lock_sure_until(leaf_lock_c(lk));
+}
+
+static uint64_t chime_lock_hold_until(const dm_range_lock_t *lk)
+{
+    return dm_chime_lock_hold_until(leaf_lock_c(lk));
+}
+
+static uint64_t chime_lock_posted_us(const dm_range_lock_t *lk)
+{
+    return dm_chime_lock_posted_us(leaf_lock_c(lk));
+}
+
+static uint64_t chime_lock_range(const dm_range_lock_t *lk)
+{
+    return dm_chime_lock_leaf(leaf_lock_c(lk));
+}
+
+static void chime_detach(dm_worker_t *w)
+{
+    dm_chime_detach(w->chime);
+    w->chime = NULL;
+}
+
+static size_t chime_stats(dm_index_stat_t *out)
+{
+    dm_chime_stats_t s = {0};
+    dm_chime_get_stats(&s);
+    size_t n = 0;
+    out[n++] = dm_index_count("chime_cache_nodes", s.cache_nodes);
+    out[n++] = dm_index_count("chime_cache_bytes", s.cache_bytes);
+    out[n++] = dm_index_count("chime_hotspot_lookups", s.hotspot_lookups);
+    out[n++] = dm_index_count("chime_hotspot_hits", s.hotspot_hits);
+    out[n++] = dm_index_ratio("chime_hotspot_hit_rate", s.hotspot_hits, s.hotspot_lookups, 4);
+    out[n++] = dm_index_count("chime_leaf_splits", s.leaf_splits);
+    out[n++] = dm_index_count("chime_inner_splits", s.inner_splits);
+    out[n++] = dm_index_count("chime_new_roots", s.roots);
+    out[n++] = dm_index_count("chime_scan_pages", s.scan_pages);
+    out[n++] = dm_index_ratio("chime_rtts_per_scan_page", s.scan_rtts, s.scan_pages, 2);
+    out[n++] = dm_index_count("chime_lock_waits", s.lock_waits);
+    out[n++] = dm_index_count("chime_lease_takeovers", s.lease_takeovers);
+    out[n++] = dm_index_count("chime_lease_fences", dm_fence_count());
+    out[n++] = dm_index_count("chime_right_moves", s.right_moves);
+    out[n++] = dm_index_count("chime_separator_repairs", s.sep_repairs);
+    out[n++] = dm_index_count("chime_shared_holds", s.shared_holds);
+    out[n++] = dm_index_count("chime_shared_joins", s.shared_joins);
+    return n;
+}
+
+const dm_range_index_ops_t dm_chime_range_index = {.name = "chime",
+                                                   .id = 1,
+                                                   .attach = chime_attach,
+                                                   .set_presence = chime_set_presence,
+                                                   .detach = chime_detach,
+                                                   .settle_all = dm_chime_settle_all,
+                                                   .stats = chime_stats,
+                                                   .lock = chime_lock,
+                                                   .lock_insert = chime_lock_insert,
+                                                   .mark_pending = chime_mark_pending,
+                                                   .unlock = chime_unlock,
+                                                   .lock_valid = chime_lock_valid,
+                                                   .lock_in_doubt = chime_lock_in_doubt,
+                                                   .lock_sure_until = chime_lock_sure_until,
+                                                   .lock_hold_until = chime_lock_hold_until,
+                                                   .lock_posted_us = chime_lock_posted_us,
+                                                   .lock_range = chime_lock_range,
+                                                   .search = dm_chime_search,
+                                                   .scan = dm_chime_scan,
+                                                   .random_cursor = dm_chime_random_cursor,
+                                                   .watch_sig = dm_chime_watch_sig,
+                                                   .key_bytes = dm_chime_key_bytes,
+                                                   .reset = dm_chime_reset};
