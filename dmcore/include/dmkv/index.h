@@ -4,10 +4,10 @@
  * KV layer (kv/) and the gateway reach the engines only through these tables: attaching a
  * worker, the data path of the hybrid protocol (kv/hybrid.c composes one point role and
  * one range role), counting, recounting and flushing keys, SCAN, and statistics for INFO.
- * kv/engines.c is the one file that fills them with concrete engines, whose own headers
- * (race.h, chime.h) name these types under their own names; kv.h says which engines this
- * process runs. This header is an interface only: it has no code of its own, so engines
- * include it without depending on the KV layer that composes them. */
+ * Each engine's folder fills one table (race/index_ops.c, chime/index_ops.c) and its own
+ * header names these types under its own names; kv/engines.c is the one file that lists
+ * the engines, and kv.h says which this process runs. This header is an interface only: it has no
+ * code of its own, so engines include it without depending on the KV layer that composes them. */
 #ifndef DMKV_INDEX_H
 #define DMKV_INDEX_H
 
