@@ -337,8 +337,8 @@ static void sec_dmkv(gw_buf_t *b)
                       (unsigned long long)verbs, i, up_s > 0 ? (double)msgs / up_s : 0.0, i,
                       msgs ? (double)verbs / (double)msgs : 0.0);
     }
-    gw_buf_printf(b, "point_index:%s\r\nrange_index:%s\r\n", dm_kv_point_index()->name,
-                  dm_kv_range_index()->name);
+    gw_buf_printf(b, "point_index:%s\r\nrange_index:%s\r\n", dm_kv_point_index()->engine.name,
+                  dm_kv_range_index()->engine.name);
     index_stats(b, dm_kv_point_index()->stats);
     uint64_t chained, chain_skips, early, wounds, late, breaks;
     dm_chain_stats(&chained, &chain_skips);

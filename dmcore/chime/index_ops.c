@@ -14,75 +14,6 @@ static void chime_set_presence(dm_worker_t *w, dm_point_probe_fn probe)
     dm_chime_set_presence(w->chime, probe);
 }
 
-/* CHIME's leaf lock is the range role's opaque lock: handed out and taken back here only. */
-static dm_chime_lock_t *leaf_lock(dm_range_lock_t *lk)
-{
-    return (dm_chime_lock_t *)lk;
-}
-
-static const dm_chime_lock_t *leaf_lock_c(const dm_range_lock_t *lk)
-{
-    return (const dm_chime_lock_t *)lk;
-}
-
-static int chime_lock(dm_ctx_t *ctx, const void *key, size_t klen, int existing,
-                      const dm_batch_t *extra, int *fresh, dm_range_lock_t **out)
-{
-    dm_chime_lock_t *lk = NULL;
-    int rc = dm_chime_lock_with(ctx, key, klen, existing, extra, fresh, &lk);
-    *out = (dm_range_lock_t *)lk;
-    return rc;
-}
-
-static int chime_lock_insert(dm_ctx_t *ctx, const void *key, size_t klen, const dm_batch_t *extra,
-                             int *fresh, dm_range_lock_t **out)
-{
-    dm_chime_lock_t *lk = NULL;
-    int rc = dm_chime_lock_insert(ctx, key, klen, extra, fresh, &lk);
-    *out = (dm_range_lock_t *)lk;
-    return rc;
-}
-
-static int chime_mark_pending(dm_ctx_t *ctx, dm_range_lock_t *lk)
-{
-    return dm_chime_mark_pending(ctx, leaf_lock(lk));
-}
-
-static int chime_unlock(dm_ctx_t *ctx, dm_range_lock_t *lk, int present)
-{
-    return dm_chime_unlock(ctx, leaf_lock(lk), present);
-}
-
-static int chime_lock_valid(const dm_range_lock_t *lk)
-{
-    return dm_chime_lock_valid(leaf_lock_c(lk));
-}
-
-static int chime_lock_in_doubt(const dm_range_lock_t *lk)
-{
-    return dm_chime_lock_in_doubt(leaf_lock_c(lk));
-}
-
-static uint64_t chime_lock_sure_until(const dm_range_lock_t *lk)
-{
-    return dm_chime_lock_sure_until(leaf_lock_c(lk));
-}
-
-static uint64_t chime_lock_hold_until(const dm_range_lock_t *lk)
-{
-    return dm_chime_lock_hold_until(leaf_lock_c(lk));
-}
-
-static uint64_t chime_lock_posted_us(const dm_range_lock_t *lk)
-{
-    return dm_chime_lock_posted_us(leaf_lock_c(lk));
-}
-
-static uint64_t chime_lock_range(const dm_range_lock_t *lk)
-{
-    return dm_chime_lock_leaf(leaf_lock_c(lk));
-}
-
 static void chime_detach(dm_worker_t *w)
 {
     dm_chime_detach(w->chime);
@@ -114,23 +45,22 @@ static size_t chime_stats(dm_index_stat_t *out)
     return n;
 }
 
-const dm_range_index_ops_t dm_chime_range_index = {.name = "chime",
-                                                   .id = 1,
+const dm_range_index_ops_t dm_chime_range_index = {.engine = {"chime", 1},
                                                    .attach = chime_attach,
                                                    .set_presence = chime_set_presence,
                                                    .detach = chime_detach,
                                                    .settle_all = dm_chime_settle_all,
                                                    .stats = chime_stats,
-                                                   .lock = chime_lock,
-                                                   .lock_insert = chime_lock_insert,
-                                                   .mark_pending = chime_mark_pending,
-                                                   .unlock = chime_unlock,
-                                                   .lock_valid = chime_lock_valid,
-                                                   .lock_in_doubt = chime_lock_in_doubt,
-                                                   .lock_sure_until = chime_lock_sure_until,
-                                                   .lock_hold_until = chime_lock_hold_until,
-                                                   .lock_posted_us = chime_lock_posted_us,
-                                                   .lock_range = chime_lock_range,
+                                                   .lock = dm_chime_lock_with,
+                                                   .lock_insert = dm_chime_lock_insert,
+                                                   .mark_pending = dm_chime_mark_pending,
+                                                   .unlock = dm_chime_unlock,
+                                                   .lock_valid = dm_chime_lock_valid,
+                                                   .lock_in_doubt = dm_chime_lock_in_doubt,
+                                                   .lock_sure_until = dm_chime_lock_sure_until,
+                                                   .lock_hold_until = dm_chime_lock_hold_until,
+                                                   .lock_posted_us = dm_chime_lock_posted_us,
+                                                   .lock_range = dm_chime_lock_leaf,
                                                    .search = dm_chime_search,
                                                    .scan = dm_chime_scan,
                                                    .random_cursor = dm_chime_random_cursor,

@@ -7,7 +7,7 @@
 
 #define CH_MAX_OBJS (CH_MAX_SPAN + CH_MAX_SPAN / 2) /* entries + replicas, nbhd >= 2 */
 
-struct dm_chime_lock {
+struct dm_range_lock { /* dm_chime_lock_t: CHIME's range lock (dmkv/index.h) */
     uint8_t *key;
     size_t klen;
     ch_khash_t kh;
@@ -28,7 +28,7 @@ struct dm_chime_lock {
                                     the neighborhood (an insert may follow) */
     int want_whole;              /* read the whole leaf with the lock (a shared hold: share.c) */
     struct ch_group *grp;        /* a member of this worker's shared hold of the leaf (share.c) */
-    struct dm_chime_lock *gnext; /* the hold's next member */
+    struct dm_range_lock *gnext; /* the hold's next member */
     uint64_t order_word;         /* a member's ordering READ lands here (share.c write_now) */
 };
 

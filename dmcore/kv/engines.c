@@ -17,8 +17,10 @@
 
 /* ---- the engines a pool can be made of: a new engine is one line here ---- */
 
-static const dm_point_index_ops_t *const point_engines[] = {&dm_race_point_index};
-static const dm_range_index_ops_t *const range_engines[] = {&dm_chime_range_index};
+/* Each list holds the engine descriptor that starts each role table (dm_index_engine_t):
+ * a pointer to it is a pointer to its table. */
+static const dm_index_engine_t *const point_engines[] = {&dm_race_point_index.engine};
+static const dm_index_engine_t *const range_engines[] = {&dm_chime_range_index.engine};
 #define N_POINT (sizeof(point_engines) / sizeof(point_engines[0]))
 #define N_RANGE (sizeof(range_engines) / sizeof(range_engines[0]))
 
@@ -35,60 +37,39 @@ const dm_range_index_ops_t *dm_kv_range_index(void)
     return range_sel;
 }
 
-/* "race, ..." for error messages. */
-static void engine_names(char *buf, size_t n, int point)
+/* The engine of list named name (any case), or NULL with err naming the list's engines. */
+static const dm_index_engine_t *engine_named(const dm_index_engine_t *const *list, size_t n,
+                                             const char *role, const char *name, char *err,
+                                             size_t errlen)
 {
-    size_t at = 0, count = point ? N_POINT : N_RANGE;
-    buf[0] = 0;
-    for (size_t i = 0; i < count && at < n; i++)
-        at += (size_t)snprintf(buf + at, n - at, "%s%s", i ? ", " : "",
-                               point ? point_engines[i]->name : range_engines[i]->name);
+    for (size_t i = 0; i < n; i++)
+        if (!strcasecmp(name, list[i]->name)) return list[i];
+    int at = snprintf(err, errlen, "Unknown %s index '%s' (this build has:", role, name);
+    for (size_t i = 0; i < n && at > 0 && (size_t)at < errlen; i++)
+        at += snprintf(err + at, errlen - (size_t)at, "%s %s", i ? "," : "", list[i]->name);
+    if (at > 0 && (size_t)at < errlen) snprintf(err + at, errlen - (size_t)at, ")");
+    return NULL;
 }
 
 int dm_kv_choose_engines(const char *point, const char *range, char *err, size_t errlen)
 {
-    const dm_point_index_ops_t *p = point_sel;
-    const dm_range_index_ops_t *r = range_sel;
-    char names[128];
-    if (point) {
-        p = NULL;
-        for (size_t i = 0; i < N_POINT; i++)
-            if (!strcasecmp(point, point_engines[i]->name)) p = point_engines[i];
-        if (!p) {
-            engine_names(names, sizeof(names), 1);
-            snprintf(err, errlen, "Unknown point index '%s' (this build has: %s)", point, names);
-            return -1;
-        }
-    }
-    if (range) {
-        r = NULL;
-        for (size_t i = 0; i < N_RANGE; i++)
-            if (!strcasecmp(range, range_engines[i]->name)) r = range_engines[i];
-        if (!r) {
-            engine_names(names, sizeof(names), 0);
-            snprintf(err, errlen, "Unknown range index '%s' (this build has: %s)", range, names);
-            return -1;
-        }
-    }
-    point_sel = p;
-    range_sel = r;
+    const dm_index_engine_t *p = &point_sel->engine, *r = &range_sel->engine;
+    if (point && !(p = engine_named(point_engines, N_POINT, "point", point, err, errlen)))
+        return -1;
+    if (range && !(r = engine_named(range_engines, N_RANGE, "range", range, err, errlen)))
+        return -1;
+    point_sel = (const dm_point_index_ops_t *)p; /* the descriptor starts the table */
+    range_sel = (const dm_range_index_ops_t *)r;
     return 0;
 }
 
-/* An engine's name from its id in a pool's record ("#7" when this build lacks it). */
-static const char *point_name(unsigned id, char *buf, size_t n)
+/* The name of the engine of list with number id ("#7, ..." when this build lacks it). */
+static const char *engine_name(const dm_index_engine_t *const *list, size_t n, unsigned id,
+                               char *buf, size_t len)
 {
-    for (size_t i = 0; i < N_POINT; i++)
-        if (point_engines[i]->id == id) return point_engines[i]->name;
-    snprintf(buf, n, "#%u, which this build does not have", id);
-    return buf;
-}
-
-static const char *range_name(unsigned id, char *buf, size_t n)
-{
-    for (size_t i = 0; i < N_RANGE; i++)
-        if (range_engines[i]->id == id) return range_engines[i]->name;
-    snprintf(buf, n, "#%u, which this build does not have", id);
+    for (size_t i = 0; i < n; i++)
+        if (list[i]->id == id) return list[i]->name;
+    snprintf(buf, len, "#%u, which this build does not have", id);
     return buf;
 }
 
@@ -99,38 +80,41 @@ static const char *range_name(unsigned id, char *buf, size_t n)
 static int agree_engines(dm_ctx_t *ctx, char *err, size_t errlen)
 {
     static int told;
-    const uint64_t want = point_sel->id | (uint64_t)range_sel->id << 8;
-    const uint64_t legacy = dm_race_point_index.id | (uint64_t)dm_chime_range_index.id << 8;
+    const uint64_t want = point_sel->engine.id | (uint64_t)range_sel->engine.id << 8;
     uint64_t rec = 0, roots[2] = {0, 0};
-    int rc = 0, created = 0;
-    for (int tries = 0; tries < 4 && !rec && !rc; tries++) {
-        dm_batch_t b;
-        dm_batch_init(&b);
-        dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(engines)), &rec, 8);
-        dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(race_root)), &roots[0], 8);
-        dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(chime_root)), &roots[1], 8);
-        rc = dm_batch_exec(ctx, &b);
-        if (rc || rec) break;
-        uint64_t mine = roots[0] || roots[1] ? legacy : want;
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(engines)), &rec, 8);
+    dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(race_root)), &roots[0], 8);
+    dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(chime_root)), &roots[1], 8);
+    int rc = dm_batch_exec(ctx, &b);
+    int created = 0;
+    if (!rc && !rec) {
+        /* Not recorded: a new pool gets ours, an old one what it was made of. */
+        int old_pool = roots[0] || roots[1];
+        uint64_t mine =
+            old_pool ? dm_race_point_index.engine.id | (uint64_t)dm_chime_range_index.engine.id << 8
+                     : want;
         dm_batch_init(&b);
         dm_verb_t *v = dm_batch_cas(&b, dm_gaddr_make(0, DM_SB_OFF(engines)), 0, mine);
         rc = dm_batch_exec(ctx, &b);
-        if (!rc && v->result == 0) rec = mine, created = mine == want && !roots[0] && !roots[1];
+        if (!rc) rec = v->result ? v->result : mine; /* lost: another gateway's record */
+        created = !rc && !v->result && !old_pool;
     }
-    if (rc || !rec) {
-        snprintf(err, errlen, "cannot read the pool's index engines: %s",
-                 dm_strerror(rc ? rc : DM_ERETRY));
+    if (rc) {
+        snprintf(err, errlen, "cannot read the pool's index engines: %s", dm_strerror(rc));
         return -1;
     }
     char b1[64], b2[64];
-    const char *p = point_name((unsigned)(rec & 0xff), b1, sizeof(b1));
-    const char *r = range_name((unsigned)((rec >> 8) & 0xff), b2, sizeof(b2));
+    const char *p = engine_name(point_engines, N_POINT, (unsigned)(rec & 0xff), b1, sizeof(b1));
+    const char *r =
+        engine_name(range_engines, N_RANGE, (unsigned)((rec >> 8) & 0xff), b2, sizeof(b2));
     if (rec != want) {
         snprintf(err, errlen,
                  "the pool's index engines are %s (point) and %s (range), recorded when it was "
                  "created; this gateway was asked for %s and %s: start it with --point-index %s "
                  "--range-index %s, or use a new pool",
-                 p, r, point_sel->name, range_sel->name, p, r);
+                 p, r, point_sel->engine.name, range_sel->engine.name, p, r);
         return -1;
     }
     if (!__atomic_exchange_n(&told, 1, __ATOMIC_RELAXED))
@@ -170,20 +154,20 @@ dm_worker_t *dm_kv_worker_create(uv_loop_t *loop, const char *const *uris, unsig
     const dm_point_index_ops_t *point = dm_kv_point_index();
     int rc = point->attach(&ctx, w);
     if (rc) {
-        snprintf(err, errlen, "cannot attach to the point index (%s): %s", point->name,
+        snprintf(err, errlen, "cannot attach to the point index (%s): %s", point->engine.name,
                  dm_strerror(rc));
         dm_worker_destroy(w);
         return NULL;
     }
     const dm_range_index_ops_t *range = dm_kv_range_index();
     rc = range->attach(&ctx, w);
-    if (!rc) range->set_presence(w, point->probe);
     if (rc) {
-        snprintf(err, errlen, "cannot attach to the range index (%s): %s", range->name,
+        snprintf(err, errlen, "cannot attach to the range index (%s): %s", range->engine.name,
                  dm_strerror(rc));
         dm_worker_destroy(w);
         return NULL;
     }
+    range->set_presence(w, point->probe);
     return w;
 }
 

@@ -42,8 +42,7 @@ static uint64_t race_key_bytes(void)
     return (DM_RACE_BUCKET + DM_RACE_SLOTS - 1) / DM_RACE_SLOTS;
 }
 
-const dm_point_index_ops_t dm_race_point_index = {.name = "race",
-                                                  .id = 1,
+const dm_point_index_ops_t dm_race_point_index = {.engine = {"race", 1},
                                                   .attach = race_attach,
                                                   .detach = race_detach,
                                                   .count = dm_race_count,

@@ -39,8 +39,8 @@ static void test_unknown_names(void)
     CHECK(dm_kv_choose_engines(NULL, "rolex", err, sizeof(err)) == -1);
     CHECKF(!strcmp(err, "Unknown range index 'rolex' (this build has: chime)"), "%s", err);
     CHECK(dm_kv_choose_engines("RACE", "chime", err, sizeof(err)) == 0); /* any case */
-    CHECK(!strcmp(dm_kv_point_index()->name, "race"));
-    CHECK(!strcmp(dm_kv_range_index()->name, "chime"));
+    CHECK(!strcmp(dm_kv_point_index()->engine.name, "race"));
+    CHECK(!strcmp(dm_kv_range_index()->engine.name, "chime"));
 }
 
 static void test_recorded_and_checked(void)
@@ -50,11 +50,12 @@ static void test_recorded_and_checked(void)
     dm_worker_t *w = worker_on(&loop, "local:engines");
     dm_ctx_t ctx;
     dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
-    const uint64_t race_chime = dm_kv_point_index()->id | (uint64_t)dm_kv_range_index()->id << 8;
+    const uint64_t race_chime =
+        dm_kv_point_index()->engine.id | (uint64_t)dm_kv_range_index()->engine.id << 8;
     CHECKF(engines_word(&ctx) == race_chime, "recorded %#llx",
            (unsigned long long)engines_word(&ctx));
     /* A pool made with a point engine this build does not have: refused, with its name. */
-    set_engines_word(&ctx, 7 | (uint64_t)dm_kv_range_index()->id << 8);
+    set_engines_word(&ctx, 7 | (uint64_t)dm_kv_range_index()->engine.id << 8);
     char err[512];
     const char *uris[1] = {"local:engines"};
     dm_worker_t *w2 = dm_kv_worker_create(&loop, uris, 1, err, sizeof(err));

@@ -45,8 +45,8 @@ int dm_chime_attach(dm_ctx_t *ctx, dm_chime_t **out);
  * settles pending entries (a dead locker's, FLUSHALL, repairs) with it and so never names
  * the point index. */
 typedef dm_point_probe_fn dm_chime_presence_fn;
-/* Give c the presence check (kv/engines.c, right after dm_chime_attach). Until then a
- * settle that needs it fails with DM_EINVAL. */
+/* Give c the presence check (the range role's set_presence, which the composer calls
+ * right after attach). Until then a settle that needs it fails with DM_EINVAL. */
 void dm_chime_set_presence(dm_chime_t *c, dm_chime_presence_fn fn);
 void dm_chime_detach(dm_chime_t *c);
 
@@ -57,8 +57,10 @@ void dm_chime_detach(dm_chime_t *c);
  * meanwhile (someone is writing), or DM_E*. */
 int dm_chime_reset(dm_ctx_t *ctx);
 
-/* A held leaf lock and what the holder knows of the leaf (opaque; see chime_internal.h). */
-typedef struct dm_chime_lock dm_chime_lock_t;
+/* A held leaf lock and what the holder knows of the leaf: the range role's opaque lock
+ * (dm_range_lock_t), defined by CHIME alone (chime/leaf_lock.h), so the role's table points
+ * at these functions directly. */
+typedef dm_range_lock_t dm_chime_lock_t;
 
 /* Lock the leaf that covers key (masked CAS on the leaf's lock word, batched with the read
  * of the key's neighborhood; §4.4 "Insert"), following half-splits. Waits (with backoff)

@@ -95,9 +95,14 @@ static inline dm_index_stat_t dm_index_ratio(const char *name, uint64_t a, uint6
         .name = name, .d = b ? (double)a / (double)b : 0.0, .decimals = decimals};
 }
 
+/* What every engine says of itself, first in its role's table. */
+typedef struct dm_index_engine {
+    const char *name; /* "race", "chime" (--point-index, --range-index, INFO) */
+    uint8_t id;       /* its number in the pool's superblock record (engines): never reused */
+} dm_index_engine_t;
+
 typedef struct dm_point_index_ops {
-    const char *name; /* "race" (--point-index) */
-    uint8_t id;       /* its number in the pool's superblock (engines): never reused */
+    dm_index_engine_t engine;
     /* Attach w to the pool's index (creating it on a new pool): 0 or DM_E*. */
     int (*attach)(dm_ctx_t *ctx, dm_worker_t *w);
     void (*detach)(dm_worker_t *w);
@@ -148,8 +153,7 @@ typedef struct dm_point_index_ops {
 } dm_point_index_ops_t;
 
 typedef struct dm_range_index_ops {
-    const char *name; /* "chime" (--range-index) */
-    uint8_t id;       /* as the point index's */
+    dm_index_engine_t engine;
     int (*attach)(dm_ctx_t *ctx, dm_worker_t *w);
     /* Give w's range index the point index's presence check, with which it settles
      * pending entries (right after attach; the composer's, kv/engines.c). */
