@@ -323,7 +323,9 @@ static void sec_dmkv(gw_buf_t *b)
     header(b, "dmkv");
     /* Commands still running, this INFO not counted: also those whose client gave up and
      * left (a test waits for 0 before it judges the end state). */
-    uint64_t running = GW_STAT_GET(commands_in_progress);
+    uint64_t running = 0;
+    for (int t = 0; t < gw_server.nthreads; t++)
+        running += __atomic_load_n(&gw_server.threads[t].commands_running, __ATOMIC_RELAXED);
     gw_buf_printf(b, "commands_in_progress:%llu\r\n",
                   (unsigned long long)(running ? running - 1 : 0));
     for (int i = 0; i < gw_server.cfg->nmemnodes; i++) {

@@ -230,9 +230,10 @@ void gw_command_run(gw_conn_t *c, const gw_command_t *gc, gw_cmd_t *cmd)
     __atomic_store_n(&c->running_bytes, cmd->wire, __ATOMIC_RELAXED);
     uint64_t t0 = dm_now_us();
     __atomic_store_n(&c->last_ms, t0 / 1000, __ATOMIC_RELAXED);
-    GW_STAT_ADD(commands_in_progress, 1);
+    gw_thread_t *th = c->th; /* commands run on their connection's thread: a plain count */
+    __atomic_store_n(&th->commands_running, th->commands_running + 1, __ATOMIC_RELAXED);
     gc->proc(c, cmd);
-    GW_STAT_SUB(commands_in_progress, 1);
+    __atomic_store_n(&th->commands_running, th->commands_running - 1, __ATOMIC_RELAXED);
     GW_STAT_ADD(total_commands_processed, 1);
     bool failed =
         !c->closing && gw_conn_out(c)->len > before && gw_conn_out(c)->data[before] == '-';

@@ -23,7 +23,6 @@ typedef struct gw_stats {
     uint64_t keyspace_misses;           /* ... that did not */
     uint64_t expired_keys;              /* expired keys removed by this gateway's active expiry */
     uint64_t next_client_id;            /* CLIENT ID source */
-    uint64_t commands_in_progress;      /* begun and not yet returned (INFO dmkv) */
 } gw_stats_t;
 
 extern gw_stats_t gw_stats;
@@ -34,7 +33,7 @@ extern gw_stats_t gw_stats;
 #define GW_STAT_SET(field, v) __atomic_store_n(&gw_stats.field, (v), __ATOMIC_RELAXED)
 
 /* Reset the resettable counters (CONFIG RESETSTAT): everything but connected_clients,
- * next_client_id and commands_in_progress. */
+ * next_client_id. */
 void gw_stats_reset(void);
 
 #endif

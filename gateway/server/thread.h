@@ -43,6 +43,8 @@ typedef struct gw_thread {
     gw_conn_t *conns; /* doubly linked through gw_conn_t.prev/next */
     size_t nconns;
     uint64_t clients_mem;        /* bytes its clients held at the last cron tick (atomic) */
+    uint64_t commands_running;   /* its commands begun and not yet returned (INFO dmkv): written
+                                    by this thread alone, no RMW; others read it relaxed */
     uint64_t biggest_client_mem; /* ... its biggest evictable one (server/client_evict.h) */
     int evict_over_ticks;        /* its ticks in a row that saw all clients over the limit */
 
