@@ -1,8 +1,7 @@
 /* Lease tokens and waiter-side lease observation (dmkv/lease.h). */
 #include "dmkv/lease.h"
 
-#include <sys/random.h>
-
+#include "dmkv/rand.h"
 #include "dmkv/transport.h"
 #include "dmkv/worker.h"
 
@@ -15,14 +14,9 @@ typedef struct obs {
 } obs_t;
 
 static _Thread_local obs_t table[OBS_SLOTS];
-static _Thread_local uint64_t rng;
-
 uint32_t dm_lease_token(void)
 {
-    while (!rng)
-        if (getrandom(&rng, sizeof(rng), 0) != sizeof(rng)) rng = dm_now_us() | 1;
-    rng ^= rng << 13, rng ^= rng >> 7, rng ^= rng << 17; /* xorshift64 */
-    uint32_t r = (uint32_t)(rng >> 40) & ((1u << DM_LEASE_RANDOM_BITS) - 1);
+    uint32_t r = (uint32_t)(dm_rand64() >> 40) & ((1u << DM_LEASE_RANDOM_BITS) - 1);
     return (uint32_t)dm_holder_id() << DM_LEASE_RANDOM_BITS | r; /* the id is nonzero */
 }
 

@@ -5,9 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "dmkv/log.h"
+#include "dmkv/rand.h"
 
 static const char *const site_names[DM_FAULT_NSITES] = {
     "locked",    "inserted", "taken_back",  "propagate", "posted",
@@ -21,22 +21,6 @@ typedef struct {
 
 static stall_t stalls[DM_FAULT_NSITES];
 
-/* A per-thread xorshift64, seeded from the thread's stack address and the time: which
- * passes stall needs no more than a fair draw. */
-static uint32_t draw(void)
-{
-    static _Thread_local uint64_t x;
-    if (!x) {
-        struct timespec ts;
-        clock_gettime(CLOCK_MONOTONIC, &ts);
-        x = ((uint64_t)(uintptr_t)&ts * 0x9E3779B97F4A7C15ull) ^ (uint64_t)ts.tv_nsec ^
-            ((uint64_t)ts.tv_sec << 32) ^ 1;
-    }
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    return (uint32_t)(x >> 32);
-}
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
 static void parse_spec(const char *spec)
@@ -82,7 +66,7 @@ uint32_t dm_fault_delay_ms(dm_fault_site_t site)
 {
     pthread_once(&env_once, parse_env);
     const stall_t *s = &stalls[site];
-    if (!s->ms || draw() % s->one_in) return 0;
+    if (!s->ms || (dm_rand64() >> 32) % s->one_in) return 0;
     uint32_t fired = __atomic_fetch_add(&stalls[site].fired, 1, __ATOMIC_RELAXED);
     if (s->times && fired >= s->times) return 0;
     dm_log(DM_LOG_NOTICE, "fault: stalling %u ms at '%s'", s->ms, site_names[site]);
