@@ -200,8 +200,7 @@ void dm_keylist_free(dm_keylist_t *l)
     l->n = l->cap = 0;
 }
 
-/* Append a key to l (copied). */
-static int keylist_push(dm_keylist_t *l, const uint8_t *k, size_t len)
+int dm_keylist_push(dm_keylist_t *l, const uint8_t *k, size_t len)
 {
     if (l->n == l->cap) {
         size_t cap = l->cap ? l->cap * 2 : 16;
@@ -248,7 +247,7 @@ static int settle_page(dm_ctx_t *ctx, const dm_range_key_t *ck, size_t n, dm_key
             live = expire[j] == 0 || expire[j] > now;
             j++;
         }
-        if (in && live != want_expired) rc = keylist_push(out, ck[i].data, ck[i].len);
+        if (in && live != want_expired) rc = dm_keylist_push(out, ck[i].data, ck[i].len);
     }
     free(keys);
     free(lens);

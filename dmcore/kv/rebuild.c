@@ -8,122 +8,77 @@
 #include "hybrid.h"
 #include "roles.h"
 
-#define PROBE_KEYS 32  /* keys per probe of the point index */
 #define SCAN_COUNT 256 /* range entries per scan page */
 
-/* The keys of one page of the point index's walk (copies: the views die with the page). */
-typedef struct page_keys {
-    uint8_t **key;
-    size_t *len;
-    size_t n, cap;
-    int oom;
-} page_keys_t;
+/* One page of the point index's walk, copied (the views die with the page). */
+typedef struct page {
+    dm_keylist_t keys;
+    int rc;
+} page_t;
 
 static void keep_key(void *arg, const dm_kv_view_t *v)
 {
-    page_keys_t *p = arg;
-    if (p->oom) return;
-    if (p->n == p->cap) {
-        size_t cap = p->cap ? 2 * p->cap : 256;
-        uint8_t **k = realloc(p->key, cap * sizeof(*k));
-        if (k) p->key = k;
-        size_t *l = k ? realloc(p->len, cap * sizeof(*l)) : NULL;
-        if (l) p->len = l;
-        if (!k || !l) {
-            p->oom = 1;
-            return;
-        }
-        p->cap = cap;
-    }
-    uint8_t *copy = malloc(v->key_len ? v->key_len : 1);
-    if (!copy) {
-        p->oom = 1;
-        return;
-    }
-    memcpy(copy, v->key, v->key_len);
-    p->key[p->n] = copy;
-    p->len[p->n++] = v->key_len;
-}
-
-static void page_clear(page_keys_t *p)
-{
-    for (size_t i = 0; i < p->n; i++)
-        free(p->key[i]);
-    p->n = 0;
-    p->oom = 0;
+    page_t *p = arg;
+    if (!p->rc) p->rc = dm_keylist_push(&p->keys, v->key, v->key_len);
 }
 
 /* For every live key of the point index, one page (a subtable) at a time: fix = 0 counts
  * the keys without a range entry, fix = 1 gives them one. */
 static int walk_point(dm_ctx_t *ctx, int fix, dm_kv_index_report_t *rep)
 {
-    page_keys_t p = {0};
+    page_t p = {{0}, 0};
     uint64_t cursor = 0;
     int rc = 0;
     do {
         uint64_t next = 0;
         rc = point_role()->scan(ctx, cursor, 0, keep_key, &p, &next);
-        if (!rc && p.oom) rc = DM_ENOMEM;
-        for (size_t i = 0; !rc && i < p.n; i++) {
+        if (!rc) rc = p.rc;
+        for (size_t i = 0; !rc && i < p.keys.n; i++) {
+            const dm_key_t *k = &p.keys.keys[i];
+            int pending = 0;
+            int r = fix ? dm_hybrid_reconcile(ctx, k->data, k->len)
+                        : range_role()->search(ctx, k->data, k->len, &pending);
+            if (r < 0) rc = r;
             rep->point_keys++;
-            if (fix) {
-                int r = dm_hybrid_reconcile(ctx, p.key[i], p.len[i]);
-                if (r < 0) rc = r;
-                rep->missing += r == 1;
-            } else {
-                int pending = 0;
-                int r = range_role()->search(ctx, p.key[i], p.len[i], &pending);
-                if (r < 0) rc = r;
-                rep->missing += r == 0;
-            }
+            rep->missing += fix ? r == 1 : r == 0;
         }
-        page_clear(&p);
+        dm_keylist_free(&p.keys);
         cursor = next;
     } while (!rc && cursor);
-    free(p.key);
-    free(p.len);
     return rc;
 }
 
-/* Probe keys[0..n) in the point index; count the absent ones as orphans. */
-static int count_orphans(dm_ctx_t *ctx, const dm_range_key_t *keys, size_t n,
-                         dm_kv_index_report_t *rep)
-{
-    for (size_t at = 0; at < n; at += PROBE_KEYS) {
-        unsigned m = (unsigned)(n - at < PROBE_KEYS ? n - at : PROBE_KEYS);
-        const uint8_t *k[PROBE_KEYS];
-        size_t l[PROBE_KEYS];
-        uint8_t present[PROBE_KEYS];
-        for (unsigned i = 0; i < m; i++)
-            k[i] = keys[at + i].data, l[i] = keys[at + i].len;
-        int rc = point_role()->probe(ctx, k, l, m, present, NULL);
-        if (rc) return rc;
-        for (unsigned i = 0; i < m; i++)
-            rep->orphans += !present[i];
-    }
-    return 0;
-}
-
-/* Every range entry, leaf page by leaf page, its key probed in the point index. */
+/* Every range entry, leaf page by leaf page, its key probed in the point index (one probe
+ * per page: the probe batches by itself). */
 static int walk_range(dm_ctx_t *ctx, dm_kv_index_report_t *rep)
 {
     dm_range_key_t *keys = NULL;
-    size_t n = 0, cap = 0;
+    const uint8_t **k = NULL;
+    size_t *l = NULL, n = 0, cap = 0, kcap = 0;
+    uint8_t *present = NULL;
     uint64_t cursor = 0;
     int rc = 0;
     do {
         uint64_t next = 0;
         n = 0;
         rc = range_role()->scan(ctx, cursor, SCAN_COUNT, NULL, 0, &keys, &n, &cap, &next);
-        if (!rc) {
-            rep->range_entries += n;
-            rc = count_orphans(ctx, keys, n, rep);
+        if (!rc && n > kcap) {
+            free(k), free(l), free(present);
+            k = malloc(n * sizeof(*k)), l = malloc(n * sizeof(*l)), present = malloc(n);
+            kcap = k && l && present ? n : 0;
+            if (!kcap) rc = DM_ENOMEM;
         }
+        for (size_t i = 0; !rc && i < n; i++)
+            k[i] = keys[i].data, l[i] = keys[i].len;
+        if (!rc && n) rc = point_role()->probe(ctx, k, l, (unsigned)n, present, NULL);
+        for (size_t i = 0; !rc && i < n; i++)
+            rep->orphans += !present[i];
+        rep->range_entries += rc ? 0 : n;
         for (size_t i = 0; i < n; i++)
             free(keys[i].data);
         cursor = next;
     } while (!rc && cursor);
-    free(keys);
+    free(keys), free(k), free(l), free(present);
     return rc;
 }
 

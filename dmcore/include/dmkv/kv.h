@@ -92,6 +92,8 @@ typedef struct dm_keylist {
 } dm_keylist_t;
 
 void dm_keylist_free(dm_keylist_t *l);
+/* Append a copy of key k (len bytes) to l. Returns 0 or DM_ENOMEM (l unchanged). */
+int dm_keylist_push(dm_keylist_t *l, const uint8_t *k, size_t len);
 
 /* SCAN page from cursor (0 = start, else a cursor returned by any gateway), in CHIME key
  * order (docs/DESIGN.md "SCAN cursor"): appends about count keys (a hint: whole leaves are
@@ -156,9 +158,8 @@ int dm_kv_mark_volatile(dm_ctx_t *ctx);
 /* Write guards (WATCH ... EXEC). While a guard set is active on a coroutine, that
  * coroutine's writes of a guarded key go ahead only if the key's version token is still
  * g.version (0 = absent or expired), checked inside the write's own commit (RACE: the slot
- * CAS), so no write by
- * any gateway can slip in between. A mismatch does nothing, sets the set's tripped flag
- * and makes the write return DM_ECONFLICT. A guard covers a key's first write; writes
+ * CAS), so no write by any gateway can slip in between. A mismatch does nothing, sets the set's
+ * tripped flag and makes the write return DM_ECONFLICT. A guard covers a key's first write; writes
  * counts every write done under the set. */
 typedef struct dm_kv_guard {
     const uint8_t *key;
