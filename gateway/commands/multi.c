@@ -78,18 +78,18 @@ void cmd_discard(gw_conn_t *c, gw_cmd_t *cmd)
     reply_status(gw_conn_out(c), "OK");
 }
 
-/* 1 when every watched key still has its recorded slot word, 0 if one changed, DM_E*. */
+/* 1 when every watched key still has its recorded version token, 0 if one changed, DM_E*. */
 static int watches_hold(gw_conn_t *c)
 {
     for (size_t i = 0; i < c->nwatches; i++) {
         dm_ctx_t ctx;
-        uint64_t slot, wid;
+        uint64_t version, wid;
         dm_ctx_init(&ctx, c->th->w, DM_CLS_GET);
-        int rc = dm_kv_version(&ctx, c->watches[i].key, c->watches[i].klen, &slot, &wid);
+        int rc = dm_kv_version(&ctx, c->watches[i].key, c->watches[i].klen, &version, &wid);
         dm_stats_op(DM_CLS_GET);
         if (rc < 0) return rc;
-        if (slot != c->watches[i].version || wid != c->watches[i].write_id) return 0;
-        if (!slot) {
+        if (version != c->watches[i].version || wid != c->watches[i].write_id) return 0;
+        if (!version) {
             uint64_t sig;
             rc = dm_kv_absent_sig(&ctx, c->watches[i].key, c->watches[i].klen, &sig);
             if (rc < 0) return rc;
@@ -174,11 +174,11 @@ void cmd_watch(gw_conn_t *c, gw_cmd_t *cmd)
     }
     for (int i = 1; i < cmd->argc; i++) {
         dm_ctx_t ctx;
-        uint64_t slot, wid;
+        uint64_t version, wid;
         dm_ctx_init(&ctx, c->th->w, DM_CLS_GET);
-        int rc = dm_kv_version(&ctx, cmd->argv[i], cmd->argvlen[i], &slot, &wid);
+        int rc = dm_kv_version(&ctx, cmd->argv[i], cmd->argvlen[i], &version, &wid);
         uint64_t sig = 0;
-        if (rc == 0 && !slot) rc = dm_kv_absent_sig(&ctx, cmd->argv[i], cmd->argvlen[i], &sig);
+        if (rc == 0 && !version) rc = dm_kv_absent_sig(&ctx, cmd->argv[i], cmd->argvlen[i], &sig);
         dm_stats_op(DM_CLS_GET);
         if (rc < 0) {
             gw_reply_dm_error(c, rc);
@@ -199,7 +199,7 @@ void cmd_watch(gw_conn_t *c, gw_cmd_t *cmd)
         if (!w->key) abort();
         memcpy(w->key, cmd->argv[i], cmd->argvlen[i] + 1);
         w->klen = cmd->argvlen[i];
-        w->version = slot;
+        w->version = version;
         w->write_id = wid;
         w->absent_sig = sig;
     }
