@@ -5,8 +5,9 @@
  * are 32-byte aligned, so none straddles a 64-byte cache line and every line starts with
  * the version byte of the object that starts it: the line version IS that object's
  * version (docs/NOTES.md §2.3 "cache-line versions"). A version byte is NV:4 | EV:4.
- *   replica: [0] ver [1] valid [8..15] sibling gaddr [16..23] high-fence record gaddr
- *            (0 = +inf: the leaf never split)
+ *   replica: [0] ver [1] valid [2] order hint (CH_ORDER_*: how the split that made this
+ *            leaf saw keys arrive; split.c) [8..15] sibling gaddr [16..23] high-fence
+ *            record gaddr (0 = +inf: the leaf never split)
  *   entry:   [0] ver [1] flags [2..3] hop bitmap (LE) [4..5] fingerprint [6] home
  *            [7] inline key length | 0xff, then [8..31] the key (<= 24 bytes) or
  *            [8..15] key record gaddr and [16..31] the key's first 16 bytes
@@ -44,6 +45,8 @@
 #define CH_F_USED 0x1u
 #define CH_F_PENDING 0x2u
 #define CH_KLEN_RECORD 0xffu
+#define CH_ORDER_ASC 1u  /* replica hint: keys arrived in ascending order */
+#define CH_ORDER_DESC 2u /* ... in descending order */
 
 #define CH_INNER_BYTES 8192u /* versioned area of an inner node */
 #define CH_INNER_PAYLOAD (CH_INNER_BYTES / CH_LINE * (CH_LINE - 1))

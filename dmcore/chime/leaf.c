@@ -152,7 +152,7 @@ int ch_lock_leaf(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_gaddr_t leaf, int *took_
         }
         for (unsigned i = 1; i < b.n; i++)
             b.v[i].fence = 1; /* the reads must see the leaf as locked by the CAS */
-        uint64_t posted_us = dm_now_us();
+        uint64_t posted_us = dm_now_us(), async_failures = dm_async_failures();
         int rc = dm_batch_exec(ctx, &b);
         if (rc) {
             dm_coro_early_release();
@@ -165,6 +165,7 @@ int ch_lock_leaf(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_gaddr_t leaf, int *took_
             lk->word = (old & ~0xffffffffull) | time_bits | 1;
             lk->remote_word = lk->word;
             lk->locked_us = posted_us;
+            lk->async_failures = async_failures;
             dm_lease_forget(lock_addr(g, leaf));
             *gs = old & ~0xffffffffull;
             if (steal_from) {
@@ -216,7 +217,8 @@ void ch_unlock_unchanged(dm_ctx_t *ctx, dm_chime_lock_t *lk)
 /* Has this holder kept the lock so long that a waiter may take it over soon? */
 int ch_hold_expired(const dm_chime_lock_t *lk)
 {
-    return dm_now_us() - lk->locked_us > (uint64_t)CH_HOLD_MAX_MS * 1000;
+    return lk->abandoned || dm_async_failures() != lk->async_failures ||
+           dm_now_us() - lk->locked_us > (uint64_t)CH_HOLD_MAX_MS * 1000;
 }
 
 int dm_chime_lock_valid(const dm_chime_lock_t *lk)
@@ -764,6 +766,7 @@ void ch_settle_entry(dm_ctx_t *ctx, dm_chime_lock_t *lk, int present)
 int dm_chime_unlock(dm_ctx_t *ctx, dm_chime_lock_t *lk, int present)
 {
     if (lk->grp) return ch_share_unlock(ctx, lk, present);
+    if (ctx->ride_failed) lk->abandoned = 1; /* moves that rode may be half done: write none */
     if (ch_hold_expired(lk)) {
         ch_unlock_unchanged(ctx, lk); /* may have been taken over: touch nothing */
         dm_chime_lock_free(lk);

@@ -24,6 +24,10 @@ struct dm_range_lock { /* dm_chime_lock_t: CHIME's range lock (dmkv/index.h) */
     const dm_batch_t *extra;     /* the caller's READs, sent in each lock batch behind the CAS */
     int extra_fresh;             /* the winning batch carried them, all to the lock's node */
     int took_over;               /* taken from an expired holder */
+    int abandoned;               /* a write of unknown outcome went out (a split's): nothing
+                                    more may be written under this hold (as if expired) */
+    uint64_t async_failures;     /* dm_async_failures() when locked: a posted write of the
+                                    hold may have failed once it moves (as if expired) */
     int want_hop;                /* read the hop range the vacancy bitmap guess shows, not only
                                     the neighborhood (an insert may follow) */
     int want_whole;              /* read the whole leaf with the lock (a shared hold: share.c) */
@@ -77,7 +81,7 @@ int ch_hop_insert(dm_chime_lock_t *lk, const ch_geo_t *g, unsigned flags);
  * next batch or wait for the write, else post it without waiting. 0 or DM_E*. */
 int ch_write_dirty(dm_ctx_t *ctx, dm_chime_lock_t *lk, int unlock, int wait);
 void ch_unlock_unchanged(dm_ctx_t *ctx, dm_chime_lock_t *lk); /* CAS the word back, posted */
-int ch_hold_expired(const dm_chime_lock_t *lk);               /* held past CH_HOLD_MAX_MS */
+int ch_hold_expired(const dm_chime_lock_t *lk); /* held past CH_HOLD_MAX_MS, or abandoned */
 /* Settle entry lk->idx in the image: present 1 clears its pending flag, 0 removes it, -1
  * leaves it (marked dirty, not written). */
 void ch_settle_entry(dm_ctx_t *ctx, dm_chime_lock_t *lk, int present);

@@ -107,6 +107,7 @@ static dm_chime_lock_t *member_new(dm_chime_t *c, ch_group_t *gp, const void *ke
     m->grp = gp;
     m->leaf = h->leaf;
     m->locked_us = h->locked_us; /* the lease is the hold's: dm_chime_lock_valid etc. */
+    m->async_failures = h->async_failures;
     m->took_over = h->took_over;
     m->gnext = gp->list;
     gp->list = m;
@@ -330,6 +331,7 @@ int ch_share_unlock(dm_ctx_t *ctx, dm_chime_lock_t *m, int present)
     int rc = 0;
     member_unlink(m);
     gp->members--;
+    if (ctx->ride_failed) h->abandoned = 1; /* moves that rode may be half done: write none */
     if (gp->expired || ch_hold_expired(h)) {
         gp->expired = gp->closed = 1; /* may have been taken over: write nothing more */
         rc = DM_ERETRY;

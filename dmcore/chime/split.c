@@ -1,8 +1,15 @@
 /* Leaf split under the leaf lock (CHIME §4.2.2, §4.4): the split key is the median of the
  * keys that blocked the hop (the key's neighborhood) plus the new key, moved to the nearby
  * position whose separator is shortest (suffix truncation: Redis keys share long prefixes,
- * docs/NOTES.md §2.9). The new right leaf is written first (unreachable until the old one points
- * to it), then the old leaf with a node write (NV+1), then the separator goes up. */
+ * docs/NOTES.md §2.9). Keys inserted in ascending or descending order (counters,
+ * timestamps, a loader's pipeline of consecutive keys arriving slightly out of order) split
+ * at the new key instead, so that leaves filled in key order stay full rather than half
+ * full (a B-tree's rightmost split): a new key beyond every key of the leaf does so, and
+ * marks the half it lands in with an order hint (replica byte 2); a leaf with the hint does
+ * so for a new key among its top (bottom) quarter. Random inserts start such a run in 2 of
+ * ~60 splits and end it in 3 of 4 (docs/throughput.md "Memory per key"). The new right
+ * leaf is written first (unreachable until the old one points to it), then the old leaf
+ * with a node write (NV+1), then the separator goes up. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -192,7 +199,7 @@ int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk)
     int n = ch_leaf_keys(ctx, g, lk->img, idx, keys, lens);
     if (n < 0) return n;
     int rc = 0;
-    uint8_t *right = NULL, *recbuf = NULL;
+    uint8_t *right = NULL, *left = NULL, *recbuf = NULL;
     skey_t k[CH_MAX_SPAN];
     for (int i = 0; i < n; i++)
         k[i] = (skey_t){keys[i], lens[i], idx[i]};
@@ -201,19 +208,43 @@ int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk)
         goto out;
     }
     qsort(k, (size_t)n, sizeof(*k), skey_cmp);
-    skey_t med = hop_median(g, lk, k, (unsigned)n);
-    unsigned p = pick_split(k, (unsigned)n, &med);
-    uint32_t sl = sep_len(&k[p - 1], &k[p]);
+    skey_t nk = {(uint8_t *)lk->key, (uint32_t)lk->klen, 0};
+    unsigned r = 0; /* the new key's rank: k[0..r) below it */
+    while (r < (unsigned)n && skey_cmp(&k[r], &nk) < 0)
+        r++;
+    const uint8_t *sep;
+    uint32_t sl;
+    unsigned order = ch_any_replica(g, lk->img, lk->have)[2], quarter = (unsigned)n / 4;
+    unsigned lorder = 0, rorder = 0;   /* the order hints the two halves get */
+    unsigned slack = (unsigned)n / 16; /* room left for keys that arrive a little late */
+    if (r == (unsigned)n || (order == CH_ORDER_ASC && r > 0 && r >= (unsigned)n - quarter)) {
+        /* ascending: k[p..n) and the new key go right */
+        unsigned p = r > slack ? r - slack : 1;
+        sl = p < r ? sep_len(&k[p - 1], &k[p]) : sep_len(&k[r - 1], &nk);
+        sep = p < r ? k[p].key : nk.key;
+        rorder = CH_ORDER_ASC;
+    } else if (r == 0 || (order == CH_ORDER_DESC && r <= quarter)) {
+        /* descending: k[0..p) and the new key stay left */
+        unsigned p = r + slack < (unsigned)n ? r + slack : (unsigned)n - 1;
+        sl = p > r ? sep_len(&k[p - 1], &k[p]) : sep_len(&nk, &k[r]);
+        sep = k[p].key;
+        lorder = CH_ORDER_DESC;
+    } else {
+        skey_t med = hop_median(g, lk, k, (unsigned)n);
+        unsigned p = pick_split(k, (unsigned)n, &med);
+        sl = sep_len(&k[p - 1], &k[p]);
+        sep = k[p].key;
+    }
     if (sl > DM_CHIME_SEP_MAX) {
         rc = DM_EFULL; /* keys share a prefix longer than a separator may be */
         goto out;
     }
-    const uint8_t *sep = k[p].key;
     uint32_t recbytes;
     recbuf = ch_record_build(sep, sl, &recbytes);
     right = malloc(g->bytes);
+    left = malloc(g->bytes); /* lk->img stays as the pool has it until both writes are done */
     dm_gaddr_t ra = 0, rec = 0;
-    if (!recbuf || !right) {
+    if (!recbuf || !right || !left) {
         rc = DM_ENOMEM;
         goto out;
     }
@@ -222,27 +253,30 @@ int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk)
     if (rc) goto out;
     /* Right leaf: the keys >= sep at their own positions, the old sibling and fence. */
     memcpy(right, lk->img, g->bytes);
+    memcpy(left, lk->img, g->bytes);
     for (int j = 0; j < n; j++) {
         int go_right = ch_key_cmp(k[j].key, k[j].len, sep, sl) >= 0;
-        uint8_t *e = (go_right ? lk->img : right) + ch_entry_off(g, k[j].idx);
+        uint8_t *e = (go_right ? left : right) + ch_entry_off(g, k[j].idx);
         e[1] = 0;
         memset(e + 4, 0, CH_OBJ - 4);
     }
     ch_rebuild_bitmaps(g, right);
-    ch_rebuild_bitmaps(g, lk->img);
+    ch_rebuild_bitmaps(g, left);
     unsigned nv = (ch_nv(lk->img[0]) + 1) & 15;
     ch_set_nv(g, right, 0);
-    ch_set_nv(g, lk->img, nv);
+    ch_set_nv(g, left, nv);
     for (unsigned grp = 0; grp < g->groups; grp++) {
-        uint8_t *rr = right + ch_replica_off(g, grp), *lr = lk->img + ch_replica_off(g, grp);
+        uint8_t *rr = right + ch_replica_off(g, grp), *lr = left + ch_replica_off(g, grp);
         rr[1] = lr[1] = 1;
+        rr[2] = (uint8_t)rorder;
+        lr[2] = (uint8_t)lorder;
         ch_put_u64(lr + 8, ra);
         ch_put_u64(lr + 16, rec);
     }
     int key_right = ch_key_cmp(lk->key, lk->klen, sep, sl) >= 0;
     uint64_t held = lk->word & 0xffffffffull;
     uint64_t rword = ((uint64_t)ch_vacancy_of(g, right) << 32) | (key_right ? held : 0);
-    uint64_t lword = ((uint64_t)ch_vacancy_of(g, lk->img) << 32) | (key_right ? 0 : held);
+    uint64_t lword = ((uint64_t)ch_vacancy_of(g, left) << 32) | (key_right ? 0 : held);
     if (!dm_chime_lock_valid(lk)) {
         rc = DM_ERETRY; /* held too long: a waiter may take the lease over before we write */
         dm_alloc_unused(ctx->w->alloc, ra, g->bytes); /* never linked */
@@ -250,12 +284,19 @@ int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk)
         goto out;
     }
     uint64_t send_by = dm_chime_lock_posted_us(lk) + (uint64_t)CH_HOLD_MAX_MS * 1000;
+    /* The right leaf failing leaves the old one as it was (and lk->img with it): the hold
+     * goes on. The old leaf's write failing leaves its outcome unknown: nothing more may be
+     * written from this hold (a write of the old image would drop the keys that moved). */
     rc = write_leaf(ctx, g, ra, right, &rword, 0, rec, recbuf, recbytes, send_by);
-    if (!rc)
-        rc = write_leaf(ctx, g, lk->leaf, lk->img, &lword, lk->remote_word, 0, NULL, 0, send_by);
     if (rc) goto out;
+    rc = write_leaf(ctx, g, lk->leaf, left, &lword, lk->remote_word, 0, NULL, 0, send_by);
+    if (rc) {
+        lk->abandoned = 1;
+        goto out;
+    }
     ch_count(&ch_stats.leaf_splits, 1);
-    dm_gaddr_t left = lk->leaf;
+    dm_gaddr_t left_addr = lk->leaf;
+    memcpy(lk->img, left, g->bytes);
     if (key_right) {
         memcpy(lk->img, right, g->bytes);
         lk->leaf = ra;
@@ -270,11 +311,12 @@ int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk)
     lk->idx = -1;
     /* Still holding the key's leaf: parents are locked only bottom-up, so no deadlock. */
     dm_fault_point(ctx, DM_FAULT_PROPAGATE);
-    rc = ch_propagate(ctx, 1, left, sep, sl, ra);
+    rc = ch_propagate(ctx, 1, left_addr, sep, sl, ra);
 out:
     for (int i = 0; i < n; i++)
         free(keys[i]);
     free(right);
+    free(left);
     free(recbuf);
     return rc;
 }

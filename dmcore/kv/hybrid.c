@@ -25,7 +25,9 @@ typedef struct gate {
     dm_kv_guard_t *guard;      /* this key's, when it has one not yet used */
     int conflict;              /* vetoed by the guard */
     const dm_range_lock_t *lk; /* the range lock held (locked mode) */
-    int lock_expired;          /* vetoed: held too long to change presence safely */
+    int lock_expired;          /* vetoed: held too long to change presence safely, or the
+                                  pending entry's ride failed (it may not be in the pool) */
+    const int *ride_failed;    /* the locked attempt's ctx->ride_failed */
     int deleting;              /* a DEL's gate: a write makes a present key absent */
 } gate_t;
 
@@ -78,7 +80,8 @@ static int gate_decide(void *p, const dm_kv_view_t *v)
      * all the time): it goes on. Vetoing it too made a SET that found its key present
      * under a long-held lock give up after 8 such tries. */
     int changes_presence = g->deleting ? v != NULL : v == NULL;
-    g->lock_expired = yes && changes_presence && g->lk && !range_role()->lock_valid(g->lk);
+    g->lock_expired = yes && changes_presence && g->lk &&
+                      (!range_role()->lock_valid(g->lk) || (g->ride_failed && *g->ride_failed));
     if (g->lock_expired) return 0;
     /* The slot CAS that follows is this write's commit point: RACE marks it
      * (dm_batch_commit), and a write running ahead of earlier writes of its connection
@@ -171,6 +174,7 @@ static int lock_with_buckets(dm_ctx_t *ctx, const void *key, size_t klen, int ex
     int rc = existing ? range->lock(ctx, key, klen, 1, have ? &pre : NULL, &fresh, lk)
                       : range->lock_insert(ctx, key, klen, have ? &pre : NULL, &fresh, lk);
     if (rc < 0) return rc;
+    ctx->ride_failed = 0; /* what the range role's unlock reads is this hold's rides only */
     carry->prefetched = fresh;
     carry->read_us = range->lock_posted_us(*lk);
     carry->locked = 1;
@@ -216,6 +220,7 @@ static int set_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen, ui
     if (rc < 0) return end_unwritten(ctx, g, lk, &ride, rc);
     g->locked = 1;
     g->lk = lk;
+    g->ride_failed = &ctx->ride_failed;
     dm_fault_point(ctx, DM_FAULT_LOCKED);
     ctx->start_us = dm_now_us(); /* a fresh RACE operation: the lock wait does not count */
     rc = point_role()->set(ctx, key, klen, block, block_len, gate_decide, g, keep_ttl, old, carry);
@@ -294,6 +299,7 @@ static int delete_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen)
         /* CHIME ⊇ RACE says no entry, no key; a key there anyway (a violation) goes now,
          * still under the lock: RACE has no candidate for a truly absent key (1 RTT). */
         g->lk = lk;
+        g->ride_failed = &ctx->ride_failed;
         ctx->start_us = dm_now_us();
         rc = point_role()->del(ctx, key, klen, gate_decide, g, &carry);
         g->lk = NULL;
@@ -307,6 +313,7 @@ static int delete_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen)
     rc = range_role()->mark_pending(ctx, lk);
     if (rc < 0) return end_unwritten(ctx, g, lk, &ride, rc);
     g->lk = lk;
+    g->ride_failed = &ctx->ride_failed;
     dm_fault_point(ctx, DM_FAULT_LOCKED);
     ctx->start_us = dm_now_us();
     rc = point_role()->del(ctx, key, klen, gate_decide, g, &carry);

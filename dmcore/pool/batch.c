@@ -23,6 +23,7 @@ void dm_ctx_ride_start(dm_ctx_t *ctx, dm_batch_t *ride)
 {
     ctx->ride = ride;
     ctx->ride_until_us = 0;
+    ctx->ride_failed = 0;
 }
 
 int dm_ctx_ride_end(dm_ctx_t *ctx, dm_batch_t *r)
@@ -32,12 +33,14 @@ int dm_ctx_ride_end(dm_ctx_t *ctx, dm_batch_t *r)
     if (ride_expired(ctx)) {
         r->n = 0;
         r->send_by_us = 0;
+        ctx->ride_failed = 1;
         return DM_ERETRY;
     }
     r->send_by_us = dm_send_by_earlier(r->send_by_us, ctx->ride_until_us);
     int rc = dm_batch_exec(ctx, r);
     r->n = 0;
     r->send_by_us = 0;
+    if (rc) ctx->ride_failed = 1;
     return rc;
 }
 
@@ -218,6 +221,7 @@ static int exec_with_ride(dm_ctx_t *ctx, dm_batch_t *b)
          * the caller retries and finds its lease check failing. */
         r->n = 0;
         r->send_by_us = 0;
+        ctx->ride_failed = 1;
         return DM_ERETRY;
     }
     if (r->n + b->n > DM_BATCH_MAX) {
@@ -225,6 +229,7 @@ static int exec_with_ride(dm_ctx_t *ctx, dm_batch_t *b)
         int rc = dm_batch_exec(ctx, r);
         r->n = 0;
         r->send_by_us = 0;
+        if (rc) ctx->ride_failed = 1;
         return rc ? rc : dm_batch_exec(ctx, b);
     }
     dm_batch_t m;
@@ -245,6 +250,7 @@ static int exec_with_ride(dm_ctx_t *ctx, dm_batch_t *b)
     }
     r->n = 0;
     r->send_by_us = 0;
+    if (rc) ctx->ride_failed = 1; /* which of the ride's verbs ran is unknown */
     return rc;
 }
 
@@ -577,9 +583,16 @@ typedef struct async_batch {
     dm_verb_t verbs[];
 } async_batch_t;
 
+static uint64_t async_failures; /* process-wide: workers may be gone when a batch completes */
+
+uint64_t dm_async_failures(void)
+{
+    return __atomic_load_n(&async_failures, __ATOMIC_RELAXED);
+}
+
 static void async_done(void *arg, int conn_status)
 {
-    (void)conn_status;
+    if (conn_status) __atomic_add_fetch(&async_failures, 1, __ATOMIC_RELAXED);
     async_batch_t *ab = arg;
     if (--ab->pending == 0) free(ab);
 }
@@ -596,6 +609,7 @@ static int async_send(dm_worker_t *w, async_batch_t *ab)
         int rc = post_to_node(w, ab->start[j] >> 16, &ab->verbs[s], ab->count[j], async_done, ab,
                               ab->send_by_us);
         if (rc) {
+            __atomic_add_fetch(&async_failures, 1, __ATOMIC_RELAXED);
             ab->pending--;
             if (!first) first = rc;
             refused += rc == DM_ELATE;

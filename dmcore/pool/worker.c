@@ -32,6 +32,7 @@ void dm_ctx_init(dm_ctx_t *ctx, dm_worker_t *w, dm_cls_t cls)
     ctx->start_us = dm_now_us();
     ctx->ride = NULL;
     ctx->ride_until_us = 0;
+    ctx->ride_failed = 0;
 }
 
 static void on_waker(uv_idle_t *h)

@@ -1,7 +1,8 @@
 /* CHIME unit tests on the local transport: inserts through leaf and inner splits and root
  * growth (tiny leaves), hopping near full leaves, deletes that keep hop bitmaps right,
- * long shared prefixes, ordered scans, torn reads caught by the version checks, speculative
- * reads that fall back, a dead locker's lease taken over, and concurrent writers. */
+ * long shared prefixes, ordered scans, leaves filled by ordered inserts, torn reads caught by the
+ * version checks, speculative reads that fall back, a dead locker's lease taken over, and
+ * concurrent writers. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -146,6 +147,71 @@ static void test_default_geometry(void)
 {
     CHECK(dm_chime_set_create_geometry(DM_CHIME_SPAN, DM_CHIME_NBHD) == 0);
     load_and_check("local:chime-default", "k%d", 20000);
+}
+
+/* Keys per leaf after inserting n keys "o:%08d" in the order order(i) gives, checking that
+ * every key is found and a scan returns them all in order. */
+static double fill_after(const char *uri, int n, int (*order)(int i, int n))
+{
+    CHECK(dm_chime_set_create_geometry(DM_CHIME_SPAN, DM_CHIME_NBHD) == 0);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = worker_on(&loop, uri);
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    dm_chime_stats_t before, after;
+    dm_chime_get_stats(&before);
+    for (int i = 0; i < n; i++) {
+        char k[32];
+        size_t kl = key_of(k, "o:%08d", order(i, n));
+        CHECKF(dm_kv_set(&ctx, k, kl, "v", 1, 0, 0, NULL) == 1, "set %s", k);
+    }
+    dm_chime_get_stats(&after);
+    CHECK(dm_kv_dbsize(&ctx) == n);
+    CHECK(scan_all(&ctx, NULL, 0) == (size_t)n);
+    dm_worker_destroy(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+    return (double)n / (double)(after.leaf_splits - before.leaf_splits + 1);
+}
+
+static int ascending(int i, int n)
+{
+    (void)n;
+    return i;
+}
+static int descending(int i, int n)
+{
+    return n - 1 - i;
+}
+static int scattered(int i, int n)
+{
+    return (int)(((long long)i * 7919) % n);
+}
+/* Ascending, but each run of 16 in a shuffled order (a pipeline's inserts, overtaking
+ * each other a little). */
+static int windowed(int i, int n)
+{
+    int w = 16, base = i / w * w, j = (i % w * 5 + 3) % w;
+    return base + j < n ? base + j : i;
+}
+
+/* Keys inserted in key order fill their leaves (split.c: the split at the new key); random
+ * inserts keep the median split's fill. Without the order-aware split an ascending load
+ * leaves every leaf half full. */
+static void test_ordered_fill(void)
+{
+    double asc = fill_after("local:fill-asc", 8000, ascending);
+    double desc = fill_after("local:fill-desc", 8000, descending);
+    double win = fill_after("local:fill-win", 8192, windowed);
+    double rnd = fill_after("local:fill-rnd", 8000, scattered);
+    fprintf(stderr,
+            "  keys per %u-entry leaf: ascending %.1f, descending %.1f, shuffled runs of "
+            "16 %.1f, scattered %.1f\n",
+            DM_CHIME_SPAN, asc, desc, win, rnd);
+    CHECK(asc > 0.8 * DM_CHIME_SPAN && desc > 0.8 * DM_CHIME_SPAN);
+    CHECK(win > 0.7 * DM_CHIME_SPAN);
+    CHECK(rnd > 0.5 * DM_CHIME_SPAN);
 }
 
 /* ---- concurrent writers: several threads, each with its own worker ---- */
@@ -715,6 +781,7 @@ int main(void)
     RUN(test_splits_small_leaves);
     RUN(test_long_prefixes);
     RUN(test_default_geometry);
+    RUN(test_ordered_fill);
     RUN(test_torn_reads);
     RUN(test_speculative_reads);
     RUN(test_lease_takeover);

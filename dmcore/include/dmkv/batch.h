@@ -100,9 +100,14 @@ int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b);
  * Returns 0 or a posting error. The verbs' buffers must stay valid until completion:
  * WRITE data is copied, so only READs need care (use exec for READs). */
 int dm_batch_post_async(dm_ctx_t *ctx, dm_batch_t *b);
+/* How many posted batches (any worker of the process) failed or were refused so far: a
+ * holder that posted writes without waiting compares it with the count when it began, and
+ * writes nothing more once it moved (which of its writes landed is unknown). */
+uint64_t dm_async_failures(void);
 
 /* Let ride's verbs go out with ctx's next batch (one round trip saved); no deadline until
- * the verbs' owner sets ctx->ride_until_us. */
+ * the verbs' owner sets ctx->ride_until_us. ctx->ride_failed says afterwards whether any of
+ * them may not have landed (the owner's image of what it wrote is then not the pool's). */
 void dm_ctx_ride_start(dm_ctx_t *ctx, dm_batch_t *ride);
 /* End the ride: verbs of ride not posted yet (the operation posted nothing after the
  * start) go out now on their own. Returns 0, DM_E* of that batch, or DM_ERETRY when

@@ -179,12 +179,15 @@ typedef struct dm_range_index_ops {
                        int *fresh, dm_range_lock_t **out);
     /* Flag the locked key's entry pending, inserting it first when it has none. */
     int (*mark_pending)(dm_ctx_t *ctx, dm_range_lock_t *lk);
-    /* Settle the key's entry (1 keep, 0 remove, -1 leave pending) and unlock; frees lk. */
+    /* Settle the key's entry (1 keep, 0 remove, -1 leave pending) and unlock; frees lk.
+     * When ctx->ride_failed says a ride with the lock's writes failed, or the lock is no
+     * longer valid, nothing is written: the lock word goes back, the entry stays pending. */
     int (*unlock)(dm_ctx_t *ctx, dm_range_lock_t *lk, int present);
     /* The lease's bounds, in monotonic µs: presence may change while lock_valid; a change
      * completed past the lease is in doubt (reconcile); sure_until: no other insert of the
      * key can overlap before it (0 after a takeover); hold_until: no write after it; posted:
-     * when the lock CAS was posted. */
+     * when the lock CAS was posted. lock_valid is 0 too once a write of the hold posted
+     * without waiting failed (dm_async_failures). */
     int (*lock_valid)(const dm_range_lock_t *lk);
     int (*lock_in_doubt)(const dm_range_lock_t *lk);
     uint64_t (*lock_sure_until)(const dm_range_lock_t *lk);

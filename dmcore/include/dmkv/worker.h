@@ -50,6 +50,8 @@ typedef struct dm_ctx {
                                one index's write share a round trip with the other's (hybrid.c) */
     uint64_t ride_until_us; /* 0, or the monotonic time (us) after which the ride is dropped
                                unposted: the leaf lease its writes rely on has ended */
+    int ride_failed;        /* since dm_ctx_ride_start, a batch that carried ride verbs failed
+                               or the ride was dropped: which of them landed is unknown */
 } dm_ctx_t;
 
 /* Connect a worker to the pool given as memory-node URIs (see dm_conn_open; the order is
