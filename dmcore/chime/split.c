@@ -288,7 +288,11 @@ int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk)
      * goes on. The old leaf's write failing leaves its outcome unknown: nothing more may be
      * written from this hold (a write of the old image would drop the keys that moved). */
     rc = write_leaf(ctx, g, ra, right, &rword, 0, rec, recbuf, recbytes, send_by);
-    if (rc) goto out;
+    if (rc) { /* unreachable, but the write may have run: quarantined, not reused at once */
+        dm_alloc_free(ctx->w->alloc, ra, g->bytes);
+        dm_alloc_free(ctx->w->alloc, rec, recbytes);
+        goto out;
+    }
     rc = write_leaf(ctx, g, lk->leaf, left, &lword, lk->remote_word, 0, NULL, 0, send_by);
     if (rc) {
         lk->abandoned = 1;
