@@ -31,6 +31,14 @@ typedef struct gate {
     int deleting;              /* a DEL's gate: a write makes a present key absent */
 } gate_t;
 
+/* The attempt now holds lk: its presence change also needs the rides of lk's writes to
+ * have landed (ctx->ride_failed, reset when lk was taken). */
+static void gate_hold(gate_t *g, dm_ctx_t *ctx, const dm_range_lock_t *lk)
+{
+    g->lk = lk;
+    g->ride_failed = &ctx->ride_failed;
+}
+
 static void gate_init(gate_t *g, dm_point_decide_fn decide, void *arg, int locked, const void *key,
                       size_t klen)
 {
@@ -219,8 +227,7 @@ static int set_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen, ui
     rc = rc == 0 ? range_role()->mark_pending(ctx, lk) : 0;
     if (rc < 0) return end_unwritten(ctx, g, lk, &ride, rc);
     g->locked = 1;
-    g->lk = lk;
-    g->ride_failed = &ctx->ride_failed;
+    gate_hold(g, ctx, lk);
     dm_fault_point(ctx, DM_FAULT_LOCKED);
     ctx->start_us = dm_now_us(); /* a fresh RACE operation: the lock wait does not count */
     rc = point_role()->set(ctx, key, klen, block, block_len, gate_decide, g, keep_ttl, old, carry);
@@ -298,8 +305,7 @@ static int delete_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen)
     if (rc == 0) {
         /* CHIME ⊇ RACE says no entry, no key; a key there anyway (a violation) goes now,
          * still under the lock: RACE has no candidate for a truly absent key (1 RTT). */
-        g->lk = lk;
-        g->ride_failed = &ctx->ride_failed;
+        gate_hold(g, ctx, lk);
         ctx->start_us = dm_now_us();
         rc = point_role()->del(ctx, key, klen, gate_decide, g, &carry);
         g->lk = NULL;
@@ -312,8 +318,7 @@ static int delete_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen)
     dm_ctx_ride_start(ctx, &ride); /* the pending flag's WRITE goes with RACE's first READ */
     rc = range_role()->mark_pending(ctx, lk);
     if (rc < 0) return end_unwritten(ctx, g, lk, &ride, rc);
-    g->lk = lk;
-    g->ride_failed = &ctx->ride_failed;
+    gate_hold(g, ctx, lk);
     dm_fault_point(ctx, DM_FAULT_LOCKED);
     ctx->start_us = dm_now_us();
     rc = point_role()->del(ctx, key, klen, gate_decide, g, &carry);
