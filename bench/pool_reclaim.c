@@ -124,7 +124,8 @@ static int mark_long_blocks(dm_ctx_t *ctx, const addrs_t *ptrs, spans_t *live)
         int rc = dm_batch_exec(ctx, &b);
         if (rc) return rc;
         for (size_t k = 0; k < n; k++) {
-            uint64_t full = dm_kvblock_size_from_hdr(hdr[k], DM_KV_HDR);
+            /* The block as allocated: a large one is rounded to its size class. */
+            uint64_t full = dm_alloc_kv_block_bytes(dm_kvblock_size_from_hdr(hdr[k], DM_KV_HDR));
             uint64_t min = (uint64_t)DM_KV_LEN_MAX_UNITS * DM_UNIT;
             if ((rc = spans_add(live, ptrs->v[i + k], full > min ? full : min)) != 0) return rc;
         }
@@ -580,7 +581,11 @@ static int run(dm_ctx_t *ctx, int dry, int list)
     if (!rc) {
         spans_merge(&live);
         uint64_t outside = count_live(&rs, &live);
-        printf("live_spans %zu\n", live.n); /* merged: adjacent objects count once */
+        uint64_t live_bytes = 0;
+        for (size_t i = 0; i < live.n; i++)
+            live_bytes += live.v[i].len;
+        printf("live_spans %zu\nlive_bytes %llu\n", live.n, /* merged: counted once */
+               (unsigned long long)live_bytes);
         if (outside)
             printf("live bytes outside every walked range: %llu\n", (unsigned long long)outside);
         rc = reclaim(ctx, &rs, dry, list);

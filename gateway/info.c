@@ -377,18 +377,22 @@ static void sec_dmkv(gw_buf_t *b)
     dm_alloc_tail_stats(&ts);
     uint64_t returned, taken_back;
     dm_alloc_returned_stats(&returned, &taken_back);
-    gw_buf_printf(b,
-                  "chunk_tails_adopted:%llu\r\nchunk_tail_bytes_adopted:%llu\r\n"
-                  "chunk_tail_bytes_spare:%llu\r\nfree_lists_adopted:%llu\r\n"
-                  "free_list_bytes_adopted:%llu\r\nchunk_tails_from_spare_board:%llu\r\n"
-                  "allocator_free_list_bytes:%llu\r\nallocator_full_pool_waits:%llu\r\n"
-                  "allocator_blocks_returned:%llu\r\nallocator_blocks_taken_back:%llu\r\n",
-                  (unsigned long long)ts.regions_adopted, (unsigned long long)ts.bytes_adopted,
-                  (unsigned long long)ts.spare_bytes, (unsigned long long)ts.handoffs_adopted,
-                  (unsigned long long)ts.handoff_bytes_adopted, (unsigned long long)ts.board_taken,
-                  (unsigned long long)dm_alloc_listed_bytes(),
-                  (unsigned long long)dm_alloc_oom_waits(), (unsigned long long)returned,
-                  (unsigned long long)taken_back);
+    gw_buf_printf(
+        b,
+        "chunk_tails_adopted:%llu\r\nchunk_tail_bytes_adopted:%llu\r\n"
+        "chunk_tail_bytes_spare:%llu\r\nfree_lists_adopted:%llu\r\n"
+        "free_list_bytes_adopted:%llu\r\nchunk_tails_from_spare_board:%llu\r\n"
+        "allocator_free_list_bytes:%llu\r\nallocator_full_pool_waits:%llu\r\n"
+        "allocator_blocks_returned:%llu\r\nallocator_blocks_taken_back:%llu\r\n"
+        "free_logs_adopted:%llu\r\nfree_log_bytes_adopted:%llu\r\n"
+        "allocator_region_bytes:%llu\r\nallocator_free_log_bytes:%llu\r\n",
+        (unsigned long long)ts.regions_adopted, (unsigned long long)ts.bytes_adopted,
+        (unsigned long long)ts.spare_bytes, (unsigned long long)ts.handoffs_adopted,
+        (unsigned long long)ts.handoff_bytes_adopted, (unsigned long long)ts.board_taken,
+        (unsigned long long)dm_alloc_listed_bytes(), (unsigned long long)dm_alloc_oom_waits(),
+        (unsigned long long)returned, (unsigned long long)taken_back,
+        (unsigned long long)ts.free_logs_adopted, (unsigned long long)ts.free_log_bytes_adopted,
+        (unsigned long long)dm_alloc_region_bytes(), (unsigned long long)dm_alloc_free_log_bytes());
     index_stats(b, dm_kv_range_index()->stats);
     for (int k = 0; k < DM_CLS_COUNT; k++) {
         dm_cls_stats_t s;

@@ -15,6 +15,7 @@
 #include "dmkv/errors.h"
 #include "dmkv/log.h"
 #include "dmkv/superblock.h"
+#include "free_log.h"
 #include "returned.h"
 #include "tails.h"
 
@@ -43,10 +44,12 @@ struct dm_alloc {
     struct refill_wait *waiters; /* coroutines waiting for it */
     unsigned next_node;          /* round robin */
     uint64_t chunk_bytes;
-    int64_t live_delta;   /* bytes allocated minus bytes freed since the last flush */
-    int64_t listed_delta; /* change of the bytes on its lists since the last flush (INFO) */
+    int64_t live_delta;       /* bytes allocated minus bytes freed since the last flush */
+    int64_t listed_delta;     /* change of the bytes on its lists since the last flush (INFO) */
+    uint64_t region_reported; /* cur_left as last added to region_bytes */
     freed_t *head[NCLASSES], *tail[NCLASSES];
     freed_t *spare;    /* unused list entries (freed_new) */
+    free_log_t log;    /* what it freed, in the pool, and the reuse horizon (free_log.h) */
     uint64_t floor_us; /* the latest dm_now_us() its lists were dated by: never ahead of now */
     struct freed_slab *slabs;
 };
@@ -93,6 +96,27 @@ static void listed(dm_alloc_t *a, const freed_t *f, int sign)
     a->listed_delta += sign * (int64_t)(f->units * DM_GRAIN);
 }
 
+/* Bytes left in every worker's current region (INFO), updated as listed_bytes is. */
+static _Atomic int64_t region_bytes;
+
+static void flush_region(dm_alloc_t *a, uint64_t now_left)
+{
+    atomic_fetch_add_explicit(&region_bytes, (int64_t)now_left - (int64_t)a->region_reported,
+                              memory_order_relaxed);
+    a->region_reported = now_left;
+}
+
+uint64_t dm_alloc_free_log_bytes(void)
+{
+    return free_log_open_bytes();
+}
+
+uint64_t dm_alloc_region_bytes(void)
+{
+    int64_t v = atomic_load_explicit(&region_bytes, memory_order_relaxed);
+    return v > 0 ? (uint64_t)v : 0;
+}
+
 static void flush_listed(dm_alloc_t *a)
 {
     if (!a->listed_delta) return;
@@ -127,6 +151,7 @@ dm_alloc_t *dm_alloc_create(dm_worker_t *w)
     if (!a) return NULL;
     a->w = w;
     a->entry = tails_entry_index();
+    free_log_init(&a->log);
     return a;
 }
 
@@ -140,6 +165,8 @@ void dm_alloc_destroy(dm_alloc_t *a)
             listed(a, f, -1);
         }
     flush_listed(a);
+    flush_region(a, 0);
+    free_log_release(&a->log);
     while (a->slabs) {
         freed_slab_t *s = a->slabs;
         a->slabs = s->next;
@@ -300,6 +327,7 @@ static freed_t *take_from_class(dm_alloc_t *a, int c, uint64_t units, uint64_t a
     uint64_t now = a->floor_us;
     for (int scanned = 0; f && scanned < 8; prev = f, f = f->next, scanned++) {
         if (now - f->freed_us < DM_GRACE_US) return NULL; /* FIFO: the rest are younger */
+        if (f->freed_us >= a->log.horizon) return NULL;   /* a repairer could take it */
         if ((units && f->units != units) || f->addr % align) continue;
         return unlink_freed(a, c, prev, f);
     }
@@ -599,6 +627,8 @@ static uint64_t quarantine_wait_us(const dm_alloc_t *a, uint64_t units)
     for (int k = c; k <= last && k < NCLASSES; k++)
         for (const freed_t *f = a->head[k]; f; f = f->next) {
             uint64_t ready = f->freed_us + DM_GRACE_US;
+            if (f->freed_us >= a->log.horizon && ready < now + 100000u)
+                ready = now + 100000u; /* the next cron tick raises the horizon */
             if (f->units < units || ready <= now) continue;
             if (!best || ready - now < best) best = ready - now;
             break; /* FIFO: the first that fits is the oldest */
@@ -692,7 +722,8 @@ static freed_t *take_idle(dm_alloc_t *a, uint64_t now, uint64_t idle_us, int pee
     for (int c = MAX_CLASS + 1; c < NCLASSES; c++) {
         freed_t *f = a->head[c], *prev = NULL;
         for (int scanned = 0; f && scanned < 8; prev = f, f = f->next, scanned++) {
-            if (now - f->freed_us < DM_GRACE_US + idle_us) continue;
+            if (now - f->freed_us < DM_GRACE_US + idle_us || f->freed_us >= a->log.horizon)
+                continue;
             if (f->units * DM_GRAIN < DM_RETURN_MIN_BYTES + 2 * DM_UNIT) continue;
             return peek ? f : unlink_freed(a, c, prev, f);
         }
@@ -749,6 +780,67 @@ int dm_alloc_return_idle(dm_ctx_t *ctx)
     return rc < 0 ? rc : 0;
 }
 
+/* Take off the lists every block freed in [lo, hi] (a repairer took them over from our
+ * free log: it may hand them out). */
+static void drop_logged(dm_alloc_t *a, uint64_t lo, uint64_t hi)
+{
+    uint64_t dropped = 0;
+    for (int c = 0; c < NCLASSES; c++) {
+        freed_t *prev = NULL;
+        for (freed_t *f = a->head[c]; f;) {
+            freed_t *next = f->next;
+            if (f->freed_us >= lo && f->freed_us <= hi) {
+                dropped += f->units * DM_GRAIN;
+                freed_put(a, unlink_freed(a, c, prev, f));
+            } else {
+                prev = f;
+            }
+            f = next;
+        }
+    }
+    if (dropped)
+        dm_log(DM_LOG_WARNING,
+               "allocator: %llu bytes of free blocks left to the gateway that "
+               "took this worker's free log over",
+               (unsigned long long)dropped);
+}
+
+int dm_alloc_log_tick(dm_ctx_t *ctx)
+{
+    dm_alloc_t *a = ctx->w->alloc;
+    if (!a || a->entry < 0) return 0;
+    uint64_t lo = 1, hi = 0;
+    int was_off = a->log.state == FREE_LOG_OFF;
+    int rc = free_log_tick(ctx, &a->log, a->entry, &lo, &hi);
+    if (rc == 1) {
+        drop_logged(a, lo, hi);
+        rc = 0;
+    }
+    /* Just opened: what is listed already and not reusable before the horizon (blocks
+     * freed, or handed over by a stopped or dead gateway, before the first tick) is logged
+     * too. */
+    if (was_off && a->log.state == FREE_LOG_ON)
+        for (int c = 0; c < NCLASSES; c++)
+            for (freed_t *f = a->head[c]; f; f = f->next)
+                if (f->freed_us >= a->log.horizon)
+                    free_log_stage(&a->log, f->addr, f->units, f->freed_us);
+    return rc;
+}
+
+/* At a stop: close the free log (the handoff carries the lists instead), and get its block
+ * back when it was ours to the end. */
+static void close_log(dm_ctx_t *ctx, dm_alloc_t *a)
+{
+    int was_on = a->log.state == FREE_LOG_ON;
+    dm_gaddr_t blk = a->log.blk;
+    uint64_t lo = 1, hi = 0;
+    int rc = free_log_close(ctx, &a->log, a->entry, &lo, &hi);
+    if (rc)
+        drop_logged(a, lo, hi);
+    else if (was_on && blk) /* nobody reads it any more: reusable at once, not live */
+        dm_alloc_unused(a, blk, FREE_LOG_BYTES);
+}
+
 /* Everything this worker holds free: its free lists (emptied), the reserved rest of its
  * region (which it stops carving) and the process's spare regions, as (gaddr, bytes)
  * pairs appended to v (room for max). Returns how many. */
@@ -790,6 +882,7 @@ int dm_alloc_handoff(dm_ctx_t *ctx, uint64_t *pieces, uint64_t *bytes)
 {
     dm_alloc_t *a = ctx->w->alloc;
     *pieces = *bytes = 0;
+    close_log(ctx, a);
     dm_gaddr_t word = tails_handoff_addr(a->entry);
     if (!word || a->fenced) return 0;
     size_t max = 2; /* the region's rest, a spare */
@@ -862,6 +955,7 @@ static void queue_block_at(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, int n
     *f = (freed_t){addr, units, now_reusable ? (now > DM_GRACE_US ? now - DM_GRACE_US : 0) : now,
                    NULL};
     listed(a, f, 1);
+    if (!now_reusable) free_log_stage(&a->log, addr, units, now);
     if (now_reusable) {
         f->next = a->head[c];
         a->head[c] = f;
@@ -902,6 +996,7 @@ int dm_alloc_flush_live(dm_ctx_t *ctx, int wait)
 {
     dm_alloc_t *a = ctx->w->alloc;
     if (a) flush_listed(a);
+    if (a) flush_region(a, a->cur_left);
     if (!a || !a->live_delta) return 0;
     dm_batch_t b;
     dm_batch_init(&b);

@@ -15,6 +15,7 @@
 #include "dmkv/errors.h"
 #include "dmkv/log.h"
 #include "dmkv/superblock.h"
+#include "free_log.h"
 
 static dm_gaddr_t record; /* this process's, atomics */
 static int next_entry;
@@ -45,6 +46,18 @@ dm_gaddr_t tails_handoff_addr(int idx)
 {
     dm_gaddr_t rec = __atomic_load_n(&record, __ATOMIC_ACQUIRE);
     return rec && idx >= 0 ? rec + 8u * (1u + DM_TAIL_ENTRIES + (unsigned)idx) : 0;
+}
+
+dm_gaddr_t tails_horizon_addr(int idx)
+{
+    dm_gaddr_t rec = __atomic_load_n(&record, __ATOMIC_ACQUIRE);
+    return rec && idx >= 0 ? rec + 8u * (1u + 2 * DM_TAIL_ENTRIES + (unsigned)idx) : 0;
+}
+
+dm_gaddr_t tails_log_addr(int idx)
+{
+    dm_gaddr_t rec = __atomic_load_n(&record, __ATOMIC_ACQUIRE);
+    return rec && idx >= 0 ? rec + 8u * (1u + 3 * DM_TAIL_ENTRIES + (unsigned)idx) : 0;
 }
 
 void tails_set_record(dm_gaddr_t rec)
@@ -220,13 +233,19 @@ int dm_alloc_adopt(dm_ctx_t *ctx, dm_gaddr_t rec, dm_alloc_tail_stats_t *got)
     /* Our own record is taken over like any other (a stale alloc_board word can name it):
      * the CASes fence our workers exactly as they fence a dead gateway's. */
     if (!rec) return 0;
-    uint64_t words[DM_TAIL_RECORD_WORDS];
+    uint64_t words[DM_TAIL_RECORD_WORDS] = {0};
     dm_batch_t b;
     dm_batch_init(&b);
-    dm_batch_read(&b, rec, words, sizeof(words));
+    dm_batch_read(&b, rec, words, DM_TAIL_RECORD_WORDS_V1 * 8);
     int rc = dm_batch_exec(ctx, &b);
     if (rc) return rc;
-    if (words[0] != DM_TAIL_MAGIC) return DM_ECORRUPT;
+    if (words[0] != DM_TAIL_MAGIC && words[0] != DM_TAIL_MAGIC_V1) return DM_ECORRUPT;
+    if (words[0] == DM_TAIL_MAGIC) { /* the horizon and free-log words */
+        dm_batch_init(&b);
+        dm_batch_read(&b, rec + 8 * DM_TAIL_RECORD_WORDS_V1, words + DM_TAIL_RECORD_WORDS_V1,
+                      (DM_TAIL_RECORD_WORDS - DM_TAIL_RECORD_WORDS_V1) * 8);
+        if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
+    }
     for (int i = 0; i < DM_TAIL_ENTRIES; i++) {
         uint64_t word = words[1 + i];
         if (!word) continue;
@@ -259,11 +278,27 @@ int dm_alloc_adopt(dm_ctx_t *ctx, dm_gaddr_t rec, dm_alloc_tail_stats_t *got)
         rc = take_handoff(ctx, blk, &hpieces, &got->handoff_bytes_adopted);
         got->handoffs_adopted += rc == 0;
     }
+    /* Free logs: the horizon CAS decides, as the entry CAS does for tails (free_log.h). */
+    for (int i = 0; i < DM_TAIL_ENTRIES && !rc; i++) {
+        uint64_t h = words[1 + 2 * DM_TAIL_ENTRIES + i];
+        dm_gaddr_t log = words[1 + 3 * DM_TAIL_ENTRIES + i];
+        if (!log || h == FREE_LOG_TAKEN || !span_ok(ctx->w, log, FREE_LOG_BYTES)) continue;
+        dm_batch_init(&b);
+        dm_verb_t *v = dm_batch_cas(&b, rec + 8u * (1u + 2 * DM_TAIL_ENTRIES + (unsigned)i), h,
+                                    FREE_LOG_TAKEN);
+        if ((rc = dm_batch_exec(ctx, &b)) != 0) break;
+        if (v->result != h) continue; /* its owner raised it meanwhile: alive */
+        uint64_t pieces = 0;
+        rc = free_log_take(ctx, log, h, &pieces, &got->free_log_bytes_adopted);
+        got->free_logs_adopted += rc == 0;
+    }
     pthread_mutex_lock(&mu);
     stats.regions_adopted += got->regions_adopted;
     stats.bytes_adopted += got->bytes_adopted;
     stats.handoffs_adopted += got->handoffs_adopted;
     stats.handoff_bytes_adopted += got->handoff_bytes_adopted;
+    stats.free_logs_adopted += got->free_logs_adopted;
+    stats.free_log_bytes_adopted += got->free_log_bytes_adopted;
     pthread_mutex_unlock(&mu);
     return rc;
 }

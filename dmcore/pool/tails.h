@@ -10,15 +10,21 @@
 #include "dmkv/alloc.h"
 #include "dmkv/gaddr.h"
 
-#define DM_TAIL_ENTRIES 64      /* watermark words per record: workers per process */
-#define DM_TAIL_STEP (1u << 20) /* bytes reserved by one watermark CAS */
-#define DM_TAIL_LEFT_BITS 22    /* bytes above the watermark, in 64-byte units */
-/* A record: this magic ("DKRECORD"), DM_TAIL_ENTRIES entry words, then as many handoff
- * words (the gaddr of the free blocks a worker handed over at a clean stop, 0 = none); a
- * block of the process's first region (not a range of its own: odd-sized ranges would
- * clog the free-range stacks). */
-#define DM_TAIL_MAGIC 0x44524f4345524b44ull
-#define DM_TAIL_RECORD_WORDS (1 + 2 * DM_TAIL_ENTRIES)
+#define DM_TAIL_ENTRIES 64 /* watermark words per record: workers per process */
+/* Bytes reserved by one watermark CAS: at most this much of a dead worker's region is
+ * lost (reserved, never carved). */
+#define DM_TAIL_STEP (128u << 10)
+#define DM_TAIL_LEFT_BITS 22 /* bytes above the watermark, in 64-byte units */
+/* A record: this magic ("DKRECRD2"), DM_TAIL_ENTRIES entry words, then as many handoff
+ * words (the gaddr of the free blocks a worker handed over at a clean stop, 0 = none), as
+ * many reuse-horizon words and as many free-log words (free_log.h); a block of the
+ * process's first region (not a range of its own: odd-sized ranges would clog the
+ * free-range stacks). Records of the first format ("DKRECORD") end after the handoff words
+ * and are still adopted. */
+#define DM_TAIL_MAGIC 0x3244524345524b44ull
+#define DM_TAIL_MAGIC_V1 0x44524f4345524b44ull
+#define DM_TAIL_RECORD_WORDS_V1 (1 + 2 * DM_TAIL_ENTRIES)
+#define DM_TAIL_RECORD_WORDS (1 + 4 * DM_TAIL_ENTRIES)
 /* A handoff block: this magic ("DKHANDOF"), a count n, then n (gaddr, bytes) pairs. */
 #define DM_HANDOFF_MAGIC 0x464f444e41484b44ull
 
@@ -45,6 +51,10 @@ int tails_entry_index(void);
 dm_gaddr_t tails_entry_addr(int idx);
 /* The gaddr of worker idx's handoff word, 0 before dm_alloc_register ran. */
 dm_gaddr_t tails_handoff_addr(int idx);
+/* The gaddr of worker idx's reuse-horizon word and free-log word (free_log.h), 0 before
+ * dm_alloc_register ran. */
+dm_gaddr_t tails_horizon_addr(int idx);
+dm_gaddr_t tails_log_addr(int idx);
 /* Set this process's record (dm_alloc_register). */
 void tails_set_record(dm_gaddr_t rec);
 

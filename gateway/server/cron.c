@@ -4,7 +4,8 @@
  * (which leaves a key alone if it was rewritten meanwhile). Every thread of every gateway
  * expires the keys it gave an expiry, so the work is spread; each tick's work is bounded.
  * (A SCAN-driven sweep cannot find expired keys: RACE's scan skips them.) The same step
- * returns the worker's idle free blocks to the pool (dm_alloc_return_idle). */
+ * returns the worker's idle free blocks to the pool (dm_alloc_return_idle). A faster timer
+ * writes the worker's free log (dm_alloc_log_tick), what a peer takes over if we die. */
 #include "server/cron.h"
 
 #include <stdlib.h>
@@ -97,20 +98,45 @@ static void on_tick(uv_timer_t *t)
     }
 }
 
+static void log_step(void *arg)
+{
+    gw_thread_t *th = arg;
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, th->w, DM_CLS_ADMIN);
+    dm_alloc_log_tick(&ctx);
+    th->log_running = false;
+}
+
+static void on_log_tick(uv_timer_t *t)
+{
+    gw_thread_t *th = t->data;
+    if (th->stopping || th->log_running || !th->w) return;
+    th->log_running = true;
+    if (!dm_coro_spawn(log_step, th) && th->log_running) th->log_running = false;
+}
+
 void gw_cron_start(gw_thread_t *th)
 {
     uv_timer_init(&th->loop, &th->cron_timer);
     th->cron_timer.data = th;
+    uv_timer_init(&th->loop, &th->log_timer);
+    th->log_timer.data = th;
     th->cron_inited = true;
     uv_timer_start(&th->cron_timer, on_tick, 1000 / GW_CRON_HZ, 1000 / GW_CRON_HZ);
+    uv_timer_start(&th->log_timer, on_log_tick, 1000 / GW_FREE_LOG_HZ, 1000 / GW_FREE_LOG_HZ);
+}
+
+static void close_timer(uv_timer_t *t)
+{
+    uv_timer_stop(t);
+    if (!uv_is_closing((uv_handle_t *)t)) uv_close((uv_handle_t *)t, NULL);
 }
 
 void gw_cron_stop(gw_thread_t *th)
 {
     if (!th->cron_inited) return;
-    uv_timer_stop(&th->cron_timer);
-    if (!uv_is_closing((uv_handle_t *)&th->cron_timer))
-        uv_close((uv_handle_t *)&th->cron_timer, NULL);
+    close_timer(&th->cron_timer);
+    close_timer(&th->log_timer);
     th->cron_inited = false;
 }
 

@@ -53,7 +53,16 @@ static void adopt_main(void *arg)
                    "bytes it never handed out; %llu free bytes it handed over at its stop",
                    (unsigned long long)got.regions_adopted, (unsigned long long)got.bytes_adopted,
                    (unsigned long long)got.handoff_bytes_adopted);
+        if (got.free_logs_adopted)
+            dm_log(DM_LOG_NOTICE,
+                   "took over the free logs of %llu worker(s) of a gateway that died: %llu "
+                   "bytes it had freed and could not have reused",
+                   (unsigned long long)got.free_logs_adopted,
+                   (unsigned long long)got.free_log_bytes_adopted);
     }
+    /* What was taken over is in our lists now: in our free log at once, not at the next
+     * tick (we may die before it). */
+    if (n) dm_alloc_log_tick(ctx);
     adopting = 0;
 }
 

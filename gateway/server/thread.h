@@ -30,6 +30,8 @@ typedef struct gw_thread {
     uv_timer_t cron_timer;    /* server/cron.c: active expiry, CLIENT KILL sweeps */
     bool cron_inited;
     bool expire_running;              /* an active-expiry step is on a coroutine */
+    uv_timer_t log_timer;             /* server/cron.c: the allocator's free log */
+    bool log_running;                 /* a free-log step is on a coroutine */
     struct gw_expiry_entry *exp_heap; /* server/expiry_track.h */
     uint64_t sweep_cursor;            /* active-expiry sweep over the key order (0 = new walk) */
     size_t exp_n, exp_cap;

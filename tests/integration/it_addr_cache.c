@@ -56,7 +56,9 @@ static void hot_key_costs_one_rtt(redisContext *a, redisContext *b)
     }
     double set_rtts = info_field(a, "set_rtts_per_op");
     fprintf(stderr, "hot key: %.2f round trips per SET\n", set_rtts);
-    CHECKF(set_rtts < 1.01, "a cached SET took %.2f round trips", set_rtts);
+    /* One SET in these 100 may also raise its worker's registered watermark (one CAS per
+     * 128 KB carved, docs/leases.md "A dead gateway's chunk tails"): 1.01. */
+    CHECKF(set_rtts < 1.015, "a cached SET took %.2f round trips", set_rtts);
     /* Seen longer ago, or with an option that reads the old value: the update through the
      * cache reads the slot and the old block first (new block ‖ slot word ‖ old block,
      * then the slot CAS). */

@@ -114,9 +114,9 @@ for t in ${DMKV_IT_TESTS:-it_basic it_protocol it_incr_gateways it_chime_storm i
     bin=$BUILD/tests/$t
     [ -x "$bin" ] || { say "warning: $bin is not built, left out"; continue; }
     # it_gateway_death rewrites 20-200 KB values from four clients: each freed block waits
-    # out its 2 s quarantine, and each SIGKILL loses the dead gateway's free lists (issue
-    # 12, reclaimed offline only), so it needs more than the others' 128 MB (on the host
-    # it takes up to 300 MB of its 512 MB at full speed; 128 MB failed in CI).
+    # out its 2 s quarantine (a dead gateway's is taken over from its free log), so it
+    # needs more than the others' 128 MB (on the host it takes up to 300 MB of its 512 MB
+    # at full speed; 128 MB failed in CI before the free logs).
     size=128m; [ "$t" = it_gateway_death ] && size=256m
     steps+=("DMKV_IT_MEMNODE_RDMA=$ADDR DMKV_IT_MEMNODE_SIZE=$size DMKV_IT_STORM_OPS=${DMKV_IT_STORM_OPS:-1500} DMKV_MEMNODE=$MEMNODE DMKV_GATEWAY=$GATEWAY timeout $STEP_T $bin")
 done

@@ -281,14 +281,14 @@ static uint64_t entry_word(dm_ctx_t *ctx, int idx)
 }
 
 /* Issue 12: a gateway found dead has its registered chunk tails taken over. Worker A
- * (entry 0 of this process's record) carves 300 KB; worker B takes the record over, as a
+ * (entry 0 of this process's record) carves 100 KB; worker B takes the record over, as a
  * repairer does, and gets what lies above A's watermark; then both carve 2 MB more. A,
  * playing a gateway that was only thought dead, must stop at its watermark (its next CAS
  * fails) and take a new chunk; B carves A's tail. No two blocks overlap, and every block A
  * handed out before the take-over lies below the watermark B took. */
 static void test_chunk_tails(void)
 {
-    enum { N0 = 300, N1 = 2000, LEN = 1000 };
+    enum { N0 = 100, N1 = 2000, LEN = 1000 };
     two_t t;
     two_start(&t);
     dm_ctx_t *ca = &t.ca, *cb = &t.cb;
@@ -309,8 +309,8 @@ static void test_chunk_tails(void)
     for (int i = 0; i < n; i++)
         CHECKF(iv[i].a + iv[i].len <= wm, "block %d at %llx above the watermark %llx", i,
                (unsigned long long)iv[i].a, (unsigned long long)wm);
-    CHECKF(wm - iv[0].a >= (1u << 20) && wm - iv[0].a <= (1u << 20) + 64,
-           "watermark %llu bytes past the first block, want 1 MiB",
+    CHECKF(wm - iv[0].a >= (128u << 10) && wm - iv[0].a <= (128u << 10) + 64,
+           "watermark %llu bytes past the first block, want 128 KB (DM_TAIL_STEP)",
            (unsigned long long)(wm - iv[0].a));
     dm_alloc_tail_stats_t got;
     CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &got) == 0);
@@ -441,6 +441,72 @@ static void test_returned(void)
     two_stop(&t);
 }
 
+/* Issue 12: a gateway found dead has its quarantine taken over through its free log.
+ * Worker A frees set 1, waits past the quarantine and raises its reuse horizon past it,
+ * then frees set 2 and logs it. A plays a gateway only thought dead whose cron stalled: set
+ * 2 passes its quarantine with no tick. B takes A's record over, as a repairer does, and
+ * gets set 2 only (A may have reused set 1 already). A's next blocks are set 1 and none of
+ * set 2 (above the horizon B replaced); A's next tick finds its log taken and drops set 2
+ * from its lists; past the quarantine B's next blocks of that size are exactly set 2 and
+ * A's none of them. */
+static void test_free_log(void)
+{
+    enum { N = 300, LEN = 1000 };
+    two_t t;
+    two_start(&t);
+    dm_ctx_t *ca = &t.ca, *cb = &t.cb;
+    static dm_gaddr_t set1[N], set2[N];
+    CHECK(dm_alloc_log_tick(ca) == 0); /* opens A's log */
+    for (int i = 0; i < N; i++) {
+        CHECK(dm_alloc_kv_block(ca, LEN, &set1[i]) == 0);
+        CHECK(dm_alloc_kv_block(ca, LEN, &set2[i]) == 0);
+    }
+    for (int i = 0; i < N; i++)
+        dm_alloc_free(t.wa->alloc, set1[i], LEN);
+    CHECK(dm_alloc_log_tick(ca) == 0);
+    usleep(DM_GRACE_US + 100000);
+    CHECK(dm_alloc_log_tick(ca) == 0); /* the horizon passes set 1 */
+    for (int i = 0; i < N; i++)
+        dm_alloc_free(t.wa->alloc, set2[i], LEN);
+    CHECK(dm_alloc_log_tick(ca) == 0);
+    usleep(DM_GRACE_US + 100000); /* no tick: the horizon stays before set 2 */
+    dm_alloc_tail_stats_t got;
+    CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &got) == 0);
+    CHECKF(got.free_logs_adopted == 1 &&
+               got.free_log_bytes_adopted == (uint64_t)N * dm_alloc_kv_block_bytes(LEN),
+           "%llu logs, %llu bytes taken over (want 1, set 2's %llu)",
+           (unsigned long long)got.free_logs_adopted,
+           (unsigned long long)got.free_log_bytes_adopted,
+           (unsigned long long)N * dm_alloc_kv_block_bytes(LEN));
+    CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &got) == 0); /* taken once */
+    CHECK(got.free_logs_adopted == 0);
+    int a_set1 = 0, a_early = 0;
+    for (int i = 0; i < 2 * N; i++) { /* set 1 lies below the horizon B replaced */
+        dm_gaddr_t y;
+        CHECK(dm_alloc_kv_block(ca, LEN, &y) == 0);
+        for (int j = 0; j < N; j++) {
+            a_set1 += y == set1[j];
+            a_early += y == set2[j];
+        }
+    }
+    CHECKF(a_set1 == N && a_early == 0, "A reused %d of set 1's %d blocks and %d of set 2's",
+           a_set1, N, a_early);
+    CHECK(dm_alloc_log_tick(ca) == 0); /* finds its log taken: drops set 2 */
+    usleep(DM_GRACE_US + 100000);
+    int b_set2 = 0, a_set2 = 0;
+    for (int i = 0; i < N; i++) {
+        dm_gaddr_t x, y;
+        CHECK(dm_alloc_kv_block(cb, LEN, &x) == 0);
+        CHECK(dm_alloc_kv_block(ca, LEN, &y) == 0);
+        for (int j = 0; j < N; j++) {
+            b_set2 += x == set2[j];
+            a_set2 += y == set2[j];
+        }
+    }
+    CHECKF(b_set2 == N && a_set2 == 0, "B reused %d of set 2's %d blocks, A %d", b_set2, N, a_set2);
+    two_stop(&t);
+}
+
 int main(void)
 {
     RUN(test_push_pop);
@@ -450,6 +516,7 @@ int main(void)
     RUN(test_chunk_tails);
     RUN(test_handoff);
     RUN(test_returned);
+    RUN(test_free_log);
     printf("test_pool_free: passed\n");
     return 0;
 }

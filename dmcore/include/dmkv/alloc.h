@@ -85,7 +85,7 @@ uint64_t dm_alloc_owner_id(void);
 /* ---- chunk tails of dead gateways (issue 12, docs/leases.md) ----
  * Each worker publishes its current bump region in its process's allocation record on the
  * pool: one word per worker holding a watermark (the first byte it has not reserved) and
- * the bytes left above it. It raises the watermark by CAS, DM_TAIL_STEP (1 MiB) at a time,
+ * the bytes left above it. It raises the watermark by CAS, DM_TAIL_STEP (128 KB) at a time,
  * before carving past it (1 RTT per MiB carved), so everything above a dead gateway's
  * watermarks was never handed out and can be taken over while the pool serves. */
 
@@ -97,21 +97,33 @@ int dm_alloc_register(dm_ctx_t *ctx);
 /* This process's record (gaddr of its first entry), 0 before dm_alloc_register. */
 dm_gaddr_t dm_alloc_record(void);
 typedef struct dm_alloc_tail_stats {
-    uint64_t regions_adopted;       /* regions taken over by this process */
-    uint64_t bytes_adopted;         /* their bytes */
-    uint64_t spare_bytes;           /* of those, kept here (the spare board was full) */
-    uint64_t handoffs_adopted;      /* handoff blocks of stopped gateways taken over */
-    uint64_t handoff_bytes_adopted; /* the free bytes they listed */
-    uint64_t board_taken;           /* tails this process took from the spare board */
+    uint64_t regions_adopted;        /* regions taken over by this process */
+    uint64_t bytes_adopted;          /* their bytes */
+    uint64_t spare_bytes;            /* of those, kept here (the spare board was full) */
+    uint64_t handoffs_adopted;       /* handoff blocks of stopped gateways taken over */
+    uint64_t handoff_bytes_adopted;  /* the free bytes they listed */
+    uint64_t board_taken;            /* tails this process took from the spare board */
+    uint64_t free_logs_adopted;      /* free logs of dead gateways' workers taken over */
+    uint64_t free_log_bytes_adopted; /* the quarantined blocks they held */
 } dm_alloc_tail_stats_t;
+/* Every cron tick of each gateway thread: write the blocks this worker freed since the last
+ * tick into its free log in the pool and raise its reuse horizon (the first tick creates
+ * the log: a 1 MiB block), so that a gateway that finds this one dead takes its quarantine
+ * over (dm_alloc_adopt; docs/leases.md "A dead gateway's free blocks"). 1 RTT, none when
+ * idle. Returns 0 or DM_E* (the entries are written at the next tick). */
+int dm_alloc_log_tick(dm_ctx_t *ctx);
+
 /* Take over the regions registered in a dead gateway's record rec (from the superblock's
  * alloc_board, read by the clock board when it found the gateway dead): each nonzero entry
  * is CASed to 0 and, when the CAS wins, the space above its watermark goes to the spare
  * board (or this process's spares) for workers to carve before taking new chunks. Handoff
  * blocks (dm_alloc_handoff) are taken the same way, their blocks queued on ctx's worker's
- * lists. *got: what this call took (regions_adopted, bytes_adopted, handoffs_adopted,
- * handoff_bytes_adopted; the other fields 0). A few RTTs, plus one per 4096 handed
- * blocks. Returns 0, DM_ECORRUPT (rec is not a record) or DM_E*. */
+ * lists; so are the blocks each worker's free log (dm_alloc_log_tick) says it freed and
+ * cannot have reused (its reuse horizon is CASed to "taken"). *got: what this call took
+ * (regions_adopted, bytes_adopted, handoffs_adopted, handoff_bytes_adopted,
+ * free_logs_adopted, free_log_bytes_adopted; the other fields 0). A few RTTs, plus one per
+ * 4096 handed blocks and one per 64 KB of free log. Returns 0, DM_ECORRUPT (rec is not a record) or
+ * DM_E*. */
 int dm_alloc_adopt(dm_ctx_t *ctx, dm_gaddr_t rec, dm_alloc_tail_stats_t *got);
 
 /* At a clean stop, once no operation runs on ctx's worker: write what the worker holds
@@ -142,6 +154,11 @@ void dm_alloc_returned_stats(uint64_t *returned, uint64_t *taken);
 /* Bytes in this process's free lists (quarantined or reusable), all workers, as of each
  * worker's last cron tick (dm_alloc_flush_live). */
 uint64_t dm_alloc_listed_bytes(void);
+/* Bytes left to carve in this process's workers' current regions, as of each worker's
+ * last cron tick (their chunks' unused rest: taken from the pool, free for this process). */
+uint64_t dm_alloc_region_bytes(void);
+/* Bytes of this process's free logs in the pool (dm_alloc_log_tick: 1 MiB per worker). */
+uint64_t dm_alloc_free_log_bytes(void);
 /* Allocations that found the pool full and waited (at most DM_GRACE_US) for one of their
  * worker's quarantined blocks instead of failing with DM_ENOMEM. */
 uint64_t dm_alloc_oom_waits(void);

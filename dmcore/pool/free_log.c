@@ -1,0 +1,268 @@
+/* A worker's free log in the pool and its takeover (free_log.h). */
+#include "free_log.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "dmkv/alloc.h"
+#include "dmkv/batch.h"
+#include "dmkv/errors.h"
+#include "dmkv/log.h"
+#include "dmkv/superblock.h"
+#include "tails.h"
+
+#define TAKE_READ 2048u /* entries per read when taking a log over: 64 KB */
+/* With nothing to write, the horizon is raised this often (FREE_LOG_AHEAD_US covers it). */
+#define RAISE_IDLE_US 100000u
+
+static uint64_t open_logs; /* this process's, atomics (INFO) */
+
+uint64_t free_log_open_bytes(void)
+{
+    return __atomic_load_n(&open_logs, __ATOMIC_RELAXED) * FREE_LOG_BYTES;
+}
+
+static void set_on(free_log_t *l)
+{
+    l->state = FREE_LOG_ON;
+    __atomic_fetch_add(&open_logs, 1, __ATOMIC_RELAXED);
+}
+
+/* The log stops for good: fenced by a repairer, closed at a stop, or its worker gone. */
+void free_log_release(free_log_t *l)
+{
+    if (l->state == FREE_LOG_ON) __atomic_fetch_sub(&open_logs, 1, __ATOMIC_RELAXED);
+    l->state = FREE_LOG_FENCED;
+    l->horizon = UINT64_MAX;
+    free(l->staged);
+    l->staged = NULL;
+    l->n = l->cap = 0;
+}
+
+void free_log_init(free_log_t *l)
+{
+    memset(l, 0, sizeof(*l));
+    l->horizon = UINT64_MAX;
+}
+
+static uint64_t entry_check(const free_log_entry_t *e, uint64_t pos)
+{
+    return XXH64(e, offsetof(free_log_entry_t, check), pos ^ FREE_LOG_MAGIC);
+}
+
+void free_log_stage(free_log_t *l, dm_gaddr_t addr, uint64_t units, uint64_t freed_us)
+{
+    if (l->state != FREE_LOG_ON) return;
+    /* More than a log holds in one tick: not logged, so lost only if we die with it
+     * listed. */
+    if (l->n >= FREE_LOG_CAP) return;
+    if (l->n == l->cap) {
+        size_t cap = l->cap ? 2 * l->cap : 256;
+        free_log_entry_t *s = realloc(l->staged, cap * sizeof(*s));
+        if (!s) return;
+        l->staged = s;
+        l->cap = cap;
+    }
+    l->staged[l->n++] = (free_log_entry_t){addr, units, freed_us, 0};
+}
+
+/* The horizon raised now: blocks whose quarantine ends within FREE_LOG_AHEAD_US. */
+static uint64_t next_horizon(void)
+{
+    uint64_t h = dm_now_us() + FREE_LOG_AHEAD_US;
+    h = h > DM_GRACE_US ? h - DM_GRACE_US : 0;
+    return h > FREE_LOG_TAKEN ? h : FREE_LOG_TAKEN + 1;
+}
+
+/* Create the log block and publish it, then the first horizon. Returns 0 (on, or fenced
+ * before it began: nothing was logged) or DM_E* (try again next tick). */
+static int open_log(dm_ctx_t *ctx, free_log_t *l, int idx)
+{
+    dm_gaddr_t hword = tails_horizon_addr(idx), lword = tails_log_addr(idx);
+    if (!hword) return 0; /* no record (yet), or no entry for this worker */
+    uint64_t h = next_horizon();
+    /* Restrict reuse first: from the CAS on, a repairer may take what is freed after h. */
+    if (h < l->horizon) l->horizon = h;
+    int rc = 0;
+    if (!l->blk) {
+        dm_gaddr_t blk;
+        if ((rc = dm_alloc_block(ctx, FREE_LOG_BYTES, &blk)) != 0) return rc;
+        uint64_t hdr[3] = {FREE_LOG_MAGIC, FREE_LOG_CAP, 0};
+        dm_batch_t b;
+        dm_batch_init(&b);
+        dm_batch_write(&b, blk, hdr, sizeof(hdr));
+        dm_verb_t *v = dm_batch_cas(&b, lword, 0, blk);
+        if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc; /* blk leaks: rare, 1 MiB */
+        if (v->result != 0) { /* a repairer took our record over: never log */
+            l->state = FREE_LOG_FENCED;
+            l->horizon = UINT64_MAX;
+            dm_alloc_unused(ctx->w->alloc, blk, FREE_LOG_BYTES);
+            return 0;
+        }
+        l->blk = blk;
+    }
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_verb_t *v = dm_batch_cas(&b, hword, 0, l->horizon);
+    if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
+    if (v->result == l->horizon) { /* our earlier CAS had landed */
+    } else if (v->result != 0) {   /* taken over before anything was logged */
+        l->state = FREE_LOG_FENCED;
+        l->horizon = UINT64_MAX;
+        return 0;
+    }
+    set_on(l);
+    return 0;
+}
+
+/* Add the ring writes of entries[0..n) from position pos to b (one or two verbs). */
+static void add_ring_writes(dm_batch_t *b, dm_gaddr_t blk, free_log_entry_t *e, size_t n,
+                            uint64_t pos)
+{
+    for (size_t i = 0; i < n; i++)
+        e[i].check = entry_check(&e[i], pos + i);
+    uint64_t slot = pos % FREE_LOG_CAP;
+    size_t first = n < FREE_LOG_CAP - slot ? n : (size_t)(FREE_LOG_CAP - slot);
+    dm_batch_write(b, blk + FREE_LOG_HDR + slot * sizeof(*e), e, (uint32_t)(first * sizeof(*e)));
+    if (first < n)
+        dm_batch_write(b, blk + FREE_LOG_HDR, e + first, (uint32_t)((n - first) * sizeof(*e)));
+}
+
+/* Put entries taken out for a write that failed back in front of those staged since. */
+static void restage(free_log_t *l, free_log_entry_t *out, size_t n_out)
+{
+    free_log_entry_t *later = l->staged;
+    size_t n_later = l->n;
+    l->staged = out;
+    l->cap = n_out;
+    l->n = n_out;
+    for (size_t i = 0; i < n_later; i++)
+        free_log_stage(l, later[i].addr, later[i].units, later[i].freed_us);
+    free(later);
+}
+
+static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64_t *drop_hi);
+
+int free_log_tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64_t *drop_hi)
+{
+    if (l->state == FREE_LOG_FENCED || l->busy) return 0;
+    l->busy = 1;
+    int rc = l->state == FREE_LOG_OFF ? open_log(ctx, l, idx) : tick(ctx, l, idx, drop_lo, drop_hi);
+    l->busy = 0;
+    return rc;
+}
+
+static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64_t *drop_hi)
+{
+    /* Nothing new and the horizon fresh enough: no round trip (an idle worker). */
+    if (!l->n && dm_now_us() - l->raised_us < RAISE_IDLE_US) return 0;
+    /* The staged array is taken out while the write is on the wire: frees staged meanwhile
+     * (other coroutines of this worker) go to a new one. */
+    free_log_entry_t *out = l->staged;
+    size_t n = l->n;
+    l->staged = NULL;
+    l->n = l->cap = 0;
+    for (size_t i = 0; i < n; i++) /* staged at the log's opening: not in time order */
+        if (out[i].freed_us > l->flushed_us) l->flushed_us = out[i].freed_us;
+    uint64_t want = next_horizon(), old = l->horizon;
+    if (want < old) want = old;
+    uint64_t count = l->count + n;
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_verb_t *cas = dm_batch_cas(&b, tails_horizon_addr(idx), old, want);
+    if (n) {
+        add_ring_writes(&b, l->blk, out, n, l->count);
+        dm_batch_write(&b, l->blk + 16, &count, 8); /* after the entries it covers */
+    }
+    int rc = dm_batch_exec(ctx, &b);
+    if (rc) { /* written again next tick, at the same positions */
+        restage(l, out, n);
+        l->unsure = want;
+        return rc;
+    }
+    free(out);
+    /* Our own raise of a tick that failed had landed: the horizon is ours at that value. */
+    if (cas->result != old && l->unsure && cas->result == l->unsure)
+        want = l->unsure;
+    else if (cas->result != old) {
+        dm_log(DM_LOG_WARNING, "allocator: another gateway took this worker's free log over "
+                               "(it found this gateway dead); its free blocks are not logged "
+                               "any more");
+        *drop_lo = old;
+        *drop_hi = l->flushed_us;
+        free_log_release(l);
+        l->blk = 0; /* the repairer frees it */
+        return 1;
+    }
+    l->count = count;
+    l->horizon = want;
+    l->unsure = 0;
+    l->raised_us = dm_now_us();
+    return 0;
+}
+
+int free_log_close(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64_t *drop_hi)
+{
+    *drop_lo = 1;
+    *drop_hi = 0;
+    if (l->state != FREE_LOG_ON) return 0;
+    *drop_lo = l->horizon;
+    *drop_hi = l->flushed_us;
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_verb_t *cas = dm_batch_cas(&b, tails_horizon_addr(idx), l->horizon, FREE_LOG_TAKEN);
+    int rc = dm_batch_exec(ctx, &b);
+    free_log_release(l);
+    if (rc || cas->result != *drop_lo) {
+        l->blk = 0; /* the repairer may free it */
+        return rc ? rc : 1;
+    }
+    *drop_lo = 1; /* closed: nothing to drop, and the block is ours again */
+    *drop_hi = 0;
+    return 0;
+}
+
+/* An entry names a block inside one of the pool's nodes, past the superblock. */
+static int entry_ok(const dm_worker_t *w, const free_log_entry_t *e, uint64_t pos)
+{
+    unsigned node = dm_gaddr_node(e->addr);
+    uint64_t off = dm_gaddr_off(e->addr), len = e->units * DM_GRAIN;
+    return e->check == entry_check(e, pos) && node < w->n_nodes && off >= DM_SB_FIRST_CHUNK &&
+           e->units && e->units <= (1ull << 30) / DM_GRAIN &&
+           off + len <= w->conns[node]->region_size && off % DM_GRAIN == 0;
+}
+
+int free_log_take(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t horizon, uint64_t *pieces,
+                  uint64_t *bytes)
+{
+    uint64_t hdr[3];
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_read(&b, blk, hdr, sizeof(hdr));
+    int rc = dm_batch_exec(ctx, &b);
+    if (rc) return rc;
+    if (hdr[0] != FREE_LOG_MAGIC || hdr[1] != FREE_LOG_CAP) return DM_ECORRUPT;
+    free_log_entry_t *v = malloc(TAKE_READ * sizeof(*v));
+    if (!v) return DM_ENOMEM;
+    uint64_t count = hdr[2], pos = count > FREE_LOG_CAP ? count - FREE_LOG_CAP : 0;
+    while (pos < count && !rc) {
+        /* A run of positions that does not wrap around the ring's end. */
+        uint64_t slot = pos % FREE_LOG_CAP, n = count - pos;
+        if (n > TAKE_READ) n = TAKE_READ;
+        if (n > FREE_LOG_CAP - slot) n = FREE_LOG_CAP - slot;
+        dm_batch_init(&b);
+        dm_batch_read(&b, blk + FREE_LOG_HDR + slot * sizeof(*v), v, (uint32_t)(n * sizeof(*v)));
+        if ((rc = dm_batch_exec(ctx, &b)) != 0) break;
+        for (uint64_t i = 0; i < n; i++) {
+            if (!entry_ok(ctx->w, &v[i], pos + i) || v[i].freed_us < horizon) continue;
+            alloc_take_handed(ctx->w->alloc, v[i].addr, v[i].units * DM_GRAIN);
+            ++*pieces;
+            *bytes += v[i].units * DM_GRAIN;
+        }
+        pos += n;
+    }
+    free(v);
+    if (!rc) dm_alloc_free(ctx->w->alloc, blk, FREE_LOG_BYTES);
+    return rc;
+}

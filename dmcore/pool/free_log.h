@@ -1,0 +1,85 @@
+/* A worker's log of the blocks it freed, kept in the pool, so that a gateway that finds it
+ * dead takes its quarantine over instead of the space staying taken (issue 12,
+ * docs/leases.md "A dead gateway's free blocks"). Internal to dmcore/pool: alloc.c stages
+ * and honours the horizon, free_log.c writes and adopts.
+ *
+ * The rule that makes it safe: the owner reuses a listed block only if it was freed before
+ * its *reuse horizon*, a time (the owner's monotonic clock, µs) published in its record
+ * and raised by CAS every cron tick; a repairer CASes the horizon to FREE_LOG_TAKEN and
+ * takes the logged blocks freed at or after the horizon it replaced. Once that CAS wins,
+ * every later raise of the owner fails, so the two sets never meet, even for an owner
+ * that was only thought dead. A block freed at or after the horizon was never reused since
+ * (a reuse needs the horizon past its free time), so no other gateway can hold it either:
+ * only the process that unlinked a block has it on a list. */
+#ifndef DMKV_POOL_FREE_LOG_H
+#define DMKV_POOL_FREE_LOG_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "dmkv/gaddr.h"
+#include "dmkv/worker.h"
+
+#define FREE_LOG_BYTES (1u << 20) /* a log block, header included */
+#define FREE_LOG_HDR 64u          /* magic, capacity, entries written */
+#define FREE_LOG_CAP ((FREE_LOG_BYTES - FREE_LOG_HDR) / 32u)
+#define FREE_LOG_MAGIC 0x474c454552464b44ull /* "DKFREELG" */
+/* How far ahead of the quarantine the horizon is raised: the cron ticks every 100 ms, so
+ * three ticks may be late before a reuse waits. A repairer takes the frees of the dead
+ * worker's last DM_GRACE_US minus this. */
+#define FREE_LOG_AHEAD_US 300000u
+#define FREE_LOG_TAKEN 1u /* a horizon word taken over by a repairer (or closed at a stop) */
+
+/* One logged free: 32 bytes in the pool. check ties it to its ring position, so a torn or
+ * stale entry (an older lap, bytes of the block's previous use) is skipped. */
+typedef struct free_log_entry {
+    uint64_t addr, units, freed_us, check;
+} free_log_entry_t;
+
+typedef struct free_log {
+    dm_gaddr_t blk;      /* the log block, 0 before it exists */
+    uint64_t count;      /* entries written in all (the next one's ring position) */
+    uint64_t horizon;    /* reuse only blocks freed before this; UINT64_MAX when not logging */
+    uint64_t flushed_us; /* the newest free time handed to a write, done or not */
+    int state;           /* FREE_LOG_OFF, _ON, _FENCED */
+    int busy;            /* a tick is on the wire (ticks of one worker do not overlap) */
+    uint64_t raised_us;  /* when the horizon was last raised */
+    uint64_t unsure;     /* the horizon a raise whose outcome is unknown asked for, 0 none */
+    free_log_entry_t *staged;
+    size_t n, cap;
+} free_log_t;
+
+enum { FREE_LOG_OFF = 0, FREE_LOG_ON = 1, FREE_LOG_FENCED = -1 };
+
+void free_log_init(free_log_t *l);
+/* Stop logging for good (fenced, closed, or the worker goes) and free the staged entries. */
+void free_log_release(free_log_t *l);
+
+/* Bytes of this process's open log blocks (INFO: allocated, never in an index). */
+uint64_t free_log_open_bytes(void);
+
+/* A block freed at freed_us (units of DM_GRAIN bytes) waits for the next flush; staging is
+ * a store into a local array, nothing on the data path. */
+void free_log_stage(free_log_t *l, dm_gaddr_t addr, uint64_t units, uint64_t freed_us);
+
+/* The cron step of worker entry idx: creates the log (once: a 1 MiB block, 3 RTTs), else
+ * writes what was staged and raises the horizon, 1 RTT. Returns 0, 1 when a repairer took
+ * the log over (the caller drops its listed blocks freed in [*drop_lo, *drop_hi]: the
+ * repairer may hold them; the log is off from then on) or DM_E* (the staged entries are
+ * written again next time). */
+int free_log_tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64_t *drop_hi);
+
+/* At a clean stop: close the log (horizon CAS to FREE_LOG_TAKEN), so that whoever takes the
+ * handoff does not take the log as well. Returns 0 (closed, or never opened: *drop_lo >
+ * *drop_hi), 1 (taken over: drop [*drop_lo, *drop_hi] as above) or DM_E* (drop them too:
+ * the CAS may have landed). 1 RTT. */
+int free_log_close(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64_t *drop_hi);
+
+/* Repairer side: the log block blk of a dead worker whose horizon word we CASed from
+ * horizon to FREE_LOG_TAKEN. Every believable entry freed at or after horizon is queued
+ * on ctx's worker's lists (quarantined from now), then blk itself. *pieces, *bytes: what
+ * was taken. 1 RTT per 64 KB of log. Returns 0, DM_ECORRUPT (not a log) or DM_E*. */
+int free_log_take(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t horizon, uint64_t *pieces,
+                  uint64_t *bytes);
+
+#endif
