@@ -36,8 +36,9 @@ void free_log_release(free_log_t *l)
     l->state = FREE_LOG_FENCED;
     l->horizon = UINT64_MAX;
     free(l->staged);
-    l->staged = NULL;
-    l->n = l->cap = 0;
+    free(l->spare);
+    l->staged = l->spare = NULL;
+    l->n = l->cap = l->spare_cap = 0;
 }
 
 void free_log_init(free_log_t *l)
@@ -48,7 +49,7 @@ void free_log_init(free_log_t *l)
 
 static uint64_t entry_check(const free_log_entry_t *e, uint64_t pos)
 {
-    return XXH64(e, offsetof(free_log_entry_t, check), pos ^ FREE_LOG_MAGIC);
+    return XXH3_64bits_withSeed(e, offsetof(free_log_entry_t, check), pos ^ FREE_LOG_MAGIC);
 }
 
 void free_log_stage(free_log_t *l, dm_gaddr_t addr, uint64_t units, uint64_t freed_us)
@@ -129,17 +130,19 @@ static void add_ring_writes(dm_batch_t *b, dm_gaddr_t blk, free_log_entry_t *e, 
         dm_batch_write(b, blk + FREE_LOG_HDR, e + first, (uint32_t)((n - first) * sizeof(*e)));
 }
 
-/* Put entries taken out for a write that failed back in front of those staged since. */
-static void restage(free_log_t *l, free_log_entry_t *out, size_t n_out)
+/* Put entries taken out for a write that failed (out, n_out of cap_out) back in front of
+ * those staged since; the emptied buffer becomes the spare. */
+static void restage(free_log_t *l, free_log_entry_t *out, size_t n_out, size_t cap_out)
 {
     free_log_entry_t *later = l->staged;
-    size_t n_later = l->n;
+    size_t n_later = l->n, cap_later = l->cap;
     l->staged = out;
-    l->cap = n_out;
+    l->cap = cap_out;
     l->n = n_out;
     for (size_t i = 0; i < n_later; i++)
         free_log_stage(l, later[i].addr, later[i].units, later[i].freed_us);
-    free(later);
+    l->spare = later;
+    l->spare_cap = cap_later;
 }
 
 static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64_t *drop_hi);
@@ -160,9 +163,12 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
     /* The staged array is taken out while the write is on the wire: frees staged meanwhile
      * (other coroutines of this worker) go to a new one. */
     free_log_entry_t *out = l->staged;
-    size_t n = l->n;
-    l->staged = NULL;
-    l->n = l->cap = 0;
+    size_t n = l->n, cap_out = l->cap;
+    l->staged = l->spare;
+    l->cap = l->spare_cap;
+    l->n = 0;
+    l->spare = NULL;
+    l->spare_cap = 0;
     for (size_t i = 0; i < n; i++) /* staged at the log's opening: not in time order */
         if (out[i].freed_us > l->flushed_us) l->flushed_us = out[i].freed_us;
     uint64_t want = next_horizon(), old = l->horizon;
@@ -177,11 +183,12 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
     }
     int rc = dm_batch_exec(ctx, &b);
     if (rc) { /* written again next tick, at the same positions */
-        restage(l, out, n);
+        restage(l, out, n, cap_out);
         l->unsure = want;
         return rc;
     }
-    free(out);
+    l->spare = out;
+    l->spare_cap = cap_out;
     /* Our own raise of a tick that failed had landed: the horizon is ours at that value. */
     if (cas->result != old && l->unsure && cas->result == l->unsure)
         want = l->unsure;

@@ -47,6 +47,9 @@ typedef struct free_log {
     uint64_t unsure;     /* the horizon a raise whose outcome is unknown asked for, 0 none */
     free_log_entry_t *staged;
     size_t n, cap;
+    free_log_entry_t *spare; /* the other buffer (kept: a tick's entries are ~170 KB at 300k
+                                frees a second, and malloc maps and unmaps buffers that big) */
+    size_t spare_cap;
 } free_log_t;
 
 enum { FREE_LOG_OFF = 0, FREE_LOG_ON = 1, FREE_LOG_FENCED = -1 };

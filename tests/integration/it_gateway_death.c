@@ -368,7 +368,7 @@ int main(void)
            KILLS);
     /* Each death still loses its reserve above the carve point (<= DM_TAIL_STEP, 128 KB),
      * the frees of its last free-log tick (20 ms) and the blocks past their quarantine it
-     * had not reused: 100-260 KB, 6-13% of the 10 MB live here for 5 deaths (340% before
+     * had not reused: 60-270 KB, 3-14% of the 10 MB live here for 5 deaths (340% before
      * the free logs). */
     fprintf(stderr, "lost to the %d deaths: %lld bytes (%.1f%% of live)\n", KILLS + 1, lost,
             100.0 * (double)lost / (double)live);
