@@ -82,9 +82,6 @@ static int open_log(dm_ctx_t *ctx, free_log_t *l, int idx)
 {
     dm_gaddr_t hword = tails_horizon_addr(idx), lword = tails_log_addr(idx);
     if (!hword) return 0; /* no record (yet), or no entry for this worker */
-    uint64_t h = next_horizon();
-    /* Restrict reuse first: from the CAS on, a repairer may take what is freed after h. */
-    if (h < l->horizon) l->horizon = h;
     int rc = 0;
     if (!l->blk) {
         dm_gaddr_t blk;
@@ -103,6 +100,11 @@ static int open_log(dm_ctx_t *ctx, free_log_t *l, int idx)
         }
         l->blk = blk;
     }
+    /* Restrict reuse before the CAS: from then on a repairer may take what is freed after
+     * the horizon. (Not before the block exists: a pool too full for it would otherwise
+     * keep this worker from reusing anything freed since.) */
+    uint64_t h = next_horizon();
+    if (h < l->horizon) l->horizon = h;
     dm_batch_t b;
     dm_batch_init(&b);
     dm_verb_t *v = dm_batch_cas(&b, hword, 0, l->horizon);
