@@ -441,6 +441,50 @@ static void test_returned(void)
     two_stop(&t);
 }
 
+/* A worker that cannot allocate its free log (the pool is full) keeps reusing what it frees:
+ * its reuse horizon is restricted only once the log exists. Worker A fills its chunk with
+ * maxmemory at what is taken, so its 1 MiB log cannot be allocated; it frees 40 blocks and,
+ * past the quarantine, its next 40 allocations of that size reuse them (before the fix the
+ * horizon set at the failed opening kept them unusable and every allocation got
+ * DM_ENOMEM). Worker B first takes what the earlier tests left on the spare board and the
+ * returned stacks. */
+static void test_log_on_full_pool(void)
+{
+    enum { N = 40, LEN = 64 * 1024 };
+    two_t t;
+    two_start(&t);
+    dm_ctx_t *ca = &t.ca;
+    static dm_gaddr_t blk[4096];
+    CHECK(dm_alloc_kv_block(ca, LEN, &blk[0]) == 0); /* A's chunk */
+    uint64_t limit, used;
+    CHECK(dm_pool_usage(ca, &limit, &used) == 0);
+    CHECK(dm_pool_set_maxmemory(ca, used) == 0);
+    int n = 0;
+    while (n < 4096 && dm_alloc_kv_block(&t.cb, LEN, &blk[n + 1]) == 0)
+        n++;
+    CHECKF(n < 4096, "B took %d blocks of 64 KB from a full pool", n);
+    n = 1;
+    while (n < 4096 && dm_alloc_kv_block(ca, LEN, &blk[n]) == 0)
+        n++;
+    CHECKF(n >= N && n < 4096, "A took %d blocks of 64 KB from a full pool", n);
+    CHECK(dm_alloc_log_tick(ca) != 0); /* no room for the log */
+    for (int i = 0; i < N; i++)
+        dm_alloc_free(t.wa->alloc, blk[i], LEN);
+    CHECK(dm_alloc_log_tick(ca) != 0);
+    usleep(DM_GRACE_US + 100000);
+    int reused = 0;
+    for (int i = 0; i < N; i++) {
+        dm_gaddr_t x;
+        int rc = dm_alloc_kv_block(ca, LEN, &x);
+        CHECKF(rc == 0, "allocation %d of %d: %s", i, N, dm_strerror(rc));
+        for (int j = 0; j < N; j++)
+            reused += x == blk[j];
+    }
+    CHECKF(reused == N, "%d of %d freed blocks reused", reused, N);
+    CHECK(dm_pool_set_maxmemory(ca, 0) == 0);
+    two_stop(&t);
+}
+
 /* Issue 12: a gateway found dead has its quarantine taken over through its free log.
  * Worker A frees set 1, waits past the quarantine and raises its reuse horizon past it,
  * then frees set 2 and logs it. A plays a gateway only thought dead whose cron stalled: set
@@ -517,6 +561,7 @@ int main(void)
     RUN(test_handoff);
     RUN(test_returned);
     RUN(test_free_log);
+    RUN(test_log_on_full_pool);
     printf("test_pool_free: passed\n");
     return 0;
 }
