@@ -4,13 +4,14 @@
  * and honours the horizon, free_log.c writes and adopts.
  *
  * The rule that makes it safe: the owner reuses a listed block only if it was freed before
- * its *reuse horizon*, a time (the owner's monotonic clock, µs) published in its record
- * and raised by CAS every cron tick; a repairer CASes the horizon to FREE_LOG_TAKEN and
- * takes the logged blocks freed at or after the horizon it replaced. Once that CAS wins,
- * every later raise of the owner fails, so the two sets never meet, even for an owner
- * that was only thought dead. A block freed at or after the horizon was never reused since
- * (a reuse needs the horizon past its free time), so no other gateway can hold it either:
- * only the process that unlinked a block has it on a list. */
+ * its *reuse horizon*, a time (the owner's monotonic clock, µs) published in its record and
+ * raised by CAS at every free-log tick (50 a second, gateway/server/cron.c); a repairer
+ * CASes the horizon to FREE_LOG_TAKEN and takes the logged blocks freed at or after the
+ * horizon it replaced. Once that CAS wins, every later raise of the owner fails, so the two
+ * sets never meet, even for an owner that was only thought dead. A block freed at or after
+ * the horizon was never reused since (a reuse needs the horizon past its free time), so no
+ * other gateway can hold it either: only the process that unlinked a block has it on a
+ * list. */
 #ifndef DMKV_POOL_FREE_LOG_H
 #define DMKV_POOL_FREE_LOG_H
 
@@ -24,9 +25,9 @@
 #define FREE_LOG_HDR 64u          /* magic, capacity, entries written */
 #define FREE_LOG_CAP ((FREE_LOG_BYTES - FREE_LOG_HDR) / 32u)
 #define FREE_LOG_MAGIC 0x474c454552464b44ull /* "DKFREELG" */
-/* How far ahead of the quarantine the horizon is raised: the cron ticks every 100 ms, so
- * three ticks may be late before a reuse waits. A repairer takes the frees of the dead
- * worker's last DM_GRACE_US minus this. */
+/* How far ahead of the quarantine the horizon is raised: an idle worker raises it every
+ * 100 ms, a busy one every tick (20 ms), so a few ticks may be late before a reuse waits.
+ * A repairer takes the frees of the dead worker's last DM_GRACE_US minus this. */
 #define FREE_LOG_AHEAD_US 300000u
 #define FREE_LOG_TAKEN 1u /* a horizon word taken over by a repairer (or closed at a stop) */
 
@@ -65,7 +66,7 @@ uint64_t free_log_open_bytes(void);
  * a store into a local array, nothing on the data path. */
 void free_log_stage(free_log_t *l, dm_gaddr_t addr, uint64_t units, uint64_t freed_us);
 
-/* The cron step of worker entry idx: creates the log (once: a 1 MiB block, 3 RTTs), else
+/* The free-log tick of worker entry idx: creates the log (once: a 1 MiB block, 3 RTTs), else
  * writes what was staged and raises the horizon, 1 RTT. Returns 0, 1 when a repairer took
  * the log over (the caller drops its listed blocks freed in [*drop_lo, *drop_hi]: the
  * repairer may hold them; the log is off from then on) or DM_E* (the staged entries are
