@@ -628,7 +628,7 @@ static uint64_t quarantine_wait_us(const dm_alloc_t *a, uint64_t units)
         for (const freed_t *f = a->head[k]; f; f = f->next) {
             uint64_t ready = f->freed_us + DM_GRACE_US;
             if (f->freed_us >= a->log.horizon && ready < now + 100000u)
-                ready = now + 100000u; /* the next cron tick raises the horizon */
+                ready = now + 100000u; /* a free-log tick raises the horizon by then */
             if (f->units < units || ready <= now) continue;
             if (!best || ready - now < best) best = ready - now;
             break; /* FIFO: the first that fits is the oldest */

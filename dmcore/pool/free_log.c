@@ -93,8 +93,7 @@ static int open_log(dm_ctx_t *ctx, free_log_t *l, int idx)
         dm_verb_t *v = dm_batch_cas(&b, lword, 0, blk);
         if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc; /* blk leaks: rare, 1 MiB */
         if (v->result != 0) { /* a repairer took our record over: never log */
-            l->state = FREE_LOG_FENCED;
-            l->horizon = UINT64_MAX;
+            free_log_release(l);
             dm_alloc_unused(ctx->w->alloc, blk, FREE_LOG_BYTES);
             return 0;
         }
@@ -111,8 +110,7 @@ static int open_log(dm_ctx_t *ctx, free_log_t *l, int idx)
     if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
     if (v->result == l->horizon) { /* our earlier CAS had landed */
     } else if (v->result != 0) {   /* taken over before anything was logged */
-        l->state = FREE_LOG_FENCED;
-        l->horizon = UINT64_MAX;
+        free_log_release(l);
         return 0;
     }
     set_on(l);
@@ -242,8 +240,7 @@ static int entry_ok(const dm_worker_t *w, const free_log_entry_t *e, uint64_t po
            off + len <= w->conns[node]->region_size && off % DM_GRAIN == 0;
 }
 
-int free_log_take(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t horizon, uint64_t *pieces,
-                  uint64_t *bytes)
+int free_log_take(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t horizon, uint64_t *bytes)
 {
     uint64_t hdr[3];
     dm_batch_t b;
@@ -266,7 +263,6 @@ int free_log_take(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t horizon, uint64_t *pie
         for (uint64_t i = 0; i < n; i++) {
             if (!entry_ok(ctx->w, &v[i], pos + i) || v[i].freed_us < horizon) continue;
             alloc_take_handed(ctx->w->alloc, v[i].addr, v[i].units * DM_GRAIN);
-            ++*pieces;
             *bytes += v[i].units * DM_GRAIN;
         }
         pos += n;

@@ -81,9 +81,8 @@ int free_log_close(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uin
 
 /* Repairer side: the log block blk of a dead worker whose horizon word we CASed from
  * horizon to FREE_LOG_TAKEN. Every believable entry freed at or after horizon is queued
- * on ctx's worker's lists (quarantined from now), then blk itself. *pieces, *bytes: what
+ * on ctx's worker's lists (quarantined from now), then blk itself. *bytes grows by what
  * was taken. 1 RTT per 64 KB of log. Returns 0, DM_ECORRUPT (not a log) or DM_E*. */
-int free_log_take(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t horizon, uint64_t *pieces,
-                  uint64_t *bytes);
+int free_log_take(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t horizon, uint64_t *bytes);
 
 #endif

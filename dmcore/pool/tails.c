@@ -288,8 +288,7 @@ int dm_alloc_adopt(dm_ctx_t *ctx, dm_gaddr_t rec, dm_alloc_tail_stats_t *got)
                                     FREE_LOG_TAKEN);
         if ((rc = dm_batch_exec(ctx, &b)) != 0) break;
         if (v->result != h) continue; /* its owner raised it meanwhile: alive */
-        uint64_t pieces = 0;
-        rc = free_log_take(ctx, log, h, &pieces, &got->free_log_bytes_adopted);
+        rc = free_log_take(ctx, log, h, &got->free_log_bytes_adopted);
         got->free_logs_adopted += rc == 0;
     }
     pthread_mutex_lock(&mu);

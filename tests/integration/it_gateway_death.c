@@ -336,26 +336,14 @@ int main(void)
             present, db, scanned, survivors(a, b, "key_count_repaired_by"));
     CHECKF(db == present && scanned == present, "DBSIZE %lld, SCAN %lld, GET finds %lld", db,
            scanned, present);
-    redisReply *r = it_cmd(a, "INFO memory");
-    const char *t = strstr(r->str, "pool_taken_bytes:"), *l = strstr(r->str, "pool_live_bytes:");
-    CHECK(t && l);
     /* Each dead gateway's registered chunk tail (above its watermark) was taken over by a
      * survivor or by its own successor (gw[2], whose count a later kill may have lost). */
     long long tails = survivors(a, b, "chunk_tails_adopted"),
               tail_bytes = survivors(a, b, "chunk_tail_bytes_adopted");
     fprintf(stderr,
-            "pool: %lld bytes taken, %lld live; %lld chunk tails of dead gateways taken over "
-            "by the survivors (%lld bytes; %lld taken from the spare board by them)\n",
-            atoll(t + 17), atoll(l + 16), tails, tail_bytes,
-            survivors(a, b, "chunk_tails_from_spare_board"));
-    const char *sp = strstr(r->str, "pool_spare_board_bytes:"),
-               *rb = strstr(r->str, "pool_returned_bytes:");
-    CHECK(sp && rb);
-    fprintf(stderr,
-            "pool: %lld bytes of taken-over tails wait on the spare board, %lld bytes of "
-            "returned blocks on the stacks; the survivors' free lists hold %lld bytes\n",
-            atoll(sp + 23), atoll(rb + 20), survivors(a, b, "allocator_free_list_bytes"));
-    freeReplyObject(r);
+            "%lld chunk tails of dead gateways taken over by the survivors (%lld bytes; %lld "
+            "taken from the spare board by them)\n",
+            tails, tail_bytes, survivors(a, b, "chunk_tails_from_spare_board"));
     CHECKF(tails >= 1 && tail_bytes > 0, "no dead gateway's chunk tail was taken over");
 
     long long logs = survivors(a, b, "free_logs_adopted") + info_field_of(2, "free_logs_adopted");

@@ -270,6 +270,25 @@ static int iv_cmp(const void *x, const void *y)
     return p->a < q->a ? -1 : p->a > q->a;
 }
 
+/* n KV blocks of len bytes on ctx into out; each allocation must succeed. */
+static void alloc_blocks(dm_ctx_t *ctx, int n, uint64_t len, dm_gaddr_t *out)
+{
+    for (int i = 0; i < n; i++) {
+        int rc = dm_alloc_kv_block(ctx, len, &out[i]);
+        CHECKF(rc == 0, "allocation %d of %d: %s", i, n, dm_strerror(rc));
+    }
+}
+
+/* How many of v[0..n) are in set[0..nset). */
+static int count_in(const dm_gaddr_t *v, int n, const dm_gaddr_t *set, int nset)
+{
+    int hits = 0;
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < nset; j++)
+            hits += v[i] == set[j];
+    return hits;
+}
+
 static uint64_t entry_word(dm_ctx_t *ctx, int idx)
 {
     uint64_t v = 0;
@@ -375,16 +394,10 @@ static void test_handoff(void)
     dm_alloc_tail_stats(&before);
     CHECK(before.handoffs_adopted == after.handoffs_adopted);
     usleep(DM_GRACE_US + 100000);
-    int b_reused = 0, a_reused = 0;
-    for (int i = 0; i < N; i++) {
-        dm_gaddr_t x, y;
-        CHECK(dm_alloc_kv_block(cb, LEN, &x) == 0);
-        CHECK(dm_alloc_kv_block(ca, LEN, &y) == 0);
-        for (int j = 0; j < N; j++) {
-            b_reused += x == blk[j];
-            a_reused += y == blk[j];
-        }
-    }
+    static dm_gaddr_t x[N], y[N];
+    alloc_blocks(cb, N, LEN, x);
+    alloc_blocks(ca, N, LEN, y);
+    int b_reused = count_in(x, N, blk, N), a_reused = count_in(y, N, blk, N);
     CHECKF(b_reused == N && a_reused == 0, "B reused %d of A's %d handed blocks, A %d", b_reused, N,
            a_reused);
     two_stop(&t);
@@ -472,14 +485,9 @@ static void test_log_on_full_pool(void)
         dm_alloc_free(t.wa->alloc, blk[i], LEN);
     CHECK(dm_alloc_log_tick(ca) != 0);
     usleep(DM_GRACE_US + 100000);
-    int reused = 0;
-    for (int i = 0; i < N; i++) {
-        dm_gaddr_t x;
-        int rc = dm_alloc_kv_block(ca, LEN, &x);
-        CHECKF(rc == 0, "allocation %d of %d: %s", i, N, dm_strerror(rc));
-        for (int j = 0; j < N; j++)
-            reused += x == blk[j];
-    }
+    static dm_gaddr_t x[N];
+    alloc_blocks(ca, N, LEN, x);
+    int reused = count_in(x, N, blk, N);
     CHECKF(reused == N, "%d of %d freed blocks reused", reused, N);
     CHECK(dm_pool_set_maxmemory(ca, 0) == 0);
     two_stop(&t);
@@ -524,29 +532,16 @@ static void test_free_log(void)
            (unsigned long long)N * dm_alloc_kv_block_bytes(LEN));
     CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &got) == 0); /* taken once */
     CHECK(got.free_logs_adopted == 0);
-    int a_set1 = 0, a_early = 0;
-    for (int i = 0; i < 2 * N; i++) { /* set 1 lies below the horizon B replaced */
-        dm_gaddr_t y;
-        CHECK(dm_alloc_kv_block(ca, LEN, &y) == 0);
-        for (int j = 0; j < N; j++) {
-            a_set1 += y == set1[j];
-            a_early += y == set2[j];
-        }
-    }
+    static dm_gaddr_t x[N], y[2 * N];
+    alloc_blocks(ca, 2 * N, LEN, y); /* set 1 lies below the horizon B replaced */
+    int a_set1 = count_in(y, 2 * N, set1, N), a_early = count_in(y, 2 * N, set2, N);
     CHECKF(a_set1 == N && a_early == 0, "A reused %d of set 1's %d blocks and %d of set 2's",
            a_set1, N, a_early);
     CHECK(dm_alloc_log_tick(ca) == 0); /* finds its log taken: drops set 2 */
     usleep(DM_GRACE_US + 100000);
-    int b_set2 = 0, a_set2 = 0;
-    for (int i = 0; i < N; i++) {
-        dm_gaddr_t x, y;
-        CHECK(dm_alloc_kv_block(cb, LEN, &x) == 0);
-        CHECK(dm_alloc_kv_block(ca, LEN, &y) == 0);
-        for (int j = 0; j < N; j++) {
-            b_set2 += x == set2[j];
-            a_set2 += y == set2[j];
-        }
-    }
+    alloc_blocks(cb, N, LEN, x);
+    alloc_blocks(ca, N, LEN, y);
+    int b_set2 = count_in(x, N, set2, N), a_set2 = count_in(y, N, set2, N);
     CHECKF(b_set2 == N && a_set2 == 0, "B reused %d of set 2's %d blocks, A %d", b_set2, N, a_set2);
     two_stop(&t);
 }
