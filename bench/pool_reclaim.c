@@ -501,8 +501,10 @@ static int reclaim(dm_ctx_t *ctx, ranges_t *rs, int dry, int list)
         dm_batch_write(&b, dm_gaddr_make(0, DM_SB_OFF(alloc_board)), zero, sizeof(zero));
         dm_batch_write(&b, dm_gaddr_make(0, DM_SB_OFF(spare_board)), zero,
                        sizeof(((dm_superblock_t *)0)->spare_board));
-        for (unsigned n = 0; n < ctx->w->n_nodes; n++)
+        for (unsigned n = 0; n < ctx->w->n_nodes; n++) {
             dm_batch_write(&b, dm_gaddr_make(n, DM_SB_OFF(block_free)), zero, 8);
+            dm_batch_write(&b, dm_gaddr_make(n, DM_SB_OFF(log_free)), zero, 8);
+        }
         dm_batch_write(&b, dm_gaddr_make(0, DM_SB_OFF(returned_bytes)), zero, 8);
         rc = dm_batch_exec(ctx, &b);
     }

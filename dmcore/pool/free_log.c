@@ -85,7 +85,7 @@ static int open_log(dm_ctx_t *ctx, free_log_t *l, int idx)
     int rc = 0;
     if (!l->blk) {
         dm_gaddr_t blk;
-        if ((rc = dm_alloc_block(ctx, FREE_LOG_BYTES, &blk)) != 0) return rc;
+        if ((rc = alloc_take_log_block(ctx, FREE_LOG_BYTES, &blk)) != 0) return rc;
         uint64_t hdr[3] = {FREE_LOG_MAGIC, FREE_LOG_CAP, 0};
         dm_batch_t b;
         dm_batch_init(&b);
@@ -94,7 +94,7 @@ static int open_log(dm_ctx_t *ctx, free_log_t *l, int idx)
         if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc; /* blk leaks: rare, 1 MiB */
         if (v->result != 0) { /* a repairer took our record over: never log */
             free_log_release(l);
-            dm_alloc_unused(ctx->w->alloc, blk, FREE_LOG_BYTES);
+            alloc_put_log_block(ctx, blk, FREE_LOG_BYTES);
             return 0;
         }
         l->blk = blk;

@@ -9,9 +9,10 @@
 
 #define TRIES 8 /* CAS attempts on a head before giving up */
 
-static dm_gaddr_t head_addr(unsigned node)
+/* The head word of node's stack: block_free, or log_free for free-log blocks. */
+static dm_gaddr_t head_addr(unsigned node, size_t which)
 {
-    return dm_gaddr_make(node, DM_SB_OFF(block_free));
+    return dm_gaddr_make(node, which);
 }
 
 /* The pool-wide count of returned bytes, without waiting (INFO only). */
@@ -33,7 +34,7 @@ int dm_pool_returned_bytes(dm_ctx_t *ctx, uint64_t *bytes)
     return rc;
 }
 
-int returned_push(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t bytes, uint64_t *head)
+static int push_on(dm_ctx_t *ctx, size_t which, dm_gaddr_t addr, uint64_t bytes, uint64_t *head)
 {
     unsigned node = dm_gaddr_node(addr);
     uint64_t off = dm_gaddr_off(addr);
@@ -42,7 +43,7 @@ int returned_push(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t bytes, uint64_t *head
     int rc;
     if (!*head) {
         dm_batch_init(&b);
-        dm_batch_read(&b, head_addr(node), head, 8);
+        dm_batch_read(&b, head_addr(node, which), head, 8);
         if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
     }
     for (int tries = 0; tries < TRIES; tries++) {
@@ -57,7 +58,7 @@ int returned_push(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t bytes, uint64_t *head
         if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
         uint64_t want = dm_free_head(dm_free_head_tag(*head) + 1, off);
         dm_batch_init(&b);
-        dm_verb_t *v = dm_batch_cas(&b, head_addr(node), *head, want);
+        dm_verb_t *v = dm_batch_cas(&b, head_addr(node, which), *head, want);
         if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
         if (v->result == *head) {
             *head = want;
@@ -79,7 +80,8 @@ static int hdr_ok(const dm_worker_t *w, unsigned node, uint64_t off, const dm_ch
            (h->next_free == 0 || (h->next_free >= DM_SB_FIRST_CHUNK && h->next_free < size));
 }
 
-static int pop(dm_ctx_t *ctx, unsigned node, uint64_t head, dm_gaddr_t *start, uint64_t *bytes)
+static int pop(dm_ctx_t *ctx, size_t which, unsigned node, uint64_t head, dm_gaddr_t *start,
+               uint64_t *bytes)
 {
     for (int tries = 0; tries < TRIES; tries++) {
         uint64_t off = dm_free_head_off(head);
@@ -95,7 +97,7 @@ static int pop(dm_ctx_t *ctx, unsigned node, uint64_t head, dm_gaddr_t *start, u
         /* A header that is not believable: the head moved on (the block was taken and
          * reused) or the stack is corrupt; a CAS that still sees this head cuts the stack
          * there rather than hand out what it links. */
-        dm_verb_t *v = dm_batch_cas(&b, head_addr(node), head,
+        dm_verb_t *v = dm_batch_cas(&b, head_addr(node, which), head,
                                     dm_free_head(dm_free_head_tag(head) + 1, ok ? h.next_free : 0));
         if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
         if (v->result == head) {
@@ -110,7 +112,7 @@ static int pop(dm_ctx_t *ctx, unsigned node, uint64_t head, dm_gaddr_t *start, u
     return 0;
 }
 
-int returned_take(dm_ctx_t *ctx, dm_gaddr_t *start, uint64_t *bytes)
+static int take_from(dm_ctx_t *ctx, size_t which, dm_gaddr_t *start, uint64_t *bytes)
 {
     dm_worker_t *w = ctx->w;
     uint64_t heads[DM_BATCH_MAX];
@@ -118,12 +120,33 @@ int returned_take(dm_ctx_t *ctx, dm_gaddr_t *start, uint64_t *bytes)
     dm_batch_t b;
     dm_batch_init(&b);
     for (unsigned i = 0; i < n; i++)
-        dm_batch_read(&b, head_addr(i), &heads[i], 8);
+        dm_batch_read(&b, head_addr(i, which), &heads[i], 8);
     int rc = dm_batch_exec(ctx, &b);
     if (rc) return rc;
     for (unsigned i = 0; i < n; i++) {
         if (!dm_free_head_off(heads[i])) continue;
-        if ((rc = pop(ctx, i, heads[i], start, bytes)) != 0) return rc;
+        if ((rc = pop(ctx, which, i, heads[i], start, bytes)) != 0) return rc;
     }
     return 0;
+}
+
+int returned_push(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t bytes, uint64_t *head)
+{
+    return push_on(ctx, DM_SB_OFF(block_free), addr, bytes, head);
+}
+
+int returned_take(dm_ctx_t *ctx, dm_gaddr_t *start, uint64_t *bytes)
+{
+    return take_from(ctx, DM_SB_OFF(block_free), start, bytes);
+}
+
+int returned_push_log(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t bytes)
+{
+    uint64_t head = 0;
+    return push_on(ctx, DM_SB_OFF(log_free), addr, bytes, &head);
+}
+
+int returned_take_log(dm_ctx_t *ctx, dm_gaddr_t *start, uint64_t *bytes)
+{
+    return take_from(ctx, DM_SB_OFF(log_free), start, bytes);
 }

@@ -28,4 +28,11 @@ int returned_push(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t bytes, uint64_t *head
  * heads, the top's header, the CAS). */
 int returned_take(dm_ctx_t *ctx, dm_gaddr_t *start, uint64_t *bytes);
 
+/* The same on the node's log_free stack, which holds only free-log blocks a clean stop
+ * gave back (free_log.h): the next log's opening takes one whole, where a block of the
+ * block_free stack (or of the stopped gateway's handoff) would be cut into pieces a
+ * gateway may die holding. Their bytes count in returned_bytes too. */
+int returned_push_log(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t bytes);
+int returned_take_log(dm_ctx_t *ctx, dm_gaddr_t *start, uint64_t *bytes);
+
 #endif

@@ -43,7 +43,11 @@ typedef struct dm_superblock {
     uint64_t engines;         /* node 0: the index engines the pool was created with, point
                                  engine id | range engine id << 8 (kv/engines.c), set by CAS
                                  from 0; 0 in pools made before 2026-11-27: RACE + CHIME */
-    uint64_t reserved[14];
+    uint64_t log_free;        /* head of this node's stack of free-log blocks a clean stop
+                                 gave back (pool/returned.h), for the next log's opening,
+                                 tagged as chunk_free, 0 = empty (also in pools made before
+                                 2026-11-28: the word was reserved) */
+    uint64_t reserved[13];
     uint64_t alloc_board[32];   /* node 0: per clock-board slot, the gaddr of that gateway's
                                    allocation record (dmkv/alloc.h dm_alloc_register), 0 =
                                    none: a dead gateway's unused chunk tails are found here */
