@@ -1101,7 +1101,7 @@ int dm_pool_push_free(dm_ctx_t *ctx, dm_gaddr_t hdr, uint64_t bytes)
         }
         head = v->result;
     }
-    return rc ? rc : 1;
+    return rc ? rc : DM_ERETRY;
 }
 
 int dm_pool_free_list(dm_ctx_t *ctx, unsigned node, uint64_t *offs, uint64_t max, uint64_t *ranges,
