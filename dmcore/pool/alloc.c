@@ -374,7 +374,7 @@ static void queue_pieces(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes)
     queue_pieces_as(a, addr, bytes, 1);
 }
 
-void alloc_take_handed(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes)
+void alloc_queue_quarantined(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes)
 {
     queue_pieces_as(a, addr, bytes, 0);
 }
@@ -440,7 +440,7 @@ int alloc_take_log_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out)
         a->live_delta += (int64_t)bytes;
         return 0;
     }
-    if (rc == 1) alloc_take_handed(a, start, got); /* another log size: pieces */
+    if (rc == 1) alloc_queue_quarantined(a, start, got); /* another log size: pieces */
     return dm_alloc_block(ctx, bytes, out);
 }
 
@@ -591,20 +591,20 @@ static int refill(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t need)
         if (bytes >= need + DM_UNIT)
             got = 1;
         else
-            alloc_take_handed(a, start, bytes);
+            alloc_queue_quarantined(a, start, bytes);
     }
     while (!got && (rc = tails_board_take(ctx, &start, &bytes)) == 1) {
         if (bytes >= need + DM_UNIT)
             got = 1;
         else
-            alloc_take_handed(a, start, bytes);
+            alloc_queue_quarantined(a, start, bytes);
     }
     while (!got && rc >= 0 && (rc = returned_take(ctx, &start, &bytes)) == 1) {
         atomic_fetch_add_explicit(&blocks_taken, 1, memory_order_relaxed);
         if (bytes >= need + DM_UNIT)
             got = 1;
         else
-            alloc_take_handed(a, start, bytes);
+            alloc_queue_quarantined(a, start, bytes);
     }
     if (rc < 0) {
         unbusy(a);

@@ -262,7 +262,7 @@ int free_log_take(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t horizon, uint64_t *byt
         if ((rc = dm_batch_exec(ctx, &b)) != 0) break;
         for (uint64_t i = 0; i < n; i++) {
             if (!entry_ok(ctx->w, &v[i], pos + i) || v[i].freed_us < horizon) continue;
-            alloc_take_handed(ctx->w->alloc, v[i].addr, v[i].units * DM_GRAIN);
+            alloc_queue_quarantined(ctx->w->alloc, v[i].addr, v[i].units * DM_GRAIN);
             *bytes += v[i].units * DM_GRAIN;
         }
         pos += n;

@@ -215,7 +215,7 @@ static int take_handoff(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t *pieces, uint64_
             dm_gaddr_t addr = v[2 * i];
             uint64_t len = v[2 * i + 1];
             if (!span_ok(ctx->w, addr, len)) continue;
-            alloc_take_handed(ctx->w->alloc, addr, len);
+            alloc_queue_quarantined(ctx->w->alloc, addr, len);
             ++*pieces;
             *bytes += len;
         }

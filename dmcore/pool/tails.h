@@ -73,7 +73,7 @@ void tails_push_spare(dm_gaddr_t start, uint64_t bytes);
  * quarantined from now and so in the free log (alloc.c): space handed over by a gateway
  * that stopped or taken from a dead one's log, or taken from the spare board or a
  * returned stack and too small for a region. */
-void alloc_take_handed(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes);
+void alloc_queue_quarantined(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes);
 
 /* A free log's block (bytes, a multiple of 64): one a clean stop gave back (the nodes'
  * log_free stacks, returned.h) when there is one, else a new block. 0 and *out, or DM_E*. */
