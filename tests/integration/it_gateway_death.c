@@ -136,6 +136,19 @@ static long long info_field_of(int g, const char *name)
     return v;
 }
 
+/* One line of what gateway g holds before it is killed (what a death may lose): its free
+ * lists, current region and returned blocks it took back. The runs that lost most had the
+ * victim take dozens of returned blocks back. */
+static void print_victim(int g, int kill)
+{
+    fprintf(stderr,
+            "kill %d: the victim holds %lld bytes listed free, %lld of region; took %lld "
+            "returned blocks back\n",
+            kill, info_field_of(g, "allocator_free_list_bytes"),
+            info_field_of(g, "allocator_region_bytes"),
+            info_field_of(g, "allocator_blocks_taken_back"));
+}
+
 /* What dead gateways left: the pool's taken bytes that are neither live (what the indexes
  * reach, marked by dmkv-pool-reclaim --dry-run, which changes nothing) nor free for
  * someone (the spare board, the returned stacks, each running gateway's lists, current
@@ -302,6 +315,7 @@ int main(void)
         pthread_create(&th[i], NULL, writer_main, (void *)(intptr_t)i);
     for (int k = 0; k < KILLS; k++) {
         usleep(1500 * 1000);
+        print_victim(2, k + 1);
         atomic_store(&port_of[2], 0);
         kill_gateway(&gw[2]);
         usleep(300 * 1000);
