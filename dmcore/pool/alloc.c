@@ -17,6 +17,7 @@
 #include "dmkv/superblock.h"
 #include "free_log.h"
 #include "returned.h"
+#include "alloc_internal.h"
 #include "tails.h"
 
 #define MAX_CLASS 512      /* exact size classes 1..512 grains (16 KB) */

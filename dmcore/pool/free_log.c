@@ -10,6 +10,7 @@
 #include "dmkv/errors.h"
 #include "dmkv/log.h"
 #include "dmkv/superblock.h"
+#include "alloc_internal.h"
 #include "tails.h"
 
 #define TAKE_READ 2048u /* entries per read when taking a log over: 64 KB */

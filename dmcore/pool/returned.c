@@ -9,12 +9,6 @@
 
 #define TRIES 8 /* CAS attempts on a head before giving up */
 
-/* The head word of node's stack: block_free, or log_free for free-log blocks. */
-static dm_gaddr_t head_addr(unsigned node, size_t which)
-{
-    return dm_gaddr_make(node, which);
-}
-
 /* The pool-wide count of returned bytes, without waiting (INFO only). */
 static void count_bytes(dm_ctx_t *ctx, int64_t delta)
 {
@@ -34,6 +28,7 @@ int dm_pool_returned_bytes(dm_ctx_t *ctx, uint64_t *bytes)
     return rc;
 }
 
+/* which: the superblock offset of the stack's head word (block_free or log_free). */
 static int push_on(dm_ctx_t *ctx, size_t which, dm_gaddr_t addr, uint64_t bytes, uint64_t *head)
 {
     unsigned node = dm_gaddr_node(addr);
@@ -43,7 +38,7 @@ static int push_on(dm_ctx_t *ctx, size_t which, dm_gaddr_t addr, uint64_t bytes,
     int rc;
     if (!*head) {
         dm_batch_init(&b);
-        dm_batch_read(&b, head_addr(node, which), head, 8);
+        dm_batch_read(&b, dm_gaddr_make(node, which), head, 8);
         if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
     }
     for (int tries = 0; tries < TRIES; tries++) {
@@ -58,7 +53,7 @@ static int push_on(dm_ctx_t *ctx, size_t which, dm_gaddr_t addr, uint64_t bytes,
         if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
         uint64_t want = dm_free_head(dm_free_head_tag(*head) + 1, off);
         dm_batch_init(&b);
-        dm_verb_t *v = dm_batch_cas(&b, head_addr(node, which), *head, want);
+        dm_verb_t *v = dm_batch_cas(&b, dm_gaddr_make(node, which), *head, want);
         if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
         if (v->result == *head) {
             *head = want;
@@ -97,7 +92,7 @@ static int pop(dm_ctx_t *ctx, size_t which, unsigned node, uint64_t head, dm_gad
         /* A header that is not believable: the head moved on (the block was taken and
          * reused) or the stack is corrupt; a CAS that still sees this head cuts the stack
          * there rather than hand out what it links. */
-        dm_verb_t *v = dm_batch_cas(&b, head_addr(node, which), head,
+        dm_verb_t *v = dm_batch_cas(&b, dm_gaddr_make(node, which), head,
                                     dm_free_head(dm_free_head_tag(head) + 1, ok ? h.next_free : 0));
         if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
         if (v->result == head) {
@@ -120,7 +115,7 @@ static int take_from(dm_ctx_t *ctx, size_t which, dm_gaddr_t *start, uint64_t *b
     dm_batch_t b;
     dm_batch_init(&b);
     for (unsigned i = 0; i < n; i++)
-        dm_batch_read(&b, head_addr(i, which), &heads[i], 8);
+        dm_batch_read(&b, dm_gaddr_make(i, which), &heads[i], 8);
     int rc = dm_batch_exec(ctx, &b);
     if (rc) return rc;
     for (unsigned i = 0; i < n; i++) {

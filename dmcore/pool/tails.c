@@ -15,6 +15,7 @@
 #include "dmkv/errors.h"
 #include "dmkv/log.h"
 #include "dmkv/superblock.h"
+#include "alloc_internal.h"
 #include "free_log.h"
 
 static dm_gaddr_t record; /* this process's, atomics */
