@@ -354,7 +354,7 @@ int ch_repair_half_split(dm_ctx_t *ctx, dm_gaddr_t left, dm_gaddr_t right, const
 typedef struct ch_counters {
     uint64_t cache_nodes, cache_bytes, hot_lookups, hot_hits, leaf_splits, inner_splits, roots,
         scan_pages, scan_rtts, lock_waits, takeovers, right_moves, sep_repairs, share_holds,
-        share_joins;
+        share_joins, share_splits;
 } ch_counters_t;
 extern ch_counters_t ch_stats;
 static inline void ch_count(uint64_t *c, uint64_t n)

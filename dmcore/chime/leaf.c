@@ -730,7 +730,7 @@ int ch_mark_pending_own(dm_ctx_t *ctx, dm_chime_lock_t *lk)
         dm_cls_t cls = ctx->cls; /* charged to splits, not to the command */
         ctx->cls = DM_CLS_SPLIT;
         rc = read_whole(ctx, lk);
-        if (!rc) rc = ch_split_locked(ctx, lk);
+        if (!rc) rc = ch_split_locked(ctx, lk, NULL, NULL, NULL);
         ctx->cls = cls;
         if (rc) return rc;
     }

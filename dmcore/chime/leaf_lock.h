@@ -34,6 +34,7 @@ struct dm_range_lock { /* dm_chime_lock_t: CHIME's range lock (dmkv/index.h) */
     struct ch_group *grp;        /* a member of this worker's shared hold of the leaf (share.c) */
     struct dm_range_lock *gnext; /* the hold's next member */
     uint64_t order_word;         /* a member's ordering READ lands here (share.c write_now) */
+    struct dm_coro *co;          /* a member's coroutine (its early hold moves with a split) */
 };
 
 /* ch_lock_key flags. */
@@ -49,8 +50,13 @@ const uint8_t *ch_any_replica(const ch_geo_t *g, const uint8_t *img, const uint8
 int ch_find_entry(dm_ctx_t *ctx, const ch_geo_t *g, const uint8_t *img, const uint8_t *have,
                   const ch_khash_t *kh, const void *key, size_t klen);
 /* Split lk's leaf (whole image read, locked); afterwards lk holds the leaf that covers its
- * key, with its whole image, and the key is not yet inserted. */
-int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk);
+ * key, with its whole image, and the key is not yet inserted. With rk (a handle from
+ * ch_lock_new, a shared hold's split: share.c) both halves stay locked under lk's lease: lk
+ * keeps the left one, rk gets the right one (rk->leaf nonzero once both leaves are written,
+ * even when the separator's propagation then fails) and sep_out (DM_CHIME_SEP_MAX bytes) /
+ * *sl_out the separator. 0 or DM_E* (DM_EFULL: separator too long). */
+int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_chime_lock_t *rk, uint8_t *sep_out,
+                    uint32_t *sl_out);
 /* Read lk's leaf whole and settle its pending entries (all entries when all = 1) against
  * RACE: present keys keep their entry, absent ones lose it; written with a node write, the
  * lock kept. An image left inconsistent by a dead writer (ch_leaf_consistent) is rewritten

@@ -17,7 +17,10 @@
  *    before its slot CAS can land, and it changes presence only within the hold's lease
  *    (members share the lock's time: dm_chime_lock_valid of a member is the hold's).
  *  - A member whose entry does not fit closes the hold (no more joins). Alone, it splits
- *    as a lone holder would; with others in it, it leaves (DM_EYIELD) and comes back.
+ *    as a lone holder would. With others in it, it splits under the hold (split_shared):
+ *    both halves stay locked under the hold's lease, the members whose keys went right
+ *    follow them into a second hold of the right leaf, and the others write nothing to the
+ *    leaf until the split (and the separator's propagation) is done.
  *  - Joins are open for SHARE_JOIN_MS after the lock and for SHARE_MAX_JOINS members, so a
  *    hold cannot starve other workers and gateways of the leaf.
  *  - An insert that finds the leaf held by a hold it may not join (closed, or still being
@@ -43,16 +46,23 @@
 #define SHARE_PROBE_EVERY 8 /* ... except one in this many inserts (sharing pays again?) */
 
 typedef struct ch_group {
-    dm_chime_lock_t *hold; /* the lock as held in the pool: whole image, lock word */
-    dm_gaddr_t leaf;       /* what it holds (or is locking) */
-    unsigned members;      /* member handles not yet unlocked */
-    dm_chime_lock_t *list; /* ... linked by gnext */
-    unsigned joined;       /* members ever */
-    int forming;           /* its lock CAS is on its way */
-    int closed;            /* no more joins (full, split, or expired) */
-    int expired;           /* held past the lease: nothing more is written */
+    dm_chime_lock_t *hold;     /* the lock as held in the pool: whole image, lock word */
+    dm_gaddr_t leaf;           /* what it holds (or is locking) */
+    unsigned members;          /* member handles not yet unlocked */
+    dm_chime_lock_t *list;     /* ... linked by gnext */
+    unsigned joined;           /* members ever */
+    int forming;               /* its lock CAS is on its way */
+    int closed;                /* no more joins (full, split, or expired) */
+    int expired;               /* held past the lease: nothing more is written */
+    int splitting;             /* a member splits the leaf: the others write nothing ... */
+    struct ch_waiter *waiters; /* ... and wait here until it is done */
     struct ch_group *next;
 } ch_group_t;
+
+typedef struct ch_waiter {
+    dm_wake_t wk;
+    struct ch_waiter *next;
+} ch_waiter_t;
 
 /* DMKV_SHARE_LOCKS: 0 off (each insert locks alone, as before); "always" (tests) shares even
  * without later commands in flight; else on. */
@@ -105,6 +115,7 @@ static dm_chime_lock_t *member_new(dm_chime_t *c, ch_group_t *gp, const void *ke
     if (!m) return NULL;
     const dm_chime_lock_t *h = gp->hold;
     m->grp = gp;
+    m->co = dm_coro_self();
     m->leaf = h->leaf;
     m->locked_us = h->locked_us; /* the lease is the hold's: dm_chime_lock_valid etc. */
     m->async_failures = h->async_failures;
@@ -269,63 +280,184 @@ static int write_now(dm_ctx_t *ctx, dm_chime_lock_t *m, dm_chime_lock_t *h)
     return 0;
 }
 
+/* Wait while a member splits m's leaf (split_shared): the hold's image changes under it,
+ * and m may move to the right half's hold. */
+static void wait_split(dm_ctx_t *ctx, const dm_chime_lock_t *m)
+{
+    while (m->grp->splitting) {
+        ch_waiter_t w;
+        memset(&w, 0, sizeof(w));
+        w.next = m->grp->waiters;
+        m->grp->waiters = &w;
+        dm_worker_park(ctx->w, &w.wk);
+    }
+}
+
+static void split_done(dm_ctx_t *ctx, ch_group_t *gp)
+{
+    gp->splitting = 0;
+    for (ch_waiter_t *w = gp->waiters, *next; w; w = next) {
+        next = w->next;
+        dm_worker_wake(ctx->w, &w->wk);
+    }
+    gp->waiters = NULL;
+}
+
+/* The last member left gp: write the lock word back (vacancy bits) and unlock. */
+static int group_end(dm_ctx_t *ctx, ch_group_t *gp)
+{
+    dm_chime_lock_t *h = gp->hold;
+    int expired = gp->expired, rc = 0;
+    group_remove(ctx->w->chime, gp);
+    if (expired)
+        ch_unlock_unchanged(ctx, h);
+    else
+        rc = ch_write_dirty(ctx, h, 1, 0);
+    dm_chime_lock_free(h);
+    return rc;
+}
+
+/* m's entry does not fit and others are in the hold: split the leaf under the hold rather
+ * than leave and come back once the hold ends (each split then cost the pipeline's later
+ * inserts a yield, a wait for their whole turn and a lock apiece: about 25 yields per split
+ * in a sequential load, docs/throughput.md "Splits under a shared hold"). Both halves stay
+ * locked under the hold's lease (ch_split_locked with a right handle); the members whose
+ * keys the separator sends right follow their entries into a second hold, of the right
+ * leaf; the others write nothing meanwhile (wait_split), since the split writes both leaves
+ * whole from the image. Posted in order on the leaf's connection, their earlier entry writes
+ * land before the split's, and the right leaf is written before the left one drops the keys
+ * that moved: an entry is never missing from the pool (CHIME ⊇ RACE), only twice for a
+ * moment, as in a lone split. 0: m is in the hold that covers its key, its entry not yet
+ * placed; DM_EYIELD: not split (separator too long), leave and come back; DM_E*. */
+static int split_shared(dm_ctx_t *ctx, dm_chime_lock_t *m)
+{
+    dm_chime_t *c = ctx->w->chime;
+    ch_group_t *gp = m->grp;
+    dm_chime_lock_t *h = gp->hold;
+    dm_chime_lock_t *r = ch_lock_new(&c->geo, m->key, m->klen);
+    ch_group_t *rg = calloc(1, sizeof(*rg));
+    if (!r || !rg) {
+        free(r);
+        free(rg);
+        return DM_ENOMEM;
+    }
+    uint8_t sep[DM_CHIME_SEP_MAX];
+    uint32_t sl = 0;
+    gp->splitting = 1;
+    dm_batch_t *ride = ctx->ride; /* nothing of the split may wait for m's RACE batch */
+    ctx->ride = NULL;
+    int rc = ch_split_locked(ctx, h, r, sep, &sl);
+    ctx->ride = ride;
+    if (!r->leaf) { /* not split: the hold goes on as it was, or it lapsed (h expired) */
+        dm_chime_lock_free(r);
+        dm_coro_early_hold(m->leaf); /* the free released the running coroutine's hold */
+        free(rg);
+        split_done(ctx, gp);
+        return rc == DM_EFULL ? DM_EYIELD : rc;
+    }
+    rg->hold = r;
+    rg->leaf = r->leaf;
+    rg->next = c->groups;
+    c->groups = rg;
+    for (dm_chime_lock_t **pp = &gp->list; *pp;) { /* members follow their keys */
+        dm_chime_lock_t *o = *pp;
+        if (ch_key_cmp(o->key, o->klen, sep, sl) < 0) {
+            pp = &o->gnext;
+            continue;
+        }
+        *pp = o->gnext;
+        o->gnext = rg->list;
+        rg->list = o;
+        gp->members--;
+        rg->members++;
+        rg->joined++;
+        o->grp = rg;
+        o->leaf = r->leaf;
+        o->idx = -1; /* found again by key when it is needed */
+        dm_coro_early_move(o->co, r->leaf);
+    }
+    ch_count(&ch_stats.share_splits, 1);
+    int lapsed = ch_hold_expired(h); /* r's too: the same lease */
+    gp->closed = rg->closed = lapsed;
+    gp->expired = rg->expired = lapsed;
+    split_done(ctx, gp);
+    dm_coro_signal(gp->leaf);
+    dm_coro_signal(rg->leaf);
+    /* m is in one of the two, so at most one is left without members. */
+    int erc = gp->members == 0 ? group_end(ctx, gp) : rg->members == 0 ? group_end(ctx, rg) : 0;
+    /* An unlock releases the running coroutine's early hold; m still holds its half (and
+     * must stay woundable: an earlier command of the thread may need that leaf). */
+    dm_coro_early_hold(m->leaf);
+    if (lapsed) return DM_ERETRY;
+    return rc ? rc : erc;
+}
+
 int ch_share_mark_pending(dm_ctx_t *ctx, dm_chime_lock_t *m)
 {
     dm_chime_t *c = ctx->w->chime;
     const ch_geo_t *g = &c->geo;
-    ch_group_t *gp = m->grp;
-    dm_chime_lock_t *h = gp->hold;
-    if (ch_hold_expired(h)) return DM_ERETRY;
-    int idx = member_entry(ctx, m);
-    if (idx < -1) return idx;
-    if (idx >= 0) { /* pending from a dead gateway, or from an attempt that gave way */
-        m->idx = idx;
-        uint8_t *e = h->img + ch_entry_off(g, (unsigned)idx);
-        if (e[1] & CH_F_PENDING) return 0;
-        e[1] |= CH_F_PENDING;
-        ch_touch(h, g, (unsigned)idx);
-        return write_now(ctx, m, h);
+    for (int splits = 0;; splits++) {
+        wait_split(ctx, m);
+        ch_group_t *gp = m->grp;
+        dm_chime_lock_t *h = gp->hold;
+        if (ch_hold_expired(h)) return DM_ERETRY;
+        int idx = member_entry(ctx, m);
+        if (idx < -1) return idx;
+        if (idx >= 0) { /* pending from a dead gateway, or from an attempt that gave way */
+            m->idx = idx;
+            uint8_t *e = h->img + ch_entry_off(g, (unsigned)idx);
+            if (e[1] & CH_F_PENDING) return 0;
+            e[1] |= CH_F_PENDING;
+            ch_touch(h, g, (unsigned)idx);
+            return write_now(ctx, m, h);
+        }
+        /* The hold's key fields are the placing member's for this synchronous step only. */
+        h->kh = m->kh;
+        h->key = m->key;
+        h->klen = m->klen;
+        h->rec = 0;
+        h->idx = -1;
+        int rc = ch_hop_insert(h, g, CH_F_PENDING);
+        if (rc < 0) return rc;
+        if (rc == 1) {
+            m->idx = h->idx;
+            ch_hot_touch(c, h->leaf, (unsigned)m->idx, m->kh.fp);
+            return write_now(ctx, m, h);
+        }
+        gp->closed = 1;
+        if (gp->members > 1) {
+            if (splits >= 16) return DM_EYIELD; /* cannot happen with span >= 2 * nbhd */
+            rc = split_shared(ctx, m);
+            if (rc) return rc;
+            continue; /* place it in the half that covers it */
+        }
+        /* Alone: split as a lone holder does. What is dirty is the failed hop's moves only
+         * (the members that left wrote theirs); the whole read the split starts with drops
+         * them. */
+        memset(h->dirty, 0, sizeof(h->dirty));
+        dm_gaddr_t before = h->leaf;
+        dm_batch_t *ride = ctx->ride; /* joins reopen below: nothing of ours may ride */
+        ctx->ride = NULL;
+        rc = ch_mark_pending_own(ctx, h);
+        ctx->ride = ride;
+        if (h->leaf != before) {
+            dm_coro_signal(gp->leaf);
+            gp->leaf = h->leaf;
+            dm_coro_early_hold(h->leaf);
+        }
+        m->leaf = h->leaf;
+        if (rc == 0) {
+            m->idx = h->idx;
+            gp->closed = 0; /* split and placed: the leaf that covers the key is open again */
+            dm_coro_signal(gp->leaf);
+        }
+        return rc;
     }
-    /* The hold's key fields are the placing member's for this synchronous step only. */
-    h->kh = m->kh;
-    h->key = m->key;
-    h->klen = m->klen;
-    h->rec = 0;
-    h->idx = -1;
-    int rc = ch_hop_insert(h, g, CH_F_PENDING);
-    if (rc < 0) return rc;
-    if (rc == 1) {
-        m->idx = h->idx;
-        ch_hot_touch(c, h->leaf, (unsigned)m->idx, m->kh.fp);
-        return write_now(ctx, m, h);
-    }
-    gp->closed = 1;
-    if (gp->members > 1) return DM_EYIELD; /* others placed theirs: come back after them */
-    /* Alone: split as a lone holder does. What is dirty is the failed hop's moves only (the
-     * members that left wrote theirs); the whole read the split starts with drops them. */
-    memset(h->dirty, 0, sizeof(h->dirty));
-    dm_gaddr_t before = h->leaf;
-    dm_batch_t *ride = ctx->ride; /* joins reopen below: nothing of ours may ride (write_now) */
-    ctx->ride = NULL;
-    rc = ch_mark_pending_own(ctx, h);
-    ctx->ride = ride;
-    if (h->leaf != before) {
-        dm_coro_signal(gp->leaf);
-        gp->leaf = h->leaf;
-        dm_coro_early_hold(h->leaf);
-    }
-    m->leaf = h->leaf;
-    if (rc == 0) {
-        m->idx = h->idx;
-        gp->closed = 0; /* split and placed: the leaf that covers the key is open again */
-        dm_coro_signal(gp->leaf);
-    }
-    return rc;
 }
 
 int ch_share_unlock(dm_ctx_t *ctx, dm_chime_lock_t *m, int present)
 {
-    dm_chime_t *c = ctx->w->chime;
+    wait_split(ctx, m);
     ch_group_t *gp = m->grp;
     dm_chime_lock_t *h = gp->hold;
     int rc = 0;
@@ -344,13 +476,8 @@ int ch_share_unlock(dm_ctx_t *ctx, dm_chime_lock_t *m, int present)
         }
     }
     if (gp->members == 0) {
-        int expired = gp->expired;
-        group_remove(c, gp);
-        if (expired)
-            ch_unlock_unchanged(ctx, h);
-        else
-            rc = ch_write_dirty(ctx, h, 1, 0);
-        dm_chime_lock_free(h);
+        int erc = group_end(ctx, gp);
+        if (!rc) rc = erc;
     } else if (!gp->expired) {
         rc = ch_write_dirty(ctx, h, 0, 0); /* the settled entry now; the lock stays */
     }

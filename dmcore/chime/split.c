@@ -190,7 +190,8 @@ static int write_leaf(dm_ctx_t *ctx, const ch_geo_t *g, dm_gaddr_t a, const uint
     return dm_batch_exec(ctx, &b);
 }
 
-int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk)
+int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_chime_lock_t *rk, uint8_t *sep_out,
+                    uint32_t *sl_out)
 {
     const ch_geo_t *g = &ctx->w->chime->geo;
     unsigned idx[CH_MAX_SPAN];
@@ -276,8 +277,9 @@ int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk)
     }
     int key_right = ch_key_cmp(lk->key, lk->klen, sep, sl) >= 0;
     uint64_t held = lk->word & 0xffffffffull;
-    uint64_t rword = ((uint64_t)ch_vacancy_of(g, right) << 32) | (key_right ? held : 0);
-    uint64_t lword = ((uint64_t)ch_vacancy_of(g, left) << 32) | (key_right ? 0 : held);
+    /* A shared hold (rk) keeps both halves: its members' entries are in both. */
+    uint64_t rword = ((uint64_t)ch_vacancy_of(g, right) << 32) | (key_right || rk ? held : 0);
+    uint64_t lword = ((uint64_t)ch_vacancy_of(g, left) << 32) | (key_right && !rk ? 0 : held);
     if (!dm_chime_lock_valid(lk)) {
         rc = DM_ERETRY; /* held too long: a waiter may take the lease over before we write */
         dm_alloc_unused(ctx->w->alloc, ra, g->bytes); /* never linked */
@@ -301,6 +303,19 @@ int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk)
     }
     ch_count(&ch_stats.leaf_splits, 1);
     dm_gaddr_t left_addr = lk->leaf;
+    if (rk) { /* both halves stay held: lk the left one, rk the right one, one lease */
+        memcpy(sep_out, sep, sl);
+        *sl_out = sl;
+        memcpy(rk->img, right, g->bytes);
+        rk->leaf = ra;
+        rk->word = rk->remote_word = rword;
+        rk->locked_us = lk->locked_us;
+        rk->async_failures = lk->async_failures;
+        memset(rk->have, 1, g->groups * (g->nbhd + 1));
+        rk->idx = -1;
+        memset(lk->dirty, 0, sizeof(lk->dirty)); /* the left leaf was written whole */
+        key_right = 0;
+    }
     memcpy(lk->img, key_right ? right : left, g->bytes); /* the hold goes on in the key's half */
     if (key_right) {
         lk->leaf = ra;

@@ -166,6 +166,11 @@ static dm_coro_t *coro_alloc(void)
     return co;
 }
 
+void dm_coro_early_move(dm_coro_t *co, uint64_t res)
+{
+    if (co && co->early_res) co->early_res = res;
+}
+
 static void early_unlink(dm_coro_t *co);
 static void wait_unlink(dm_coro_t *co);
 

@@ -14,7 +14,12 @@
  *     moved must never be missing from the pool while its key is in RACE);
  *   - at the end every key GETs its value, DBSIZE and a full SCAN count exactly the keys
  *     present, and no hybrid repair was needed (CHIME ⊇ RACE held throughout);
- *   - gateway A shared holds and members joined them (the test exercises them). */
+ *   - gateway A shared holds and members joined them, and split leaves under them (the test
+ *     exercises them);
+ *   - no leaf lock was taken over on either gateway: a hold is only ever left to its lease
+ *     when its holder died, and a split under a hold must leave every member woundable by
+ *     an earlier command of its thread (else the two wait for each other until the lease
+ *     ends, 3 s). */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
@@ -180,18 +185,24 @@ int main(void)
     redisContext *a = it_connect(ports[0]);
     double holds = it_info_field(a, "dmkv", "chime_shared_holds");
     double joins = it_info_field(a, "dmkv", "chime_shared_joins");
+    double splits = it_info_field(a, "dmkv", "chime_shared_splits");
+    double takeovers = it_info_field(a, "dmkv", "chime_lease_takeovers") +
+                       it_info_field(c, "dmkv", "chime_lease_takeovers");
     double repairs =
         it_info_field(a, "dmkv", "hybrid_repairs") + it_info_field(c, "dmkv", "hybrid_repairs");
     fprintf(stderr,
             "%lld keys present, DBSIZE %lld, SCAN %lld; %.0f shared holds, %.0f joins, "
-            "%.0f hybrid repairs\n",
-            want, dbsize, scanned, holds, joins, repairs);
+            "%.0f splits under a hold, %.0f lease takeovers, %.0f hybrid repairs\n",
+            want, dbsize, scanned, holds, joins, splits, takeovers, repairs);
     CHECKF(dbsize == want, "DBSIZE is not the number of keys present");
     CHECKF(scanned == want, "SCAN did not return exactly the keys present");
     CHECKF(repairs == 0, "a key was in RACE without its CHIME entry (or the reverse)");
+    CHECKF(takeovers == 0, "a leaf lock was left to its lease with no process dead");
     const char *off = getenv("DMKV_SHARE_LOCKS");
-    if (!(off && !strcmp(off, "0")))
+    if (!(off && !strcmp(off, "0"))) {
         CHECKF(holds > 0 && joins > holds, "no hold was shared: the test does not exercise them");
+        CHECKF(splits > 0, "no leaf split under a shared hold: the test does not exercise it");
+    }
     redisFree(a);
     redisFree(c);
     for (int g = 0; g < 2; g++)

@@ -93,6 +93,9 @@ void dm_coro_commit_posted(const struct dm_chain_pos *at);
  * that dm_coro_early_taken sees a lock this thread holds in any way). */
 void dm_coro_early_hold(uint64_t res);
 void dm_coro_early_release(void); /* also clears the wound */
+/* co's registered lock moved to res (a split under a shared hold, chime/share.c, moves other
+ * coroutines' holds); nothing when co holds none. */
+void dm_coro_early_move(dm_coro_t *co, uint64_t res);
 /* Holds an early lock or waits in dm_coro_wait_turn_or: its turn wait may give way. */
 int dm_coro_early_held(void);
 int dm_coro_early_wounded(void); /* ... and was wounded or signalled: give way now */
