@@ -1,6 +1,7 @@
 /* The hybrid protocol between RACE and CHIME (hybrid.h). */
 #include "hybrid.h"
 
+#include "dmkv/alloc.h"
 #include "dmkv/batch.h"
 #include "dmkv/coro.h"
 #include "dmkv/env.h"
@@ -114,7 +115,31 @@ static int early_locks(void)
     return dm_env_cached(&on, "DMKV_EARLY_LOCK", parse_early_lock);
 }
 
-static uint64_t repairs, early_yields;
+static uint64_t repairs, early_yields, locked_first;
+
+/* Writes of absent keys in a row on this thread (lock first past LOCK_FIRST_AFTER). */
+static _Thread_local unsigned absent_run;
+#define LOCK_FIRST_AFTER 16
+
+/* DMKV_LOCK_FIRST: "auto" locks first after LOCK_FIRST_AFTER absent keys in a row; "always"
+ * (tests: every write takes the path) whatever the run; unset or anything else never (the
+ * default until the checker has judged it under faults: docs/throughput.md). */
+static int parse_lock_first(const char *e)
+{
+    return e && !strcmp(e, "auto") ? 1 : e && !strcmp(e, "always") ? 2 : 0;
+}
+
+static int lock_first(void)
+{
+    static int mode = -1;
+    int m = dm_env_cached(&mode, "DMKV_LOCK_FIRST", parse_lock_first);
+    return m == 2 || (m == 1 && absent_run >= LOCK_FIRST_AFTER);
+}
+
+uint64_t dm_kv_lock_first(void)
+{
+    return __atomic_load_n(&locked_first, __ATOMIC_RELAXED);
+}
 
 uint64_t dm_kv_early_yields(void)
 {
@@ -172,16 +197,34 @@ static void reconcile_if_in_doubt(dm_ctx_t *ctx, int in_doubt, const void *key, 
  * (carry->prefetched when that ordering held: same memory node). Returns what
  * the range role's lock returns. */
 static int lock_with_buckets(dm_ctx_t *ctx, const void *key, size_t klen, int existing,
-                             dm_point_carry_t *carry, dm_range_lock_t **lk)
+                             const uint8_t *block, uint64_t block_len, dm_point_carry_t *carry,
+                             dm_range_lock_t **lk)
 {
     dm_batch_t pre;
     dm_batch_init(&pre);
     int fresh = 0;
     int have = point_role()->prefetch(ctx, &pre, key, klen, carry) == 0;
+    /* A write that locked first has no block written yet: its WRITE goes with the lock too
+     * (a block nothing names yet may be written at any time), when on the bucket reads'
+     * memory node (else they could not count as read behind the lock: written with the
+     * lookup instead). */
+    int block_sent = 0;
+    if (have && block && !carry->block && pre.n > 0 && pre.n < DM_BATCH_MAX &&
+        dm_alloc_kv_block(ctx, block_len, &carry->block) == 0) {
+        carry->block_len = block_len;
+        carry->block_unwritten = 1;
+        block_sent = dm_gaddr_node(carry->block) == pre.node[0];
+        if (block_sent) dm_batch_write(&pre, carry->block, block, (uint32_t)block_len);
+    }
     const dm_range_index_ops_t *range = range_role();
     int rc = existing ? range->lock(ctx, key, klen, 1, have ? &pre : NULL, &fresh, lk)
                       : range->lock_insert(ctx, key, klen, have ? &pre : NULL, &fresh, lk);
-    if (rc < 0) return rc;
+    if (rc < 0) {
+        /* Its WRITE may still land: quarantined, not reusable at once (carry_release). */
+        if (block_sent) carry->block_posted = 1;
+        return rc;
+    }
+    if (block_sent && fresh) carry->block_unwritten = 0;
     ctx->ride_failed = 0; /* what the range role's unlock reads is this hold's rides only */
     carry->prefetched = fresh;
     carry->read_us = range->lock_posted_us(*lk);
@@ -212,7 +255,7 @@ static int set_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen, ui
                       dm_point_carry_t *carry, uint64_t *leaf)
 {
     dm_range_lock_t *lk;
-    int rc = lock_with_buckets(ctx, key, klen, 0, carry, &lk);
+    int rc = lock_with_buckets(ctx, key, klen, 0, block, block_len, carry, &lk);
     if (rc < 0) return rc;
     *leaf = range_role()->lock_range(lk);
     dm_batch_t ride;
@@ -248,8 +291,20 @@ int dm_hybrid_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, u
     /* The block the unlocked attempt wrote is kept for the locked one (one WRITE). */
     dm_point_carry_t carry;
     memset(&carry, 0, sizeof(carry));
-    int rc =
-        point_role()->set(ctx, key, klen, block, block_len, gate_decide, &g, keep_ttl, old, &carry);
+    /* After a run of writes that all found their keys absent (a load), lock first: the
+     * unlocked attempt would only find the key absent too, and its reads, posted before the
+     * lock, would be read again under it. The lock's batch then carries the bucket reads
+     * and the block's WRITE: an insert in 2 round trips instead of 3 (one fewer batch). The
+     * locked attempt decides everything the unlocked one does; a key found present ends
+     * the run. */
+    int rc = 0;
+    if (lock_first()) {
+        g.need_lock = 1;
+        __atomic_fetch_add(&locked_first, 1, __ATOMIC_RELAXED);
+    } else {
+        rc = point_role()->set(ctx, key, klen, block, block_len, gate_decide, &g, keep_ttl, old,
+                               &carry);
+    }
     if (rc == 0 && g.need_lock) {
         /* A SET of a pipeline locks the leaf before its turn and waits for the turn at its
          * slot CAS, holding the lock; it gives way (DM_EYIELD: unlocked, nothing visible
@@ -283,6 +338,10 @@ int dm_hybrid_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, u
         }
         if (rc == DM_EYIELD) rc = DM_ERETRY; /* gave way MAX_YIELDS times and more */
     }
+    if (rc >= 0 && g.seen_present)
+        absent_run = 0;
+    else if (rc >= 0 && absent_run < LOCK_FIRST_AFTER)
+        absent_run++;
     point_role()->carry_release(ctx, &carry);
     return gate_done(&g, rc);
 }
@@ -300,7 +359,7 @@ static int delete_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen)
     dm_range_lock_t *lk;
     dm_point_carry_t carry;
     memset(&carry, 0, sizeof(carry));
-    int rc = lock_with_buckets(ctx, key, klen, 1, &carry, &lk);
+    int rc = lock_with_buckets(ctx, key, klen, 1, NULL, 0, &carry, &lk);
     if (rc < 0) return rc;
     if (rc == 0) {
         /* CHIME ⊇ RACE says no entry, no key; a key there anyway (a violation) goes now,

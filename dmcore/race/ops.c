@@ -829,7 +829,8 @@ int dm_race_set_carry(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *bloc
     int rc, written = 0, posted_cas = 0;
     if (carry && carry->block && carry->block_len == block_len) {
         addr = carry->block; /* written by the attempt before: ours again */
-        written = 1;
+        written = !carry->block_unwritten;
+        carry->block_unwritten = 0;
         posted_cas = carry->block_posted;
         carry->block = 0;
     } else {

@@ -43,6 +43,8 @@ typedef struct dm_point_carry {
     dm_gaddr_t block;       /* the value's block, written by an earlier attempt (0: none) */
     uint64_t block_len;     /* its bytes */
     int block_posted;       /* a commit naming it was posted once: never reuse it at once */
+    int block_unwritten;    /* block allocated, its WRITE sent with a lock batch that may not
+                               have run (a join sends none): write it again */
     int locked;             /* the range lock is held: no one else changes the key's presence */
     uint64_t sure_until_us; /* monotonic µs until which no other insert of the key can overlap
                                (the lease, range lock_sure_until); later, or 0 after a

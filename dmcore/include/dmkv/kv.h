@@ -206,5 +206,8 @@ uint64_t dm_kv_repairs(void);
 /* SETs of new keys that locked their leaf before their turn and gave the lock back to wait
  * for the turn (dmkv/coro.h "Early locks"), since start. */
 uint64_t dm_kv_early_yields(void);
+/* Writes that took the range lock first, without an unlocked attempt, because the
+ * worker's writes before them all found their keys absent (kv/hybrid.c), since start. */
+uint64_t dm_kv_lock_first(void);
 
 #endif
