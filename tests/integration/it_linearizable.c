@@ -14,7 +14,8 @@
  * linearizable; a failing one is written to /tmp for dmkv-lincheck.
  *
  *   it_linearizable [--ops N] [--fault-rounds R] [--seconds S] [--no-faults] [--seed S]
- *                   [--stall SPEC] [--splits] [--timeout-ms MS] [--no-errors] [--keep FILE]
+ *                   [--stall SPEC] [--splits] [--fill-among] [--timeout-ms MS] [--no-errors]
+ *                   [--keep FILE]
  * --stall sets DMKV_FAULT_STALL for the first gateway (dmkv/fault.h); --no-errors fails
  * the run on an error reply (a fault that must cost latency only), but for "connection
  * lost": back-to-back stalls past the 3 s lease get the holder fenced (dmkv/fence.h).
@@ -78,6 +79,7 @@ static it_pool_t pools[2];
 static const char *skew = NULL;  /* the third gateway's faketime offset, or NULL */
 static const char *stall = NULL; /* DMKV_FAULT_STALL for the first gateway, or NULL */
 static int splits = 0;           /* --splits: tiny subtables, a filler, splits held open */
+static int fill_among = 0;       /* --fill-among: the filler's keys sort among the checked ones */
 static atomic_long fill_acked, fill_unknown, fill_sent;
 
 static uint64_t now_ns(void)
@@ -335,6 +337,8 @@ static void *scanner_main(void *arg)
                 int n;
                 if (sscanf(k, "lin:stable:%d", &n) == 1 && n >= 0 && n < NSTABLE) {
                     seen[n] = 1;
+                } else if (fill_among && strchr(k, '~')) {
+                    continue; /* a filler's key (fill_name) */
                 } else {
                     int valid = 0;
                     for (int q = 0; q < NSTR + NCNT && !valid; q++) {
@@ -364,8 +368,21 @@ static void *scanner_main(void *arg)
     return NULL;
 }
 
-/* --splits: insert fresh keys (fill:N) through every gateway in pipelined batches, so
- * subtables keep splitting under the workload's new keys. */
+/* The filler's key number i: fill:N, or with --fill-among lin:s:KK~NNNNNN, 400 in a row
+ * behind one checked key (lin:s:KK), so the CHIME leaves that hold the checked keys fill and
+ * split while the checked keys' inserts share their holds (DMKV_SHARE_LOCKS=always): splits
+ * under a shared hold (chime/share.c) happen with checked keys among the members and among
+ * the entries that move. */
+static void fill_name(char *buf, size_t n, long i)
+{
+    if (fill_among)
+        snprintf(buf, n, "lin:s:%02ld~%06ld", (i / 400) % NSTR, i);
+    else
+        snprintf(buf, n, "fill:%ld", i);
+}
+
+/* --splits, --fill-among: insert fresh keys through every gateway in pipelined batches, so
+ * subtables (and leaves) keep splitting under the workload's new keys. */
 static void *filler_main(void *arg)
 {
     (void)arg;
@@ -378,8 +395,11 @@ static void *filler_main(void *arg)
             continue;
         }
         long base = atomic_fetch_add(&fill_sent, 50);
-        for (long i = base; i < base + 50; i++)
-            redisAppendCommand(c, "SET fill:%ld x", i);
+        for (long i = base; i < base + 50; i++) {
+            char key[48];
+            fill_name(key, sizeof(key), i);
+            redisAppendCommand(c, "SET %s x", key);
+        }
         for (long i = base; i < base + 50; i++) {
             redisReply *r = NULL;
             if (redisGetReply(c, (void **)&r) != REDIS_OK) {
@@ -496,15 +516,15 @@ static void check_end_state(void)
         redisSetTimeout(c[i], tv);
     }
     /* INFO counters summed over the gateways: did the run reach the windows it aims at? */
-    const char *f[11] = {
+    const char *f[12] = {
         "chime_lease_takeovers:",      "hybrid_repairs:",        "race_splits:",
         "race_stranded_inserts:",      "race_stranded_adopted:", "chime_lease_fences:",
         "race_addr_cache_blind_sets:", "chime_shared_joins:",    "lease_batches_refused:",
-        "lease_chain_breaks:",         "chime_shared_splits:"};
-    long long sum[11] = {0};
+        "lease_chain_breaks:",         "chime_shared_splits:",   "sets_locked_first:"};
+    long long sum[12] = {0};
     for (int i = 0; i < NGW; i++) {
         redisReply *r = it_cmd(c[i], "INFO");
-        for (int j = 0; j < 11 && r->type == REDIS_REPLY_STRING; j++) {
+        for (int j = 0; j < 12 && r->type == REDIS_REPLY_STRING; j++) {
             const char *x = strstr(r->str, f[j]);
             if (x) sum[j] += atoll(x + strlen(f[j]));
         }
@@ -514,10 +534,10 @@ static void check_end_state(void)
             "gateways now up: %lld leaf lease takeovers (%lld holders fenced), %lld hybrid "
             "repairs, %lld RACE splits, %lld stranded inserts taken back (%lld with a newer "
             "value), %lld one-round-trip SETs, %lld joins of shared leaf holds (%lld leaves split "
-            "under them), %lld lease holders' batches refused for lateness (%lld chains "
-            "broken)\n",
-            sum[0], sum[5], sum[1], sum[2], sum[3], sum[4], sum[6], sum[7], sum[10], sum[8],
-            sum[9]);
+            "under them), %lld SETs that locked first, %lld lease holders' batches refused for "
+            "lateness (%lld chains broken)\n",
+            sum[0], sum[5], sum[1], sum[2], sum[3], sum[4], sum[6], sum[7], sum[10], sum[11],
+            sum[8], sum[9]);
     if (stall && strstr(stall, "late:") && !faults)
         CHECKF(sum[8] > 0, "no batch was refused for lateness: the run missed its window");
     /* Killed gateways take their counters along: judged on runs without faults. */
@@ -526,6 +546,9 @@ static void check_end_state(void)
         CHECKF(sum[7] > 0, "no insert joined a shared hold: the run does not exercise them");
         CHECKF(sum[10] > 0, "no leaf split under a shared hold: the run does not exercise it");
     }
+    const char *first = getenv("DMKV_LOCK_FIRST");
+    if (first && !strcmp(first, "always") && !faults)
+        CHECKF(sum[11] > 0, "no SET locked first: the run does not exercise it");
     int present = NSTABLE;
     char present_key[NSTR + NCNT] = {0};
     for (int k = 0; k < NSTR + NCNT; k++) {
@@ -559,6 +582,7 @@ static void check_end_state(void)
         for (size_t i = 0; i < r->element[1]->elements; i++) {
             const char *key = r->element[1]->element[i]->str;
             int n, found = 0;
+            if (fill_among && strchr(key, '~')) continue; /* a filler's (counted apart) */
             if (sscanf(key, "lin:stable:%d", &n) == 1) found = 1;
             for (int k = 0; k < NSTR + NCNT && !found; k++) {
                 char name[32];
@@ -599,8 +623,11 @@ static void check_end_state(void)
         EXPECT_INT(it_cmd(c[i % NGW], "DEL lin:stable:%d", i), 1);
     long filled = atomic_load(&fill_sent), deleted = 0;
     for (long i = 0; i < filled; i += 100) {
-        for (long j = i; j < i + 100 && j < filled; j++)
-            redisAppendCommand(c[1], "DEL fill:%ld", j);
+        for (long j = i; j < i + 100 && j < filled; j++) {
+            char key[48];
+            fill_name(key, sizeof(key), j);
+            redisAppendCommand(c[1], "DEL %s", key);
+        }
         for (long j = i; j < i + 100 && j < filled; j++) {
             redisReply *d;
             CHECK(redisGetReply(c[1], (void **)&d) == REDIS_OK && d->type == REDIS_REPLY_INTEGER);
@@ -655,6 +682,8 @@ int main(int argc, char **argv)
             timeout_ms = atol(argv[++i]);
         else if (!strcmp(argv[i], "--splits"))
             splits = 1;
+        else if (!strcmp(argv[i], "--fill-among"))
+            fill_among = 1;
         else if (!strcmp(argv[i], "--stall") && i + 1 < argc)
             stall = argv[++i];
         else if (!strcmp(argv[i], "--no-errors"))
@@ -688,13 +717,13 @@ int main(int argc, char **argv)
     for (int i = 0; i < NCLIENTS; i++)
         pthread_create(&th[i], NULL, client_main, (void *)(intptr_t)i);
     pthread_create(&sc, NULL, scanner_main, NULL);
-    if (splits) pthread_create(&fl, NULL, filler_main, NULL);
+    if (splits || fill_among) pthread_create(&fl, NULL, filler_main, NULL);
     if (faults) pthread_create(&ft, NULL, fault_main, NULL);
     for (int i = 0; i < NCLIENTS; i++)
         pthread_join(th[i], NULL);
     atomic_store(&stop_all, 1);
     pthread_join(sc, NULL);
-    if (splits) pthread_join(fl, NULL);
+    if (splits || fill_among) pthread_join(fl, NULL);
     double secs = (double)(now_ns() - t0) / 1e9;
     fprintf(stderr,
             "%ld operations in %.1f s (%ld unknown); faults: %ld SIGSTOP, %ld SIGKILL; %ld full "

@@ -30,8 +30,11 @@
 #include "integration/it_check.h"
 #include "integration/procs.h"
 
-#define SEQ 6000  /* seq:000000 .. seq:005999 */
-#define DELS 3000 /* del:000000 .. del:002999, one in four deleted */
+#define SEQ_MAX 6000 /* seq:000000 .. seq:005999 at most */
+/* Keys inserted in order: seq_keys seq:NNNNNN keys and del_keys del:NNNNNN keys (one in four
+ * deleted), del_keys = seq_keys / 2. DMKV_IT_SHARED_KEYS lowers seq_keys: the rxe VM runs
+ * 2000 (6000 take ~280 s there, near its step limit). */
+static int seq_keys = SEQ_MAX, del_keys = SEQ_MAX / 2;
 #define PIPE 64
 
 static int ports[2];
@@ -83,17 +86,18 @@ static void *writer_run(void *arg)
     snprintf(who, sizeof(who), "writer %ld", id);
     redisContext *c = it_connect(ports[id == 3 ? 1 : 0]);
     if (id <= 1) {
-        for (int from = 0; from < SEQ && !atomic_load(&failures); from += PIPE) {
-            int n = SEQ - from < PIPE ? SEQ - from : PIPE;
+        for (int from = 0; from < seq_keys && !atomic_load(&failures); from += PIPE) {
+            int n = seq_keys - from < PIPE ? seq_keys - from : PIPE;
             if (pipeline(c, who, "seq", from, n, 1, 0)) return NULL;
             if (id == 0) atomic_store(&acked_up, from + n);
         }
     } else if (id == 2) {
-        for (int from = 0; from < DELS && !atomic_load(&failures); from += PIPE)
-            if (pipeline(c, who, "del", from, DELS - from < PIPE ? DELS - from : PIPE, 1, 4))
+        for (int from = 0; from < del_keys && !atomic_load(&failures); from += PIPE)
+            if (pipeline(c, who, "del", from, del_keys - from < PIPE ? del_keys - from : PIPE, 1,
+                         4))
                 return NULL;
     } else {
-        for (int from = SEQ - 1; from >= 0 && !atomic_load(&failures); from -= PIPE)
+        for (int from = seq_keys - 1; from >= 0 && !atomic_load(&failures); from -= PIPE)
             if (pipeline(c, who, "seq", from, from + 1 < PIPE ? from + 1 : PIPE, -1, 0))
                 return NULL;
     }
@@ -107,7 +111,7 @@ static void *reader_run(void *arg)
 {
     (void)arg;
     redisContext *c = it_connect(ports[1]);
-    static unsigned char seen[SEQ];
+    static unsigned char seen[SEQ_MAX];
     int scans = 0;
     while (atomic_load(&writers_done) < 4 && !atomic_load(&failures)) {
         int before = atomic_load(&acked_up);
@@ -124,7 +128,7 @@ static void *reader_run(void *arg)
             snprintf(cursor, sizeof(cursor), "%s", r->element[0]->str);
             for (size_t i = 0; i < r->element[1]->elements; i++) {
                 int k = atoi(r->element[1]->element[i]->str + 4);
-                if (k >= 0 && k < SEQ) seen[k] = 1;
+                if (k >= 0 && k < seq_keys) seen[k] = 1;
             }
             freeReplyObject(r);
         } while (strcmp(cursor, "0"));
@@ -145,6 +149,9 @@ static void *reader_run(void *arg)
 int main(void)
 {
     it_begin("shared_holds", 600);
+    const char *keys = getenv("DMKV_IT_SHARED_KEYS");
+    if (keys && atoi(keys) >= 2 * PIPE && atoi(keys) <= SEQ_MAX)
+        seq_keys = atoi(keys), del_keys = seq_keys / 2;
     it_pool_t pool;
     if (!it_shared_pool_start(&pool)) return 0;
     it_proc_t gw[2];
@@ -159,12 +166,12 @@ int main(void)
 
     redisContext *c = it_connect(ports[1]);
     int bad = 0;
-    for (int k = 0; k < SEQ + DELS; k++) {
-        int seq = k < SEQ, n = seq ? k : k - SEQ;
+    for (int k = 0; k < seq_keys + del_keys; k++) {
+        int seq = k < seq_keys, n = seq ? k : k - seq_keys;
         redisAppendCommand(c, "GET %s:%06d", seq ? "seq" : "del", n);
     }
-    for (int k = 0; k < SEQ + DELS; k++) {
-        int seq = k < SEQ, n = seq ? k : k - SEQ;
+    for (int k = 0; k < seq_keys + del_keys; k++) {
+        int seq = k < seq_keys, n = seq ? k : k - seq_keys;
         redisReply *r = NULL;
         CHECK(redisGetReply(c, (void **)&r) == REDIS_OK && r);
         char want[32];
@@ -176,7 +183,7 @@ int main(void)
         freeReplyObject(r);
     }
     CHECKF(bad == 0, "a key does not GET its value");
-    long long want = SEQ + DELS - DELS / 4;
+    long long want = seq_keys + del_keys - del_keys / 4;
     redisReply *r = redisCommand(c, "DBSIZE");
     CHECK(r && r->type == REDIS_REPLY_INTEGER);
     long long dbsize = r->integer;

@@ -18,7 +18,8 @@
 #      deploy/docker-compose.host.yml runs them (host networking, rxe created once, shared;
 #      plus a DMKV_TRANSPORT=tcp gateway on the same memory node)
 # Every step has its own time limit (busybox timeout in the guest); the whole VM has
-# DMKV_VM_TIMEOUT (default 1200 s here: generous, for hosts busy with other tests). Wall time on 2 host cores (qemu TCG, ASan build):
+# DMKV_VM_TIMEOUT (default 1800 s here: the 18 steps took 783 s on 2026-11-27 and over 1250 s
+# on the same host a day later, its neighbours busier). Wall time on 2 host cores (qemu TCG, ASan build):
 # ~3 minutes, plus ~20 s once to build the guest image (cached in RXE_VM_CACHE).
 #
 # Usage
@@ -33,7 +34,8 @@
 #                   shared leaf holds with a SCAN checker, the range index dropped and
 #                   rebuilt by dmkv-index-rebuild over rdma;
 #                   it_chime_storm runs DMKV_IT_STORM_OPS commands per client, default
-#                   1500 here).
+#                   1500 here; it_shared_holds DMKV_IT_SHARED_KEYS sequential keys,
+#                   default 2000 here).
 #                   The others take minutes each under emulation (measured with the ASan
 #                   build: it_pipeline ~110 s, it_redis_cli ~120 s, it_concurrency ~170 s;
 #                   it_scan, it_resize longer): opt in, e.g. DMKV_IT_TESTS="it_basic
@@ -118,7 +120,7 @@ for t in ${DMKV_IT_TESTS:-it_basic it_protocol it_incr_gateways it_chime_storm i
     # needs more than the others' 128 MB (on the host it takes up to 300 MB of its 512 MB
     # at full speed; 128 MB failed in CI before the free logs).
     size=128m; [ "$t" = it_gateway_death ] && size=256m
-    steps+=("DMKV_IT_MEMNODE_RDMA=$ADDR DMKV_IT_MEMNODE_SIZE=$size DMKV_IT_STORM_OPS=${DMKV_IT_STORM_OPS:-1500} DMKV_MEMNODE=$MEMNODE DMKV_GATEWAY=$GATEWAY timeout $STEP_T $bin")
+    steps+=("DMKV_IT_MEMNODE_RDMA=$ADDR DMKV_IT_MEMNODE_SIZE=$size DMKV_IT_STORM_OPS=${DMKV_IT_STORM_OPS:-1500} DMKV_IT_SHARED_KEYS=${DMKV_IT_SHARED_KEYS:-2000} DMKV_MEMNODE=$MEMNODE DMKV_GATEWAY=$GATEWAY timeout $STEP_T $bin")
 done
 # The linearizability run over rdma: 2 memory nodes, 3 gateways, SIGSTOP and SIGKILL faults
 # (no clock shift: the guest has no libfaketime), a smaller run than on the host.
@@ -138,7 +140,7 @@ steps+=("timeout 90 $G stop")
 
 say "one VM boot, ${#steps[@]} steps; redis-benchmark numbers under TCG emulation are not performance figures"
 t0=$(date +%s)
-DMKV_VM_TIMEOUT=${DMKV_VM_TIMEOUT:-1200} "$HERE/run-in-vm.sh" --share "$BUILD" -- "${steps[@]}" 2>&1 |
+DMKV_VM_TIMEOUT=${DMKV_VM_TIMEOUT:-1800} "$HERE/run-in-vm.sh" --share "$BUILD" -- "${steps[@]}" 2>&1 |
     tee "$D/vm.out"
 rc=${PIPESTATUS[0]}
 say "exit $rc after $(($(date +%s) - t0)) s"
