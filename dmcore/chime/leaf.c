@@ -202,10 +202,14 @@ int ch_lock_leaf(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_gaddr_t leaf, int *took_
     return DM_ETIMEDOUT;
 }
 
-/* Give the lock up without changes (CAS back, in case the lease was taken over meanwhile). */
 void ch_unlock_unchanged(dm_ctx_t *ctx, dm_chime_lock_t *lk)
 {
     dm_coro_early_release();
+    ch_unlock_word(ctx, lk);
+}
+
+void ch_unlock_word(dm_ctx_t *ctx, const dm_chime_lock_t *lk)
+{
     dm_batch_t b;
     dm_batch_init(&b);
     /* The word as it is in the pool (vacancy changes are written only with the unlock). */

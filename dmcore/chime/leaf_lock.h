@@ -86,7 +86,11 @@ int ch_hop_insert(dm_chime_lock_t *lk, const ch_geo_t *g, unsigned flags);
 /* WRITE the dirty entries; unlock: and the lock word by CAS; wait: ride with the caller's
  * next batch or wait for the write, else post it without waiting. 0 or DM_E*. */
 int ch_write_dirty(dm_ctx_t *ctx, dm_chime_lock_t *lk, int unlock, int wait);
-void ch_unlock_unchanged(dm_ctx_t *ctx, dm_chime_lock_t *lk); /* CAS the word back, posted */
+/* Give the lock up without changes: CAS the word back (in case the lease was taken over
+ * meanwhile), posted; the running coroutine's early hold is released. */
+void ch_unlock_unchanged(dm_ctx_t *ctx, dm_chime_lock_t *lk);
+/* ... the CAS alone, for a lock no coroutine registered (a shared hold's: share.c). */
+void ch_unlock_word(dm_ctx_t *ctx, const dm_chime_lock_t *lk);
 int ch_hold_expired(const dm_chime_lock_t *lk); /* held past CH_HOLD_MAX_MS, or abandoned */
 /* Settle entry lk->idx in the image: present 1 clears its pending flag, 0 removes it, -1
  * leaves it (marked dirty, not written). */

@@ -303,17 +303,22 @@ static void split_done(dm_ctx_t *ctx, ch_group_t *gp)
     gp->waiters = NULL;
 }
 
-/* The last member left gp: write the lock word back (vacancy bits) and unlock. */
+/* The last member left gp: write the lock word back (vacancy bits) and unlock. The hold's
+ * handle is the group's, not the running coroutine's: the coroutine's early hold is its own
+ * member handle's (released with it), so nothing here releases it. A split that empties
+ * one half runs this on the splitter, which stays a member of the other half and must stay
+ * woundable (else an earlier command of its thread that needs that leaf waits for it until
+ * the lease ends: it_shared_holds, no takeover). */
 static int group_end(dm_ctx_t *ctx, ch_group_t *gp)
 {
     dm_chime_lock_t *h = gp->hold;
     int expired = gp->expired, rc = 0;
     group_remove(ctx->w->chime, gp);
     if (expired)
-        ch_unlock_unchanged(ctx, h);
+        ch_unlock_word(ctx, h);
     else
         rc = ch_write_dirty(ctx, h, 1, 0);
-    dm_chime_lock_free(h);
+    free(h); /* key and image share its allocation (ch_lock_new) */
     return rc;
 }
 
@@ -349,8 +354,7 @@ static int split_shared(dm_ctx_t *ctx, dm_chime_lock_t *m)
     int rc = ch_split_locked(ctx, h, r, sep, &sl);
     ctx->ride = ride;
     if (!r->leaf) { /* not split: the hold goes on as it was, or it lapsed (h expired) */
-        dm_chime_lock_free(r);
-        dm_coro_early_hold(m->leaf); /* the free released the running coroutine's hold */
+        free(r);    /* never a lock: nothing registered for it */
         free(rg);
         split_done(ctx, gp);
         return rc == DM_EFULL ? DM_EYIELD : rc;
@@ -385,9 +389,6 @@ static int split_shared(dm_ctx_t *ctx, dm_chime_lock_t *m)
     dm_coro_signal(rg->leaf);
     /* m is in one of the two, so at most one is left without members. */
     int erc = gp->members == 0 ? group_end(ctx, gp) : rg->members == 0 ? group_end(ctx, rg) : 0;
-    /* An unlock releases the running coroutine's early hold; m still holds its half (and
-     * must stay woundable: an earlier command of the thread may need that leaf). */
-    dm_coro_early_hold(m->leaf);
     if (lapsed) return DM_ERETRY;
     return rc ? rc : erc;
 }

@@ -311,6 +311,7 @@ int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_chime_lock_t *rk, uin
         rk->word = rk->remote_word = rword;
         rk->locked_us = lk->locked_us;
         rk->async_failures = lk->async_failures;
+        rk->took_over = lk->took_over; /* the right half's keys were under the same lease */
         memset(rk->have, 1, g->groups * (g->nbhd + 1));
         rk->idx = -1;
         memset(lk->dirty, 0, sizeof(lk->dirty)); /* the left leaf was written whole */
