@@ -304,11 +304,24 @@ static void unlift(node_t *call)
     if (call->next) call->next->prev = call;
 }
 
-/* Memo of (bitset, state). */
+/* Memo of visited configurations (definite operations linearized, state, unknown
+ * operations linearized). An unknown operation may take effect at any later instant or
+ * never, so a configuration that linearized a subset of another's unknown operations (same
+ * definite set, same state) can do everything the other can: when it was seen (failed or
+ * on the search path), the other is pruned. Without this, every unknown write pending at
+ * once multiplied the search by two (13 unknown writes on one key: undecided after 2e8
+ * steps, the CI run of 2026-11-28); with it, an unknown write linearized where nobody reads
+ * it is pruned as soon as a definite write overwrites it. */
+typedef struct memo_entry {
+    uint64_t hash; /* 0 = empty */
+    uint64_t *bits;
+    uint32_t state;
+    uint32_t nmasks, capmasks;
+    uint64_t *masks; /* unknown subsets seen, none a superset of another */
+} memo_entry_t;
+
 typedef struct memo {
-    uint64_t *keys; /* hash per entry, 0 = empty */
-    uint64_t **bits;
-    uint32_t *state;
+    memo_entry_t *e;
     size_t cap, n, words;
 } memo_t;
 
@@ -323,54 +336,66 @@ static uint64_t bits_hash(const uint64_t *b, size_t words, uint32_t st)
 static void memo_grow(memo_t *m)
 {
     size_t nc = m->cap ? 2 * m->cap : 4096;
-    uint64_t *nk = calloc(nc, sizeof(*nk));
-    uint64_t **nb = calloc(nc, sizeof(*nb));
-    uint32_t *ns = calloc(nc, sizeof(*ns));
-    if (!nk || !nb || !ns) abort();
+    memo_entry_t *ne = calloc(nc, sizeof(*ne));
+    if (!ne) abort();
     for (size_t i = 0; i < m->cap; i++) {
-        if (!m->keys[i]) continue;
-        size_t j = m->keys[i] & (nc - 1);
-        while (nk[j])
+        if (!m->e[i].hash) continue;
+        size_t j = m->e[i].hash & (nc - 1);
+        while (ne[j].hash)
             j = (j + 1) & (nc - 1);
-        nk[j] = m->keys[i];
-        nb[j] = m->bits[i];
-        ns[j] = m->state[i];
+        ne[j] = m->e[i];
     }
-    free(m->keys);
-    free(m->bits);
-    free(m->state);
-    m->keys = nk;
-    m->bits = nb;
-    m->state = ns;
+    free(m->e);
+    m->e = ne;
     m->cap = nc;
 }
 
-/* Add (b, st); 0 when it was there already. */
-static int memo_add(memo_t *m, const uint64_t *b, uint32_t st)
+/* Add the configuration (b, st, unknown subset um); 0 when it, or one that linearized a
+ * subset of um, was there already. */
+static int memo_add(memo_t *m, const uint64_t *b, uint32_t st, uint64_t um)
 {
     if (2 * (m->n + 1) > m->cap) memo_grow(m);
     uint64_t h = bits_hash(b, m->words, st);
     size_t j = h & (m->cap - 1);
-    while (m->keys[j]) {
-        if (m->keys[j] == h && m->state[j] == st && memcmp(m->bits[j], b, m->words * 8) == 0)
-            return 0;
+    while (m->e[j].hash) {
+        memo_entry_t *x = &m->e[j];
+        if (x->hash == h && x->state == st && memcmp(x->bits, b, m->words * 8) == 0) {
+            for (uint32_t i = 0; i < x->nmasks; i++)
+                if (!(x->masks[i] & ~um)) return 0; /* a subset of um was seen */
+            uint32_t k = 0;
+            for (uint32_t i = 0; i < x->nmasks; i++) /* um dominates its supersets */
+                if (um & ~x->masks[i]) x->masks[k++] = x->masks[i];
+            x->nmasks = k;
+            if (x->nmasks == x->capmasks) {
+                x->capmasks = x->capmasks ? 2 * x->capmasks : 2;
+                x->masks = realloc(x->masks, x->capmasks * sizeof(*x->masks));
+                if (!x->masks) abort();
+            }
+            x->masks[x->nmasks++] = um;
+            return 1;
+        }
         j = (j + 1) & (m->cap - 1);
     }
-    m->keys[j] = h;
-    m->bits[j] = xmalloc(m->words * 8);
-    memcpy(m->bits[j], b, m->words * 8);
-    m->state[j] = st;
+    memo_entry_t *x = &m->e[j];
+    x->hash = h;
+    x->bits = xmalloc(m->words * 8);
+    memcpy(x->bits, b, m->words * 8);
+    x->state = st;
+    x->capmasks = 1;
+    x->nmasks = 1;
+    x->masks = xmalloc(sizeof(*x->masks));
+    x->masks[0] = um;
     m->n++;
     return 1;
 }
 
 static void memo_free(memo_t *m)
 {
-    for (size_t i = 0; i < m->cap; i++)
-        free(m->bits[i]);
-    free(m->keys);
-    free(m->bits);
-    free(m->state);
+    for (size_t i = 0; i < m->cap; i++) {
+        free(m->e[i].bits);
+        free(m->e[i].masks);
+    }
+    free(m->e);
 }
 
 static void print_bytes(FILE *f, const uint8_t *p, size_t n)
@@ -419,6 +444,53 @@ static void print_op(FILE *f, const rec_t *r, uint64_t t0)
     fputc('\n', f);
 }
 
+/* The effect an operation with an unknown outcome has on the key, as a class: DEL and
+ * GETDEL delete; GETSET and SET ... GET are a SET. */
+static int effect_class(const rec_t *r, unsigned *flags)
+{
+    *flags = r->flags & ~LC_GETOLD;
+    switch (r->op) {
+    case LC_GETDEL:
+        return LC_DEL;
+    case LC_GETSET:
+        *flags = 0;
+        return LC_SET;
+    default:
+        return (int)r->op;
+    }
+}
+
+/* 1 when unknown operations a and b change every state the same way, or in ways no
+ * operation of the history can tell apart: opaque[] marks an argument that no reply of
+ * the key contains and that makes any string holding it a non-integer (INCR's answer is
+ * the same); two SETs or APPENDs of such arguments, of one length, differ only in bytes
+ * nobody read. */
+static int same_effect(const rec_t *a, const rec_t *b, int opaque_a, int opaque_b)
+{
+    unsigned fa, fb;
+    int ca = effect_class(a, &fa), cb = effect_class(b, &fb);
+    if (ca != cb || fa != fb || ca == LC_GET) return 0;
+    if (ca == LC_DEL || ca == LC_INCR) return 1;
+    if (a->alen != b->alen) return 0;
+    if (opaque_a && opaque_b) return 1;
+    return !a->alen || memcmp(a->arg, b->arg, a->alen) == 0;
+}
+
+/* 1 when r's argument is opaque among the key's operations ops[0..n) (see same_effect). */
+static int arg_opaque(const rec_t *r, rec_t **ops, size_t n)
+{
+    if (!r->alen) return 0;
+    int nondigit = 0;
+    for (size_t i = 0; i < r->alen; i++)
+        if ((r->arg[i] < '0' || r->arg[i] > '9') && r->arg[i] != '-') nondigit = 1;
+    if (!nondigit) return 0;
+    for (size_t i = 0; i < n; i++)
+        if (ops[i]->kind == LC_R_STR && ops[i]->rlen >= r->alen &&
+            memmem(ops[i]->rstr, ops[i]->rlen, r->arg, r->alen))
+            return 0;
+    return 1;
+}
+
 /* Check one key's operations ops[0..n). 1 linearizable, 0 not, -1 undecided. */
 static int check_key(rec_t **ops, size_t n, uint64_t max_steps, uint64_t *steps, FILE *explain)
 {
@@ -441,47 +513,112 @@ static int check_key(rec_t **ops, size_t n, uint64_t max_steps, uint64_t *steps,
     prev->next = NULL;
     states_t st = {0};
     intern(&st, (const uint8_t *)"", 0); /* creates id 0 (absent); "" is id 1 */
+    /* The first 64 unknown operations get a bit in the memo's unknown subset; any further
+     * ones count as definite there (correct, only without the pruning). */
+    int *ubit = xmalloc((n ? n : 1) * sizeof(*ubit));
+    size_t nunknown = 0, definite = 0;
+    for (size_t i = 0; i < n; i++) {
+        ubit[i] = -1;
+        if (ops[i]->kind == LC_R_UNKNOWN && nunknown < 64) ubit[i] = (int)nunknown++;
+        if (ops[i]->kind != LC_R_UNKNOWN) definite++;
+    }
+    /* Unknown operations with the same effect (their output does not matter) are
+     * interchangeable: the earlier invoked one can stand for the later one anywhere both
+     * are candidates, so a later twin is tried only once the earlier one is linearized. */
+    size_t *twin = xmalloc((n ? n : 1) * sizeof(*twin));
+    char *opaque = calloc(n ? n : 1, 1);
+    if (!opaque) abort();
+    for (size_t i = 0; i < n; i++)
+        if (ops[i]->kind == LC_R_UNKNOWN) opaque[i] = (char)arg_opaque(ops[i], ops, n);
+    for (size_t i = 0; i < n; i++) {
+        twin[i] = SIZE_MAX;
+        if (ops[i]->kind != LC_R_UNKNOWN) continue;
+        for (size_t j = 0; j < n; j++)
+            if (j != i && ops[j]->kind == LC_R_UNKNOWN &&
+                same_effect(ops[j], ops[i], opaque[j], opaque[i]) &&
+                (ops[j]->t_inv < ops[i]->t_inv || (ops[j]->t_inv == ops[i]->t_inv && j < i)) &&
+                (twin[i] == SIZE_MAX || ops[j]->t_inv > ops[twin[i]]->t_inv ||
+                 (ops[j]->t_inv == ops[twin[i]]->t_inv && j > twin[i])))
+                twin[i] = j;
+    }
+    char *done = calloc(n ? n : 1, 1);
+    if (!done) abort();
     memo_t memo = {.words = (n + 63) / 64};
     uint64_t *lin = calloc(memo.words ? memo.words : 1, 8);
+    uint64_t um = 0;
     node_t **stack = xmalloc((n + 1) * sizeof(*stack));
     uint32_t *stack_state = xmalloc((n + 1) * sizeof(*stack_state));
     size_t depth = 0, best = 0;
     uint32_t state = 0;
     int result = 1;
+    /* Wing & Gong: the candidates are the calls before the first pending return. Definite
+     * operations are tried first (phase 0), unknown ones after (phase 1): the search first
+     * assumes no unknown operation took effect, and the memo's subset pruning then cuts
+     * every configuration that linearized more of them to no avail. Once every definite
+     * operation is linearized the history is: the unknown ones left never took effect. */
+    int phase = 0;
     node_t *e = head.next;
     uint64_t local = 0;
-    while (head.next) {
+    while (definite) {
         if (++local > max_steps) {
             result = -1;
             break;
         }
-        if (e->is_call) {
+        if (e && e->is_call) {
+            const rec_t *r = ops[e->op];
+            if ((r->kind == LC_R_UNKNOWN) != phase ||
+                (twin[e->op] != SIZE_MAX && !done[twin[e->op]])) {
+                e = e->next;
+                continue;
+            }
             uint32_t next;
-            if (step(&st, ops[e->op], state, &next)) {
-                lin[e->op / 64] |= 1ull << (e->op % 64);
-                if (memo_add(&memo, lin, next)) {
+            if (step(&st, r, state, &next)) {
+                int ub = ubit[e->op];
+                if (ub >= 0)
+                    um |= 1ull << ub;
+                else
+                    lin[e->op / 64] |= 1ull << (e->op % 64);
+                if (memo_add(&memo, lin, next, um)) {
                     stack[depth] = e;
                     stack_state[depth++] = state;
                     if (depth > best) best = depth;
+                    if (r->kind != LC_R_UNKNOWN) definite--;
+                    done[e->op] = 1;
                     state = next;
                     lift(e);
                     e = head.next;
+                    phase = 0;
                     continue;
                 }
-                lin[e->op / 64] &= ~(1ull << (e->op % 64));
+                if (ub >= 0)
+                    um &= ~(1ull << ub);
+                else
+                    lin[e->op / 64] &= ~(1ull << (e->op % 64));
             }
             e = e->next;
-        } else {
-            if (!depth) {
-                result = 0;
-                break;
-            }
-            e = stack[--depth];
-            state = stack_state[depth];
-            lin[e->op / 64] &= ~(1ull << (e->op % 64));
-            unlift(e);
-            e = e->next;
+            continue;
         }
+        if (phase == 0) { /* the definite candidates failed: try the unknown ones */
+            phase = 1;
+            e = head.next;
+            continue;
+        }
+        if (!depth) {
+            result = 0;
+            break;
+        }
+        e = stack[--depth];
+        state = stack_state[depth];
+        const rec_t *r = ops[e->op];
+        phase = r->kind == LC_R_UNKNOWN;
+        if (!phase) definite++;
+        done[e->op] = 0;
+        if (ubit[e->op] >= 0)
+            um &= ~(1ull << ubit[e->op]);
+        else
+            lin[e->op / 64] &= ~(1ull << (e->op % 64));
+        unlift(e);
+        e = e->next;
     }
     *steps += local;
     if (result == 0 && explain) {
@@ -509,6 +646,10 @@ static int check_key(rec_t **ops, size_t n, uint64_t max_steps, uint64_t *steps,
         if (n > 400) fprintf(explain, "  ... %zu more\n", n - 400);
         free(by);
     }
+    free(ubit);
+    free(twin);
+    free(opaque);
+    free(done);
     free(stack);
     free(stack_state);
     free(lin);

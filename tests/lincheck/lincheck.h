@@ -10,7 +10,12 @@
  * Outcomes. A definite reply constrains the search. An UNKNOWN outcome (timeout, lost
  * connection, killed gateway, or an error that does not say whether the write happened)
  * is an operation that may have taken effect at any instant after its invocation, or
- * never: its return time is +infinity and any output matches.
+ * never: its return time is +infinity and any output matches. The search tries definite
+ * operations first and unknown ones after; a configuration is pruned when one with the
+ * same definite operations and state but a subset of its unknown operations linearized was
+ * seen (that one can do everything this one can); unknown operations with
+ * indistinguishable effects are tried in invocation order only. Without these, a dozen
+ * unknown writes pending at once left a key undecided (tests/lincheck/histories).
  *
  * Time ties: a call and a return at the same timestamp are treated as overlapping (the
  * call sorts first), which can only add linearizations: no false alarm from a coarse clock.
