@@ -313,12 +313,23 @@ int main(void)
     pthread_t th[WRITERS];
     for (int i = 0; i < WRITERS; i++)
         pthread_create(&th[i], NULL, writer_main, (void *)(intptr_t)i);
+    static char qval[8192];
+    memset(qval, 'q', sizeof(qval));
     for (int k = 0; k < KILLS; k++) {
         usleep(1500 * 1000);
-        /* Kill it once it has freed blocks (listed free, and so in its free log while
-         * quarantined), so there is quarantine for a survivor to take over (checked below):
-         * in the rxe guest on a busy host 1.5 s of load was not always enough (2026-11-28:
-         * four victims with 0 bytes listed free, 0 bytes of quarantine adopted). */
+        /* Kill it once it has freed a block (listed free, and so in its free log while
+         * quarantined), so there is quarantine for a survivor to take over (checked below).
+         * The writers' frees through it were not enough in the rxe guest on a busy host:
+         * 2026-11-28, four victims with 0 bytes listed free after 1.5 s of load, then 160
+         * bytes after waiting for them. One 8 KB value written and deleted through it makes
+         * sure. */
+        redisContext *v = connect_to(2);
+        CHECK(v);
+        EXPECT_STATUS(it_cmd(v, "SET gd:quarantine %b", qval, sizeof(qval)), "OK");
+        redisReply *dr = it_cmd(v, "DEL gd:quarantine");
+        CHECK(dr->type == REDIS_REPLY_INTEGER && dr->integer == 1);
+        freeReplyObject(dr);
+        redisFree(v);
         for (int w = 0; w < 200 && info_field_of(2, "allocator_free_list_bytes") <= 0; w++)
             usleep(100 * 1000);
         print_victim(2, k + 1);
