@@ -29,12 +29,14 @@ static long long acked[NCLIENTS][NKEYS];
 static long long tx_acked[NCLIENTS];
 static int nx_won[NX_ROUNDS][NCLIENTS];
 static pthread_barrier_t nx_barrier;
+static int nclients, ops_n, tx_n, nx_n; /* NCLIENTS (at least 12), OPS, TX_OPS, NX_ROUNDS
+                                         * scaled (it_scaled) */
 
 static void *client_main(void *arg)
 {
     int id = (int)(intptr_t)arg;
     redisContext *c = it_connect(ports[id % NGW]);
-    for (int round = 0; round < NX_ROUNDS; round++) {
+    for (int round = 0; round < nx_n; round++) {
         pthread_barrier_wait(&nx_barrier);
         redisReply *r = it_cmd(c, "SET nx:%d client%d NX", round, id);
         CHECKF(r->type == REDIS_REPLY_STATUS || r->type == REDIS_REPLY_NIL,
@@ -44,7 +46,7 @@ static void *client_main(void *arg)
         freeReplyObject(r);
     }
     uint64_t x = 0x9E3779B97F4A7C15ull * (uint64_t)(id + 1);
-    for (int j = 0; j < OPS; j++) {
+    for (int j = 0; j < ops_n; j++) {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
@@ -59,7 +61,7 @@ static void *client_main(void *arg)
         freeReplyObject(r);
     }
     /* Optimistic transactions: WATCH, read, MULTI, SET read+1, EXEC (nil = lost the race). */
-    for (int j = 0; j < TX_OPS; j++) {
+    for (int j = 0; j < tx_n; j++) {
         freeReplyObject(it_cmd(c, "WATCH txctr"));
         redisReply *g = it_cmd(c, "GET txctr");
         CHECK(g->type == REDIS_REPLY_STRING);
@@ -79,21 +81,25 @@ static void *client_main(void *arg)
 int main(void)
 {
     it_begin("incr_gateways", 600);
+    nclients = it_scaled(NCLIENTS) < 12 ? 12 : it_scaled(NCLIENTS);
+    ops_n = it_scaled(OPS);
+    tx_n = it_scaled(TX_OPS);
+    nx_n = it_scaled(NX_ROUNDS);
     it_pool_t pool;
     if (!it_shared_pool_start(&pool)) return IT_SKIP;
     it_proc_t gw[NGW];
     it_gateways_start(&pool, gw, NGW, 2, 2, ports);
     redisContext *c0 = it_connect(ports[0]);
     EXPECT_STATUS(it_cmd(c0, "SET txctr 0"), "OK");
-    CHECK(pthread_barrier_init(&nx_barrier, NULL, NCLIENTS) == 0);
+    CHECK(pthread_barrier_init(&nx_barrier, NULL, nclients) == 0);
     pthread_t t[NCLIENTS];
-    for (int i = 0; i < NCLIENTS; i++)
+    for (int i = 0; i < nclients; i++)
         CHECK(pthread_create(&t[i], NULL, client_main, (void *)(intptr_t)i) == 0);
-    for (int i = 0; i < NCLIENTS; i++)
+    for (int i = 0; i < nclients; i++)
         pthread_join(t[i], NULL);
-    for (int round = 0; round < NX_ROUNDS; round++) {
+    for (int round = 0; round < nx_n; round++) {
         int winners = 0, winner = -1;
-        for (int i = 0; i < NCLIENTS; i++)
+        for (int i = 0; i < nclients; i++)
             if (nx_won[round][i]) winners++, winner = i;
         CHECKF(winners == 1, "round %d: %d clients got OK for SET nx:%d NX", round, winners, round);
         char want[32];
@@ -104,16 +110,16 @@ int main(void)
             redisFree(c);
         }
     }
-    fprintf(stderr, "%d SET NX races of %d clients on %d gateways: one winner each\n", NX_ROUNDS,
-            NCLIENTS, NGW);
+    fprintf(stderr, "%d SET NX races of %d clients on %d gateways: one winner each\n", nx_n,
+            nclients, NGW);
     long long total_ops = 0, tx_total = 0;
-    for (int i = 0; i < NCLIENTS; i++)
+    for (int i = 0; i < nclients; i++)
         tx_total += tx_acked[i];
     for (int g = 0; g < NGW; g++) {
         redisContext *c = it_connect(ports[g]);
         for (int k = 0; k < NKEYS; k++) {
             long long want = 0;
-            for (int i = 0; i < NCLIENTS; i++)
+            for (int i = 0; i < nclients; i++)
                 want += acked[i][k];
             redisReply *r = it_cmd(c, "GET ctr:%d", k);
             CHECK(r->type == REDIS_REPLY_STRING);
@@ -130,7 +136,7 @@ int main(void)
         freeReplyObject(r);
         redisFree(c);
     }
-    total_ops = (long long)NCLIENTS * OPS;
+    total_ops = (long long)nclients * ops_n;
     fprintf(stderr, "%lld acknowledged INCR/INCRBY/DECR over %d gateways: no update lost\n",
             total_ops, NGW);
     /* Sequential WATCH across gateways: changes on gateway 1 abort EXEC on gateway 0. */

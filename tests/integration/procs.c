@@ -494,6 +494,15 @@ void it_gateways_start(const it_pool_t *pool, it_proc_t *gw, int n, int threads_
     }
 }
 
+int it_scaled(int n)
+{
+    const char *e = getenv("DMKV_IT_SCALE");
+    long pct = e && *e ? strtol(e, NULL, 10) : 100;
+    if (pct <= 0) pct = 100;
+    long v = (long)n * pct / 100;
+    return v < 1 ? 1 : (int)v;
+}
+
 void it_tool_path(const char *env, const char *rel, char *out, size_t n)
 {
     const char *set = getenv(env);

@@ -87,6 +87,10 @@ double it_info_field(redisContext *c, const char *section, const char *name);
  * in the build directory that holds DMKV_GATEWAY. Aborts when it is not an executable. */
 void it_tool_path(const char *env, const char *rel, char *out, size_t n);
 
+/* n scaled by DMKV_IT_SCALE (percent, default 100; the rxe guest runs with less), at
+ * least 1: the size of a workload whose count a test's checks do not depend on. */
+int it_scaled(int n);
+
 /* Exit status to use when a test is skipped (ctest treats 0 as pass; we print SKIP). */
 #define IT_SKIP 0
 

@@ -116,10 +116,10 @@ cli)
     ;;
 bench)
     expect $GW1 OK FLUSHALL
-    say "redis-benchmark -t set,get -n 20000 -c 20 -r 10000 -q against gateway :$GW1 (rdma)"
+    say "redis-benchmark -t set,get -n 2000 -c 20 -r 10000 -q against gateway :$GW1 (rdma)"
     say "(qemu TCG emulation with Soft-RoCE: these numbers are NOT performance figures)"
     e0=$(errors $GW1)
-    out=$(redis-benchmark -h 127.0.0.1 -p $GW1 -t set,get -n 20000 -c 20 -r 10000 -q 2>&1)
+    out=$(redis-benchmark -h 127.0.0.1 -p $GW1 -t set,get -n 2000 -c 20 -r 10000 -q 2>&1)
     rc=$?
     e1=$(errors $GW1)
     printf '%s\n' "$out" | tr '\r' '\n' | grep -v '^ *$' | grep -v 'rps=' | sed 's/^/  /'
