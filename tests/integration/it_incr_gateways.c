@@ -81,7 +81,8 @@ static void *client_main(void *arg)
 int main(void)
 {
     it_begin("incr_gateways", 600);
-    nclients = it_scaled(NCLIENTS) < 12 ? 12 : it_scaled(NCLIENTS);
+    nclients = it_scaled(NCLIENTS);
+    if (nclients < 12) nclients = 12;
     ops_n = it_scaled(OPS);
     tx_n = it_scaled(TX_OPS);
     nx_n = it_scaled(NX_ROUNDS);

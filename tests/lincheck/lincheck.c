@@ -491,7 +491,29 @@ static int arg_opaque(const rec_t *r, rec_t **ops, size_t n)
     return 1;
 }
 
-/* Check one key's operations ops[0..n). 1 linearizable, 0 not, -1 undecided. */
+/* The search's record of which operations are linearized: a definite operation's bit in
+ * lin (indexed by operation), an unknown one's in um (indexed by ubit[]). */
+typedef struct linset {
+    uint64_t *lin, um;
+    const int *ubit;
+} linset_t;
+
+static void linset_put(linset_t *l, size_t op, int on)
+{
+    int ub = l->ubit[op];
+    uint64_t *w = ub >= 0 ? &l->um : &l->lin[op / 64];
+    uint64_t bit = 1ull << (ub >= 0 ? (unsigned)ub : op % 64);
+    *w = on ? *w | bit : *w & ~bit;
+}
+
+static int linset_has(const linset_t *l, size_t op)
+{
+    int ub = l->ubit[op];
+    return ub >= 0 ? (int)(l->um >> ub & 1) : (int)(l->lin[op / 64] >> (op % 64) & 1);
+}
+
+/* Check one key's operations ops[0..n), in invocation order (lc_check sorts them so).
+ * 1 linearizable, 0 not, -1 undecided. */
 static int check_key(rec_t **ops, size_t n, uint64_t max_steps, uint64_t *steps, FILE *explain)
 {
     node_t *ev = xmalloc(2 * n * sizeof(*ev));
@@ -524,7 +546,8 @@ static int check_key(rec_t **ops, size_t n, uint64_t max_steps, uint64_t *steps,
     }
     /* Unknown operations with the same effect (their output does not matter) are
      * interchangeable: the earlier invoked one can stand for the later one anywhere both
-     * are candidates, so a later twin is tried only once the earlier one is linearized. */
+     * are candidates, so a later twin is tried only once the earlier one is linearized.
+     * twin[i]: the nearest earlier unknown operation with i's effect, SIZE_MAX none. */
     size_t *twin = xmalloc((n ? n : 1) * sizeof(*twin));
     char *opaque = calloc(n ? n : 1, 1);
     if (!opaque) abort();
@@ -532,20 +555,15 @@ static int check_key(rec_t **ops, size_t n, uint64_t max_steps, uint64_t *steps,
         if (ops[i]->kind == LC_R_UNKNOWN) opaque[i] = (char)arg_opaque(ops[i], ops, n);
     for (size_t i = 0; i < n; i++) {
         twin[i] = SIZE_MAX;
-        if (ops[i]->kind != LC_R_UNKNOWN) continue;
-        for (size_t j = 0; j < n; j++)
-            if (j != i && ops[j]->kind == LC_R_UNKNOWN &&
-                same_effect(ops[j], ops[i], opaque[j], opaque[i]) &&
-                (ops[j]->t_inv < ops[i]->t_inv || (ops[j]->t_inv == ops[i]->t_inv && j < i)) &&
-                (twin[i] == SIZE_MAX || ops[j]->t_inv > ops[twin[i]]->t_inv ||
-                 (ops[j]->t_inv == ops[twin[i]]->t_inv && j > twin[i])))
+        for (size_t j = i; ops[i]->kind == LC_R_UNKNOWN && j-- > 0;)
+            if (ops[j]->kind == LC_R_UNKNOWN && same_effect(ops[j], ops[i], opaque[j], opaque[i])) {
                 twin[i] = j;
+                break;
+            }
     }
-    char *done = calloc(n ? n : 1, 1);
-    if (!done) abort();
     memo_t memo = {.words = (n + 63) / 64};
-    uint64_t *lin = calloc(memo.words ? memo.words : 1, 8);
-    uint64_t um = 0;
+    linset_t ls = {.lin = calloc(memo.words ? memo.words : 1, 8), .ubit = ubit};
+    if (!ls.lin) abort();
     node_t **stack = xmalloc((n + 1) * sizeof(*stack));
     uint32_t *stack_state = xmalloc((n + 1) * sizeof(*stack_state));
     size_t depth = 0, best = 0;
@@ -567,33 +585,25 @@ static int check_key(rec_t **ops, size_t n, uint64_t max_steps, uint64_t *steps,
         if (e && e->is_call) {
             const rec_t *r = ops[e->op];
             if ((r->kind == LC_R_UNKNOWN) != phase ||
-                (twin[e->op] != SIZE_MAX && !done[twin[e->op]])) {
+                (twin[e->op] != SIZE_MAX && !linset_has(&ls, twin[e->op]))) {
                 e = e->next;
                 continue;
             }
             uint32_t next;
             if (step(&st, r, state, &next)) {
-                int ub = ubit[e->op];
-                if (ub >= 0)
-                    um |= 1ull << ub;
-                else
-                    lin[e->op / 64] |= 1ull << (e->op % 64);
-                if (memo_add(&memo, lin, next, um)) {
+                linset_put(&ls, e->op, 1);
+                if (memo_add(&memo, ls.lin, next, ls.um)) {
                     stack[depth] = e;
                     stack_state[depth++] = state;
                     if (depth > best) best = depth;
                     if (r->kind != LC_R_UNKNOWN) definite--;
-                    done[e->op] = 1;
                     state = next;
                     lift(e);
                     e = head.next;
                     phase = 0;
                     continue;
                 }
-                if (ub >= 0)
-                    um &= ~(1ull << ub);
-                else
-                    lin[e->op / 64] &= ~(1ull << (e->op % 64));
+                linset_put(&ls, e->op, 0);
             }
             e = e->next;
             continue;
@@ -612,11 +622,7 @@ static int check_key(rec_t **ops, size_t n, uint64_t max_steps, uint64_t *steps,
         const rec_t *r = ops[e->op];
         phase = r->kind == LC_R_UNKNOWN;
         if (!phase) definite++;
-        done[e->op] = 0;
-        if (ubit[e->op] >= 0)
-            um &= ~(1ull << ubit[e->op]);
-        else
-            lin[e->op / 64] &= ~(1ull << (e->op % 64));
+        linset_put(&ls, e->op, 0);
         unlift(e);
         e = e->next;
     }
@@ -649,10 +655,9 @@ static int check_key(rec_t **ops, size_t n, uint64_t max_steps, uint64_t *steps,
     free(ubit);
     free(twin);
     free(opaque);
-    free(done);
     free(stack);
     free(stack_state);
-    free(lin);
+    free(ls.lin);
     memo_free(&memo);
     states_free(&st);
     free(sorted);
@@ -673,7 +678,7 @@ static int rec_key_cmp(const void *a, const void *b)
 int lc_check(lc_history_t *h, uint64_t max_steps, lc_report_t *rep, FILE *explain)
 {
     memset(rep, 0, sizeof(*rep));
-    if (!max_steps) max_steps = 50000000ull;
+    if (!max_steps) max_steps = LC_DEFAULT_MAX_STEPS;
     pthread_mutex_lock(&h->mu);
     rec_t **all = xmalloc(h->n * sizeof(*all));
     for (size_t i = 0; i < h->n; i++) {

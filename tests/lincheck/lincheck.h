@@ -84,8 +84,9 @@ typedef struct lc_report {
 } lc_report_t;
 
 /* Check every key. explain (may be NULL) gets, for each bad key, its operations and where
- * the search got stuck. max_steps bounds each key's search (0: 50 million). Returns 0 when
- * all keys are linearizable, 1 when a key is not, 2 when none is bad but one was undecided. */
+ * the search got stuck. max_steps bounds each key's search (0: LC_DEFAULT_MAX_STEPS). Returns 0
+ * when all keys are linearizable, 1 when a key is not, 2 when none is bad but one was undecided. */
+#define LC_DEFAULT_MAX_STEPS 50000000ull
 int lc_check(lc_history_t *h, uint64_t max_steps, lc_report_t *rep, FILE *explain);
 
 /* Text format, one operation per line:

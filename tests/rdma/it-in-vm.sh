@@ -134,18 +134,19 @@ done
 # The linearizability run over rdma: 2 memory nodes, 3 gateways, SIGSTOP and SIGKILL faults
 # (no clock shift: the guest has no libfaketime), a smaller run than on the host.
 LIN=${DMKV_VM_LIN:-1}
+LIN_ENV="DMKV_IT_MEMNODE_RDMA=$ADDR DMKV_IT_MEMNODE_SIZE=128m DMKV_MEMNODE=$MEMNODE DMKV_GATEWAY=$GATEWAY"
 if [ -x "$BUILD/tests/it_linearizable" ] && [ "$LIN" != 0 ]; then
-    steps+=("DMKV_IT_MEMNODE_RDMA=$ADDR DMKV_IT_MEMNODE_SIZE=128m DMKV_MEMNODE=$MEMNODE DMKV_GATEWAY=$GATEWAY timeout 400 $BUILD/tests/it_linearizable --ops ${DMKV_IT_LIN_OPS:-4000} --fault-rounds 4 --seconds 200")
+    steps+=("$LIN_ENV timeout 400 $BUILD/tests/it_linearizable --ops ${DMKV_IT_LIN_OPS:-4000} --fault-rounds 4 --seconds 200")
     # A lease holder's message that passed its send-by check reaches the node 3.5 s late
     # (the thread blocks before ibv_post_send): the taker has the node move the holder's QP
     # to the error state first (dmkv/fence.h), so the stale leaf image never lands. Only
     # rdma has QPs: this one is here by default.
-    steps+=("DMKV_IT_MEMNODE_RDMA=$ADDR DMKV_IT_MEMNODE_SIZE=128m DMKV_MEMNODE=$MEMNODE DMKV_GATEWAY=$GATEWAY timeout 300 $BUILD/tests/it_linearizable --ops ${DMKV_IT_STALL_OPS:-1000} --no-faults --timeout-ms 10000 --stall wire:3500:100 --seconds 150")
+    steps+=("$LIN_ENV timeout 300 $BUILD/tests/it_linearizable --ops ${DMKV_IT_STALL_OPS:-1000} --no-faults --timeout-ms 10000 --stall wire:3500:100 --seconds 150")
     # A leaf-lock holder stalled 3.5 s before its RACE write (lease takeovers over rdma,
     # where every lock is the masked-CAS fallback, which nomcas/it_linearizable_stall runs
     # on the host): DMKV_VM_LIN=all.
     [ "$LIN" = all ] &&
-        steps+=("DMKV_IT_MEMNODE_RDMA=$ADDR DMKV_IT_MEMNODE_SIZE=128m DMKV_MEMNODE=$MEMNODE DMKV_GATEWAY=$GATEWAY timeout 300 $BUILD/tests/it_linearizable --ops ${DMKV_IT_STALL_OPS:-1000} --no-faults --timeout-ms 10000 --stall locked:3500:8 --seconds 150")
+        steps+=("$LIN_ENV timeout 300 $BUILD/tests/it_linearizable --ops ${DMKV_IT_STALL_OPS:-1000} --no-faults --timeout-ms 10000 --stall locked:3500:8 --seconds 150")
 fi
 steps+=("timeout 90 $G stop")
 [ -f "$D/entrypoint.sh" ] && steps+=("timeout 150 $G entrypoint $MEMNODE $GATEWAY")
