@@ -48,6 +48,8 @@ struct dm_alloc {
     int64_t live_delta;       /* bytes allocated minus bytes freed since the last flush */
     int64_t listed_delta;     /* change of the bytes on its lists since the last flush (INFO) */
     uint64_t region_reported; /* cur_left as last added to region_bytes */
+    uint64_t carved;          /* bytes carved from regions, ever (trim_reserve's rate) */
+    uint64_t carved_at_trim;  /* carved at the last free-log tick */
     freed_t *head[NCLASSES], *tail[NCLASSES];
     freed_t *spare;    /* unused list entries (freed_new) */
     free_log_t log;    /* what it freed, in the pool, and the reuse horizon (free_log.h) */
@@ -127,12 +129,17 @@ static void flush_listed(dm_alloc_t *a)
 
 /* Allocations that waited for a quarantined block with the pool full; blocks returned to
  * the pool and taken from it (INFO). */
-static _Atomic uint64_t oom_waits, blocks_returned, blocks_taken;
+static _Atomic uint64_t oom_waits, blocks_returned, blocks_taken, reserve_trims;
 
 void dm_alloc_returned_stats(uint64_t *returned, uint64_t *taken)
 {
     *returned = atomic_load_explicit(&blocks_returned, memory_order_relaxed);
     *taken = atomic_load_explicit(&blocks_taken, memory_order_relaxed);
+}
+
+uint64_t dm_alloc_reserve_trims(void)
+{
+    return atomic_load_explicit(&reserve_trims, memory_order_relaxed);
 }
 
 uint64_t dm_alloc_oom_waits(void)
@@ -737,6 +744,7 @@ static int alloc_fresh(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t need, uint64_t ali
     *out = a->cur;
     a->cur += need;
     a->cur_left -= need;
+    a->carved += need;
     a->live_delta += (int64_t)need;
     return 0;
 }
@@ -835,6 +843,49 @@ static void drop_logged(dm_alloc_t *a, uint64_t lo, uint64_t hi)
                (unsigned long long)dropped);
 }
 
+/* Reserve kept above the carve point by trim_reserve: at least TRIM_KEEP_MIN, and twice
+ * what the worker carved in the last free-log tick. */
+#define TRIM_KEEP_MIN (16u << 10)
+
+/* Lower the registered watermark towards the carve point: a raise reserves DM_TAIL_STEP
+ * (128 KB) or more at once, and a repairer of a dead gateway takes only what lies above
+ * the watermark, so the reserved rest was lost to every death (about half a step per
+ * worker: most of what it_gateway_death lost). The watermark comes down to the carve point
+ * plus twice the last tick's carving (at least TRIM_KEEP_MIN): what a death loses is then
+ * bounded by the worker's rate, and a steady writer still raises once per step, no more
+ * often. One CAS, off the data path, only after a raise left more than that reserved.
+ * Lowered locally before the CAS: nothing is carved above the new mark meanwhile (a carve
+ * past it waits in advance for busy). Returns 0 or DM_E* (outcome unknown: the next CAS on
+ * the entry tells, as for a raise). */
+static int trim_reserve(dm_ctx_t *ctx, dm_alloc_t *a)
+{
+    uint64_t rate = a->carved - a->carved_at_trim;
+    a->carved_at_trim = a->carved;
+    dm_gaddr_t end = a->cur + a->cur_left;
+    /* Registered: our word names exactly this region's watermark and end. */
+    if (a->fenced || !a->entry_word || tail_wm(a->entry_word) != a->wm ||
+        a->wm + tail_left(a->entry_word) != end || a->wm <= a->cur)
+        return 0;
+    uint64_t keep = 2 * rate > TRIM_KEEP_MIN ? 2 * rate : TRIM_KEEP_MIN;
+    dm_gaddr_t target = (a->cur + keep + DM_UNIT - 1) / DM_UNIT * DM_UNIT;
+    if (target + TRIM_KEEP_MIN > a->wm) return 0; /* not worth a round trip */
+    if (!busy(a)) return 0; /* a raise or a refill is running: the next tick */
+    int rc = 0;
+    if (!a->fenced && tail_wm(a->entry_word) == a->wm && target + TRIM_KEEP_MIN <= a->wm &&
+        target > a->cur) {
+        a->wm = target;
+        rc = cas_entry(ctx, a, tail_word(target, end - target));
+        if (rc == 1) { /* taken over: the region ends at our (lowered) watermark */
+            a->cur_left = a->wm - a->cur;
+            rc = 0;
+        } else if (rc == 0) {
+            atomic_fetch_add_explicit(&reserve_trims, 1, memory_order_relaxed);
+        }
+    }
+    unbusy(a);
+    return rc;
+}
+
 int dm_alloc_log_tick(dm_ctx_t *ctx)
 {
     dm_alloc_t *a = ctx->w->alloc;
@@ -846,6 +897,8 @@ int dm_alloc_log_tick(dm_ctx_t *ctx)
         drop_logged(a, lo, hi);
         rc = 0;
     }
+    int trc = trim_reserve(ctx, a);
+    if (!rc) rc = trc;
     /* Just opened: what is listed already and not reusable before the horizon (blocks
      * freed, or handed over by a stopped or dead gateway, before the first tick) is logged
      * too. */

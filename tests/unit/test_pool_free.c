@@ -362,6 +362,67 @@ static void test_chunk_tails(void)
     two_stop(&t);
 }
 
+/* Issue 12: a raise reserves 128 KB, and a repairer takes only what lies above the
+ * watermark, so the reserved rest was lost to every death. Worker A carves 10 KB, and its
+ * next free-log tick brings the watermark down to twice that above the carve point; B takes A's
+ * record over and gets everything above it (all but 20 KB of the region instead of all but
+ * 128 KB). Then both carve 1 MB more: A's raise fails (it stops at the lowered mark) and
+ * no two blocks overlap. */
+static void test_reserve_trim(void)
+{
+    enum { N0 = 10, N1 = 1000, LEN = 1000 };
+    two_t t;
+    two_start(&t);
+    dm_ctx_t *ca = &t.ca, *cb = &t.cb;
+    static iv_t iv[N0 + 2 * N1];
+    int n = 0;
+    CHECK(dm_alloc_log_tick(ca) == 0); /* opens A's log: 1 MiB carved */
+    CHECK(dm_alloc_log_tick(ca) == 0);
+    for (int i = 0; i < N0; i++) {
+        CHECK(dm_alloc_kv_block(ca, LEN, &iv[n].a) == 0);
+        iv[n++].len = dm_alloc_kv_block_bytes(LEN);
+    }
+    /* A's entry: the one whose watermark lies just above A's blocks (earlier tests' workers
+     * left theirs in this process's record). */
+    int ea = -1;
+    dm_gaddr_t top = iv[n - 1].a + iv[n - 1].len;
+    for (int i = 0; i < 64 && ea < 0; i++) {
+        dm_gaddr_t m = (entry_word(ca, i) >> 22) << 6;
+        if (m >= top && m - top <= (256u << 10)) ea = i;
+    }
+    CHECK(ea >= 0);
+    uint64_t w0 = entry_word(ca, ea);
+    CHECKF(((w0 >> 22) << 6) - (iv[n - 1].a + iv[n - 1].len) > (64u << 10),
+           "the raise reserved only %llu bytes",
+           (unsigned long long)(((w0 >> 22) << 6) - (iv[n - 1].a + iv[n - 1].len)));
+    uint64_t trims = dm_alloc_reserve_trims();
+    CHECK(dm_alloc_log_tick(ca) == 0);
+    CHECK(dm_alloc_reserve_trims() == trims + 1);
+    uint64_t w = entry_word(ca, ea);
+    dm_gaddr_t wm = (w >> 22) << 6, carved = iv[n - 1].a + iv[n - 1].len;
+    uint64_t left = (w & ((1u << 22) - 1)) << 6;
+    CHECKF(wm >= carved && wm - carved <= 2 * (uint64_t)(carved - iv[0].a) + 64,
+           "watermark %llu bytes past the carve point after %llu bytes carved, want at most "
+           "twice that",
+           (unsigned long long)(wm - carved), (unsigned long long)(carved - iv[0].a));
+    CHECK(dm_alloc_log_tick(ca) == 0); /* 4 KB more to lower: not worth a round trip */
+    CHECK(dm_alloc_reserve_trims() == trims + 1);
+    dm_alloc_tail_stats_t got;
+    CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &got) == 0); /* earlier tests' entries too */
+    CHECK(entry_word(cb, ea) == 0 && got.bytes_adopted >= left);
+    for (int i = 0; i < N1; i++) {
+        CHECK(dm_alloc_kv_block(ca, LEN, &iv[n].a) == 0);
+        iv[n++].len = dm_alloc_kv_block_bytes(LEN);
+        CHECK(dm_alloc_kv_block(cb, LEN, &iv[n].a) == 0);
+        iv[n++].len = dm_alloc_kv_block_bytes(LEN);
+    }
+    qsort(iv, (size_t)n, sizeof(*iv), iv_cmp);
+    for (int i = 1; i < n; i++)
+        CHECKF(iv[i - 1].a + iv[i - 1].len <= iv[i].a, "blocks at %llx and %llx overlap",
+               (unsigned long long)iv[i - 1].a, (unsigned long long)iv[i].a);
+    two_stop(&t);
+}
+
 /* A gateway stopping cleanly hands what it holds free over (dm_alloc_handoff): worker A
  * frees 200 blocks (in quarantine) and hands them over; B takes A's record over and, past
  * the quarantine, its next 200 blocks of that size are exactly A's; A, carving on, gets
@@ -586,6 +647,7 @@ int main(void)
     RUN(test_refill_burst);
     RUN(test_large_reuse);
     RUN(test_chunk_tails);
+    RUN(test_reserve_trim);
     RUN(test_handoff);
     RUN(test_log_block_back);
     RUN(test_returned);

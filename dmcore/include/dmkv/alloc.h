@@ -110,8 +110,12 @@ typedef struct dm_alloc_tail_stats {
  * tick into its free log in the pool and raise its reuse horizon (the first tick creates
  * the log: a 1 MiB block), so that a gateway that finds this one dead takes its quarantine
  * over (dm_alloc_adopt; docs/leases.md "A dead gateway's free blocks"). 1 RTT, none when
- * idle. Returns 0 or DM_E* (the entries are written at the next tick). */
+ * idle; one more after a watermark raise, to bring the registered reserve back down to
+ * twice the last tick's carving, at least 16 KB (docs/leases.md "The reserve comes back
+ * down"). Returns 0 or DM_E* (the entries are written at the next tick). */
 int dm_alloc_log_tick(dm_ctx_t *ctx);
+/* Watermarks this process brought down towards its carve points (dm_alloc_log_tick). */
+uint64_t dm_alloc_reserve_trims(void);
 
 /* Take over the regions registered in a dead gateway's record rec (from the superblock's
  * alloc_board, read by the clock board when it found the gateway dead): each nonzero entry
