@@ -270,6 +270,24 @@ static int iv_cmp(const void *x, const void *y)
     return p->a < q->a ? -1 : p->a > q->a;
 }
 
+/* count KV blocks of len bytes on ctx appended to iv[*n...]; each must succeed. */
+static void carve_into(dm_ctx_t *ctx, iv_t *iv, int *n, int count, uint64_t len)
+{
+    for (int i = 0; i < count; i++) {
+        CHECK(dm_alloc_kv_block(ctx, len, &iv[*n].a) == 0);
+        iv[(*n)++].len = dm_alloc_kv_block_bytes(len);
+    }
+}
+
+/* No two of iv[0..n) overlap (sorts iv). */
+static void check_no_overlap(iv_t *iv, int n)
+{
+    qsort(iv, (size_t)n, sizeof(*iv), iv_cmp);
+    for (int i = 1; i < n; i++)
+        CHECKF(iv[i - 1].a + iv[i - 1].len <= iv[i].a, "blocks at %llx and %llx overlap",
+               (unsigned long long)iv[i - 1].a, (unsigned long long)iv[i].a);
+}
+
 /* n KV blocks of len bytes on ctx into out; each allocation must succeed. */
 static void alloc_blocks(dm_ctx_t *ctx, int n, uint64_t len, dm_gaddr_t *out)
 {
@@ -313,10 +331,7 @@ static void test_chunk_tails(void)
     dm_ctx_t *ca = &t.ca, *cb = &t.cb;
     static iv_t iv[N0 + 2 * N1];
     int n = 0;
-    for (int i = 0; i < N0; i++) {
-        CHECK(dm_alloc_kv_block(ca, LEN, &iv[n].a) == 0);
-        iv[n++].len = dm_alloc_kv_block_bytes(LEN);
-    }
+    carve_into(ca, iv, &n, N0, LEN);
     /* Which entry is A's: the one holding a region (B never allocated). */
     int ea = -1;
     for (int i = 0; i < 64 && ea < 0; i++)
@@ -343,20 +358,14 @@ static void test_chunk_tails(void)
     uint64_t ptr0 = sb_word(ca, DM_SB_OFF(alloc_ptr));
     int b_in_tail = 0;
     for (int i = 0; i < N1; i++) {
-        CHECK(dm_alloc_kv_block(ca, LEN, &iv[n].a) == 0);
-        iv[n++].len = dm_alloc_kv_block_bytes(LEN);
-        CHECK(dm_alloc_kv_block(cb, LEN, &iv[n].a) == 0);
-        iv[n].len = dm_alloc_kv_block_bytes(LEN);
-        b_in_tail += iv[n].a >= wm && iv[n].a < wm + left;
-        n++;
+        carve_into(ca, iv, &n, 1, LEN);
+        carve_into(cb, iv, &n, 1, LEN);
+        b_in_tail += iv[n - 1].a >= wm && iv[n - 1].a < wm + left;
     }
     CHECKF(b_in_tail == N1, "only %d of B's %d blocks came from A's tail", b_in_tail, N1);
     dm_alloc_tail_stats(&ts2);
     CHECK(ts2.board_taken == ts.board_taken + 1); /* by B, from the spare board */
-    qsort(iv, (size_t)n, sizeof(*iv), iv_cmp);
-    for (int i = 1; i < n; i++)
-        CHECKF(iv[i - 1].a + iv[i - 1].len <= iv[i].a, "blocks at %llx and %llx overlap",
-               (unsigned long long)iv[i - 1].a, (unsigned long long)iv[i].a);
+    check_no_overlap(iv, n);
     /* A took one new chunk after its watermark; B took none. */
     CHECK(sb_word(ca, DM_SB_OFF(alloc_ptr)) == ptr0 + DM_CHUNK_SIZE);
     two_stop(&t);
@@ -364,10 +373,10 @@ static void test_chunk_tails(void)
 
 /* Issue 12: a raise reserves 128 KB, and a repairer takes only what lies above the
  * watermark, so the reserved rest was lost to every death. Worker A carves 10 KB, and its
- * next free-log tick brings the watermark down to twice that above the carve point; B takes A's
- * record over and gets everything above it (all but 20 KB of the region instead of all but
- * 128 KB). Then both carve 1 MB more: A's raise fails (it stops at the lowered mark) and
- * no two blocks overlap. */
+ * next free-log tick brings the watermark down to twice that above the carve point; B
+ * takes A's record over and gets everything above it (all of the region but 20 KB instead
+ * of all but 128 KB). Then both carve 1 MB more: A's raise fails (it stops at the lowered
+ * mark) and no two blocks overlap. */
 static void test_reserve_trim(void)
 {
     enum { N0 = 10, N1 = 1000, LEN = 1000 };
@@ -378,10 +387,7 @@ static void test_reserve_trim(void)
     int n = 0;
     CHECK(dm_alloc_log_tick(ca) == 0); /* opens A's log: 1 MiB carved */
     CHECK(dm_alloc_log_tick(ca) == 0);
-    for (int i = 0; i < N0; i++) {
-        CHECK(dm_alloc_kv_block(ca, LEN, &iv[n].a) == 0);
-        iv[n++].len = dm_alloc_kv_block_bytes(LEN);
-    }
+    carve_into(ca, iv, &n, N0, LEN);
     /* A's entry: the one whose watermark lies just above A's blocks (earlier tests' workers
      * left theirs in this process's record). */
     int ea = -1;
@@ -411,15 +417,10 @@ static void test_reserve_trim(void)
     CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &got) == 0); /* earlier tests' entries too */
     CHECK(entry_word(cb, ea) == 0 && got.bytes_adopted >= left);
     for (int i = 0; i < N1; i++) {
-        CHECK(dm_alloc_kv_block(ca, LEN, &iv[n].a) == 0);
-        iv[n++].len = dm_alloc_kv_block_bytes(LEN);
-        CHECK(dm_alloc_kv_block(cb, LEN, &iv[n].a) == 0);
-        iv[n++].len = dm_alloc_kv_block_bytes(LEN);
+        carve_into(ca, iv, &n, 1, LEN);
+        carve_into(cb, iv, &n, 1, LEN);
     }
-    qsort(iv, (size_t)n, sizeof(*iv), iv_cmp);
-    for (int i = 1; i < n; i++)
-        CHECKF(iv[i - 1].a + iv[i - 1].len <= iv[i].a, "blocks at %llx and %llx overlap",
-               (unsigned long long)iv[i - 1].a, (unsigned long long)iv[i].a);
+    check_no_overlap(iv, n);
     two_stop(&t);
 }
 
