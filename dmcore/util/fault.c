@@ -10,8 +10,8 @@
 #include "dmkv/rand.h"
 
 static const char *const site_names[DM_FAULT_NSITES] = {
-    "locked",    "inserted", "taken_back",  "propagate", "posted",
-    "uncounted", "wire",     "commit_miss", "split",     "late"};
+    "locked", "inserted",    "taken_back", "propagate", "posted", "uncounted",
+    "wire",   "commit_miss", "split",      "late",      "cron"};
 
 typedef struct {
     uint32_t ms, one_in;

@@ -4,8 +4,10 @@
  * (which leaves a key alone if it was rewritten meanwhile). Every thread of every gateway
  * expires the keys it gave an expiry, so the work is spread; each tick's work is bounded.
  * (A SCAN-driven sweep cannot find expired keys: RACE's scan skips them.) The same step
- * returns the worker's idle free blocks to the pool (dm_alloc_return_idle). A faster timer
- * writes the worker's free log (dm_alloc_log_tick), what a peer takes over if we die. */
+ * returns the worker's idle free blocks to the pool (dm_alloc_return_idle). Thread 0 also
+ * writes the clock board, the process's heartbeat, on a coroutine of its own (clock_step).
+ * A faster timer writes the worker's free log (dm_alloc_log_tick), what a peer takes over
+ * if we die. */
 #include "server/cron.h"
 
 #include <stdlib.h>
@@ -13,6 +15,7 @@
 #include "dmkv/alloc.h"
 #include "dmkv/clock.h"
 #include "dmkv/coro.h"
+#include "dmkv/fault.h"
 #include "dmkv/kv.h"
 #include "net/conn.h"
 #include "server/client_evict.h"
@@ -22,18 +25,27 @@
 #include "server/monitor.h"
 #include "server/stats.h"
 
+/* The clock board (one thread per process) on a coroutine of its own: peers take a
+ * gateway whose word stands still for 10 s for dead, so its tick must not wait for the
+ * expiry step, which can run for seconds (64 idle blocks returned at two round trips
+ * each, expiries, a sweep, on a slow network). */
+static void clock_step(void *arg)
+{
+    gw_thread_t *th = arg;
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, th->w, DM_CLS_ADMIN);
+    dm_clock_tick(&ctx);
+    th->clock_running = false;
+}
+
 static void expire_step(void *arg)
 {
     gw_thread_t *th = arg;
-    if (th->index == 0) {
-        dm_ctx_t cctx;
-        dm_ctx_init(&cctx, th->w, DM_CLS_ADMIN);
-        dm_clock_tick(&cctx); /* the clock board: one thread per process */
-    }
     if (!th->stopping) { /* free blocks this worker left unused go back to the pool */
         dm_ctx_t rctx;
         dm_ctx_init(&rctx, th->w, DM_CLS_ADMIN);
         dm_alloc_return_idle(&rctx);
+        dm_fault_point(&rctx, DM_FAULT_CRON);
     }
     if (dm_clock_skewed()) { /* our clock would delete other gateways' keys early */
         th->expire_running = false;
@@ -92,6 +104,10 @@ static void on_tick(uv_timer_t *t)
         dm_alloc_flush_live(&ctx, 0); /* the pool's live_bytes (INFO mem_fragmentation_*) */
     }
     if (th->index == 0 && th->w) gw_dead_repair_check(th); /* found by the clock board */
+    if (th->index == 0 && th->w && !th->clock_running) {
+        th->clock_running = true;
+        if (!dm_coro_spawn(clock_step, th) && th->clock_running) th->clock_running = false;
+    }
     if (!th->expire_running && th->w) {
         th->expire_running = true;
         if (!dm_coro_spawn(expire_step, th) && th->expire_running) th->expire_running = false;

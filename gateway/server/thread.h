@@ -32,6 +32,7 @@ typedef struct gw_thread {
     bool expire_running;              /* an active-expiry step is on a coroutine */
     uv_timer_t log_timer;             /* server/cron.c: the allocator's free log */
     bool log_running;                 /* a free-log step is on a coroutine */
+    bool clock_running;               /* a clock-board tick is on a coroutine (thread 0) */
     struct gw_expiry_entry *exp_heap; /* server/expiry_track.h */
     uint64_t sweep_cursor;            /* active-expiry sweep over the key order (0 = new walk) */
     size_t exp_n, exp_cap;

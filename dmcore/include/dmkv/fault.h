@@ -34,6 +34,8 @@ typedef enum {
                              the turn's end; local, rdma: at post): the whole thread blocks, so
                              a hold that ends meanwhile has it refused (DM_ELATE) while the
                              turn's other messages leave (transport/tcp.c, local.c, rdma.c) */
+    DM_FAULT_CRON,        /* a gateway thread's cron step (expiry, idle blocks returned) after
+                             its start: a slow step (gateway/server/cron.c) */
     DM_FAULT_NSITES
 } dm_fault_site_t;
 
