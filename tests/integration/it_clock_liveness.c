@@ -13,19 +13,6 @@
 #include "integration/it_check.h"
 #include "integration/procs.h"
 
-static long long info_field(redisContext *c, const char *name)
-{
-    redisReply *r = it_cmd(c, "INFO dmkv");
-    CHECK(r && r->type == REDIS_REPLY_STRING);
-    char pat[64];
-    snprintf(pat, sizeof(pat), "\r\n%s:", name);
-    const char *p = strstr(r->str, pat);
-    CHECKF(p, "INFO has no %s", name);
-    long long v = atoll(p + strlen(pat));
-    freeReplyObject(r);
-    return v;
-}
-
 int main(void)
 {
     it_begin("clock_liveness", 120);
@@ -41,13 +28,13 @@ int main(void)
     EXPECT_STATUS(it_cmd(b, "SET live:b 1"), "OK");
     for (int s = 0; s < 16; s++) {
         sleep(1);
-        CHECKF(info_field(a, "dead_gateways_found") == 0,
+        CHECKF(it_info_field(a, "dmkv", "dead_gateways_found") == 0,
                "after %d s of B's slow cron step, A took B for dead", s + 1);
     }
     EXPECT_BULKS(it_cmd(a, "GET live:b"), "1");
     EXPECT_STATUS(it_cmd(b, "SET live:b 2"), "OK");
     EXPECT_BULKS(it_cmd(a, "GET live:b"), "2");
-    CHECK(info_field(b, "dead_gateways_found") == 0);
+    CHECK(it_info_field(b, "dmkv", "dead_gateways_found") == 0);
     redisFree(a);
     redisFree(b);
     CHECK(it_proc_stop(&b_gw) == 0 && it_proc_stop(&a_gw) == 0);
