@@ -853,7 +853,8 @@ static void drop_logged(dm_alloc_t *a, uint64_t lo, uint64_t hi)
  * worker: most of what it_gateway_death lost). The watermark comes down to the carve point
  * plus twice the last tick's carving (at least TRIM_KEEP_MIN): what a death loses is then
  * bounded by the worker's rate, and a steady writer still raises once per step, no more
- * often. One CAS, off the data path, only after a raise left more than that reserved.
+ * often. One CAS, off the data path, when that frees TRIM_KEEP_MIN or more: after a raise,
+ * or when the worker's rate fell.
  * Lowered locally before the CAS: nothing is carved above the new mark meanwhile (a carve
  * past it waits in advance for busy). Returns 0 or DM_E* (outcome unknown: the next CAS on
  * the entry tells, as for a raise). */
@@ -869,18 +870,15 @@ static int trim_reserve(dm_ctx_t *ctx, dm_alloc_t *a)
     uint64_t keep = 2 * rate > TRIM_KEEP_MIN ? 2 * rate : TRIM_KEEP_MIN;
     dm_gaddr_t target = (a->cur + keep + DM_UNIT - 1) / DM_UNIT * DM_UNIT;
     if (target + TRIM_KEEP_MIN > a->wm) return 0; /* not worth a round trip */
+    /* busy() yields only when it returns 0, so what was checked above still holds. */
     if (!busy(a)) return 0; /* a raise or a refill is running: the next tick */
-    int rc = 0;
-    if (!a->fenced && tail_wm(a->entry_word) == a->wm && target + TRIM_KEEP_MIN <= a->wm &&
-        target > a->cur) {
-        a->wm = target;
-        rc = cas_entry(ctx, a, tail_word(target, end - target));
-        if (rc == 1) { /* taken over: the region ends at our (lowered) watermark */
-            a->cur_left = a->wm - a->cur;
-            rc = 0;
-        } else if (rc == 0) {
-            atomic_fetch_add_explicit(&reserve_trims, 1, memory_order_relaxed);
-        }
+    a->wm = target;
+    int rc = cas_entry(ctx, a, tail_word(target, end - target));
+    if (rc == 1) { /* taken over: the region ends at our (lowered) watermark */
+        a->cur_left = a->wm - a->cur;
+        rc = 0;
+    } else if (rc == 0) {
+        atomic_fetch_add_explicit(&reserve_trims, 1, memory_order_relaxed);
     }
     unbusy(a);
     return rc;

@@ -89,6 +89,15 @@ static void close_killed(gw_thread_t *th)
     }
 }
 
+/* Run fn(th) on a coroutine unless the last one is still running (*running, which fn
+ * clears when it ends). */
+static void spawn_step(bool *running, dm_coro_fn fn, gw_thread_t *th)
+{
+    if (*running) return;
+    *running = true;
+    if (!dm_coro_spawn(fn, th) && *running) *running = false;
+}
+
 static void on_tick(uv_timer_t *t)
 {
     gw_thread_t *th = t->data;
@@ -104,14 +113,8 @@ static void on_tick(uv_timer_t *t)
         dm_alloc_flush_live(&ctx, 0); /* the pool's live_bytes (INFO mem_fragmentation_*) */
     }
     if (th->index == 0 && th->w) gw_dead_repair_check(th); /* found by the clock board */
-    if (th->index == 0 && th->w && !th->clock_running) {
-        th->clock_running = true;
-        if (!dm_coro_spawn(clock_step, th) && th->clock_running) th->clock_running = false;
-    }
-    if (!th->expire_running && th->w) {
-        th->expire_running = true;
-        if (!dm_coro_spawn(expire_step, th) && th->expire_running) th->expire_running = false;
-    }
+    if (th->index == 0 && th->w) spawn_step(&th->clock_running, clock_step, th);
+    if (th->w) spawn_step(&th->expire_running, expire_step, th);
 }
 
 static void log_step(void *arg)
@@ -126,9 +129,8 @@ static void log_step(void *arg)
 static void on_log_tick(uv_timer_t *t)
 {
     gw_thread_t *th = t->data;
-    if (th->stopping || th->log_running || !th->w) return;
-    th->log_running = true;
-    if (!dm_coro_spawn(log_step, th) && th->log_running) th->log_running = false;
+    if (th->stopping || !th->w) return;
+    spawn_step(&th->log_running, log_step, th);
 }
 
 void gw_cron_start(gw_thread_t *th)
