@@ -129,6 +129,7 @@ run_redis load "$REDIS_PORT"
 used=$(redis-cli -p "$REDIS_PORT" INFO memory | field used_memory)
 run_dmkv load "$DMKV_PORT"
 pool=$("$SERVER_BUILD/bench/dmkv-pool-info" "tcp://127.0.0.1:$MEMNODE_PORT")
+live=$(redis-cli -p "$DMKV_PORT" INFO memory | field pool_live_bytes)
 emit "load ${LOAD_KEYS}" "$LOAD_KEYS"
 # New keys from one pipelining connection (random over 100M: almost every SET an insert).
 run_redis rb "$REDIS_PORT" set 1000 1 100000000
@@ -186,7 +187,9 @@ bpk_dmkv=$(echo "$(echo "$pool" | awk '$1 == "pool_allocated_bytes" { print $2 }
     printf 'and do not depend on the machine; rates and CPU do (shared, noisy hosts).\n'
     printf '\nbytes per key after the load: redis-server %.1f (used_memory growth), dmkv %.1f\n' \
         "$bpk_redis" "$bpk_dmkv"
-    printf '(pool bytes taken from the memory node: KV blocks, subtables, CHIME, partly used chunks)\n'
+    printf '(pool bytes taken from the memory node, in whole 16 MiB chunks: KV blocks, subtables,\n'
+    printf 'CHIME, partly used chunks; in live blocks alone, INFO pool_live_bytes: %.1f)\n' \
+        "$(echo "${live:-0} / $LOAD_KEYS" | bc -l)"
 } | tee -a "$MD"
 
 if ratio_chart "$OUT/ratios.png" "dmkv / redis-server requests per second (same machine, same run)" \

@@ -120,12 +120,13 @@ int dm_kv_set(dm_ctx_t *ctx, const void *key, size_t klen, const void *val, size
         int rc = dm_kv_mark_volatile(ctx); /* before the first volatile key is visible */
         if (rc) return rc;
     }
-    uint64_t size = dm_kvblock_size(klen, vlen);
+    int timed = expire_ms || (flags & DM_SET_KEEPTTL); /* KEEPTTL may give it one */
+    uint64_t size = dm_kvblock_size(klen, vlen, timed);
     /* Small blocks on the (coroutine's) stack: every post copies the block out. */
     uint8_t small[KV_SMALL_BLOCK] __attribute__((aligned(8)));
     uint8_t *block = size <= sizeof(small) ? small : malloc(size);
     if (!block) return DM_ENOMEM;
-    dm_kvblock_build(block, key, klen, val, vlen, expire_ms);
+    dm_kvblock_build(block, key, klen, val, vlen, expire_ms, timed);
     /* A guarded (WATCH) write is never combined: its guard must see its own slot CAS. Nor
      * is a write running ahead of its connection's earlier writes (coro.h): absorbed by a
      * later SET, it would take effect after writes of its connection that follow it. */
@@ -305,7 +306,7 @@ int dm_kv_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *prefix,
 
 uint64_t dm_kv_footprint(dm_ctx_t *ctx, size_t klen, size_t vlen)
 {
-    return dm_alloc_kv_block_bytes(dm_kvblock_size(klen, vlen)) + point_role()->key_bytes() +
+    return dm_alloc_kv_block_bytes(dm_kvblock_size(klen, vlen, 0)) + point_role()->key_bytes() +
            range_role()->key_bytes(ctx, klen);
 }
 

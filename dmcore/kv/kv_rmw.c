@@ -65,7 +65,7 @@ static int rmw_once(dm_ctx_t *ctx, const void *key, size_t klen, dm_kv_rmw_fn fn
         if (nv.len > DM_KV_MAX_VALUE) {
             rc = DM_ETOOBIG;
         } else {
-            uint64_t size = dm_kvblock_size(klen, nv.len);
+            uint64_t size = dm_kvblock_size(klen, nv.len, nv.expire_ms != 0);
             uint8_t *block = malloc(size);
             if (nv.expire_ms && (rc = dm_kv_mark_volatile(ctx)) != 0) {
                 free(block); /* the pool must know of volatile keys before this one */
@@ -73,7 +73,7 @@ static int rmw_once(dm_ctx_t *ctx, const void *key, size_t klen, dm_kv_rmw_fn fn
                 rc = DM_ENOMEM;
             } else {
                 dm_kvblock_build(block, key, klen, nv.data ? (const void *)nv.data : "", nv.len,
-                                 nv.expire_ms);
+                                 nv.expire_ms, 0);
                 rc = dm_hybrid_set(ctx, key, klen, block, size, decide_unchanged, &seen, 0, NULL);
                 free(block);
             }

@@ -55,10 +55,9 @@ static int fetch_cands(dm_ctx_t *ctx, cand_t *c, unsigned n, const void *key, si
     dm_batch_init(&b);
     for (unsigned i = 0; i < n; i++) {
         if (c[i].known) continue;
+        uint32_t kl, vl;
+        if (!dm_kvblock_header(c[i].block, c[i].block_len, &kl, &vl) || kl != klen) continue;
         uint64_t full = dm_kvblock_size_from_hdr(c[i].block, c[i].block_len);
-        uint32_t kl;
-        memcpy(&kl, c[i].block, 4);
-        if (kl != klen) continue;
         if (full > c[i].block_len && race_slot_len(c[i].ref.word) == DM_KV_LEN_MAX_UNITS) {
             uint8_t *nb = realloc(c[i].block, full);
             if (!nb) return DM_ENOMEM;
@@ -608,16 +607,17 @@ static int dedupe_after_insert(dm_ctx_t *ctx, const void *key, size_t klen, dm_g
     return 1;
 }
 
-/* Change a serialized block's expiry and rebuild its checksum. */
-static void set_expire(uint8_t *block, uint64_t expire_ms)
+/* Change a serialized block's expiry and rebuild its checksum. The block was built timed
+ * (dm_kvblock_build): the full layout, whose size does not depend on the expiry. */
+static void set_expire(uint8_t *block, uint64_t block_len, uint64_t expire_ms)
 {
-    uint32_t kl, vl;
-    memcpy(&kl, block, 4);
-    memcpy(&vl, block + 4, 4);
-    uint8_t *tmp = malloc(DM_KV_HDR + (uint64_t)kl + vl);
+    dm_kv_view_t v;
+    if (dm_kvblock_parse(block, block_len, &v) != 0) return;
+    uint8_t *tmp = malloc((uint64_t)v.key_len + v.val_len + 1);
     if (!tmp) return;
-    memcpy(tmp, block, DM_KV_HDR + (uint64_t)kl + vl);
-    dm_kvblock_build(block, tmp + DM_KV_HDR, kl, tmp + DM_KV_HDR + kl, vl, expire_ms);
+    memcpy(tmp, v.key, v.key_len);
+    memcpy(tmp + v.key_len, v.val, v.val_len);
+    dm_kvblock_build(block, tmp, v.key_len, tmp + v.key_len, v.val_len, expire_ms, 1);
     free(tmp);
 }
 
@@ -626,10 +626,12 @@ static void set_expire(uint8_t *block, uint64_t expire_ms)
 static int keep_expiry(dm_ctx_t *ctx, uint8_t *block, uint64_t block_len, dm_gaddr_t addr,
                        uint64_t want_ms)
 {
-    uint64_t have_ms;
-    memcpy(&have_ms, block + 8, 8);
-    if (want_ms == have_ms) return 0;
-    set_expire(block, want_ms);
+    if (want_ms == dm_kvblock_expire(block)) return 0;
+    dm_kv_view_t v;
+    if (dm_kvblock_parse(block, block_len, &v) != 0 ||
+        dm_kvblock_size(v.key_len, v.val_len, 1) != block_len)
+        return DM_ECORRUPT; /* not built timed: its expiry has no room */
+    set_expire(block, block_len, want_ms);
     dm_batch_t b;
     dm_batch_init(&b);
     dm_batch_write(&b, addr, block, (uint32_t)block_len);
@@ -840,8 +842,8 @@ int dm_race_set_carry(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *bloc
     }
     uint64_t word = 0, adopted = 0; /* adopted: a newer word taken back from a stranded slot */
     retry_t rt = {0};
-    uint64_t block_expire; /* as asked for: a KEEPTTL rewrite below may change block's */
-    memcpy(&block_expire, block + 8, 8);
+    /* as asked for: a KEEPTTL rewrite below may change block's */
+    uint64_t block_expire = dm_kvblock_expire(block);
     /* A locked attempt follows an unlocked one that tried the address cache already. */
     rc = carry && carry->locked ? 2
                                 : cached_update(ctx, key, klen, block, block_len, addr, decide, arg,

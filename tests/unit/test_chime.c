@@ -466,10 +466,10 @@ static void test_lease_takeover(void)
 /* ---- a RACE key without its CHIME entry (a broken invariant) is repaired, not kept ---- */
 static void inject_orphan(dm_ctx_t *ctx, const char *key)
 {
-    uint64_t size = dm_kvblock_size(strlen(key), 1);
+    uint64_t size = dm_kvblock_size(strlen(key), 1, 0);
     uint8_t *block = calloc(1, size);
     CHECK(block);
-    dm_kvblock_build(block, key, strlen(key), "x", 1, 0);
+    dm_kvblock_build(block, key, strlen(key), "x", 1, 0, 0);
     CHECK(dm_race_set(ctx, key, strlen(key), block, size, NULL, NULL, 0, NULL) == 1);
     free(block);
 }

@@ -211,8 +211,9 @@ static void plant_duplicate(const dm_verb_t *v, void *arg)
     uint64_t *bucket = (uint64_t *)(h->base + dm_gaddr_off(loc.subtable) + b * 64);
     for (int s = 1; s < 8; s++)
         if (!race_slot_ptr(bucket[s])) {
-            uint64_t len = dm_kvblock_size(strlen(h->key), 3);
-            dm_kvblock_build(h->base + dm_gaddr_off(h->block), h->key, strlen(h->key), "dup", 3, 0);
+            uint64_t len = dm_kvblock_size(strlen(h->key), 3, 0);
+            dm_kvblock_build(h->base + dm_gaddr_off(h->block), h->key, strlen(h->key), "dup", 3, 0,
+                             0);
             bucket[s] = race_slot(loc.fp, dm_kvblock_len_units(len), h->block);
             __atomic_fetch_add((uint64_t *)(h->base + DM_SB_OFF(key_count)), 1, __ATOMIC_RELAXED);
             return;
@@ -236,10 +237,10 @@ static void test_duplicate_rule(void)
         /* RACE alone (no leaf lock): the insert's own re-read must resolve the copy that
          * raced it. Under the hybrid's leaf lock no second insert can race (docs/throughput.md),
          * so this is dm_race_set, not dm_kv_set. */
-        uint64_t blen = dm_kvblock_size(strlen(key), 4);
+        uint64_t blen = dm_kvblock_size(strlen(key), 4, 0);
         uint8_t *blk = malloc(blen);
         CHECK(blk != NULL);
-        dm_kvblock_build(blk, key, strlen(key), "mine", 4, 0);
+        dm_kvblock_build(blk, key, strlen(key), "mine", 4, 0, 0);
         dm_local_inject(0, 0, plant_duplicate, &h);
         CHECK(dm_race_set(&ctx, key, strlen(key), blk, blen, NULL, NULL, 0, NULL) == 1);
         dm_local_inject(0, 0, NULL, NULL);
@@ -274,7 +275,7 @@ static void tear_block(const dm_verb_t *v, void *arg)
     if (v->op != DM_OP_READ) return;
     if (dm_gaddr_off(v->offset) == t->block_off && t->reads++ == 0) {
         t->saved = t->base[t->block_off + 20];
-        t->base[t->block_off + 20] ^= 0x5a; /* a torn value byte */
+        t->base[t->block_off + 20] ^= 0x5a; /* a torn value byte (the last) */
     } else if (t->reads == 1 && dm_gaddr_off(v->offset) != t->block_off) {
         t->base[t->block_off + 20] = t->saved; /* the writer finished */
     }
@@ -304,9 +305,9 @@ static void test_checksum(void)
     CHECK(v.len == 10 && memcmp(v.data, "0123456789", 10) == 0);
     dm_value_free(&v);
     /* Permanent corruption (a freed block zeroed, or a bad byte): an error, never data. */
-    base[off + 21] ^= 1;
+    base[off + 14] ^= 1; /* a value byte (compact layout: value at 11..20) */
     CHECK(dm_kv_get(&ctx, "key", 3, &v) == DM_ECORRUPT);
-    base[off + 21] ^= 1;
+    base[off + 14] ^= 1;
     memset(base + off, 0, 64);
     CHECK(dm_kv_get(&ctx, "key", 3, &v) == 0); /* zeroed: not this key */
     dm_worker_destroy(w);
@@ -1031,9 +1032,9 @@ static void hold_run(void *arg)
         st->rc = dm_kv_set(&ctx, st->key, kl, "locked", 6, 0, 0, NULL);
     } else {
         dm_ctx_sleep(&ctx, 300000);
-        uint64_t len = dm_kvblock_size(kl, 6);
+        uint64_t len = dm_kvblock_size(kl, 6, 0);
         uint8_t *blk = malloc(len);
-        dm_kvblock_build(blk, st->key, kl, "behind", 6, 0);
+        dm_kvblock_build(blk, st->key, kl, "behind", 6, 0, 0);
         ctx.start_us = dm_now_us();
         st->rc = dm_race_set(&ctx, st->key, kl, blk, len, NULL, NULL, 0, NULL);
         free(blk);
