@@ -130,6 +130,17 @@ uint64_t dm_kvblock_expire(const uint8_t *buf)
     return ld32(buf) & COMPACT_BIT ? 0 : ld64(buf + 8);
 }
 
+int dm_kvblock_set_expire(uint8_t *buf, size_t have, uint64_t expire_ms)
+{
+    uint32_t k, vl;
+    uint64_t hdr = dm_kvblock_header(buf, have, &k, &vl);
+    if (hdr != DM_KV_HDR || size_of(hdr, k, vl) > have) return DM_ECORRUPT;
+    memcpy(buf + 8, &expire_ms, 8);
+    uint64_t sum = XXH3_64bits(buf, hdr + (uint64_t)k + vl);
+    memcpy(buf + sum_off(hdr, k, vl), &sum, 8);
+    return 0;
+}
+
 int dm_kvblock_key_equals(const uint8_t *buf, size_t have, const void *key, size_t klen)
 {
     uint32_t k, vl;

@@ -607,31 +607,14 @@ static int dedupe_after_insert(dm_ctx_t *ctx, const void *key, size_t klen, dm_g
     return 1;
 }
 
-/* Change a serialized block's expiry and rebuild its checksum. The block was built timed
- * (dm_kvblock_build): the full layout, whose size does not depend on the expiry. */
-static void set_expire(uint8_t *block, uint64_t block_len, uint64_t expire_ms)
-{
-    dm_kv_view_t v;
-    if (dm_kvblock_parse(block, block_len, &v) != 0) return;
-    uint8_t *tmp = malloc((uint64_t)v.key_len + v.val_len + 1);
-    if (!tmp) return;
-    memcpy(tmp, v.key, v.key_len);
-    memcpy(tmp + v.key_len, v.val, v.val_len);
-    dm_kvblock_build(block, tmp, v.key_len, tmp + v.key_len, v.val_len, expire_ms, 1);
-    free(tmp);
-}
-
 /* KEEPTTL: give the written block at addr the expiry want_ms (rewriting it, 1 RTT) before
  * any slot links it. Returns 0 or DM_E*. */
 static int keep_expiry(dm_ctx_t *ctx, uint8_t *block, uint64_t block_len, dm_gaddr_t addr,
                        uint64_t want_ms)
 {
     if (want_ms == dm_kvblock_expire(block)) return 0;
-    dm_kv_view_t v;
-    if (dm_kvblock_parse(block, block_len, &v) != 0 ||
-        dm_kvblock_size(v.key_len, v.val_len, 1) != block_len)
-        return DM_ECORRUPT; /* not built timed: its expiry has no room */
-    set_expire(block, block_len, want_ms);
+    int rc = dm_kvblock_set_expire(block, block_len, want_ms); /* built timed: full layout */
+    if (rc) return rc;
     dm_batch_t b;
     dm_batch_init(&b);
     dm_batch_write(&b, addr, block, (uint32_t)block_len);

@@ -97,11 +97,26 @@ static void test_write_ids(void)
     }
 }
 
+/* KEEPTTL's in-place expiry: a timed block takes it (and still parses); a compact one has no
+ * room and is refused, untouched. */
+static void test_set_expire(void)
+{
+    dm_kv_view_t v;
+    dm_kvblock_build(block, "key:1", 5, "value", 5, 0, 1);
+    CHECK(dm_kvblock_set_expire(block, 64, 1800000000000ull) == 0);
+    CHECK(dm_kvblock_parse(block, 64, &v) == 0 && v.expire_ms == 1800000000000ull);
+    CHECK(v.key_len == 5 && memcmp(v.val, "value", 5) == 0);
+    dm_kvblock_build(block, "key:1", 5, "value", 5, 0, 0);
+    CHECK(dm_kvblock_set_expire(block, 32, 1800000000000ull) == DM_ECORRUPT);
+    CHECK(dm_kvblock_parse(block, 32, &v) == 0 && v.expire_ms == 0);
+}
+
 int main(void)
 {
     RUN(test_sizes);
     RUN(test_compact_edges);
     RUN(test_torn);
     RUN(test_write_ids);
+    RUN(test_set_expire);
     return 0;
 }

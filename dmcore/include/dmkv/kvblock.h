@@ -69,9 +69,14 @@ int dm_kvblock_parse(const uint8_t *buf, size_t have, dm_kv_view_t *v);
  * header; nothing is checked: dm_kvblock_parse verifies a block read from the pool). */
 uint64_t dm_kvblock_expire(const uint8_t *buf);
 
-/* 1 if the block in buf (its header and key: have >= DM_KV_HDR + key_len bytes does for
- * both layouts) names exactly this key. Checks only
- * the header and key bytes: call dm_kvblock_parse for the full verification. */
+/* Give a full-layout block in buf (have bytes) the expiry expire_ms in place and rebuild its
+ * checksum (KEEPTTL: race/ops.c keep_expiry). Returns 0, or DM_ECORRUPT for a compact or
+ * short block (a compact block has no room for an expiry: build it timed). */
+int dm_kvblock_set_expire(uint8_t *buf, size_t have, uint64_t expire_ms);
+
+/* 1 if the block in buf (have >= DM_KV_HDR + key_len bytes covers the header and key in
+ * both layouts) names exactly this key. Checks only the header and key bytes: call
+ * dm_kvblock_parse for the full verification. */
 int dm_kvblock_key_equals(const uint8_t *buf, size_t have, const void *key, size_t klen);
 
 #endif
