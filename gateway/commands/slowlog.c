@@ -14,64 +14,59 @@
 #define MAX_ARGC 32    /* SLOWLOG_ENTRY_MAX_ARGC */
 #define MAX_STRING 128 /* SLOWLOG_ENTRY_MAX_STRING */
 
+/* One allocation per entry: the struct, then argv, argvlen and the strings. */
 typedef struct entry {
     long long id, time_s, usec;
     int argc;
     char **argv;
     size_t *argvlen;
     char *addr, *name;
-    struct entry *next; /* older */
+    struct entry *older, *newer;
 } entry_t;
 
 static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
-static entry_t *newest;
+static entry_t *newest, *oldest;
 static long long count, next_id;
 static long long threshold = 10000, max_len = 128;
 
-static void entry_free(entry_t *e)
-{
-    for (int i = 0; i < e->argc; i++)
-        free(e->argv[i]);
-    free(e->argv);
-    free(e->argvlen);
-    free(e->addr);
-    free(e->name);
-    free(e);
-}
-
-/* Drop entries beyond max_len (called with lock held). */
+/* Drop the oldest entries beyond max_len (called with lock held). O(dropped): under load
+ * every command can be slow, so a note must not walk the log. */
 static void trim(void)
 {
-    entry_t **p = &newest;
-    for (long long i = 0; *p && i < max_len; i++)
-        p = &(*p)->next;
-    while (*p) {
-        entry_t *e = *p;
-        *p = e->next;
-        entry_free(e);
+    while (count > max_len && oldest) {
+        entry_t *e = oldest;
+        oldest = e->newer;
+        if (oldest)
+            oldest->older = NULL;
+        else
+            newest = NULL;
+        free(e);
         count--;
     }
 }
 
-static char *dup_arg(const char *s, size_t len, size_t *outlen)
+/* Argument j of cmd as Redis logs it: at most MAX_STRING bytes plus a "... (N more bytes)"
+ * tail; the last kept slot of a cut argument list says how many arguments were left out.
+ * Writes the text to out (when not NULL) and returns its length. */
+static size_t logged_arg(const gw_cmd_t *cmd, int kept, int j, char *out)
 {
-    char *d;
-    if (len > MAX_STRING) {
-        char tail[64];
-        int tl = snprintf(tail, sizeof(tail), "... (%zu more bytes)", len - MAX_STRING);
-        d = malloc(MAX_STRING + (size_t)tl + 1);
-        if (!d) abort();
-        memcpy(d, s, MAX_STRING);
-        memcpy(d + MAX_STRING, tail, (size_t)tl + 1);
-        *outlen = MAX_STRING + (size_t)tl;
-    } else {
-        d = malloc(len + 1);
-        if (!d) abort();
-        memcpy(d, s, len);
-        d[len] = 0;
-        *outlen = len;
+    char tail[64];
+    const char *s = cmd->argv[j];
+    size_t len = cmd->argvlen[j], tl = 0;
+    if (kept != cmd->argc && j == kept - 1) {
+        len = (size_t)snprintf(tail, sizeof(tail), "... (%d more arguments)", cmd->argc - kept + 1);
+        if (out) memcpy(out, tail, len);
+        return len;
     }
-    return d;
+    if (len > MAX_STRING) {
+        tl = (size_t)snprintf(tail, sizeof(tail), "... (%zu more bytes)", len - MAX_STRING);
+        len = MAX_STRING;
+    }
+    if (out) {
+        memcpy(out, s, len);
+        memcpy(out + len, tail, tl);
+    }
+    return len + tl;
 }
 
 void gw_slowlog_note(gw_conn_t *c, const gw_command_t *gc, gw_cmd_t *cmd, uint64_t usec)
@@ -79,32 +74,42 @@ void gw_slowlog_note(gw_conn_t *c, const gw_command_t *gc, gw_cmd_t *cmd, uint64
     long long th = __atomic_load_n(&threshold, __ATOMIC_RELAXED);
     if (th < 0 || (long long)usec < th) return;
     if (gc->proc == cmd_auth || gc->proc == cmd_hello || gc->proc == cmd_exec) return;
-    entry_t *e = calloc(1, sizeof(*e));
-    if (!e) abort();
-    e->argc = cmd->argc > MAX_ARGC ? MAX_ARGC : cmd->argc;
-    e->argv = malloc(sizeof(char *) * (size_t)e->argc);
-    e->argvlen = malloc(sizeof(size_t) * (size_t)e->argc);
-    if (!e->argv || !e->argvlen) abort();
-    for (int j = 0; j < e->argc; j++) {
-        if (e->argc != cmd->argc && j == e->argc - 1) {
-            char more[64];
-            int n =
-                snprintf(more, sizeof(more), "... (%d more arguments)", cmd->argc - e->argc + 1);
-            e->argv[j] = dup_arg(more, (size_t)n, &e->argvlen[j]);
-        } else {
-            e->argv[j] = dup_arg(cmd->argv[j], cmd->argvlen[j], &e->argvlen[j]);
-        }
+    int argc = cmd->argc > MAX_ARGC ? MAX_ARGC : cmd->argc;
+    uv_mutex_lock(&c->th->lock); /* c->name is set under it (CLIENT SETNAME) */
+    const char *name = c->name ? c->name : "";
+    size_t addr_len = strlen(c->addr), name_len = strlen(name);
+    size_t bytes = sizeof(entry_t) + (size_t)argc * (sizeof(char *) + sizeof(size_t)) + addr_len +
+                   1 + name_len + 1;
+    for (int j = 0; j < argc; j++)
+        bytes += logged_arg(cmd, argc, j, NULL) + 1;
+    entry_t *e = malloc(bytes);
+    if (!e) { /* out of memory: the command ran, only its log entry is lost */
+        uv_mutex_unlock(&c->th->lock);
+        return;
     }
+    e->argc = argc;
+    e->argv = (char **)(e + 1);
+    e->argvlen = (size_t *)(e->argv + argc);
+    char *text = (char *)(e->argvlen + argc);
+    for (int j = 0; j < argc; j++) {
+        e->argv[j] = text;
+        e->argvlen[j] = logged_arg(cmd, argc, j, text);
+        text[e->argvlen[j]] = 0;
+        text += e->argvlen[j] + 1;
+    }
+    e->addr = memcpy(text, c->addr, addr_len + 1);
+    e->name = memcpy(text + addr_len + 1, name, name_len + 1);
+    uv_mutex_unlock(&c->th->lock);
     e->usec = (long long)usec;
     e->time_s = (long long)(dm_wall_ms() / 1000);
-    e->addr = strdup(c->addr);
-    uv_mutex_lock(&c->th->lock); /* c->name is set under it (CLIENT SETNAME) */
-    e->name = strdup(c->name ? c->name : "");
-    uv_mutex_unlock(&c->th->lock);
-    if (!e->addr || !e->name) abort();
+    e->newer = NULL;
     pthread_mutex_lock(&lock);
     e->id = next_id++;
-    e->next = newest;
+    e->older = newest;
+    if (newest)
+        newest->newer = e;
+    else
+        oldest = e;
     newest = e;
     count++;
     trim();
@@ -156,7 +161,7 @@ static void reply_get(gw_conn_t *c, long long n)
     if (n < 0 || n > count) n = count;
     reply_array(out, n);
     entry_t *e = newest;
-    for (long long i = 0; i < n && e; i++, e = e->next) {
+    for (long long i = 0; i < n && e; i++, e = e->older) {
         reply_array(out, 6);
         reply_int(out, e->id);
         reply_int(out, e->time_s);
@@ -179,9 +184,10 @@ void cmd_slowlog(gw_conn_t *c, gw_cmd_t *cmd)
         pthread_mutex_lock(&lock);
         while (newest) {
             entry_t *e = newest;
-            newest = e->next;
-            entry_free(e);
+            newest = e->older;
+            free(e);
         }
+        oldest = NULL;
         count = 0;
         pthread_mutex_unlock(&lock);
         reply_status(gw_conn_out(c), "OK");

@@ -328,6 +328,15 @@ static void test_slowlog(void)
     EXPECT_ERR(it_cmd(c, "SLOWLOG GET -2"), "ERR count should be greater than or equal to -1");
     EXPECT_STATUS(it_cmd(c, "CONFIG SET slowlog-max-len 2"), "OK");
     EXPECT_INT(it_cmd(c, "SLOWLOG LEN"), 2);
+    /* Logging past the bound drops the oldest: the newest two stay, in order. */
+    EXPECT_STATUS(it_cmd(c, "SET sl:a 1"), "OK");
+    EXPECT_STATUS(it_cmd(c, "SET sl:b 2"), "OK");
+    EXPECT_INT(it_cmd(c, "SLOWLOG LEN"), 2);
+    r = it_cmd(c, "SLOWLOG GET -1");
+    CHECK(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    CHECK(strcmp(r->element[0]->element[3]->element[0]->str, "SLOWLOG") == 0); /* LEN */
+    CHECK(strcmp(r->element[1]->element[3]->element[1]->str, "sl:b") == 0);
+    freeReplyObject(r);
     EXPECT_STATUS(it_cmd(c, "CONFIG SET slowlog-log-slower-than -1"), "OK");
     EXPECT_STATUS(it_cmd(c, "SLOWLOG RESET"), "OK");
     EXPECT_STATUS(it_cmd(c, "SET sl:k 1"), "OK");
