@@ -54,6 +54,8 @@ typedef struct ch_group {
     int forming;               /* its lock CAS is on its way */
     int closed;                /* no more joins (full, split, or expired) */
     int expired;               /* held past the lease: nothing more is written */
+    int settles;               /* settled entries of members that left, not written yet
+                                  (ch_share_unlock): the hold's next write carries them */
     int splitting;             /* a member splits the leaf: the others write nothing ... */
     struct ch_waiter *waiters; /* ... and wait here until it is done */
     struct ch_group *next;
@@ -269,10 +271,12 @@ static int write_now(dm_ctx_t *ctx, dm_chime_lock_t *m, dm_chime_lock_t *h)
     dm_batch_t *ride = ctx->ride;
     if (!ride || ride->n + 1 > DM_BATCH_MAX) {
         ctx->ride = NULL;
+        m->grp->settles = 0;
         int rc = ch_write_dirty(ctx, h, 0, 1); /* no ride: wait for the write */
         ctx->ride = ride;
         return rc;
     }
+    m->grp->settles = 0; /* every dirty object goes: the settles too */
     int rc = ch_write_dirty(ctx, h, 0, 0);
     if (rc) return rc;
     dm_batch_read(ride, h->leaf, &m->order_word, sizeof(m->order_word));
@@ -359,6 +363,7 @@ static int split_shared(dm_ctx_t *ctx, dm_chime_lock_t *m)
         split_done(ctx, gp);
         return rc == DM_EFULL ? DM_EYIELD : rc;
     }
+    gp->settles = 0; /* both halves were written whole from the image */
     rg->hold = r;
     rg->leaf = r->leaf;
     rg->next = c->groups;
@@ -418,7 +423,18 @@ int ch_share_mark_pending(dm_ctx_t *ctx, dm_chime_lock_t *m)
         h->klen = m->klen;
         h->rec = 0;
         h->idx = -1;
+        /* A hop that fails leaves moves in the image; a lone split below drops the image,
+         * and with it the settles not written yet: keep the image to write them first. */
+        uint8_t *before_hop = gp->settles ? malloc(g->bytes + sizeof(h->dirty)) : NULL;
+        if (before_hop) {
+            memcpy(before_hop, h->img, g->bytes);
+            memcpy(before_hop + g->bytes, h->dirty, sizeof(h->dirty));
+        }
         int rc = ch_hop_insert(h, g, CH_F_PENDING);
+        if (rc != 0 || gp->members > 1) {
+            free(before_hop);
+            before_hop = NULL;
+        }
         if (rc < 0) return rc;
         if (rc == 1) {
             m->idx = h->idx;
@@ -432,9 +448,19 @@ int ch_share_mark_pending(dm_ctx_t *ctx, dm_chime_lock_t *m)
             if (rc) return rc;
             continue; /* place it in the half that covers it */
         }
-        /* Alone: split as a lone holder does. What is dirty is the failed hop's moves only
-         * (the members that left wrote theirs); the whole read the split starts with drops
-         * them. */
+        /* Alone: split as a lone holder does. The whole read the split starts with drops
+         * the failed hop's moves; the settles of members that left are written first. */
+        if (before_hop) {
+            memcpy(h->img, before_hop, g->bytes);
+            memcpy(h->dirty, before_hop + g->bytes, sizeof(h->dirty));
+            free(before_hop);
+            gp->settles = 0;
+            dm_batch_t *ride = ctx->ride;
+            ctx->ride = NULL;
+            rc = ch_write_dirty(ctx, h, 0, 1);
+            ctx->ride = ride;
+            if (rc) return rc;
+        }
         memset(h->dirty, 0, sizeof(h->dirty));
         dm_gaddr_t before = h->leaf;
         dm_batch_t *ride = ctx->ride; /* joins reopen below: nothing of ours may ride */
@@ -474,13 +500,17 @@ int ch_share_unlock(dm_ctx_t *ctx, dm_chime_lock_t *m, int present)
             h->idx = idx;
             h->klen = m->klen;
             ch_settle_entry(ctx, h, present);
+            gp->settles = 1;
         }
     }
+    /* The settled entry is written with the hold's next write: another member's pending
+     * entry (write_now) or the last member's unlock (group_end), one leaf write for many
+     * settles. Until then the pool holds it pending, which every reader resolves by the
+     * point index (the hybrid protocol's rule); if the hold lapses first it stays pending
+     * until the next holder or a SCAN settles it. */
     if (gp->members == 0) {
         int erc = group_end(ctx, gp);
         if (!rc) rc = erc;
-    } else if (!gp->expired) {
-        rc = ch_write_dirty(ctx, h, 0, 0); /* the settled entry now; the lock stays */
     }
     dm_chime_lock_free(m);
     return rc;
