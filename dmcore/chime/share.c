@@ -11,8 +11,9 @@
  *  - Later inserts of the worker into that leaf *join* it while it is open: no lock CAS,
  *    no read. Each places its pending entry in the hold's image (the canonical one: the
  *    thread is the only writer while it holds the lock) and posts the entries it changed
- *    at once (write_now); its slot CAS is its commit, in its connection's order as ever. It settles
- * its entry when it leaves; the last member writes the lock word back (vacancy bits) and unlocks.
+ *    at once (write_now); its slot CAS is its commit, in its connection's order as ever.
+ *    It settles its entry in the image when it leaves; the hold's next write (a member's
+ *    entry, or the last member's unlock, which writes the lock word back) carries it.
  *  - Every member keeps the hybrid protocol's rule: its entry is in the leaf, pending,
  *    before its slot CAS can land, and it changes presence only within the hold's lease
  *    (members share the lock's time: dm_chime_lock_valid of a member is the hold's).
@@ -269,14 +270,13 @@ static void member_unlink(dm_chime_lock_t *m)
 static int write_now(dm_ctx_t *ctx, dm_chime_lock_t *m, dm_chime_lock_t *h)
 {
     dm_batch_t *ride = ctx->ride;
+    m->grp->settles = 0; /* every dirty object goes: the settles too */
     if (!ride || ride->n + 1 > DM_BATCH_MAX) {
         ctx->ride = NULL;
-        m->grp->settles = 0;
         int rc = ch_write_dirty(ctx, h, 0, 1); /* no ride: wait for the write */
         ctx->ride = ride;
         return rc;
     }
-    m->grp->settles = 0; /* every dirty object goes: the settles too */
     int rc = ch_write_dirty(ctx, h, 0, 0);
     if (rc) return rc;
     dm_batch_read(ride, h->leaf, &m->order_word, sizeof(m->order_word));
@@ -423,18 +423,7 @@ int ch_share_mark_pending(dm_ctx_t *ctx, dm_chime_lock_t *m)
         h->klen = m->klen;
         h->rec = 0;
         h->idx = -1;
-        /* A hop that fails leaves moves in the image; a lone split below drops the image,
-         * and with it the settles not written yet: keep the image to write them first. */
-        uint8_t *before_hop = gp->settles ? malloc(g->bytes + sizeof(h->dirty)) : NULL;
-        if (before_hop) {
-            memcpy(before_hop, h->img, g->bytes);
-            memcpy(before_hop + g->bytes, h->dirty, sizeof(h->dirty));
-        }
         int rc = ch_hop_insert(h, g, CH_F_PENDING);
-        if (rc != 0 || gp->members > 1) {
-            free(before_hop);
-            before_hop = NULL;
-        }
         if (rc < 0) return rc;
         if (rc == 1) {
             m->idx = h->idx;
@@ -448,12 +437,11 @@ int ch_share_mark_pending(dm_ctx_t *ctx, dm_chime_lock_t *m)
             if (rc) return rc;
             continue; /* place it in the half that covers it */
         }
-        /* Alone: split as a lone holder does. The whole read the split starts with drops
-         * the failed hop's moves; the settles of members that left are written first. */
-        if (before_hop) {
-            memcpy(h->img, before_hop, g->bytes);
-            memcpy(h->dirty, before_hop + g->bytes, sizeof(h->dirty));
-            free(before_hop);
+        /* Alone: split as a lone holder does, from a whole read of the leaf. Settles of
+         * members that left and are not written yet would be dropped with the image: they
+         * are written first, with the failed hop's moves (each a complete move, as
+         * split_shared writes them too). Otherwise the moves are simply dropped. */
+        if (gp->settles) {
             gp->settles = 0;
             dm_batch_t *ride = ctx->ride;
             ctx->ride = NULL;

@@ -2,8 +2,8 @@
 # run-fuzz.sh BUILD_DIR [SECONDS]: build the libFuzzer targets (fuzz_resp: the RESP parser;
 # fuzz_glob: MATCH patterns; fuzz_chime: CHIME inner-node, leaf and key-record images as
 # read from the pool; fuzz_kvblock: KV block images as read from the pool; fuzz_memnode:
-# the memory node's tcp request stream, parser and verb execution against a region) with clang, AddressSanitizer and UBSan into BUILD_DIR/fuzz and
-# run each for SECONDS (default 20) from its seed corpus (tests/fuzz/corpus/<name>; new
+# the memory node's tcp request stream, parser and verb execution against a region) with
+# clang, AddressSanitizer and UBSan into BUILD_DIR/fuzz and run each for SECONDS (default 20) from its seed corpus (tests/fuzz/corpus/<name>; new
 # inputs go to BUILD_DIR/fuzz/corpus-<name>, not into the repository). A crash, leak or
 # sanitizer report fails (the reproducer is left in BUILD_DIR/fuzz). Exit 77 (skipped)
 # without clang or its libFuzzer runtime (Debian: clang, libclang-rt-14-dev).
