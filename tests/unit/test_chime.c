@@ -818,6 +818,51 @@ static void test_late_twice(void)
     sets_through_fault("late:2100:1:2", DM_FAULT_LATE, 2, "late2", 20, "two refused batches");
 }
 
+/* A lease takeover settles the dead holder's pending entries before anything else; when
+ * that settle's write is refused as late (the taker's own hold ended while its thread was
+ * stalled), nothing was written and the lock goes back: the SET locks again.
+ * Before 2026-11-29 the lock failed with DM_ERETRY and the SET answered "operation
+ * restarted too often" (it_linearizable_late with every SET locking first, 3 runs in 10). */
+static void test_late_takeover_settle(void)
+{
+    CHECK(dm_chime_set_create_geometry(16, 4) == 0);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *dead = worker_on(&loop, "local:chime-late-takeover");
+    dm_worker_t *w = worker_on(&loop, "local:chime-late-takeover");
+    dm_ctx_t ctx, dc;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    dm_ctx_init(&dc, dead, DM_CLS_SET);
+    CHECK(dm_kv_set(&ctx, "alive", 5, "v", 1, 0, 0, NULL) == 1);
+    dm_chime_lock_t *lk;
+    CHECK(dm_chime_lock_key(&dc, "ghost", 5, &lk) == 0);
+    CHECK(dm_chime_mark_pending(&dc, lk) == 0);
+    dm_chime_lock_free(lk); /* "crashes" holding the lock, its entry pending */
+    dm_chime_stats_t a, b;
+    dm_chime_get_stats(&a);
+    dm_fault_configure("late:2100:1:1"); /* the first bounded write: the takeover's settle */
+    int rc = dm_kv_set(&ctx, "other", 5, "v", 1, 0, 0, NULL);
+    CHECKF(rc == 1, "SET after a late takeover settle: %s", rc < 0 ? dm_strerror(rc) : "0");
+    CHECKF(dm_fault_fired(DM_FAULT_LATE) == 1, "the settle was held %u times",
+           dm_fault_fired(DM_FAULT_LATE));
+    dm_fault_configure(NULL);
+    dm_chime_get_stats(&b);
+    CHECKF(b.lease_takeovers >= a.lease_takeovers + 1, "takeovers %llu -> %llu",
+           (unsigned long long)a.lease_takeovers, (unsigned long long)b.lease_takeovers);
+    int pending = 1;
+    CHECK(dm_chime_search(&ctx, "other", 5, &pending) == 1 && !pending);
+    /* The ghost's entry may stay pending (the lock went back unchanged): SCAN and GET
+     * resolve it by the point index, where it never was. */
+    CHECK(scan_all(&ctx, NULL, 0) == 2);
+    dm_value_t v;
+    CHECK(dm_kv_get(&ctx, "ghost", 5, &v) == 0);
+    CHECK(dm_kv_dbsize(&ctx) == 2);
+    dm_worker_destroy(dead);
+    dm_worker_destroy(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+}
+
 int main(void)
 {
     /* Every insert's lock is shared (share.c), even without a pipeline behind it. */
@@ -840,5 +885,6 @@ int main(void)
     RUN(test_slow_split);
     RUN(test_late_batch);
     RUN(test_late_twice);
+    RUN(test_late_takeover_settle);
     return 0;
 }
