@@ -121,13 +121,12 @@ static uint64_t repairs, early_yields, locked_first;
 static _Thread_local unsigned absent_run;
 #define LOCK_FIRST_AFTER 16
 
-/* DMKV_LOCK_FIRST: "auto" locks first after LOCK_FIRST_AFTER absent keys in a row; "always"
- * (tests: every write takes the path) whatever the run; unset or anything else never (the
- * default: one clean-clone run failed nomcas/it_linearizable_late with it on,
- * docs/throughput.md "Loads lock first"). */
+/* DMKV_LOCK_FIRST: "auto" (the default) locks first after LOCK_FIRST_AFTER absent keys in a
+ * row; "always" (tests: every write takes the path) whatever the run; "0" never
+ * (docs/throughput.md "Loads lock first"). */
 static int parse_lock_first(const char *e)
 {
-    return e && !strcmp(e, "auto") ? 1 : e && !strcmp(e, "always") ? 2 : 0;
+    return e && !strcmp(e, "0") ? 0 : e && !strcmp(e, "always") ? 2 : 1;
 }
 
 static int lock_first(void)
