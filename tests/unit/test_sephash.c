@@ -1,0 +1,421 @@
+/* SepHash unit tests on the local transport (dmcore/sephash/): insert, search, update and
+ * delete of many keys through several merges and splits, tombstones, conditional appends,
+ * and concurrent appends from several workers' coroutines while merges and splits run. */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dmkv/coro.h"
+#include "dmkv/errors.h"
+#include "dmkv/sephash.h"
+#include "dmkv/transport.h"
+#include "harness.h"
+#include "../dmcore/sephash/sephash_internal.h"
+
+static dm_worker_t *bare_worker(uv_loop_t *loop, const char *uri)
+{
+    char err[256];
+    const char *uris[1] = {uri};
+    dm_worker_t *w = dm_worker_create(loop, uris, 1, err, sizeof(err));
+    CHECKF(w, "%s", err);
+    return w;
+}
+
+static void worker_done(dm_worker_t *w, uv_loop_t *loop)
+{
+    dm_worker_destroy(w);
+    uv_run(loop, UV_RUN_DEFAULT);
+    uv_loop_close(loop);
+}
+
+/* 1 and the value in val (NUL-terminated, cap bytes) when key is present, 0 when absent. */
+static int get(dm_ctx_t *ctx, dm_sephash_t *h, const char *key, char *val, size_t cap,
+               uint64_t *version)
+{
+    dm_point_item_t it;
+    int rc = dm_sephash_search(ctx, h, key, strlen(key), &it);
+    CHECKF(rc == 0 || rc == 1, "search %s rc=%d", key, rc);
+    if (version) *version = it.version;
+    if (rc == 1) {
+        CHECK(it.view.key_len == strlen(key) && !memcmp(it.view.key, key, it.view.key_len));
+        CHECK(it.view.val_len < cap);
+        memcpy(val, it.view.val, it.view.val_len);
+        val[it.view.val_len] = 0;
+        free(it.block);
+    }
+    return rc;
+}
+
+static void put(dm_ctx_t *ctx, dm_sephash_t *h, const char *key, const char *val)
+{
+    int rc = dm_sephash_put(ctx, h, key, strlen(key), val, strlen(val), 0, 0, NULL);
+    CHECKF(rc == 0, "put %s rc=%d", key, rc);
+}
+
+static void del(dm_ctx_t *ctx, dm_sephash_t *h, const char *key)
+{
+    int rc = dm_sephash_put(ctx, h, key, strlen(key), NULL, 0, DM_SH_TOMBSTONE, 0, NULL);
+    CHECKF(rc == 0, "del %s rc=%d", key, rc);
+}
+
+static int cmp128(const void *a, const void *b)
+{
+    return memcmp(a, b, 16);
+}
+
+/* Every segment's entries belong to it: each MainSegment is sorted by fp with a correct
+ * FPTable and holds one entry per key (reads the pool directly). Returns the live keys. */
+static uint64_t check_structure(const char *region, dm_sephash_t *h)
+{
+    uint8_t *base = dm_local_region_base(region, NULL);
+    CHECK(base);
+    const sh_table_hdr_t *hdr = (const void *)(base + dm_gaddr_off(h->root));
+    const uint64_t *dir = (const void *)(base + dm_gaddr_off(h->root) + SH_DIR_OFF);
+    uint64_t total = 0, gd = hdr->global_depth;
+    for (uint64_t j = 0; j < (1ull << gd); j++) {
+        dm_gaddr_t seg = sh_dir_seg(dir[j]);
+        unsigned ld = sh_dir_ld(dir[j]);
+        CHECK(ld <= gd);
+        uint64_t m;
+        memcpy(&m, base + dm_gaddr_off(seg), 8);
+        CHECKF(!(m & SH_META_LOCK), "segment locked at rest");
+        CHECK(sh_meta_ld(m) == ld);
+        if ((j >> ld) != 0) continue; /* count each segment once: at its lowest slot */
+        const uint8_t *main = base + dm_gaddr_off(sh_meta_main(m));
+        uint64_t n;
+        memcpy(&n, main, 8);
+        CHECK(n == sh_meta_cnt(m));
+        CHECK(n <= DM_SH_MAIN_LIMIT);
+        uint64_t *keys = malloc(16 * n + 16);
+        CHECK(keys);
+        const uint16_t *start = (const void *)(main + 8);
+        const uint64_t *ent = (const void *)(main + SH_MAIN_HDR);
+        CHECK(start[0] == 0 && start[256] == n);
+        for (unsigned f = 0; f < 256; f++)
+            for (unsigned k = start[f]; k < start[f + 1]; k++) {
+                CHECK(sh_entry_fp(ent[k]) == f);
+                CHECK(sh_entry_len(ent[k]) != 0); /* no tombstone survives a merge */
+                /* the key's hash suffix matches the slot and dep its round */
+                const uint8_t *blk = base + dm_gaddr_off(sh_entry_ptr(ent[k]));
+                dm_kv_view_t v;
+                CHECK(dm_kvblock_parse(blk, 1 << 16, &v) == 0);
+                uint64_t lo, hi;
+                sh_hash(v.key, v.key_len, &lo, &hi);
+                CHECKF((lo & ((1ull << ld) - 1)) == (j & ((1ull << ld) - 1)),
+                       "key in the wrong segment");
+                CHECK(sh_entry_dep(ent[k]) == sh_dep(lo, ld));
+                CHECK((uint8_t)hi == f);
+                keys[2 * k] = lo, keys[2 * k + 1] = hi;
+            }
+        qsort(keys, n, 16, cmp128);
+        for (uint64_t k = 1; k < n; k++) /* one entry per key */
+            CHECK(keys[2 * k] != keys[2 * k - 2] || keys[2 * k + 1] != keys[2 * k - 1]);
+        free(keys);
+        total += n;
+    }
+    return total;
+}
+
+#define BIG_KEYS 20000
+
+/* Insert, read back, update, delete many keys with small MainSegments so that many merges
+ * and splits (and the split rounds' KV reads) happen. */
+static void test_many_keys(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:shmany");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    dm_gaddr_t root;
+    CHECK(dm_sephash_create(&ctx, 256, &root) == 0);
+    dm_sephash_t *h;
+    CHECK(dm_sephash_open(&ctx, root, &h) == 0);
+    char key[32], val[64], got[64];
+    CHECK(get(&ctx, h, "nothing", got, sizeof(got), NULL) == 0);
+    for (int i = 0; i < BIG_KEYS; i++) {
+        snprintf(key, sizeof(key), "key-%d", i);
+        snprintf(val, sizeof(val), "v0-%d", i);
+        put(&ctx, h, key, val);
+        if (i % 997 == 0) /* a key just written is found at once */
+            CHECK(get(&ctx, h, key, got, sizeof(got), NULL) == 1 && !strcmp(got, val));
+    }
+    for (int i = 0; i < BIG_KEYS; i++) {
+        snprintf(key, sizeof(key), "key-%d", i);
+        snprintf(val, sizeof(val), "v0-%d", i);
+        CHECKF(get(&ctx, h, key, got, sizeof(got), NULL) == 1 && !strcmp(got, val), "%s", key);
+    }
+    /* Update every third key, delete every fifth (a deleted key updated later lives). */
+    for (int i = 0; i < BIG_KEYS; i++) {
+        snprintf(key, sizeof(key), "key-%d", i);
+        snprintf(val, sizeof(val), "v1-%d", i);
+        if (i % 3 == 0) put(&ctx, h, key, val);
+        if (i % 5 == 0) del(&ctx, h, key);
+        if (i % 15 == 0) put(&ctx, h, key, "back");
+    }
+    uint64_t live = 0;
+    for (int i = 0; i < BIG_KEYS; i++) {
+        snprintf(key, sizeof(key), "key-%d", i);
+        int rc = get(&ctx, h, key, got, sizeof(got), NULL);
+        if (i % 15 == 0)
+            CHECKF(rc == 1 && !strcmp(got, "back"), "%s", key);
+        else if (i % 5 == 0)
+            CHECKF(rc == 0, "%s deleted but found", key);
+        else if (i % 3 == 0)
+            CHECKF(rc == 1 && !strncmp(got, "v1-", 3), "%s", key);
+        else
+            CHECKF(rc == 1 && !strncmp(got, "v0-", 3), "%s", key);
+        live += rc;
+    }
+    dm_sephash_stats_t st;
+    dm_sephash_stats(h, &st);
+    fprintf(stderr,
+            "  %d keys: gd %u, merges %lu, splits %lu, doublings %lu, split KV reads %lu, "
+            "merge KV reads %lu, freed %lu, retries %lu\n",
+            BIG_KEYS, dm_sephash_global_depth(h), (unsigned long)st.merges,
+            (unsigned long)st.splits, (unsigned long)st.doublings, (unsigned long)st.split_reads,
+            (unsigned long)st.merge_reads, (unsigned long)st.freed_blocks,
+            (unsigned long)st.retries);
+    CHECK(st.merges > 100 && st.splits >= 32 && st.doublings >= 3 && st.split_reads > 0);
+    CHECK(st.freed_blocks > 0);
+    /* Merged MainSegments hold one entry per key (dead versions dropped). */
+    uint64_t in_main = check_structure("shmany", h);
+    CHECKF(in_main <= BIG_KEYS && live <= in_main + 2 * DM_SH_CUR_ENTRIES * 4096,
+           "MainSegments hold %lu entries, %lu live keys", (unsigned long)in_main,
+           (unsigned long)live);
+    dm_sephash_close(h);
+    /* Another handle (a fresh directory cache) sees the same. */
+    CHECK(dm_sephash_open(&ctx, root, &h) == 0);
+    CHECK(get(&ctx, h, "key-15", got, sizeof(got), NULL) == 1 && !strcmp(got, "back"));
+    CHECK(get(&ctx, h, "key-5", got, sizeof(got), NULL) == 0);
+    dm_sephash_close(h);
+    worker_done(w, &loop);
+}
+
+/* Tombstones, binary keys, large values, and conditional appends. */
+static void test_tombstones_and_conditional(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:shcond");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    dm_gaddr_t root;
+    CHECK(dm_sephash_create(&ctx, 0, &root) == 0);
+    dm_sephash_t *h, *h2;
+    CHECK(dm_sephash_open(&ctx, root, &h) == 0);
+    CHECK(dm_sephash_open(&ctx, root, &h2) == 0); /* "another writer" */
+    char got[64];
+    uint64_t v0, v1, v2;
+    /* delete of an absent key: a tombstone; search says absent with its version */
+    del(&ctx, h, "t");
+    CHECK(get(&ctx, h, "t", got, sizeof(got), &v0) == 0 && v0 != 0);
+    CHECK(sh_entry_len(v0) == 0);
+    put(&ctx, h, "t", "1");
+    CHECK(get(&ctx, h, "t", got, sizeof(got), &v1) == 1 && !strcmp(got, "1") && v1 != v0);
+    del(&ctx, h, "t");
+    CHECK(get(&ctx, h2, "t", got, sizeof(got), NULL) == 0);
+
+    /* Conditional append: succeeds on the version read, fails after another writer's. */
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    uint64_t nv;
+    CHECK(get(&ctx, h, "c", got, sizeof(got), &v0) == 0 && v0 == 0);
+    CHECK(dm_sephash_put(&ctx, h, "c", 1, "a", 1, DM_SH_IF, 0, &nv) == 0);
+    CHECK(get(&ctx, h, "c", got, sizeof(got), &v1) == 1 && v1 == nv && !strcmp(got, "a"));
+    CHECK(dm_sephash_put(&ctx, h, "c", 1, "x", 1, DM_SH_IF, 0, NULL) == DM_ECONFLICT);
+    put(&ctx, h2, "c", "b"); /* the other writer */
+    CHECK(dm_sephash_put(&ctx, h, "c", 1, "y", 1, DM_SH_IF, v1, NULL) == DM_ECONFLICT);
+    CHECK(get(&ctx, h, "c", got, sizeof(got), &v2) == 1 && !strcmp(got, "b"));
+    /* another key's append in between does not conflict */
+    put(&ctx, h2, "other", "o");
+    CHECK(dm_sephash_put(&ctx, h, "c", 1, "z", 1, DM_SH_IF, v2, &nv) == 0);
+    CHECK(get(&ctx, h2, "c", got, sizeof(got), &v1) == 1 && !strcmp(got, "z") && v1 == nv);
+    /* a delete is a version too */
+    CHECK(dm_sephash_put(&ctx, h, "c", 1, NULL, 0, DM_SH_IF | DM_SH_TOMBSTONE, v1, &nv) == 0);
+    CHECK(get(&ctx, h, "c", got, sizeof(got), &v2) == 0 && v2 == nv);
+    CHECK(dm_sephash_put(&ctx, h, "c", 1, "w", 1, DM_SH_IF, v1, NULL) == DM_ECONFLICT);
+    CHECK(dm_sephash_put(&ctx, h, "c", 1, "w", 1, DM_SH_IF, v2, NULL) == 0);
+
+    /* Conditional appends across a merge: fill "c"'s CurSegment until it merges. The
+     * version read before the merge still holds after it when nobody wrote "c". */
+    dm_ctx_init(&ctx, w, DM_CLS_SET); /* the read and the conditional append: one op */
+    CHECK(get(&ctx, h, "c", got, sizeof(got), &v1) == 1 && !strcmp(got, "w"));
+    dm_sephash_stats_t st0, st1;
+    dm_sephash_stats(h2, &st0);
+    sh_loc_t lc;
+    sh_locate(h, "c", 1, &lc);
+    char key[32];
+    for (int i = 0, n = 0; n < 300; i++) {
+        snprintf(key, sizeof(key), "fill-%d", i);
+        sh_loc_t l;
+        sh_locate(h, key, strlen(key), &l);
+        if (l.seg != lc.seg) continue;
+        put(&ctx, h2, key, "f");
+        n++;
+    }
+    dm_sephash_stats(h2, &st1);
+    CHECK(st1.merges > st0.merges);
+    CHECK(dm_sephash_put(&ctx, h, "c", 1, "after", 5, DM_SH_IF, v1, NULL) == 0);
+    CHECK(get(&ctx, h2, "c", got, sizeof(got), NULL) == 1 && !strcmp(got, "after"));
+
+    /* binary and empty keys, a value over the 7-unit length (read in two steps) */
+    const char bk[] = "a\0b";
+    CHECK(dm_sephash_put(&ctx, h, bk, 3, "bin", 3, 0, 0, NULL) == 0);
+    CHECK(dm_sephash_put(&ctx, h, "", 0, "empty", 5, 0, 0, NULL) == 0);
+    char *big = malloc(5000);
+    memset(big, 'B', 5000);
+    CHECK(dm_sephash_put(&ctx, h, "big", 3, big, 5000, 0, 0, NULL) == 0);
+    dm_point_item_t it;
+    CHECK(dm_sephash_search(&ctx, h2, bk, 3, &it) == 1 && it.view.val_len == 3);
+    free(it.block);
+    CHECK(dm_sephash_search(&ctx, h2, "a", 1, &it) == 0);
+    CHECK(dm_sephash_search(&ctx, h2, "", 0, &it) == 1 && it.view.val_len == 5);
+    free(it.block);
+    CHECK(dm_sephash_search(&ctx, h2, "big", 3, &it) == 1 && it.view.val_len == 5000 &&
+          !memcmp(it.view.val, big, 5000));
+    free(it.block);
+    free(big);
+    dm_sephash_close(h);
+    dm_sephash_close(h2);
+    worker_done(w, &loop);
+}
+
+/* Concurrency: CT_THREADS workers x CT_COROS coroutines on one small-segment table. Each
+ * coroutine owns some keys (written in order by it alone: the last acknowledged value is
+ * known) and all of them increment shared counters with conditional appends (read the
+ * value, append value + 1 if the version is unchanged, retry on DM_ECONFLICT): every key
+ * sits in the same few segments, so appends race for the same entries while merges and
+ * splits run. Afterwards every owned key has its last value and every counter the number
+ * of increments acknowledged (a lost or doubled conditional append shows). */
+#define CT_THREADS 2
+#define CT_COROS 8
+#define CT_OWN 400 /* keys per coroutine */
+#define CT_ROUNDS 3
+#define CT_COUNTERS 4
+#define CT_INCS 40 /* increments per coroutine */
+
+static dm_gaddr_t ct_root;
+static atomic_int ct_incs[CT_COUNTERS];
+
+typedef struct ct_coro {
+    dm_worker_t *w;
+    dm_sephash_t *h;
+    int id;
+    int *done;
+} ct_coro_t;
+
+static void ct_incr(dm_worker_t *w, dm_sephash_t *h, int ctr)
+{
+    char key[32], got[64], val[32];
+    snprintf(key, sizeof(key), "counter-%d", ctr);
+    for (int tries = 0;; tries++) {
+        CHECKF(tries < 100000, "counter %d: no progress", ctr);
+        dm_ctx_t c;
+        dm_ctx_init(&c, w, DM_CLS_SET);
+        dm_ctx_t *ctx = &c;
+        uint64_t v;
+        int n = get(ctx, h, key, got, sizeof(got), &v) ? atoi(got) : 0;
+        snprintf(val, sizeof(val), "%d", n + 1);
+        int rc = dm_sephash_put(ctx, h, key, strlen(key), val, strlen(val), DM_SH_IF, v, NULL);
+        if (rc == DM_ECONFLICT || rc == DM_ERETRY) continue;
+        CHECKF(rc == 0, "incr rc=%d", rc);
+        atomic_fetch_add(&ct_incs[ctr], 1);
+        return;
+    }
+}
+
+static void ct_run(void *arg)
+{
+    ct_coro_t *c = arg;
+    unsigned seed = (unsigned)c->id * 7919u + 1;
+    char key[32], val[64];
+    for (int r = 0; r < CT_ROUNDS; r++)
+        for (int k = 0; k < CT_OWN; k++) {
+            dm_ctx_t ctx;
+            dm_ctx_init(&ctx, c->w, DM_CLS_SET);
+            snprintf(key, sizeof(key), "own-%d-%d", c->id, k);
+            if (r == 1 && k % 4 == 0) {
+                del(&ctx, c->h, key);
+            } else {
+                snprintf(val, sizeof(val), "r%d-%d", r, k);
+                put(&ctx, c->h, key, val);
+            }
+            if (rand_r(&seed) % 30 == 0) ct_incr(c->w, c->h, rand_r(&seed) % CT_COUNTERS);
+        }
+    for (int i = 0; i < CT_INCS; i++)
+        ct_incr(c->w, c->h, i % CT_COUNTERS);
+    (*c->done)++;
+}
+
+static void *ct_thread(void *arg)
+{
+    int tid = (int)(intptr_t)arg;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:shconc");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    dm_sephash_t *h;
+    CHECK(dm_sephash_open(&ctx, ct_root, &h) == 0);
+    int done = 0;
+    ct_coro_t cs[CT_COROS];
+    for (int i = 0; i < CT_COROS; i++) {
+        cs[i] = (ct_coro_t){.w = w, .h = h, .id = tid * CT_COROS + i, .done = &done};
+        dm_coro_spawn(ct_run, &cs[i]);
+    }
+    while (done < CT_COROS)
+        uv_run(&loop, UV_RUN_ONCE);
+    dm_sephash_stats_t st;
+    dm_sephash_stats(h, &st);
+    fprintf(stderr, "  thread %d: merges %lu, splits %lu, doublings %lu, retries %lu\n", tid,
+            (unsigned long)st.merges, (unsigned long)st.splits, (unsigned long)st.doublings,
+            (unsigned long)st.retries);
+    dm_sephash_close(h);
+    worker_done(w, &loop);
+    return NULL;
+}
+
+static void test_concurrent(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:shconc");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    CHECK(dm_sephash_create(&ctx, 256, &ct_root) == 0);
+    pthread_t th[CT_THREADS];
+    for (int i = 0; i < CT_THREADS; i++)
+        pthread_create(&th[i], NULL, ct_thread, (void *)(intptr_t)i);
+    for (int i = 0; i < CT_THREADS; i++)
+        pthread_join(th[i], NULL);
+    dm_sephash_t *h;
+    CHECK(dm_sephash_open(&ctx, ct_root, &h) == 0);
+    char key[32], got[64], want[64];
+    for (int id = 0; id < CT_THREADS * CT_COROS; id++)
+        for (int k = 0; k < CT_OWN; k++) {
+            snprintf(key, sizeof(key), "own-%d-%d", id, k);
+            snprintf(want, sizeof(want), "r%d-%d", CT_ROUNDS - 1, k);
+            CHECKF(get(&ctx, h, key, got, sizeof(got), NULL) == 1 && !strcmp(got, want),
+                   "%s: want %s got %s", key, want, got);
+        }
+    for (int i = 0; i < CT_COUNTERS; i++) {
+        snprintf(key, sizeof(key), "counter-%d", i);
+        CHECK(get(&ctx, h, key, got, sizeof(got), NULL) == 1);
+        CHECKF(atoi(got) == atomic_load(&ct_incs[i]), "counter %d: %s, %d increments acked", i, got,
+               atomic_load(&ct_incs[i]));
+    }
+    check_structure("shconc", h);
+    dm_sephash_close(h);
+    worker_done(w, &loop);
+}
+
+int main(void)
+{
+    dm_local_set_size(512ull << 20);
+    RUN(test_tombstones_and_conditional);
+    RUN(test_many_keys);
+    RUN(test_concurrent);
+    fprintf(stderr, "test_sephash: all passed\n");
+    return 0;
+}
