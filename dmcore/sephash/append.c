@@ -44,7 +44,10 @@ static int find_empty(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uint6
 {
     sh_seg_cache_t *c = sh_cache(h, loc);
     if (!c) return DM_ENOMEM;
-    unsigned off = c->round ? c->off : 0;
+    /* Other coroutines of the worker update c while this one waits: keep what the window
+     * was based on. */
+    uint64_t round = c->round;
+    unsigned off = round ? c->off : 0;
     if (off > SH_CUR_N - SH_WINDOW) off = SH_CUR_N - SH_WINDOW;
     uint64_t m1 = 0, m2 = 0, win[SH_WINDOW];
     dm_batch_t b;
@@ -60,10 +63,12 @@ static int find_empty(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uint6
         sh_pause(ctx);
         return 0;
     }
-    if (sh_round(m1) != c->round) { /* merged since we were here: start at entry 0 */
-        c->round = sh_round(m1);
-        c->fpt_ok = 0;
-        c->off = 0;
+    if (sh_round(m1) != round) { /* merged since we were here: start at entry 0 */
+        if (c->round == round) {
+            c->round = sh_round(m1);
+            c->fpt_ok = 0;
+            c->off = 0;
+        }
         if (off) return 0;
     }
     unsigned s = sh_meta_sign(m1);
@@ -72,8 +77,8 @@ static int find_empty(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uint6
             *m = m1, *i = off + j, *e = win[j];
             return 1;
         }
-    c->off = off + SH_WINDOW;
-    if (c->off >= SH_CUR_N) { /* full: merge it (or let whoever locked it first) */
+    if (c->round == sh_round(m1) && c->off < off + SH_WINDOW) c->off = off + SH_WINDOW;
+    if (off + SH_WINDOW >= SH_CUR_N) { /* full: merge it (or let whoever locked it first) */
         rc = sh_merge(ctx, h, loc, m1);
         if (rc) return rc;
     }
@@ -134,12 +139,13 @@ int dm_sephash_append(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t kl
         sh_seg_cache_t *c = sh_cache(h, &loc);
         int same = c && c->round == sh_round(m);
         if (v->result == e) {
-            if (same) c->off = i + 1;
+            if (same && c->off < i + 1) c->off = i + 1;
             if (version) *version = sh_version(w);
             rc = 0;
             break;
         }
-        if (same && sh_entry_sign(v->result) != s) c->off = i + 1; /* taken in this round */
+        if (same && sh_entry_sign(v->result) != s && c->off < i + 1)
+            c->off = i + 1; /* taken in this round */
     }
     if (attempt == SH_MAX_ATTEMPTS) rc = DM_ERETRY;
     free(o);

@@ -74,8 +74,11 @@ int sh_lookup(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen, int 
         if (!c) return DM_ENOMEM;
         int rc = c->fpt_ok ? 0 : sh_cache_load(ctx, c);
         if (rc) return rc;
-        dm_gaddr_t main = sh_meta_main(c->round);
-        uint32_t n = sh_meta_cnt(c->round);
+        /* Other coroutines of the worker update c while this one waits: keep what the run
+         * read was based on. */
+        uint64_t round = c->round;
+        dm_gaddr_t main = sh_meta_main(round);
+        uint32_t n = sh_meta_cnt(round);
         unsigned st = c->start[loc->fp], en = c->start[loc->fp + 1];
         if (st > en || en > n) return DM_ECORRUPT;
         unsigned run = en - st;
@@ -103,8 +106,8 @@ int sh_lookup(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen, int 
         if (!rc && sh_meta_check(loc, m1)) {
             rc = sh_refresh(ctx, h);
             again = 1;
-        } else if (!rc && sh_round(m1) != c->round) {
-            c->fpt_ok = 0; /* merged since: another MainSegment */
+        } else if (!rc && sh_round(m1) != round) {
+            if (c->round == round) c->fpt_ok = 0; /* merged since: another MainSegment */
             again = 1;
         }
         unsigned s = sh_meta_sign(m1), nw = 0;
