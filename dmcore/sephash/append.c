@@ -80,7 +80,8 @@ static int find_empty(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uint6
     if (c->round == sh_round(m1) && c->off < off + SH_WINDOW) c->off = off + SH_WINDOW;
     if (off + SH_WINDOW >= SH_CUR_N) { /* full: merge it (or let whoever locked it first) */
         rc = sh_merge(ctx, h, loc, m1);
-        if (rc) return rc;
+        if (rc < 0) return rc;
+        if (rc == 0) sh_pause(ctx); /* another writer merges it */
     }
     return 0;
 }
@@ -114,7 +115,8 @@ int dm_sephash_append(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t kl
             }
             loc = o->loc, m = o->round, i = o->first_empty;
             if (i == SH_CUR_N) {
-                if ((rc = sh_merge(ctx, h, &loc, m))) break;
+                if ((rc = sh_merge(ctx, h, &loc, m)) < 0) break;
+                if (rc == 0) sh_pause(ctx); /* another writer merges it */
                 continue;
             }
             e = o->cur[i];

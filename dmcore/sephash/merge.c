@@ -313,7 +313,7 @@ int sh_merge(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uint64_t m)
     dm_batch_init(&b);
     dm_verb_t *v = dm_batch_cas(&b, loc->seg, m, m | SH_META_LOCK);
     int rc = dm_batch_exec(ctx, &b);
-    if (rc || v->result != m) return rc; /* someone else merges (or merged) it */
+    if (rc || v->result != m) return rc; /* someone else merges (or merged) it: 0 */
     /* TODO(lease): a merger that dies here leaves the segment locked for good; RACE's
      * split leases (race/resize.c) are the model. */
     rc = merge_locked(ctx, h, loc, m);
@@ -322,5 +322,5 @@ int sh_merge(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uint64_t m)
         dm_batch_cas(&b, loc->seg, m | SH_META_LOCK, m);
         dm_batch_exec(ctx, &b);
     }
-    return rc;
+    return rc ? rc : 1;
 }

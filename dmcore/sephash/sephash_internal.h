@@ -254,8 +254,9 @@ int sh_lookup(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen, int 
               sh_look_t *out);
 
 /* Merge the CurSegment seg (full, meta word m, unlocked) into its MainSegment, splitting
- * it when the result is over the bound (SepHash §4.2.2). Returns 0 when this call merged
- * it or someone else changed the meta first (the caller reads again), or DM_E*. merge.c */
+ * it when the result is over the bound (SepHash §4.2.2). Returns 1 when this call merged
+ * it, 0 when someone else holds it or changed the meta first (the caller waits a little and
+ * reads again), or DM_E*. merge.c */
 int sh_merge(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uint64_t m);
 
 /* Point the directory slots of the segment at seg (local depth ld, suffix the low ld bits

@@ -83,6 +83,15 @@ static uint64_t check_structure(const char *region, dm_sephash_t *h)
         CHECKF(!(m & SH_META_LOCK), "segment locked at rest");
         CHECK(sh_meta_ld(m) == ld);
         if ((j >> ld) != 0) continue; /* count each segment once: at its lowest slot */
+        /* Every full CurSegment entry of the round has its filter byte set (search skips
+         * the CurSegment otherwise), and the full ones are a prefix (in-order appends). */
+        const uint64_t *cur = (const void *)(base + dm_gaddr_off(seg) + SH_CUR_ENTRY_OFF);
+        const uint8_t *filt = base + dm_gaddr_off(seg) + SH_CUR_FILTER_OFF + 256 * sh_meta_sign(m);
+        unsigned fe = 0;
+        while (fe < SH_CUR_N && sh_entry_sign(cur[fe]) != sh_meta_sign(m))
+            CHECK(filt[sh_entry_fp(cur[fe++])] == 1);
+        for (unsigned k = fe; k < SH_CUR_N; k++)
+            CHECKF(sh_entry_sign(cur[k]) == sh_meta_sign(m), "full entry %u after empty %u", k, fe);
         const uint8_t *main = base + dm_gaddr_off(sh_meta_main(m));
         uint64_t n;
         memcpy(&n, main, 8);
@@ -259,6 +268,26 @@ static void test_tombstones_and_conditional(void)
     CHECK(st1.merges > st0.merges);
     CHECK(dm_sephash_put(&ctx, h, "c", 1, "after", 5, DM_SH_IF, v1, NULL) == 0);
     CHECK(get(&ctx, h2, "c", got, sizeof(got), NULL) == 1 && !strcmp(got, "after"));
+
+    /* A tombstone whose block is over 64 bytes (read in two steps), through a merge. */
+    char lk[200];
+    memset(lk, 'L', sizeof(lk) - 1);
+    lk[sizeof(lk) - 1] = 0;
+    put(&ctx, h, lk, "long");
+    CHECK(get(&ctx, h2, lk, got, sizeof(got), NULL) == 1 && !strcmp(got, "long"));
+    del(&ctx, h, lk);
+    CHECK(get(&ctx, h2, lk, got, sizeof(got), &v0) == 0 && v0 != 0);
+    sh_locate(h, lk, strlen(lk), &lc);
+    for (int i = 0, n = 0; n < (int)DM_SH_CUR_ENTRIES + 1; i++) { /* its CurSegment merges */
+        snprintf(key, sizeof(key), "more-%d", i);
+        sh_loc_t l;
+        sh_locate(h, key, strlen(key), &l);
+        if (l.seg != lc.seg) continue;
+        put(&ctx, h2, key, "m");
+        n++;
+    }
+    CHECK(get(&ctx, h, lk, got, sizeof(got), &v1) == 0 && v1 == 0); /* merged away */
+    check_structure("shcond", h);
 
     /* binary and empty keys, a value over the 7-unit length (read in two steps) */
     const char bk[] = "a\0b";
