@@ -10,6 +10,7 @@
 #include "dmkv/errors.h"
 #include "dmkv/sephash.h"
 #include "dmkv/transport.h"
+#include "dmkv/verbs.h"
 #include "harness.h"
 #include "../dmcore/sephash/sephash_internal.h"
 
@@ -449,10 +450,164 @@ static void test_concurrent(void)
     worker_done(w, &loop);
 }
 
+/* The round checks, deterministically: a local transport hook stops this thread right
+ * before a READ of the CurSegment (a search's second batch) or of an append's window, and
+ * a second worker fills that CurSegment, merges it and appends to the next round before
+ * the READ runs. The reader must notice that the meta word it read first is no longer the
+ * round (sephash_internal.h): with the sign of the old round, the new round's entries look
+ * empty and the old ones full. Without search.c's m2 check the search misses the key (it
+ * reads the old MainSegment and an "empty" CurSegment); without append.c's, the append
+ * CASes an entry of the new round that another writer filled, and that write is lost. */
+static pthread_mutex_t rr_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t rr_cv = PTHREAD_COND_INITIALIZER;
+static int rr_state; /* 0 idle, 1 the second worker runs, 2 it is done, 3 quit */
+static pthread_t rr_main;
+static _Atomic uint32_t rr_len; /* the READ length to stop at (0: none) */
+static dm_gaddr_t rr_root, rr_seg;
+static int rr_extra, rr_round; /* appends in the new round; scenario number */
+static int rr_written[2];      /* keys the second worker wrote in each scenario */
+
+static void rr_hook(const dm_verb_t *v, void *arg)
+{
+    (void)arg;
+    uint32_t len = atomic_load(&rr_len);
+    if (!len || !pthread_equal(pthread_self(), rr_main) || v->op != DM_OP_READ || v->len != len)
+        return;
+    atomic_store(&rr_len, 0);
+    pthread_mutex_lock(&rr_mu);
+    rr_state = 1;
+    pthread_cond_broadcast(&rr_cv);
+    while (rr_state != 2)
+        pthread_cond_wait(&rr_cv, &rr_mu);
+    rr_state = 0;
+    pthread_mutex_unlock(&rr_mu);
+}
+
+static void *rr_thread(void *arg)
+{
+    (void)arg;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:shround");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    dm_sephash_t *h;
+    CHECK(dm_sephash_open(&ctx, rr_root, &h) == 0);
+    for (;;) {
+        pthread_mutex_lock(&rr_mu);
+        while (rr_state != 1 && rr_state != 3)
+            pthread_cond_wait(&rr_cv, &rr_mu);
+        int quit = rr_state == 3;
+        pthread_mutex_unlock(&rr_mu);
+        if (quit) break;
+        dm_sephash_stats_t s0, s1;
+        dm_sephash_stats(h, &s0);
+        char key[32];
+        int i = 0;
+        for (int after = 0; after < rr_extra; i++) {
+            snprintf(key, sizeof(key), "rr%d-%d", rr_round, i);
+            sh_loc_t l;
+            sh_locate(h, key, strlen(key), &l);
+            if (l.seg != rr_seg) continue;
+            dm_ctx_init(&ctx, w, DM_CLS_SET);
+            put(&ctx, h, key, key);
+            dm_sephash_stats(h, &s1);
+            after += s1.merges > s0.merges; /* the merge's own put lands in the new round */
+        }
+        CHECK(s1.merges == s0.merges + 1);
+        rr_written[rr_round] = i;
+        pthread_mutex_lock(&rr_mu);
+        rr_state = 2;
+        pthread_cond_broadcast(&rr_cv);
+        pthread_mutex_unlock(&rr_mu);
+    }
+    dm_sephash_close(h);
+    worker_done(w, &loop);
+    return NULL;
+}
+
+/* Every key the second worker wrote in scenario r (its value is its key) is there. */
+static void rr_check_round(dm_ctx_t *ctx, dm_sephash_t *h, int r)
+{
+    char key[32], got[64];
+    int n = 0;
+    for (int i = 0; i < rr_written[r]; i++) {
+        snprintf(key, sizeof(key), "rr%d-%d", r, i);
+        sh_loc_t l;
+        sh_locate(h, key, strlen(key), &l);
+        if (l.seg != rr_seg) continue;
+        CHECKF(get(ctx, h, key, got, sizeof(got), NULL) == 1 && !strcmp(got, key),
+               "%s lost (holds '%s')", key, got);
+        n++;
+    }
+    CHECK(n > (int)DM_SH_CUR_ENTRIES / 2);
+}
+
+static void test_round_checks(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:shround");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    CHECK(dm_sephash_create(&ctx, 0, &rr_root) == 0);
+    dm_sephash_t *h;
+    CHECK(dm_sephash_open(&ctx, rr_root, &h) == 0);
+    rr_main = pthread_self();
+    pthread_t th;
+    pthread_create(&th, NULL, rr_thread, NULL);
+    dm_local_inject(0, 0, rr_hook, NULL);
+
+    /* A search whose CurSegment READ runs one round late. */
+    sh_loc_t lv;
+    sh_locate(h, "victim", 6, &lv);
+    rr_seg = lv.seg;
+    put(&ctx, h, "victim", "here");
+    char got[64];
+    rr_round = 0, rr_extra = 3;
+    atomic_store(&rr_len, 8 * SH_CUR_N);
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    CHECKF(get(&ctx, h, "victim", got, sizeof(got), NULL) == 1 && !strcmp(got, "here"),
+           "search across a merge: got '%s'", got);
+    CHECK(atomic_load(&rr_len) == 0); /* the hook ran */
+
+    /* An append whose window READ runs one round late (its offset is past entry 0). */
+    char p1[32], p2[32];
+    sh_loc_t lp;
+    for (int i = 0, n = 0; n < 2; i++) { /* two keys of the same segment */
+        snprintf(n ? p2 : p1, 32, "p-%d", i);
+        sh_locate(h, n ? p2 : p1, strlen(n ? p2 : p1), &lp);
+        n += lp.seg == rr_seg;
+    }
+    put(&ctx, h, p1, "1"); /* this handle's window offset is now past entry 0 */
+    rr_round = 1, rr_extra = 10;
+    atomic_store(&rr_len, 8 * SH_WINDOW);
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    put(&ctx, h, p2, "2");
+    CHECK(atomic_load(&rr_len) == 0);
+    dm_local_inject(0, 0, NULL, NULL);
+
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    CHECK(get(&ctx, h, "victim", got, sizeof(got), NULL) == 1 && !strcmp(got, "here"));
+    CHECK(get(&ctx, h, p1, got, sizeof(got), NULL) == 1 && !strcmp(got, "1"));
+    CHECK(get(&ctx, h, p2, got, sizeof(got), NULL) == 1 && !strcmp(got, "2"));
+    rr_check_round(&ctx, h, 0);
+    rr_check_round(&ctx, h, 1);
+    check_structure("shround", h);
+    pthread_mutex_lock(&rr_mu);
+    rr_state = 3;
+    pthread_cond_broadcast(&rr_cv);
+    pthread_mutex_unlock(&rr_mu);
+    pthread_join(th, NULL);
+    dm_sephash_close(h);
+    worker_done(w, &loop);
+}
+
 int main(void)
 {
     dm_local_set_size(512ull << 20);
     RUN(test_tombstones_and_conditional);
+    RUN(test_round_checks);
     RUN(test_many_keys);
     RUN(test_concurrent);
     fprintf(stderr, "test_sephash: all passed\n");
