@@ -21,7 +21,9 @@
  * round), and no entry after i was written (in order). The key's newest entry at the CAS
  * is therefore the one compared, and the append lands right behind it. If the CAS fails,
  * the read is redone: it fails with DM_ECONFLICT only once the newest entry really
- * changed. */
+ * changed. One change is not a write: a merge drops a tombstone, so a key read as deleted
+ * (expect = the tombstone's token) reads as never written (0) after its segment merged,
+ * and the conditional append fails although nothing was written (the caller reads again). */
 #include "dmkv/sephash.h"
 
 #include <stdlib.h>

@@ -75,7 +75,8 @@ typedef struct dm_sephash_stats {
     uint64_t split_reads;  /* KV blocks read by splits (the dep bits ran out) */
     uint64_t merge_reads;  /* KV blocks read by merges */
     uint64_t freed_blocks; /* dead versions' KV blocks freed by merges */
-    uint64_t retries;      /* operations restarted (stale directory, merge in the way) */
+    uint64_t retries;      /* attempts restarted: stale directory or segment cache (a merge
+                              since), a merge in the way, a lost entry CAS */
 } dm_sephash_stats_t;
 void dm_sephash_stats(const dm_sephash_t *h, dm_sephash_stats_t *s);
 /* The handle's cached global depth. */
