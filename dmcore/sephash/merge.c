@@ -316,11 +316,15 @@ int sh_merge(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uint64_t m)
     if (rc || v->result != m) return rc; /* someone else merges (or merged) it: 0 */
     /* TODO(lease): a merger that dies here leaves the segment locked for good; RACE's
      * split leases (race/resize.c) are the model. */
+    /* Charged apart from the append that ran into it, as RACE's splits are. */
+    dm_cls_t cls = ctx->cls;
+    ctx->cls = DM_CLS_SPLIT;
     rc = merge_locked(ctx, h, loc, m);
     if (rc && rc != DM_ECORRUPT) { /* unlock unchanged: the CurSegment stays full */
         dm_batch_init(&b);
         dm_batch_cas(&b, loc->seg, m | SH_META_LOCK, m);
         dm_batch_exec(ctx, &b);
     }
+    ctx->cls = cls;
     return rc ? rc : 1;
 }

@@ -6,9 +6,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dmkv/alloc.h"
 #include "dmkv/coro.h"
 #include "dmkv/errors.h"
+#include "dmkv/kvblock.h"
 #include "dmkv/sephash.h"
+#include "dmkv/stats.h"
 #include "dmkv/transport.h"
 #include "dmkv/verbs.h"
 #include "harness.h"
@@ -450,6 +453,68 @@ static void test_concurrent(void)
     worker_done(w, &loop);
 }
 
+/* Round trips in the steady state (SepHash §4.3, §4.4): an append is the window READ and
+ * the CAS (2 RTTs; the KV block's WRITE is the caller's), a search the meta, filter byte
+ * and MainSegment run, the CurSegment only when the filter byte is set, then the blocks (2
+ * or 3; 2.3 on average here: the filter spares most searches the CurSegment). Merges
+ * are charged to DM_CLS_SPLIT; what remains here are the appends and the
+ * re-reads after a merge changed a segment's round. */
+static void test_round_trips(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:shrtt");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    dm_gaddr_t root;
+    CHECK(dm_sephash_create(&ctx, 0, &root) == 0);
+    dm_sephash_t *h;
+    CHECK(dm_sephash_open(&ctx, root, &h) == 0);
+    enum { N = 4000 };
+    static dm_gaddr_t blocks[N];
+    static uint64_t sizes[N];
+    char key[32], val[32];
+    for (int i = 0; i < N; i++) { /* the blocks first: not counted */
+        snprintf(key, sizeof(key), "rtt-%d", i);
+        snprintf(val, sizeof(val), "v%d", i);
+        sizes[i] = dm_kvblock_size(strlen(key), strlen(val), 0);
+        uint8_t buf[128];
+        dm_kvblock_build(buf, key, strlen(key), val, strlen(val), 0, 0);
+        CHECK(dm_alloc_kv_block(&ctx, sizes[i], &blocks[i]) == 0);
+        CHECK(sh_write(&ctx, blocks[i], buf, sizes[i]) == 0);
+    }
+    dm_cls_stats_t s0, s1, m0, m1;
+    dm_stats_get(DM_CLS_SET, &s0);
+    dm_stats_get(DM_CLS_SPLIT, &m0);
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof(key), "rtt-%d", i);
+        dm_ctx_init(&ctx, w, DM_CLS_SET);
+        CHECK(dm_sephash_append(&ctx, h, key, strlen(key), blocks[i], sizes[i], 0, 0, NULL) == 0);
+    }
+    dm_stats_get(DM_CLS_SET, &s1);
+    dm_stats_get(DM_CLS_SPLIT, &m1);
+    double per_append = (double)(s1.rtts - s0.rtts) / N;
+    double per_merge = (double)(m1.rtts - m0.rtts) / (double)h->st.merges;
+    dm_stats_get(DM_CLS_GET, &s0);
+    char got[64];
+    for (int i = 0; i < N; i++) {
+        snprintf(key, sizeof(key), "rtt-%d", i);
+        snprintf(val, sizeof(val), "v%d", i);
+        dm_ctx_init(&ctx, w, DM_CLS_GET);
+        CHECK(get(&ctx, h, key, got, sizeof(got), NULL) == 1 && !strcmp(got, val));
+    }
+    dm_stats_get(DM_CLS_GET, &s1);
+    double per_search = (double)(s1.rtts - s0.rtts) / N;
+    fprintf(stderr,
+            "  round trips: %.3f per append, %.3f per search, %.1f per merge (%lu merges)\n",
+            per_append, per_search, per_merge, (unsigned long)h->st.merges);
+    CHECK(h->st.merges >= 20);
+    CHECKF(per_append < 2.1, "%.3f round trips per append", per_append);
+    CHECKF(per_search < 2.6, "%.3f round trips per search", per_search);
+    dm_sephash_close(h);
+    worker_done(w, &loop);
+}
+
 /* The round checks, deterministically: a local transport hook stops this thread right
  * before a READ of the CurSegment (a search's second batch) or of an append's window, and
  * a second worker fills that CurSegment, merges it and appends to the next round before
@@ -608,6 +673,7 @@ int main(void)
     dm_local_set_size(512ull << 20);
     RUN(test_tombstones_and_conditional);
     RUN(test_round_checks);
+    RUN(test_round_trips);
     RUN(test_many_keys);
     RUN(test_concurrent);
     fprintf(stderr, "test_sephash: all passed\n");
