@@ -165,14 +165,14 @@ int dm_sephash_put(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen,
     if (!buf) return DM_ENOMEM;
     dm_kvblock_build(buf, key, klen, val, vlen, 0, 0);
     dm_gaddr_t addr;
-    int rc = dm_alloc_kv_block(ctx, bytes, &addr);
+    int rc = dm_alloc_kv_block(ctx, dm_sephash_block_bytes(bytes), &addr);
     if (!rc) {
         rc = sh_write(ctx, addr, buf, bytes);
         if (!rc) rc = dm_sephash_append(ctx, h, key, klen, addr, bytes, flags, expect, version);
         /* Never in an entry: reusable at once. (After DM_EIO the CAS may have landed: the
          * block is then kept, possibly leaked.) */
         if (rc == DM_ECONFLICT || rc == DM_EFULL || rc == DM_ENOMEM || rc == DM_ERETRY)
-            dm_alloc_unused(ctx->w->alloc, addr, bytes);
+            dm_alloc_unused(ctx->w->alloc, addr, dm_sephash_block_bytes(bytes));
     }
     free(buf);
     return rc;

@@ -111,7 +111,8 @@ static int gather(dm_ctx_t *ctx, dm_sephash_t *h, merge_t *g)
             if (a->key_len != b->key_len || memcmp(a->key, b->key, a->key_len)) continue;
             mdead[cm[c]] = 1; /* replaced (or deleted) by the CurSegment's version */
             g->dead[g->ndead++] =
-                (dead_t){sh_entry_ptr(cw[c]), dm_kvblock_size_from_hdr(bufs[c], lens[c])};
+                (dead_t){sh_entry_ptr(cw[c]),
+                         dm_sephash_block_bytes(dm_kvblock_size_from_hdr(bufs[c], lens[c]))};
         }
         for (unsigned c = 0; bufs && c < ncand; c++)
             free(bufs[c]);
@@ -125,7 +126,8 @@ static int gather(dm_ctx_t *ctx, dm_sephash_t *h, merge_t *g)
         uint64_t e = g->cur[j];
         if (!keep[j] || !sh_entry_len(e)) { /* an older version, or a tombstone */
             g->dead[g->ndead++] =
-                (dead_t){sh_entry_ptr(e), dm_kvblock_size_from_hdr(g->cbuf[j], g->clen[j])};
+                (dead_t){sh_entry_ptr(e),
+                         dm_sephash_block_bytes(dm_kvblock_size_from_hdr(g->cbuf[j], g->clen[j]))};
             continue;
         }
         g->items[g->nitems++] =

@@ -32,13 +32,14 @@
  *   [576 + 8n] n bytes: fp2 of each entry (a second 8-bit fingerprint, §4.2.1 (4))
  *
  * Entry fields. len: the KV block's size in 64-byte units, 1..7, 7 meaning "7 or more" (the
- * reader reads 448 bytes, then the rest the header announces); RACE's unit is 32 bytes in 8
- * bits, which 3 bits cannot carry. len 0 marks a tombstone (its block holds the key and an
- * empty value; read 64 bytes, then the rest). dep: the 4 bits of the key's hash suffix of
- * the segment's current split round, bits [4 * (ld / 4), 4 * (ld / 4) + 4) (§4.2.1 (3),
- * Figure 6): a split at local depth ld sorts by dep bit ld % 4 without reading the KV
- * block; a split that ends a round (ld + 1 a multiple of 4) reads the blocks to refill dep.
- * fp: hash bits 64-71, fp2: bits 72-79 (the high word: independent of the suffix).
+ * reader reads 448 bytes, then the rest the header announces; blocks are allocated in
+ * 64-byte multiples, dm_sephash_block_bytes, so the rounded READ stays in the block); RACE's unit
+ * is 32 bytes in 8 bits, which 3 bits cannot carry. len 0 marks a tombstone (its block holds the
+ * key and an empty value; read 64 bytes, then the rest). dep: the 4 bits of the key's hash suffix
+ * of the segment's current split round, bits [4 * (ld / 4), 4 * (ld / 4) + 4) (§4.2.1 (3), Figure
+ * 6): a split at local depth ld sorts by dep bit ld % 4 without reading the KV block; a split that
+ * ends a round (ld + 1 a multiple of 4) reads the blocks to refill dep. fp: hash bits 64-71, fp2:
+ * bits 72-79 (the high word: independent of the suffix).
  *
  * Deviations from the paper (why): the filter is a byte per fp, two of them (one per meta
  * sign), not a 256-bit bitmap written after the CAS: a one-sided WRITE of one byte sets it

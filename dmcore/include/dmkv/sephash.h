@@ -48,7 +48,17 @@ int dm_sephash_search(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t kl
 #define DM_SH_TOMBSTONE 1u /* the entry deletes the key (its block names the key) */
 #define DM_SH_IF 2u        /* conditional: only while the key's newest entry is `expect` */
 
-/* Append an entry for key pointing to block (block_len bytes, a published KV block of key)
+/* Pool bytes to allocate (dm_alloc_kv_block) for a KV block of block_len bytes that goes
+ * into SepHash: block_len rounded up to 64. Entries give a block's size in 64-byte units and
+ * readers read that much, so the rounding must be the block's own, never its neighbour's
+ * or past the region's end; a merge frees a dropped version with this size. */
+static inline uint64_t dm_sephash_block_bytes(uint64_t block_len)
+{
+    return (block_len + 63) & ~63ull;
+}
+
+/* Append an entry for key pointing to block (block_len bytes, a published KV block of key
+ * allocated with dm_sephash_block_bytes(block_len) bytes)
  * to its CurSegment (SepHash §4.3): CAS of the first empty entry, in order (2 RTTs, plus a
  * merge when the CurSegment is full: §4.2.2). An insert, an update and (DM_SH_TOMBSTONE) a
  * delete are all appends; the newest wins. With DM_SH_IF the append happens only while
