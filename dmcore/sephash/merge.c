@@ -220,8 +220,9 @@ static int alloc_write(dm_ctx_t *ctx, const void *buf, uint64_t bytes, dm_gaddr_
     return rc;
 }
 
-/* The merge proper, with the segment locked under meta word m. */
-static int merge_locked(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uint64_t m)
+/* The merge proper, with the segment locked under meta word m. *moved = 1 once the
+ * directory may name the new segment (from then on the lock must not go back to m). */
+static int merge_locked(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uint64_t m, int *moved)
 {
     merge_t *g = calloc(1, sizeof(*g));
     if (!g) return DM_ENOMEM;
@@ -276,6 +277,7 @@ static int merge_locked(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uin
         }
         /* The new segment goes into the directory while this one is still locked: a
          * writer that finds this meta deeper than its cache then finds the other half. */
+        if (!rc) *moved = 1;
         if (!rc) rc = sh_dir_split(ctx, h, loc->seg, ld, loc->lo, seg1);
         if (!rc) h->st.splits++;
     }
@@ -321,8 +323,13 @@ int sh_merge(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uint64_t m)
     /* Charged apart from the append that ran into it, as RACE's splits are. */
     dm_cls_t cls = ctx->cls;
     ctx->cls = DM_CLS_SPLIT;
-    rc = merge_locked(ctx, h, loc, m);
-    if (rc && rc != DM_ECORRUPT) { /* unlock unchanged: the CurSegment stays full */
+    int moved = 0;
+    rc = merge_locked(ctx, h, loc, m, &moved);
+    /* A failed merge unlocks the segment unchanged (the CurSegment stays full, the next
+     * writer merges it), unless the pool looked wrong or the directory may already send
+     * the 1 half elsewhere: the segment then stays locked (TODO(lease): a taker would
+     * finish the merge). */
+    if (rc && rc != DM_ECORRUPT && !moved) {
         dm_batch_init(&b);
         dm_batch_cas(&b, loc->seg, m | SH_META_LOCK, m);
         dm_batch_exec(ctx, &b);

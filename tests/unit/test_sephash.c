@@ -1,6 +1,9 @@
-/* SepHash unit tests on the local transport (dmcore/sephash/): insert, search, update and
- * delete of many keys through several merges and splits, tombstones, conditional appends,
- * and concurrent appends from several workers' coroutines while merges and splits run. */
+/* SepHash unit tests on the local transport (dmcore/sephash/): tombstones and conditional
+ * appends; the round checks of search and append against a merge placed between their
+ * reads (a transport hook); round trips per append, search and merge; insert, search,
+ * update and delete of 20,000 keys through many merges and splits with a check of the
+ * pool's structure; concurrent appends and conditional appends from several workers'
+ * coroutines while merges and splits run. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>
