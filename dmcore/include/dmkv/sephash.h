@@ -7,7 +7,12 @@
  *
  * Not wired into kv/ yet (it is not a dm_point_index_ops_t): the table's root is the
  * caller's to keep (dm_sephash_create), and each worker opens its own handle on it (the
- * directory cache). KV blocks are kvblock.h's; an entry points to one. */
+ * directory cache). KV blocks are kvblock.h's; an entry points to one.
+ *
+ * Not yet: leases on the merge lock (the meta word's lock bit) and on the directory lock,
+ * so a gateway that dies mid-merge leaves its segment locked (TODOs in merge.c, split.c);
+ * the point role (dm_point_index_ops_t) and a root in the superblock; key counting, scan
+ * and flush; the FPTable's record points (§4.4.2); fp2 of CurSegment entries. */
 #ifndef DMKV_SEPHASH_H
 #define DMKV_SEPHASH_H
 
