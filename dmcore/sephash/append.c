@@ -61,8 +61,10 @@ static int find_empty(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uint6
     if (rc) return rc;
     if (sh_meta_check(loc, m1)) return (rc = sh_refresh(ctx, h)) ? rc : 0;
     if (sh_round(m1) != sh_round(m2)) return 0;
-    if (m1 & SH_META_LOCK) {
-        sh_pause(ctx);
+    if (m1 & SH_META_LOCK) { /* a merge runs; or its holder died: take over once expired */
+        rc = sh_merge(ctx, h, loc, m1);
+        if (rc < 0) return rc;
+        if (rc == 0) sh_pause(ctx);
         return 0;
     }
     if (sh_round(m1) != round) { /* merged since we were here: start at entry 0 */

@@ -236,7 +236,6 @@ int dm_sephash_open(dm_ctx_t *ctx, dm_gaddr_t root, dm_sephash_t **out)
     dm_sephash_t *h = calloc(1, sizeof(*h));
     if (!h) return DM_ENOMEM;
     h->root = root;
-    h->owner = 1 + ((dm_now_us() ^ (uint64_t)(uintptr_t)h) % 0xfffffffeull);
     h->dir = calloc(1ull << SH_MAX_DEPTH, 8);
     h->cache = calloc(1ull << SH_MAX_DEPTH, sizeof(*h->cache));
     int rc = h->dir && h->cache ? sh_refresh(ctx, h) : DM_ENOMEM;

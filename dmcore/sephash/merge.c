@@ -220,9 +220,11 @@ static int alloc_write(dm_ctx_t *ctx, const void *buf, uint64_t bytes, dm_gaddr_
     return rc;
 }
 
-/* The merge proper, with the segment locked under meta word m. *moved = 1 once the
- * directory may name the new segment (from then on the lock must not go back to m). */
-static int merge_locked(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uint64_t m, int *moved)
+/* The merge proper, with the segment locked under meta word m and its merge lock held
+ * (hd). *moved = 1 once the directory may name the new segment (from then on the meta must
+ * stay locked until the commit: a taker finishes the split, split.c). */
+static int merge_locked(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uint64_t m,
+                        const sh_hold_t *hd, int *moved)
 {
     merge_t *g = calloc(1, sizeof(*g));
     if (!g) return DM_ENOMEM;
@@ -259,12 +261,13 @@ static int merge_locked(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uin
     }
     uint32_t c0 = 0, c1 = 0;
     uint8_t *b0 = NULL, *b1 = NULL, *seg1buf = NULL;
-    dm_gaddr_t main0 = 0, main1 = 0, seg1 = 0;
+    dm_gaddr_t main0 = 0, main1 = 0, seg1 = 0, used = 0;
     if (!rc) {
         b0 = build_main(g, halves, split ? 0 : -1, nl, &c0);
         if (split) b1 = build_main(g, halves, 1, nl, &c1);
         if (!b0 || (split && !b1)) rc = DM_ENOMEM;
     }
+    /* The new blocks are private until published: their writes need no send-by bound. */
     if (!rc) rc = alloc_write(ctx, b0, main_bytes(c0), &main0);
     if (!rc && split) {
         rc = alloc_write(ctx, b1, main_bytes(c1), &main1);
@@ -278,29 +281,44 @@ static int merge_locked(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uin
         /* The new segment goes into the directory while this one is still locked: a
          * writer that finds this meta deeper than its cache then finds the other half. */
         if (!rc) *moved = 1;
-        if (!rc) rc = sh_dir_split(ctx, h, loc->seg, ld, loc->lo, seg1);
+        if (!rc) rc = sh_dir_split(ctx, h, loc->seg, ld, loc->lo, seg1, hd->until, &used);
+        if (!rc && used != seg1) { /* a dead merger's split, finished: its seg1 is used */
+            dm_alloc_unused(ctx->w->alloc, main1, main_bytes(c1));
+            dm_alloc_unused(ctx->w->alloc, seg1, SH_CUR_BYTES);
+        }
         if (!rc) h->st.splits++;
     }
+    if (!rc && sh_die(h, SH_AT_MOVED)) rc = DM_EIO;
+    if (!rc && sh_die(h, SH_AT_COMMIT)) rc = DM_EIO;
+    if (!rc && dm_now_us() > hd->until) rc = DM_ERETRY; /* the hold ended: write nothing */
+    int committed = 0;
     if (!rc) {
         /* Clear the next round's filter, then flip the sign, install the MainSegment and
-         * unlock in one CAS (SepHash §4.2.2 step 4). */
+         * unlock in one CAS (SepHash §4.2.2 step 4), then free the merge lock: one message,
+         * sent by the hold's end or not at all (a late filter clear would wipe the filter
+         * of a taker's next round). */
         static const uint8_t zero[256];
         dm_batch_t b;
         dm_batch_init(&b);
+        b.send_by_us = hd->until;
         dm_batch_write(&b, loc->seg + SH_CUR_FILTER_OFF + 256ull * !s, zero, 256);
         dm_verb_t *v = dm_batch_cas(&b, loc->seg, m | SH_META_LOCK, sh_meta(!s, nl, c0, main0));
+        dm_batch_cas(&b, hd->addr, hd->word, 0);
         rc = dm_batch_exec(ctx, &b);
-        if (!rc && v->result != (m | SH_META_LOCK)) rc = DM_ECORRUPT;
+        committed = !rc && v->result == (m | SH_META_LOCK);
+        /* Another commit: our lease was taken over and the taker merged (our main0 was
+         * never published). */
+        if (!rc && !committed) rc = DM_ERETRY;
     }
-    if (!rc) {
+    if (committed) {
         h->st.merges++;
         dm_alloc_free(ctx->w->alloc, sh_meta_main(m), main_bytes(g->n));
         for (uint32_t d = 0; d < g->ndead; d++)
             if (g->dead[d].bytes) dm_alloc_free(ctx->w->alloc, g->dead[d].ptr, g->dead[d].bytes);
         h->st.freed_blocks += g->ndead;
-    } else if (!seg1) { /* nothing published: give the new MainSegments back */
+    } else if (rc != DM_EIO) { /* nothing of ours published but maybe seg1 (kept) */
         if (main0) dm_alloc_unused(ctx->w->alloc, main0, main_bytes(c0));
-        if (main1) dm_alloc_unused(ctx->w->alloc, main1, main_bytes(c1));
+        if (main1 && !*moved) dm_alloc_unused(ctx->w->alloc, main1, main_bytes(c1));
     }
     free(halves);
     free(b0);
@@ -310,30 +328,65 @@ static int merge_locked(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uin
     return rc;
 }
 
+/* Why a lease keeps the merge atomic. The merge's one commit is the meta CAS from m|LOCK
+ * (which sets the new MainSegment, flips the sign and unlocks); everything before it writes
+ * private blocks or, for a split, the directory (split.c: idempotent, finished by a
+ * taker). A merger that dies before the commit leaves the meta locked and its new blocks
+ * unreachable: they leak (a MainSegment of up to 74 KB, plus for a split whose directory
+ * was not written yet its seg1 and main1) until an offline reclaim that knows SepHash
+ * frees them; nothing else changes (the old MainSegment and dead versions are freed only
+ * after the commit, by its winner). A taker that has seen the merge lock unchanged for the
+ * lease fences the holder and CASes the lock word to its own token; it finds the meta
+ * still m|LOCK and redoes the whole merge from the same inputs: the CurSegment is full
+ * and no append changes it, and the MainSegment is immutable; so the result is the same,
+ * and its commit CAS from m|LOCK is the one that lands. The old holder's late writes
+ * cannot land: its batches under the lock carry send_by_us = its hold's end (refused after
+ * it), the taker came later than that (lease > hold), and the fence drops what was on the
+ * wire; its commit CAS, if sent in time but after the taker's, fails (meta words never
+ * recur within an operation's life), and its lock release CAS names its own token. */
 int sh_merge(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uint64_t m)
 {
-    if (m & SH_META_LOCK) return 0;
-    dm_batch_t b;
-    dm_batch_init(&b);
-    dm_verb_t *v = dm_batch_cas(&b, loc->seg, m, m | SH_META_LOCK);
-    int rc = dm_batch_exec(ctx, &b);
-    if (rc || v->result != m) return rc; /* someone else merges (or merged) it: 0 */
-    /* TODO(lease): a merger that dies here leaves the segment locked for good; RACE's
-     * split leases (race/resize.c) are the model. */
+    sh_hold_t hd;
+    int took = 0;
+    int rc = sh_lease_try(ctx, loc->seg + SH_CUR_LOCK_OFF, &hd, &took);
+    if (rc <= 0) return rc; /* someone else merges it (or a live holder's lease runs) */
+    h->st.takeovers += took;
     /* Charged apart from the append that ran into it, as RACE's splits are. */
     dm_cls_t cls = ctx->cls;
     ctx->cls = DM_CLS_SPLIT;
-    int moved = 0;
-    rc = merge_locked(ctx, h, loc, m, &moved);
-    /* A failed merge unlocks the segment unchanged (the CurSegment stays full, the next
-     * writer merges it), unless the pool looked wrong or the directory may already send
-     * the 1 half elsewhere: the segment then stays locked (TODO(lease): a taker would
-     * finish the merge). */
-    if (rc && rc != DM_ECORRUPT && !moved) {
+    uint64_t mm = 0;
+    rc = sh_read(ctx, loc->seg, &mm, 8);
+    int mine = !rc && sh_round(mm) == sh_round(m); /* not merged since */
+    if (mine && !(mm & SH_META_LOCK)) {
+        dm_batch_t b;
         dm_batch_init(&b);
-        dm_batch_cas(&b, loc->seg, m | SH_META_LOCK, m);
-        dm_batch_exec(ctx, &b);
+        b.send_by_us = hd.until;
+        dm_verb_t *v = dm_batch_cas(&b, loc->seg, mm, mm | SH_META_LOCK);
+        rc = dm_batch_exec(ctx, &b);
+        mine = !rc && v->result == mm;
+    }
+    int moved = 0;
+    /* A meta locked when we took the lock: its holder died, its merge is redone here. */
+    if (mine && sh_die(h, SH_AT_LOCKED)) rc = DM_EIO;
+    if (mine && !rc) rc = merge_locked(ctx, h, loc, sh_round(mm), &hd, &moved);
+    if (h->died) {
+        ctx->cls = cls;
+        return DM_EIO;
+    }
+    if (!mine || rc) {
+        /* Not merged by us: the meta goes back unlocked when nothing may name the new
+         * segment and the pool looked sane (else it stays locked and the next holder of
+         * the merge lock redoes the merge); the merge lock is freed either way. */
+        dm_batch_t b;
+        dm_batch_init(&b);
+        b.send_by_us = hd.until;
+        if (mine && rc != DM_ECORRUPT && !moved)
+            dm_batch_cas(&b, loc->seg, sh_round(mm) | SH_META_LOCK, sh_round(mm));
+        dm_batch_cas(&b, hd.addr, hd.word, 0);
+        if (b.n == 1 || dm_batch_exec(ctx, &b)) sh_lease_release(ctx, &hd);
     }
     ctx->cls = cls;
+    if (rc == DM_ERETRY) h->st.hold_ends++;
+    if (rc == DM_ERETRY || (!rc && !mine)) return 0;
     return rc ? rc : 1;
 }

@@ -3,7 +3,8 @@
  * Pool layout (all little-endian; sizes in bytes):
  *
  * Table header, at the root (SH_TABLE_BYTES = 64 + 8 * 2^SH_MAX_DEPTH = 524352):
- *   [0]  u64 magic  [8] u64 global depth (GD)  [16] u64 directory lock (0 free, else owner)
+ *   [0]  u64 magic  [8] u64 global depth (GD)  [16] u64 directory lock (0 free, else a
+ *        lease token << 1 | 1, dmkv/lease.h)
  *   [24] u64 main_max (MainSegment bound, entries)  [32..64) reserved
  *   [64] directory: 2^SH_MAX_DEPTH entries of 8 bytes (the base never moves; [0, 2^GD) in
  *        use), each local depth:8 (bits 48-55) | CurSegment gaddr:48. Slot j holds the
@@ -13,6 +14,9 @@
  * segment for good):
  *   [0]   CurSegMeta word: sign:1 (63) | lock:1 (62) | local depth:6 (56-61) |
  *         MainSegment entry count:14 (42-55) | MainSegment gaddr / 64:42 (0-41)
+ *   [8]   merge lock word: 0 free, else lease token << 1 | 1 (dmkv/lease.h; the meta word
+ *         has no room for a token). The meta's lock bit is set only by a holder of this
+ *         word; merge.c has the protocol.
  *   [64]  filter[2][256]: filter[s][fp] = 1 when the round with meta sign s may hold an
  *         entry of fingerprint fp (SepHash §4.4.1's bitmap, one byte per fp: see below)
  *   [576] 128 entries of 8 bytes: sign:1 (63) | len:3 (60-62) | dep:4 (56-59) |
@@ -69,7 +73,8 @@
 #define SH_HDR_LOCK_OFF 16ull
 
 #define SH_CUR_N DM_SH_CUR_ENTRIES
-#define SH_WINDOW 16u /* entries an append reads at a time (the sliding window, §4.3) */
+#define SH_WINDOW 16u        /* entries an append reads at a time (the sliding window, §4.3) */
+#define SH_CUR_LOCK_OFF 8ull /* the merge lock word (a lease, sh_hold_t) */
 #define SH_CUR_FILTER_OFF 64ull
 #define SH_CUR_ENTRY_OFF 576ull
 #define SH_CUR_BYTES (SH_CUR_ENTRY_OFF + 8ull * SH_CUR_N)
@@ -188,12 +193,43 @@ struct dm_sephash {
     dm_gaddr_t root;
     unsigned global_depth;
     uint32_t main_max;
-    uint64_t owner;         /* this handle's id in the directory lock */
+    int died;               /* tests: sh_test_hook made this handle "die" (sh_die) */
     uint64_t installs;      /* directory snapshots installed (refresh) */
     uint64_t *dir;          /* cached directory: 2^SH_MAX_DEPTH entries, [0, 2^GD) valid */
     sh_seg_cache_t **cache; /* per directory slot, allocated on first use */
     dm_sephash_stats_t st;
 };
+
+/* ---- leases on the merge and directory locks (dmkv: not in the paper) ----
+ * docs/leases.md's rules, as CHIME's leaf lock (chime/leaf.c ch_lock_leaf): the word holds
+ * a fresh token; the holder times its hold from before its lock CAS was posted and sends
+ * nothing under the lock after sh_hold_ms (every such batch carries send_by_us = until);
+ * a waiter takes over only a word it has seen unchanged for sh_lease_ms, after fencing
+ * the holder (dm_lease_takeover_ready). Variables so tests can shorten them; lease > hold
+ * is what keeps a live holder's writes ahead of a taker's. */
+extern uint32_t sh_lease_ms; /* 3000, as CHIME's CH_LEASE_MS */
+extern uint32_t sh_hold_ms;  /* 2000, as CH_HOLD_MAX_MS */
+
+typedef struct sh_hold {
+    dm_gaddr_t addr;
+    uint64_t word;  /* as written by our CAS */
+    uint64_t until; /* monotonic us: no batch under this lock leaves after it */
+} sh_hold_t;
+
+/* One attempt at the lock word at addr: 1 when taken (*hd filled; *took_over = 1 when it
+ * was taken from a holder presumed dead), 0 when held by a live holder (or one not yet
+ * seen held for sh_lease_ms), DM_E*. lease.c */
+int sh_lease_try(dm_ctx_t *ctx, dm_gaddr_t addr, sh_hold_t *hd, int *took_over);
+/* Free the lock: CAS from our word to 0, fire and forget and unbounded (a taker's word
+ * differs, so it cannot free a taker's lock). Returns 0 or a posting error. */
+int sh_lease_release(dm_ctx_t *ctx, const sh_hold_t *hd);
+
+/* Tests: called at the named instants of a merge; returning nonzero makes the handle
+ * "die" there: the merge returns DM_EIO at once, leaving every lock as it is. */
+enum { SH_AT_LOCKED, SH_AT_DIR_LOCKED, SH_AT_MOVED, SH_AT_COMMIT };
+extern int (*sh_test_hook)(dm_sephash_t *h, int site);
+/* 1 when the hook says h dies at site (sets h->died). */
+int sh_die(dm_sephash_t *h, int site);
 
 /* Where a key goes. */
 typedef struct sh_loc {
@@ -254,16 +290,22 @@ typedef struct sh_look {
 int sh_lookup(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen, int full_cur,
               sh_look_t *out);
 
-/* Merge the CurSegment seg (full, meta word m, unlocked) into its MainSegment, splitting
- * it when the result is over the bound (SepHash §4.2.2). Returns 1 when this call merged
- * it, 0 when someone else holds it or changed the meta first (the caller waits a little and
- * reads again), or DM_E*. merge.c */
+/* Merge the CurSegment seg (full, meta word m, locked or not) into its MainSegment,
+ * splitting it when the result is over the bound (SepHash §4.2.2), or finish the merge of a
+ * holder presumed dead. Returns 1 when this call merged it, 0 when someone else holds it,
+ * merged it first or this hold ended (the caller waits a little and reads again), or DM_E*.
+ * merge.c */
 int sh_merge(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uint64_t m);
 
 /* Point the directory slots of the segment at seg (local depth ld, suffix the low ld bits
  * of lo) whose bit ld is 1 at seg1, and all of them at local depth ld + 1, doubling the
- * directory first when ld = GD; under the directory lock. split.c */
+ * directory first when ld = GD; under the directory lock (a lease), its writes sent by
+ * until (the merge lock's hold) at the latest. A split a dead merger began is finished:
+ * when the directory already names another segment for the 1 half, *used is that one
+ * (the caller's seg1 is then unused), else seg1. Returns 0, DM_ERETRY (a hold ended: the
+ * slots may be half written, the merge's taker finishes them), DM_ECORRUPT or DM_E*.
+ * split.c */
 int sh_dir_split(dm_ctx_t *ctx, dm_sephash_t *h, dm_gaddr_t seg, unsigned ld, uint64_t lo,
-                 dm_gaddr_t seg1);
+                 dm_gaddr_t seg1, uint64_t until, dm_gaddr_t *used);
 
 #endif

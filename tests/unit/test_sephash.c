@@ -81,6 +81,7 @@ static uint64_t check_structure(const char *region, dm_sephash_t *h)
     const sh_table_hdr_t *hdr = (const void *)(base + dm_gaddr_off(h->root));
     const uint64_t *dir = (const void *)(base + dm_gaddr_off(h->root) + SH_DIR_OFF);
     uint64_t total = 0, gd = hdr->global_depth;
+    CHECKF(hdr->dir_lock == 0, "directory lock held at rest");
     for (uint64_t j = 0; j < (1ull << gd); j++) {
         dm_gaddr_t seg = sh_dir_seg(dir[j]);
         unsigned ld = sh_dir_ld(dir[j]);
@@ -88,6 +89,9 @@ static uint64_t check_structure(const char *region, dm_sephash_t *h)
         uint64_t m;
         memcpy(&m, base + dm_gaddr_off(seg), 8);
         CHECKF(!(m & SH_META_LOCK), "segment locked at rest");
+        uint64_t lk;
+        memcpy(&lk, base + dm_gaddr_off(seg) + SH_CUR_LOCK_OFF, 8);
+        CHECKF(lk == 0, "merge lock held at rest");
         CHECK(sh_meta_ld(m) == ld);
         if ((j >> ld) != 0) continue; /* count each segment once: at its lowest slot */
         /* Every full CurSegment entry of the round has its filter byte set (search skips

@@ -92,6 +92,8 @@ typedef struct dm_sephash_stats {
     uint64_t freed_blocks; /* dead versions' KV blocks freed by merges */
     uint64_t retries;      /* attempts restarted: stale directory or segment cache (a merge
                               since), a merge in the way, a lost entry CAS */
+    uint64_t takeovers;    /* merge or directory locks taken from a holder presumed dead */
+    uint64_t hold_ends;    /* merges given up because their hold ended before a write */
 } dm_sephash_stats_t;
 void dm_sephash_stats(const dm_sephash_t *h, dm_sephash_stats_t *s);
 /* The handle's cached global depth. */
