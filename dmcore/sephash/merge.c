@@ -288,7 +288,7 @@ static int merge_locked(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uin
         }
         if (!rc) h->st.splits++;
     }
-    if (!rc && sh_die(h, SH_AT_MOVED)) rc = DM_EIO;
+    if (!rc && split && sh_die(h, SH_AT_MOVED)) rc = DM_EIO;
     if (!rc && sh_die(h, SH_AT_COMMIT)) rc = DM_EIO;
     if (!rc && dm_now_us() > hd->until) rc = DM_ERETRY; /* the hold ended: write nothing */
     int committed = 0;
