@@ -9,10 +9,13 @@
  * caller's to keep (dm_sephash_create), and each worker opens its own handle on it (the
  * directory cache). KV blocks are kvblock.h's; an entry points to one.
  *
- * Not yet: leases on the merge lock (the meta word's lock bit) and on the directory lock,
- * so a gateway that dies mid-merge leaves its segment locked (TODOs in merge.c, split.c);
- * the point role (dm_point_index_ops_t) and a root in the superblock; key counting, scan
- * and flush; the FPTable's record points (§4.4.2); fp2 of CurSegment entries. */
+ * The merge lock and the directory lock are leases (docs/leases.md, sephash/lease.c): a
+ * worker that dies holding one is taken over after 3 s by the next writer that needs it,
+ * which finishes the dead merge or split (merge.c, split.c say why that is safe).
+ *
+ * Not yet: the point role (dm_point_index_ops_t) and a root in the superblock; key
+ * counting, scan and flush; the FPTable's record points (§4.4.2); fp2 of CurSegment
+ * entries. */
 #ifndef DMKV_SEPHASH_H
 #define DMKV_SEPHASH_H
 
