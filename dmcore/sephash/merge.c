@@ -312,6 +312,14 @@ static int merge_locked(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uin
     }
     if (committed) {
         h->st.merges++;
+        /* The key count: what this merge changed in the MainSegments (count.c). */
+        int64_t delta = (int64_t)c0 + (int64_t)c1 - (int64_t)g->n;
+        if (delta) {
+            dm_batch_t b;
+            dm_batch_init(&b);
+            dm_batch_faa(&b, h->root + SH_HDR_COUNT_OFF, (uint64_t)delta);
+            dm_batch_post_async(ctx, &b);
+        }
         dm_alloc_free(ctx->w->alloc, sh_meta_main(m), main_bytes(g->n));
         for (uint32_t d = 0; d < g->ndead; d++)
             if (g->dead[d].bytes) dm_alloc_free(ctx->w->alloc, g->dead[d].ptr, g->dead[d].bytes);

@@ -5,7 +5,8 @@
  * Table header, at the root (SH_TABLE_BYTES = 64 + 8 * 2^SH_MAX_DEPTH = 524352):
  *   [0]  u64 magic  [8] u64 global depth (GD)  [16] u64 directory lock (0 free, else a
  *        lease token << 1 | 1, dmkv/lease.h)
- *   [24] u64 main_max (MainSegment bound, entries)  [32..64) reserved
+ *   [24] u64 main_max (MainSegment bound, entries)  [32] i64 key count (FAA by merges:
+ *        the MainSegments' entries, dm_sephash_count)  [40..64) reserved
  *   [64] directory: 2^SH_MAX_DEPTH entries of 8 bytes (the base never moves; [0, 2^GD) in
  *        use), each local depth:8 (bits 48-55) | CurSegment gaddr:48. Slot j holds the
  *        segment whose suffix is the low local-depth bits of j (extendible hashing).
@@ -71,6 +72,7 @@
 #define SH_TABLE_BYTES (SH_DIR_OFF + (8ull << SH_MAX_DEPTH))
 #define SH_HDR_GD_OFF 8ull
 #define SH_HDR_LOCK_OFF 16ull
+#define SH_HDR_COUNT_OFF 32ull
 
 #define SH_CUR_N DM_SH_CUR_ENTRIES
 #define SH_WINDOW 16u        /* entries an append reads at a time (the sliding window, §4.3) */
@@ -87,7 +89,8 @@ typedef struct sh_table_hdr {
     uint64_t global_depth;
     uint64_t dir_lock;
     uint64_t main_max;
-    uint64_t reserved[4];
+    uint64_t key_count;
+    uint64_t reserved[3];
 } sh_table_hdr_t;
 
 /* ---- CurSegMeta word ---- */

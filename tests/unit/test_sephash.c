@@ -203,6 +203,8 @@ static void test_many_keys(void)
     CHECK(st.freed_blocks > 0);
     /* Merged MainSegments hold one entry per key (dead versions dropped). */
     uint64_t in_main = check_structure("shmany", h);
+    CHECKF(dm_sephash_count(&ctx, h) == (int64_t)in_main, "count %ld, %lu keys in MainSegments",
+           (long)dm_sephash_count(&ctx, h), (unsigned long)in_main);
     CHECKF(in_main <= BIG_KEYS && live <= in_main + 2 * DM_SH_CUR_ENTRIES * 4096,
            "MainSegments hold %lu entries, %lu live keys", (unsigned long)in_main,
            (unsigned long)live);
@@ -456,7 +458,7 @@ static void test_concurrent(void)
         CHECKF(atoi(got) == atomic_load(&ct_incs[i]), "counter %d: %s, %d increments acked", i, got,
                atomic_load(&ct_incs[i]));
     }
-    check_structure("shconc", h);
+    CHECK(dm_sephash_count(&ctx, h) == (int64_t)check_structure("shconc", h));
     dm_sephash_close(h);
     worker_done(w, &loop);
 }
@@ -753,7 +755,7 @@ static void dead_merger(int site, const char *region)
         CHECKF(get(&ctx, hc, key, got, sizeof(got), NULL) == 1 && !strcmp(got, acked[i]),
                "%s: want %s got %s", key, acked[i], got);
     }
-    check_structure(region, hc);
+    CHECK(dm_sephash_count(&ctx, hc) == (int64_t)check_structure(region, hc));
     dm_sephash_close(ha);
     dm_sephash_close(hb);
     dm_sephash_close(hc);

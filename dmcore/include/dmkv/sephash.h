@@ -13,8 +13,8 @@
  * worker that dies holding one is taken over after 3 s by the next writer that needs it,
  * which finishes the dead merge or split (merge.c, split.c say why that is safe).
  *
- * Not yet: the point role (dm_point_index_ops_t) and a root in the superblock; key
- * counting, scan and flush; the FPTable's record points (§4.4.2); fp2 of CurSegment
+ * Not yet: the point role (dm_point_index_ops_t) and a root in the superblock; scan
+ * and flush; the FPTable's record points (§4.4.2); fp2 of CurSegment
  * entries. */
 #ifndef DMKV_SEPHASH_H
 #define DMKV_SEPHASH_H
@@ -84,6 +84,16 @@ int dm_sephash_append(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t kl
  * block never appended is returned to the allocator. Returns as dm_sephash_append. */
 int dm_sephash_put(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen, const void *val,
                    size_t vlen, unsigned flags, uint64_t expect, uint64_t *version);
+
+/* The table's key count (1 RTT): the keys in its MainSegments, from a header counter that
+ * every merge moves by FAA right after its commit by what it changed (new entries minus
+ * old: it knows exactly which keys are live in its segment, having deduplicated them).
+ * Exact for every key whose segment merged since its last insert or delete; a key's
+ * insert or delete appended since is not counted yet (at most 128 entries per segment:
+ * the CurSegments; at rest, dm_sephash_scan counts exactly). Off by a merge's change for
+ * good if its merger dies between its commit and its FAA (count.c). Returns the count (>= 0) or
+ * DM_E*. dmkv: not in the paper. */
+int64_t dm_sephash_count(dm_ctx_t *ctx, dm_sephash_t *h);
 
 /* What this handle did (process-local counters). */
 typedef struct dm_sephash_stats {
