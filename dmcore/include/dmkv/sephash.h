@@ -13,9 +13,8 @@
  * worker that dies holding one is taken over after 3 s by the next writer that needs it,
  * which finishes the dead merge or split (merge.c, split.c say why that is safe).
  *
- * Not yet: the point role (dm_point_index_ops_t) and a root in the superblock; scan
- * and flush; the FPTable's record points (§4.4.2); fp2 of CurSegment
- * entries. */
+ * Not yet: the point role (dm_point_index_ops_t) and a root in the superblock; the FPTable's record
+ * points (§4.4.2); fp2 of CurSegment entries. */
 #ifndef DMKV_SEPHASH_H
 #define DMKV_SEPHASH_H
 
@@ -94,6 +93,31 @@ int dm_sephash_put(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen,
  * good if its merger dies between its commit and its FAA (count.c). Returns the count (>= 0) or
  * DM_E*. dmkv: not in the paper. */
 int64_t dm_sephash_count(dm_ctx_t *ctx, dm_sephash_t *h);
+
+/* Called by dm_sephash_scan with one live item: kv's key and value point into a buffer
+ * freed when the callback returns (copy what you keep); kv->version is its token. */
+typedef void (*dm_sephash_emit_fn)(void *arg, const dm_kv_view_t *kv);
+
+/* Walk the live items (the newest version of each key, tombstones hidden) segment by
+ * segment, from directory slot cursor (0 to start): emits whole segments until count
+ * items were emitted (at least one slot per call), then *next = the slot to go on from, 0
+ * when the walk is done. A key present for the whole walk (from the call with cursor 0 to
+ * the one that answers *next = 0) is emitted at least once, possibly more than once when
+ * segments split meanwhile; a key written or deleted during it may or may not be
+ * (scan.c argues it). Per segment: 2 RTTs, + 1 per 64 entries of its MainSegment and
+ * CurSegment (their KV blocks). Returns 0, DM_ECORRUPT (a block failed to parse), DM_ERETRY
+ * (a segment kept merging under it) or DM_E*. dmkv: not in the paper. */
+int dm_sephash_scan(dm_ctx_t *ctx, dm_sephash_t *h, uint64_t cursor, unsigned count,
+                    dm_sephash_emit_fn emit, void *arg, uint64_t *next);
+
+/* FLUSHALL: a walk (dm_sephash_scan) that appends a tombstone for every live key it finds
+ * (2 RTTs each; merges then free the blocks). *deleted (if not NULL): tombstones appended.
+ * Not atomic: concurrent readers see keys vanish segment by segment; every key written
+ * before the flush began is deleted unless written again during it; a write concurrent
+ * with the flush may survive it or not (including one that lands between the walk's read
+ * and the tombstone: the tombstone is newer and deletes it). Returns 0 or as
+ * dm_sephash_scan / dm_sephash_put (then some keys are left). dmkv: not in the paper. */
+int dm_sephash_flush(dm_ctx_t *ctx, dm_sephash_t *h, uint64_t *deleted);
 
 /* What this handle did (process-local counters). */
 typedef struct dm_sephash_stats {
