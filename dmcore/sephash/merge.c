@@ -291,7 +291,7 @@ static int merge_locked(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uin
     if (!rc && split && sh_die(h, SH_AT_MOVED)) rc = DM_EIO;
     if (!rc && sh_die(h, SH_AT_COMMIT)) rc = DM_EIO;
     if (!rc && dm_now_us() > hd->until) rc = DM_ERETRY; /* the hold ended: write nothing */
-    int committed = 0;
+    int committed = 0, unknown = 0;                     /* unknown: the commit may have landed */
     if (!rc) {
         /* Clear the next round's filter, then flip the sign, install the MainSegment and
          * unlock in one CAS (SepHash §4.2.2 step 4), then free the merge lock: one message,
@@ -305,6 +305,7 @@ static int merge_locked(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uin
         dm_verb_t *v = dm_batch_cas(&b, loc->seg, m | SH_META_LOCK, sh_meta(!s, nl, c0, main0));
         dm_batch_cas(&b, hd->addr, hd->word, 0);
         rc = dm_batch_exec(ctx, &b);
+        unknown = rc && rc != DM_ERETRY; /* DM_ERETRY: refused whole, nothing ran */
         committed = !rc && v->result == (m | SH_META_LOCK);
         /* Another commit: our lease was taken over and the taker merged (our main0 was
          * never published). */
@@ -324,7 +325,7 @@ static int merge_locked(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uin
         for (uint32_t d = 0; d < g->ndead; d++)
             if (g->dead[d].bytes) dm_alloc_free(ctx->w->alloc, g->dead[d].ptr, g->dead[d].bytes);
         h->st.freed_blocks += g->ndead;
-    } else if (rc != DM_EIO) { /* nothing of ours published but maybe seg1 (kept) */
+    } else if (rc != DM_EIO && !unknown) { /* nothing of ours published but maybe seg1 */
         if (main0) dm_alloc_unused(ctx->w->alloc, main0, main_bytes(c0));
         if (main1 && !*moved) dm_alloc_unused(ctx->w->alloc, main1, main_bytes(c1));
     }
