@@ -12,7 +12,17 @@
 
 #define SH_MAX_ATTEMPTS 100000
 
-/* Why one round is enough. The meta word is read first: m1 names round R (its
+/* Why the directory slot is read too: a split points the moved half's slots at the new
+ * segment before its commit CAS deepens the old one's meta, and writers that found the new
+ * segment append there meanwhile (for up to a lease when the merger died, split.c). A
+ * reader whose cached directory still names the old segment would read the old round
+ * there (its meta still says ld: sh_meta_check passes) and miss such an acknowledged
+ * append; reading its slot in the same batch shows the move (the slot was written before
+ * the writer could find the new segment). One 8-byte READ, no round trip. Not covered: a
+ * reader and a writer that reach the key through different slots (their cached GDs
+ * differ) while a split of more than 64 slots (several batches) is half written.
+ *
+ * Why one round is enough. The meta word is read first: m1 names round R (its
  * MainSegment, its sign). The filter byte filter[sign][fp] is read after it: a writer sets
  * it before its entry CAS (same message, in order), and a merge clears a filter only for
  * the round after next, so a clear byte means no entry of fp was appended in round R up
@@ -86,10 +96,11 @@ int sh_lookup(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen, int 
         uint8_t *r2 = malloc(run + 1);
         uint64_t *words = malloc(8ull * (SH_CUR_N + run));
         dm_gaddr_t *addrs = malloc(8ull * (SH_CUR_N + run));
-        uint64_t m1 = 0, m2 = 0;
+        uint64_t m1 = 0, m2 = 0, de = 0;
         uint8_t filt[2] = {0, 0};
         dm_batch_t b;
         dm_batch_init(&b);
+        dm_batch_read(&b, h->root + SH_DIR_OFF + 8 * loc->slot, &de, 8);
         dm_batch_read(&b, loc->seg, &m1, 8);
         dm_batch_read(&b, loc->seg + SH_CUR_FILTER_OFF + loc->fp, &filt[0], 1);
         dm_batch_read(&b, loc->seg + SH_CUR_FILTER_OFF + 256 + loc->fp, &filt[1], 1);
@@ -103,7 +114,7 @@ int sh_lookup(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen, int 
         }
         rc = rw && r2 && words && addrs ? dm_batch_exec(ctx, &b) : DM_ENOMEM;
         int again = 0;
-        if (!rc && sh_meta_check(loc, m1)) {
+        if (!rc && (sh_meta_check(loc, m1) || de != sh_dir_entry(loc->seg, loc->ld))) {
             rc = sh_refresh(ctx, h);
             again = 1;
         } else if (!rc && sh_round(m1) != round) {
