@@ -3,7 +3,10 @@
  * reads (a transport hook); round trips per append, search and merge; insert, search,
  * update and delete of 20,000 keys through many merges and splits with a check of the
  * pool's structure; concurrent appends and conditional appends from several workers'
- * coroutines while merges and splits run. */
+ * coroutines while merges and splits run; the key count against the MainSegments; scan and
+ * flush, at rest and while splits run; leases: a merger that dies holding its locks is
+ * taken over and its merge or split finished, a commit held back past its hold is refused,
+ * a reader with a directory from before a split sees appends to the new segment. */
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdlib.h>

@@ -11,10 +11,12 @@
  *
  * The merge lock and the directory lock are leases (docs/leases.md, sephash/lease.c): a
  * worker that dies holding one is taken over after 3 s by the next writer that needs it,
- * which finishes the dead merge or split (merge.c, split.c say why that is safe).
+ * which finishes the dead merge or split (merge.c, split.c say why that is safe). A key
+ * count (counted by merges), scan and flush are dmkv's (count.c, scan.c).
  *
- * Not yet: the point role (dm_point_index_ops_t) and a root in the superblock; the FPTable's record
- * points (§4.4.2); fp2 of CurSegment entries. */
+ * Not yet: the point role (dm_point_index_ops_t) and a root in the superblock; the
+ * FPTable's record points (§4.4.2); fp2 of CurSegment entries; a recount that repairs the
+ * key count after a merger died between its commit and its FAA. */
 #ifndef DMKV_SEPHASH_H
 #define DMKV_SEPHASH_H
 
