@@ -1138,6 +1138,75 @@ static void test_stale_reader(void)
     sh_lease_ms = lease, sh_hold_ms = hold;
 }
 
+/* The same with the writer on another thread (its own worker), so that merges and splits
+ * run between the walk's reads of one segment, not only between its calls. */
+static dm_gaddr_t cw_root;
+static atomic_int cw_stop, cw_written;
+
+static void *cw_writer(void *arg)
+{
+    (void)arg;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:shscan3");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    dm_sephash_t *h;
+    CHECK(dm_sephash_open(&ctx, cw_root, &h) == 0);
+    char key[32];
+    for (int i = 2000; i < 20000 && !atomic_load(&cw_stop); i++) {
+        snprintf(key, sizeof(key), "sc-%d", i);
+        dm_ctx_init(&ctx, w, DM_CLS_SET);
+        put(&ctx, h, key, "y");
+        atomic_fetch_add(&cw_written, 1);
+    }
+    dm_sephash_close(h);
+    worker_done(w, &loop);
+    return NULL;
+}
+
+static void test_scan_concurrent(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:shscan3");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    CHECK(dm_sephash_create(&ctx, 128, &cw_root) == 0);
+    dm_sephash_t *h;
+    CHECK(dm_sephash_open(&ctx, cw_root, &h) == 0);
+    enum { BEFORE = 2000 };
+    static int times[20000];
+    char key[32];
+    for (int i = 0; i < BEFORE; i++) {
+        snprintf(key, sizeof(key), "sc-%d", i);
+        put(&ctx, h, key, "x");
+    }
+    int walks = 0;
+    pthread_t th;
+    pthread_create(&th, NULL, cw_writer, NULL);
+    while (atomic_load(&cw_written) < 15000 && walks < 200) { /* walks while it writes */
+        memset(times, 0, sizeof(times));
+        sc_seen_t s = {.times = times};
+        uint64_t cur = 0;
+        do {
+            dm_ctx_init(&ctx, w, DM_CLS_SET);
+            CHECK(dm_sephash_scan(&ctx, h, cur, 5, sc_emit, &s, &cur) == 0);
+        } while (cur);
+        walks++;
+        CHECK(s.bad == 0);
+        for (int i = 0; i < BEFORE; i++)
+            CHECKF(times[i] >= 1, "walk %d: sc-%d present throughout, not emitted", walks, i);
+    }
+    atomic_store(&cw_stop, 1);
+    pthread_join(th, NULL);
+    fprintf(stderr, "  %d walks while another thread wrote %d keys; gd %u\n", walks,
+            atomic_load(&cw_written), dm_sephash_global_depth(h));
+    CHECK(walks >= 3);
+    dm_sephash_close(h);
+    worker_done(w, &loop);
+}
+
 int main(void)
 {
     dm_local_set_size(512ull << 20);
@@ -1148,6 +1217,7 @@ int main(void)
     RUN(test_concurrent);
     RUN(test_scan_flush);
     RUN(test_scan_under_splits);
+    RUN(test_scan_concurrent);
     RUN(test_dead_merger);
     RUN(test_late_commit);
     RUN(test_stale_reader);
