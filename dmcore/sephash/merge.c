@@ -87,9 +87,17 @@ static int gather(dm_ctx_t *ctx, dm_sephash_t *h, merge_t *g)
                 !memcmp(g->cv[k].key, g->cv[j].key, g->cv[j].key_len))
                 keep[j] = 0; /* a newer version follows */
     }
-    /* MainSegment entries with the same fp and fp2 as a surviving CurSegment entry. */
-    uint32_t ncand = 0, *cm = malloc(4ull * (g->n + 1)), *cj = malloc(4ull * (g->n + 1));
-    uint64_t *cw = malloc(8ull * (g->n + 1));
+    /* MainSegment entries with the same fp and fp2 as a surviving CurSegment entry. One
+     * entry can match several keys (fp and fp2 are 16 bits): counted first, there can be
+     * more than the MainSegment's entries (a flush's CurSegment, every key in it present). */
+    uint32_t ncand = 0, most = 1;
+    for (unsigned j = 0; j < SH_CUR_N; j++) {
+        uint8_t fp = (uint8_t)g->chi[j], fp2 = (uint8_t)(g->chi[j] >> 8);
+        for (unsigned k = start[fp]; keep[j] && k < start[fp + 1] && k < g->n; k++)
+            most += mfp2[k] == fp2;
+    }
+    uint32_t *cm = malloc(4ull * most), *cj = malloc(4ull * most);
+    uint64_t *cw = malloc(8ull * most);
     uint8_t *mdead = calloc(g->n + 1, 1);
     g->dead = malloc(sizeof(*g->dead) * (SH_CUR_N + g->n + 1));
     g->items = malloc(sizeof(*g->items) * (SH_CUR_N + g->n + 1));
