@@ -1145,7 +1145,7 @@ static atomic_int cw_stop, cw_written;
 
 static void *cw_writer(void *arg)
 {
-    (void)arg;
+    const char *prefix = arg;
     uv_loop_t loop;
     uv_loop_init(&loop);
     dm_worker_t *w = bare_worker(&loop, "local:shscan3");
@@ -1155,7 +1155,7 @@ static void *cw_writer(void *arg)
     CHECK(dm_sephash_open(&ctx, cw_root, &h) == 0);
     char key[32];
     for (int i = 2000; i < 20000 && !atomic_load(&cw_stop); i++) {
-        snprintf(key, sizeof(key), "sc-%d", i);
+        snprintf(key, sizeof(key), "%s-%d", prefix, i);
         dm_ctx_init(&ctx, w, DM_CLS_SET);
         put(&ctx, h, key, "y");
         atomic_fetch_add(&cw_written, 1);
@@ -1184,7 +1184,7 @@ static void test_scan_concurrent(void)
     }
     int walks = 0;
     pthread_t th;
-    pthread_create(&th, NULL, cw_writer, NULL);
+    pthread_create(&th, NULL, cw_writer, "sc");
     while (atomic_load(&cw_written) < 15000 && walks < 200) { /* walks while it writes */
         memset(times, 0, sizeof(times));
         sc_seen_t s = {.times = times};
@@ -1203,6 +1203,25 @@ static void test_scan_concurrent(void)
     fprintf(stderr, "  %d walks while another thread wrote %d keys; gd %u\n", walks,
             atomic_load(&cw_written), dm_sephash_global_depth(h));
     CHECK(walks >= 3);
+    /* A flush while another thread writes new keys: every key written before it is gone
+     * (the new ones may or may not be). */
+    int before = atomic_load(&cw_written);
+    atomic_store(&cw_stop, 0);
+    pthread_create(&th, NULL, cw_writer, "fw");
+    uint64_t deleted = 0;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    CHECK(dm_sephash_flush(&ctx, h, &deleted) == 0);
+    atomic_store(&cw_stop, 1);
+    pthread_join(th, NULL);
+    char got[64];
+    for (int i = 0; i < 2000 + before; i++) {
+        snprintf(key, sizeof(key), "sc-%d", i);
+        dm_ctx_init(&ctx, w, DM_CLS_SET);
+        CHECKF(get(&ctx, h, key, got, sizeof(got), NULL) == 0, "%s survived the flush", key);
+    }
+    fprintf(stderr, "  flush: %lu tombstones while %d keys went in\n", (unsigned long)deleted,
+            atomic_load(&cw_written) - before);
+    CHECK(deleted >= (uint64_t)(2000 + before));
     dm_sephash_close(h);
     worker_done(w, &loop);
 }
