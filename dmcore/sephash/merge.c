@@ -383,8 +383,8 @@ int sh_merge(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uint64_t m)
         mine = !rc && v->result == mm;
     }
     int moved = 0;
-    /* A meta locked when we took the lock: its holder died, its merge is redone here. */
     if (mine && sh_die(h, SH_AT_LOCKED)) rc = DM_EIO;
+    /* mm locked already: a holder presumed dead locked it; its merge is redone here. */
     if (mine && !rc) rc = merge_locked(ctx, h, loc, sh_round(mm), &hd, &moved);
     if (h->died) {
         ctx->cls = cls;
