@@ -1,0 +1,181 @@
+/* SepHash appends (SepHash §4.3 "RTT-reduced concurrency control"): insert, update and
+ * delete are all one CAS of the first empty CurSegment entry, taken in order.
+ *
+ * Newest wins. Entries of a round are filled strictly in order: a writer CASes entry i
+ * only after reading entries [0, i) full in the same round (its window, and before it the
+ * sliding-window offset it remembered for that round), and the CAS expects entry i's exact
+ * empty word, which the entry never holds again within an operation's life (the word's
+ * block pointer would have to be freed and reused: DM_GRACE_US). So the last entry of a key
+ * in a CurSegment is its newest version, and anything in the CurSegment is newer than the
+ * MainSegment. Dead versions stay where they are until the segment's next merge, which
+ * keeps only the newest entry of each key, drops tombstones and frees the dead versions'
+ * blocks (merge.c).
+ *
+ * Conditional append (DM_SH_IF). The writer reads, in one batch, the meta word, every
+ * CurSegment entry, the meta again and the key's MainSegment run, finds the key's newest
+ * entry (0: none), compares it with expect, and CASes the first empty entry i expecting
+ * the empty word it read there. If the CAS succeeds, entry i still held that word, so: no
+ * merge happened since the read (a merge needs every entry full, and a later round
+ * would have replaced entry i's word first), the MainSegment is the one read (only merges
+ * replace it), entries [0, i) are the ones read (full entries do not change within a
+ * round), and no entry after i was written (in order). The key's newest entry at the CAS
+ * is therefore the one compared, and the append lands right behind it. If the CAS fails,
+ * the read is redone: it fails with DM_ECONFLICT only once the newest entry really
+ * changed. One change is not a write: a merge drops a tombstone, so a key read as deleted
+ * (expect = the tombstone's token) reads as never written (0) after its segment merged,
+ * and the conditional append fails although nothing was written (the caller reads again). */
+#include "dmkv/sephash.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "dmkv/alloc.h"
+#include "dmkv/batch.h"
+#include "dmkv/errors.h"
+#include "dmkv/kvblock.h"
+#include "sephash_internal.h"
+
+#define SH_MAX_ATTEMPTS 100000
+
+/* Where the next unconditional append goes: reads the window at the offset remembered
+ * for the segment's round, with the meta word before and after it (1 RTT). Returns 1 with
+ * *m (the round), *i and *e (the first empty entry and its word), 0 to start again (stale
+ * directory, a merge ran or is running, the window was full), or DM_E*. */
+static int find_empty(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uint64_t *m, unsigned *i,
+                      uint64_t *e)
+{
+    sh_seg_cache_t *c = sh_cache(h, loc);
+    if (!c) return DM_ENOMEM;
+    /* Other coroutines of the worker update c while this one waits: keep what the window
+     * was based on. */
+    uint64_t round = c->round;
+    unsigned off = round ? c->off : 0;
+    if (off > SH_CUR_N - SH_WINDOW) off = SH_CUR_N - SH_WINDOW;
+    uint64_t m1 = 0, m2 = 0, win[SH_WINDOW];
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_read(&b, loc->seg, &m1, 8);
+    dm_batch_read(&b, loc->seg + SH_CUR_ENTRY_OFF + 8ull * off, win, sizeof(win));
+    dm_batch_read(&b, loc->seg, &m2, 8);
+    int rc = dm_batch_exec(ctx, &b);
+    if (rc) return rc;
+    if (sh_meta_check(loc, m1)) return (rc = sh_refresh(ctx, h)) ? rc : 0;
+    if (sh_round(m1) != sh_round(m2)) return 0;
+    if (m1 & SH_META_LOCK) { /* a merge runs; or its holder died: take over once expired */
+        rc = sh_merge(ctx, h, loc, m1);
+        if (rc < 0) return rc;
+        if (rc == 0) sh_pause(ctx);
+        return 0;
+    }
+    if (sh_round(m1) != round) { /* merged since we were here: start at entry 0 */
+        if (c->round == round) {
+            c->round = sh_round(m1);
+            c->fpt_ok = 0;
+            c->off = 0;
+        }
+        if (off) return 0;
+    }
+    unsigned s = sh_meta_sign(m1);
+    for (unsigned j = 0; j < SH_WINDOW; j++)
+        if (sh_entry_sign(win[j]) == s) {
+            *m = m1, *i = off + j, *e = win[j];
+            return 1;
+        }
+    if (c->round == sh_round(m1) && c->off < off + SH_WINDOW) c->off = off + SH_WINDOW;
+    if (off + SH_WINDOW >= SH_CUR_N) { /* full: merge it (or let whoever locked it first) */
+        rc = sh_merge(ctx, h, loc, m1);
+        if (rc < 0) return rc;
+        if (rc == 0) sh_pause(ctx); /* another writer merges it */
+    }
+    return 0;
+}
+
+int dm_sephash_append(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen,
+                      dm_gaddr_t block, uint64_t block_len, unsigned flags, uint64_t expect,
+                      uint64_t *version)
+{
+    unsigned len = flags & DM_SH_TOMBSTONE ? 0 : sh_len_units(block_len);
+    sh_look_t *o = flags & DM_SH_IF ? malloc(sizeof(*o)) : NULL;
+    if ((flags & DM_SH_IF) && !o) return DM_ENOMEM;
+    /* expect was read by this operation: younger than any freed block's quarantine. */
+    if ((flags & DM_SH_IF) && dm_ctx_check(ctx)) {
+        free(o);
+        return DM_ERETRY;
+    }
+    int rc = DM_ERETRY, attempt;
+    for (attempt = 0; attempt < SH_MAX_ATTEMPTS; attempt++) {
+        if (attempt) h->st.retries++;
+        uint64_t t0 = dm_now_us(), m, e;
+        unsigned i;
+        sh_loc_t loc;
+        if (o) {
+            rc = sh_lookup(ctx, h, key, klen, 1, o);
+            if (rc) break;
+            free(o->block);
+            o->block = NULL;
+            if (sh_version(o->newest) != expect) {
+                rc = DM_ECONFLICT;
+                break;
+            }
+            loc = o->loc, m = o->round, i = o->first_empty;
+            if (i == SH_CUR_N) {
+                if ((rc = sh_merge(ctx, h, &loc, m)) < 0) break;
+                if (rc == 0) sh_pause(ctx); /* another writer merges it */
+                continue;
+            }
+            e = o->cur[i];
+        } else {
+            sh_locate(h, key, klen, &loc);
+            rc = find_empty(ctx, h, &loc, &m, &i, &e);
+            if (rc < 0) break;
+            if (rc == 0) continue;
+        }
+        /* The CAS's expected word must be younger than any block's quarantine. */
+        if (dm_now_us() - t0 > DM_OP_TIMEOUT_US) continue;
+        unsigned s = sh_meta_sign(m);
+        uint64_t w = sh_entry(!s, len, sh_dep(loc.lo, sh_meta_ld(m)), block, loc.fp);
+        static const uint8_t one = 1;
+        dm_batch_t b;
+        dm_batch_init(&b);
+        /* The filter byte first: no reader sees the entry without it (search.c). */
+        dm_batch_write(&b, loc.seg + SH_CUR_FILTER_OFF + 256ull * s + loc.fp, &one, 1);
+        dm_verb_t *v = dm_batch_cas(&b, loc.seg + SH_CUR_ENTRY_OFF + 8ull * i, e, w);
+        rc = dm_batch_exec(ctx, &b);
+        if (rc) break;
+        sh_seg_cache_t *c = sh_cache(h, &loc);
+        int same = c && c->round == sh_round(m);
+        if (v->result == e) {
+            if (same && c->off < i + 1) c->off = i + 1;
+            if (version) *version = sh_version(w);
+            rc = 0;
+            break;
+        }
+        if (same && sh_entry_sign(v->result) != s && c->off < i + 1)
+            c->off = i + 1; /* taken in this round */
+    }
+    if (attempt == SH_MAX_ATTEMPTS) rc = DM_ERETRY;
+    free(o);
+    return rc;
+}
+
+int dm_sephash_put(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen, const void *val,
+                   size_t vlen, unsigned flags, uint64_t expect, uint64_t *version)
+{
+    if (flags & DM_SH_TOMBSTONE) vlen = 0;
+    uint64_t bytes = dm_kvblock_size(klen, vlen, 0);
+    uint8_t *buf = malloc(bytes);
+    if (!buf) return DM_ENOMEM;
+    dm_kvblock_build(buf, key, klen, val, vlen, 0, 0);
+    dm_gaddr_t addr;
+    int rc = dm_alloc_kv_block(ctx, dm_sephash_block_bytes(bytes), &addr);
+    if (!rc) {
+        rc = sh_write(ctx, addr, buf, bytes);
+        if (!rc) rc = dm_sephash_append(ctx, h, key, klen, addr, bytes, flags, expect, version);
+        /* Never in an entry: reusable at once. (After DM_EIO the CAS may have landed: the
+         * block is then kept, possibly leaked.) */
+        if (rc == DM_ECONFLICT || rc == DM_EFULL || rc == DM_ENOMEM || rc == DM_ERETRY)
+            dm_alloc_unused(ctx->w->alloc, addr, dm_sephash_block_bytes(bytes));
+    }
+    free(buf);
+    return rc;
+}
