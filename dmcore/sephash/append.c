@@ -105,8 +105,8 @@ int dm_sephash_append(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t kl
     int rc = DM_ERETRY, attempt;
     for (attempt = 0; attempt < SH_MAX_ATTEMPTS; attempt++) {
         if (attempt) h->st.retries++;
-        uint64_t t0 = dm_now_us(), m, e;
-        unsigned i;
+        uint64_t t0 = dm_now_us(), m = 0, e = 0; /* set by find_empty when it returns 1 */
+        unsigned i = 0;
         sh_loc_t loc;
         if (o) {
             rc = sh_lookup(ctx, h, key, klen, 1, o);
