@@ -1,6 +1,9 @@
 /* ROLEX unit tests on the local transport (dmcore/rolex/): key images; bulk build and
  * search of numeric-like keys and keys sharing their first 8 bytes (one image: a synonym
- * chain), present and absent; a scan of all keys; round trips per search. */
+ * chain), present and absent; inserts that fill leaves and chain synonym leaves, removes,
+ * and scans against a sorted reference; round trips per search and per scan of 100 keys;
+ * two threads' coroutines inserting into the same leaves with delayed completions while a
+ * scan checks order; a holder that dies holding a leaf lock is taken over after the lease. */
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -146,11 +149,238 @@ static void test_build_search(void)
     worker_done(w, &loop);
 }
 
+static void test_insert_remove_scan(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:rxins");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    static char in[NALL];
+    for (int i = 0; i < NALL; i++)
+        in[i] = i % 4 == 0;
+    dm_rolex_cfg_t cfg = {.eps = 1, .fill = 12, .spare = 4000};
+    dm_gaddr_t root = build(&ctx, in, &cfg);
+    dm_rolex_t *r;
+    CHECK(dm_rolex_open(&ctx, root, &r) == 0);
+    uint64_t prim, syn0, syn1;
+    CHECK(dm_rolex_leaf_counts(&ctx, r, &prim, &syn0) == 0);
+    char k[32];
+    for (int i = 0; i < NALL; i++) { /* every leaf gets 4 times its keys: synonym leaves */
+        key_of(i, k, sizeof(k));
+        int rc = dm_rolex_insert(&ctx, r, k, strlen(k));
+        CHECKF(rc == in[i], "insert %s rc=%d", k, rc);
+        in[i] = 1;
+        if (i % 97 == 0) CHECK(search(&ctx, r, i) == 1);
+    }
+    CHECK(dm_rolex_leaf_counts(&ctx, r, &prim, &syn1) == 0);
+    fprintf(stderr, "  synonym leaves: %lu after build, %lu after %d inserts\n",
+            (unsigned long)syn0, (unsigned long)syn1, NALL);
+    CHECK(syn1 > syn0 + prim);
+    for (int i = 0; i < NALL; i++)
+        CHECKF(search(&ctx, r, i) == 1, "key %d lost", i);
+    check_scan(&ctx, r, in, -1, NALL);
+    for (int i = 0; i < NALL; i += 3) {
+        key_of(i, k, sizeof(k));
+        CHECKF(dm_rolex_remove(&ctx, r, k, strlen(k)) == 1, "remove %s", k);
+        CHECKF(dm_rolex_remove(&ctx, r, k, strlen(k)) == 0, "remove %s twice", k);
+        in[i] = 0;
+    }
+    for (int i = 0; i < NALL; i++)
+        CHECKF(search(&ctx, r, i) == in[i], "key %d: want %d", i, in[i]);
+    unsigned seed = 7;
+    for (int t = 0; t < 300; t++)
+        check_scan(&ctx, r, in, rand_r(&seed) % NALL, 1 + rand_r(&seed) % 300);
+    check_scan(&ctx, r, in, NK - 5, 400); /* across the one-image chains */
+    check_scan(&ctx, r, in, -1, NALL);
+    /* Round trips of a scan of 100 keys from a numeric key. */
+    dm_cls_stats_t s0, s1;
+    static dm_rolex_key_t out[100];
+    size_t got;
+    dm_ctx_init(&ctx, w, DM_CLS_SCAN);
+    dm_stats_get(DM_CLS_SCAN, &s0);
+    for (int t = 0; t < 100; t++) {
+        key_of(t * 40, k, sizeof(k));
+        CHECK(dm_rolex_scan(&ctx, r, k, strlen(k), 100, out, &got) == 0 && got == 100);
+    }
+    dm_stats_get(DM_CLS_SCAN, &s1);
+    fprintf(stderr, "  scan of 100 keys (chains of ~%.1f leaves): %.2f RTTs\n",
+            (double)(prim + syn1) / (double)prim, (double)(s1.rtts - s0.rtts) / 100);
+    dm_rolex_close(r);
+    worker_done(w, &loop);
+}
+
+/* ---- concurrency: 2 threads x 2 coroutines insert interleaved keys into the same leaves */
+enum { CT_THREADS = 2, CT_COROS = 2, CT_N = 1600 };
+static dm_gaddr_t ct_root;
+static char ct_acked[CT_N];
+
+typedef struct ct_coro {
+    dm_worker_t *w;
+    dm_rolex_t *r;
+    int id;
+    int *done;
+} ct_coro_t;
+
+static void ct_key(int i, char *k, size_t cap)
+{
+    snprintf(k, cap, "c%07d", i);
+}
+
+static void ct_run(void *arg)
+{
+    ct_coro_t *c = arg;
+    char k[32];
+    for (int i = c->id; i < CT_N; i += CT_THREADS * CT_COROS) {
+        if (i % 8 == 0) continue; /* built in */
+        dm_ctx_t ctx;
+        dm_ctx_init(&ctx, c->w, DM_CLS_SET);
+        ct_key(i, k, sizeof(k));
+        int rc = dm_rolex_insert(&ctx, c->r, k, strlen(k));
+        CHECKF(rc == 0, "insert %s rc=%d", k, rc);
+        ct_acked[i] = 1;
+        CHECKF(dm_rolex_search(&ctx, c->r, k, strlen(k)) == 1, "%s after its insert", k);
+        if (i % 50 == c->id) { /* a scan meanwhile: sorted, every acknowledged key in it */
+            static __thread dm_rolex_key_t out[CT_N];
+            size_t got;
+            CHECK(dm_rolex_scan(&ctx, c->r, "", 0, CT_N, out, &got) == 0);
+            for (size_t m = 1; m < got; m++)
+                CHECK(rx_key_cmp(out[m - 1].key, out[m - 1].len, out[m].key, out[m].len) < 0);
+            CHECK(got >= CT_N / 8);
+        }
+    }
+    (*c->done)++;
+}
+
+static void *ct_thread(void *arg)
+{
+    int tid = (int)(intptr_t)arg;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:rxconc");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    dm_rolex_t *r;
+    CHECK(dm_rolex_open(&ctx, ct_root, &r) == 0);
+    int done = 0;
+    ct_coro_t cs[CT_COROS];
+    for (int i = 0; i < CT_COROS; i++) {
+        cs[i] = (ct_coro_t){.w = w, .r = r, .id = tid * CT_COROS + i, .done = &done};
+        dm_coro_spawn(ct_run, &cs[i]);
+    }
+    while (done < CT_COROS)
+        uv_run(&loop, UV_RUN_ONCE);
+    dm_rolex_close(r);
+    worker_done(w, &loop);
+    return NULL;
+}
+
+static void test_concurrent(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:rxconc");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    static char kb[CT_N][32];
+    static const char *keys[CT_N];
+    static size_t lens[CT_N];
+    size_t n = 0;
+    for (int i = 0; i < CT_N; i += 8) {
+        ct_key(i, kb[n], sizeof(kb[n]));
+        keys[n] = kb[n], lens[n] = strlen(kb[n]), n++;
+        ct_acked[i] = 1;
+    }
+    dm_rolex_cfg_t cfg = {.eps = 1, .fill = 8, .spare = 2000};
+    CHECK(dm_rolex_build(&ctx, keys, lens, n, &cfg, &ct_root) == 0);
+    /* Completions 1-3 ms late, in random order: coroutines interleave at every batch. */
+    dm_local_inject(2000, 0, NULL, NULL);
+    pthread_t th[CT_THREADS];
+    for (int i = 0; i < CT_THREADS; i++)
+        pthread_create(&th[i], NULL, ct_thread, (void *)(intptr_t)i);
+    for (int i = 0; i < CT_THREADS; i++)
+        pthread_join(th[i], NULL);
+    dm_local_inject(0, 0, NULL, NULL);
+    dm_rolex_t *r;
+    CHECK(dm_rolex_open(&ctx, ct_root, &r) == 0);
+    static dm_rolex_key_t out[CT_N + 1];
+    size_t got;
+    CHECK(dm_rolex_scan(&ctx, r, "", 0, CT_N + 1, out, &got) == 0);
+    CHECKF(got == CT_N, "%zu keys after the inserts, want %d", got, CT_N);
+    char k[32];
+    for (int i = 0; i < CT_N; i++) {
+        ct_key(i, k, sizeof(k));
+        CHECK(ct_acked[i]);
+        CHECKF(out[i].len == strlen(k) && !memcmp(out[i].key, k, out[i].len), "scan key %d", i);
+        CHECKF(dm_rolex_search(&ctx, r, k, strlen(k)) == 1, "%s lost", k);
+    }
+    uint8_t *base = dm_local_region_base("rxconc", NULL);
+    for (uint64_t j = 0; j < r->hdr.primaries; j++) {
+        uint64_t lock;
+        memcpy(&lock, base + dm_gaddr_off(rx_leaf_addr(r, j)), 8);
+        CHECKF(lock == 0, "leaf %lu locked at rest", (unsigned long)j);
+    }
+    dm_rolex_close(r);
+    worker_done(w, &loop);
+}
+
+/* ---- a holder that dies holding a leaf lock ---- */
+static int die_once;
+static int die_hook(int site)
+{
+    if (site != RX_SITE_LOCKED || !die_once) return 0;
+    die_once = 0;
+    return 1;
+}
+
+static void test_lease(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:rxlease");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    const char *keys[] = {"a0", "a2", "a4"};
+    size_t lens[] = {2, 2, 2};
+    dm_gaddr_t root;
+    CHECK(dm_rolex_build(&ctx, keys, lens, 3, NULL, &root) == 0);
+    dm_rolex_t *r;
+    CHECK(dm_rolex_open(&ctx, root, &r) == 0);
+    uint32_t lease = rx_lease_ms, hold = rx_hold_ms;
+    rx_lease_ms = 300, rx_hold_ms = 200;
+    rx_test_hook = die_hook;
+    die_once = 1;
+    CHECK(dm_rolex_insert(&ctx, r, "a1", 2) == DM_EIO); /* died holding leaf 0's lock */
+    uint8_t *base = dm_local_region_base("rxlease", NULL);
+    uint64_t lock;
+    memcpy(&lock, base + dm_gaddr_off(rx_leaf_addr(r, 0)), 8);
+    CHECK(lock != 0);
+    CHECK(dm_rolex_search(&ctx, r, "a2", 2) == 1); /* readers take no lock */
+    uint64_t t0 = dm_now_us();
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    CHECK(dm_rolex_insert(&ctx, r, "a3", 2) == 0); /* waits out the lease, takes it over */
+    uint64_t waited = dm_now_us() - t0;
+    fprintf(stderr, "  took a dead holder's lock over after %lu ms\n",
+            (unsigned long)(waited / 1000));
+    CHECK(waited >= 1000ull * rx_lease_ms);
+    memcpy(&lock, base + dm_gaddr_off(rx_leaf_addr(r, 0)), 8);
+    CHECK(lock == 0);
+    CHECK(dm_rolex_search(&ctx, r, "a3", 2) == 1);
+    CHECK(dm_rolex_search(&ctx, r, "a1", 2) == 0);
+    rx_test_hook = NULL;
+    rx_lease_ms = lease, rx_hold_ms = hold;
+    dm_rolex_close(r);
+    worker_done(w, &loop);
+}
+
 int main(void)
 {
     dm_local_set_size(256ull << 20);
     RUN(test_image);
     RUN(test_build_search);
+    RUN(test_insert_remove_scan);
+    RUN(test_concurrent);
+    RUN(test_lease);
     fprintf(stderr, "test_rolex: all passed\n");
     return 0;
 }
