@@ -187,3 +187,56 @@ int rx_locate(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t x, uint64_t *leaf, rx
     free(buf);
     return rc;
 }
+
+/* The chains of k primaries (k <= DM_BATCH_MAX) read level by level: one batch per hop for
+ * all of them, so a scan pays 1 RTT per level, not per synonym leaf. out[i] is malloc'd
+ * (n[i] leaves, heads[i] first); on error none is left allocated. */
+int rx_read_chains(dm_ctx_t *ctx, const rx_leaf_t *heads, unsigned k, rx_leaf_t **out, unsigned *n)
+{
+    unsigned cap[DM_BATCH_MAX];
+    int rc = k > DM_BATCH_MAX ? DM_EINVAL : 0;
+    for (unsigned i = 0; i < k && i < DM_BATCH_MAX; i++)
+        out[i] = NULL;
+    for (unsigned i = 0; !rc && i < k; i++) {
+        cap[i] = 2, n[i] = 1;
+        out[i] = malloc(cap[i] * sizeof(rx_leaf_t));
+        if (out[i])
+            out[i][0] = heads[i];
+        else
+            rc = DM_ENOMEM;
+    }
+    for (unsigned hop = 0; !rc; hop++) {
+        dm_batch_t b;
+        dm_batch_init(&b);
+        unsigned who[DM_BATCH_MAX];
+        for (unsigned i = 0; !rc && i < k; i++) {
+            dm_gaddr_t next = out[i][n[i] - 1].next;
+            if (!next) continue;
+            if (n[i] == cap[i]) {
+                rx_leaf_t *nv = realloc(out[i], 2 * cap[i] * sizeof(rx_leaf_t));
+                if (!nv) {
+                    rc = DM_ENOMEM;
+                    break;
+                }
+                out[i] = nv, cap[i] *= 2;
+            }
+            who[b.n] = i;
+            dm_batch_read(&b, next, &out[i][n[i]], RX_LEAF_BYTES);
+        }
+        if (rc || !b.n) break;
+        if (hop >= RX_CHAIN_MAX) rc = DM_ECORRUPT;
+        if (!rc) rc = dm_batch_exec(ctx, &b);
+        for (unsigned v = 0; !rc && v < b.n; v++) {
+            unsigned i = who[v];
+            if (!rx_leaf_ok(&out[i][n[i]])) /* torn: re-read this one */
+                rc = rx_read_leaf(ctx, out[i][n[i] - 1].next, &out[i][n[i]]);
+            n[i]++;
+        }
+    }
+    if (rc)
+        for (unsigned i = 0; i < k && i < DM_BATCH_MAX; i++) {
+            free(out[i]);
+            out[i] = NULL;
+        }
+    return rc;
+}

@@ -116,6 +116,8 @@ int rx_read_leaf(dm_ctx_t *ctx, dm_gaddr_t at, rx_leaf_t *out);
  * (n leaves, addrs their gaddrs). */
 int rx_read_chain(dm_ctx_t *ctx, const rx_leaf_t *first, dm_gaddr_t first_at, rx_leaf_t **out,
                   dm_gaddr_t **addrs, unsigned *n);
+/* The chains of k primaries, one batch per hop over all of them (scan). */
+int rx_read_chains(dm_ctx_t *ctx, const rx_leaf_t *heads, unsigned k, rx_leaf_t **out, unsigned *n);
 /* The covering primary of image x and its leaf (1 RTT). */
 int rx_locate(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t x, uint64_t *leaf, rx_leaf_t *out);
 int rx_read(dm_ctx_t *ctx, dm_gaddr_t a, void *buf, uint64_t len);

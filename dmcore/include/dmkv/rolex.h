@@ -73,8 +73,9 @@ int dm_rolex_insert(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len);
 int dm_rolex_remove(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len);
 
 /* Up to max keys >= from (len bytes; len 0: from the first key), ascending, into out;
- * *got = how many. Reads the covering leaf with the predicted ones (1 RTT), the synonym
- * chains, then the following primary leaves a batch at a time. Each key present for the
+ * *got = how many. Reads the predicted leaves and about max / 8 following ones in one
+ * batch, their synonym chains one batch per hop (1 RTT + the longest chain's hops), then
+ * more primary leaves a batch at a time if needed. Each key present for the
  * whole scan is returned exactly once; keys inserted or removed meanwhile may or may not
  * be. Returns 0 or DM_E*. ROLEX §3.4 range query. */
 int dm_rolex_scan(dm_ctx_t *ctx, dm_rolex_t *r, const void *from, size_t len, size_t max,
