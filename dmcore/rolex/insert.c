@@ -24,9 +24,20 @@ static void entry_set(rx_entry_t *e, const void *key, size_t len)
     memcpy(e->key, key, len);
 }
 
+/* b's writes and, after them in the same batch, the unlock (one node's verbs run in order:
+ * ROLEX §3.4 "WRITE + unlock"). With the hold over, nothing is sent (DM_ELATE) and the
+ * caller unlocks alone (a CAS from its own token: harmless if taken over). */
+static int write_unlock(dm_ctx_t *ctx, dm_batch_t *b, const rx_hold_t *hd, int *unlocked)
+{
+    dm_verb_t *u = dm_batch_cas(b, hd->addr, hd->word, 0);
+    int rc = dm_batch_exec(ctx, b);
+    *unlocked = !rc && u->result == hd->word;
+    return rc;
+}
+
 /* Under the lock, with the chain read: insert (add) or remove key. Returns as the API. */
 static int change(dm_ctx_t *ctx, dm_rolex_t *r, const rx_hold_t *hd, rx_leaf_t *v, dm_gaddr_t *ad,
-                  unsigned n, const void *key, size_t len, int add)
+                  unsigned n, const void *key, size_t len, int add, int *unlocked)
 {
     dm_batch_t b;
     dm_batch_init(&b);
@@ -41,7 +52,7 @@ static int change(dm_ctx_t *ctx, dm_rolex_t *r, const rx_hold_t *hd, rx_leaf_t *
         memmove(&l->e[pos], &l->e[pos + 1], (l->count - (unsigned)pos - 1) * sizeof(l->e[0]));
         memset(&l->e[--l->count], 0, sizeof(l->e[0]));
         put_body(&b, ad[k], l);
-        int rc = dm_batch_exec(ctx, &b);
+        int rc = write_unlock(ctx, &b, hd, unlocked);
         return rc ? rc : 1;
     }
     if (!add) return 0;
@@ -54,7 +65,7 @@ static int change(dm_ctx_t *ctx, dm_rolex_t *r, const rx_hold_t *hd, rx_leaf_t *
         entry_set(&l->e[at], key, len);
         l->count++;
         put_body(&b, ad[k], l);
-        return dm_batch_exec(ctx, &b);
+        return write_unlock(ctx, &b, hd, unlocked);
     }
     /* A new synonym leaf: FAA on alloc_num (1 RTT), then its WRITE and the link in one
      * batch (one node's verbs run in order: the leaf is whole before it is linked). */
@@ -74,7 +85,7 @@ static int change(dm_ctx_t *ctx, dm_rolex_t *r, const rx_hold_t *hd, rx_leaf_t *
     dm_batch_write(&b, at, &nl, RX_LEAF_BYTES);
     v[n - 1].next = at;
     put_body(&b, ad[n - 1], &v[n - 1]);
-    return dm_batch_exec(ctx, &b);
+    return write_unlock(ctx, &b, hd, unlocked);
 }
 
 static int update(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len, int add)
@@ -87,17 +98,18 @@ static int update(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len, int
     if (rc) return rc;
     rx_hold_t hd;
     dm_gaddr_t at = rx_leaf_addr(r, j);
-    rc = rx_lock(ctx, at, &hd);
+    rc = rx_lock(ctx, at, &hd, &l); /* and the leaf as the last holder left it */
     if (rc) return rc;
     if (rx_test_hook && rx_test_hook(RX_SITE_LOCKED)) return DM_EIO; /* "dies" holding it */
     rx_leaf_t *v = NULL;
     dm_gaddr_t *ad = NULL;
     unsigned n = 0;
-    rc = rx_read_leaf(ctx, at, &l); /* after the CAS: what the last holder wrote */
+    if (!rx_leaf_ok(&l)) rc = rx_read_leaf(ctx, at, &l); /* torn: only after a takeover */
     if (!rc) rc = rx_read_chain(ctx, &l, at, &v, &ad, &n);
-    if (!rc) rc = change(ctx, r, &hd, v, ad, n, key, len, add);
+    int unlocked = 0;
+    if (!rc) rc = change(ctx, r, &hd, v, ad, n, key, len, add, &unlocked);
     free(v), free(ad);
-    int urc = rx_unlock(ctx, &hd);
+    int urc = unlocked ? 0 : rx_unlock(ctx, &hd);
     return rc ? rc : urc;
 }
 

@@ -18,7 +18,7 @@ int (*rx_test_hook)(int site);
 
 #define RX_LOCK_WAIT_US 200 /* between tries on a held lock */
 
-int rx_lock(dm_ctx_t *ctx, dm_gaddr_t addr, rx_hold_t *hd)
+int rx_lock(dm_ctx_t *ctx, dm_gaddr_t addr, rx_hold_t *hd, rx_leaf_t *leaf)
 {
     uint64_t from = 0;
     for (;;) {
@@ -26,6 +26,8 @@ int rx_lock(dm_ctx_t *ctx, dm_gaddr_t addr, rx_hold_t *hd)
         dm_batch_t b;
         dm_batch_init(&b);
         dm_verb_t *v = dm_batch_cas(&b, addr, from, word);
+        if (leaf) /* runs after the CAS (one node's verbs run in order): the holder's view */
+            dm_batch_read(&b, addr, leaf, RX_LEAF_BYTES);
         uint64_t posted = dm_now_us(); /* the hold starts before the CAS is posted */
         int rc = dm_batch_exec(ctx, &b);
         if (rc) return rc;

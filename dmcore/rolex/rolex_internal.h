@@ -133,8 +133,9 @@ extern uint32_t rx_lease_ms, rx_hold_ms;
 /* Test hook: returns nonzero at site to make the caller "die" there (its lock stays held). */
 extern int (*rx_test_hook)(int site);
 enum { RX_SITE_LOCKED = 1 };
-/* Take the lock at addr (waits; takes a dead holder's lease over). */
-int rx_lock(dm_ctx_t *ctx, dm_gaddr_t addr, rx_hold_t *hd);
+/* Take the lock of the primary leaf at addr (waits; takes a dead holder's lease over) and,
+ * with leaf non-NULL, read the leaf in the same batch, after the CAS. */
+int rx_lock(dm_ctx_t *ctx, dm_gaddr_t addr, rx_hold_t *hd, rx_leaf_t *leaf);
 int rx_unlock(dm_ctx_t *ctx, const rx_hold_t *hd);
 
 #endif

@@ -187,6 +187,17 @@ static void test_insert_remove_scan(void)
     uint64_t prim, syn0, syn1;
     CHECK(dm_rolex_leaf_counts(&ctx, r, &prim, &syn0) == 0);
     char k[32];
+    dm_cls_stats_t s0, s1;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    for (int i = 0; i < 1600; i += 16) { /* 12 + 3 keys per leaf: no synonym leaf */
+        key_of(i + 1, k, sizeof(k));
+        dm_stats_get(DM_CLS_SET, &s0);
+        CHECK(dm_rolex_insert(&ctx, r, k, strlen(k)) == 0);
+        dm_stats_get(DM_CLS_SET, &s1);
+        CHECKF(s1.rtts - s0.rtts == 3, "insert: %lu RTTs", (unsigned long)(s1.rtts - s0.rtts));
+        in[i + 1] = 1;
+    }
+    fprintf(stderr, "  insert into a leaf with room: 3 RTTs\n");
     for (int i = 0; i < NALL; i++) { /* every leaf gets 4 times its keys: synonym leaves */
         key_of(i, k, sizeof(k));
         int rc = dm_rolex_insert(&ctx, r, k, strlen(k));

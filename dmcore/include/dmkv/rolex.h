@@ -64,9 +64,9 @@ int dm_rolex_search(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len);
 
 /* Insert key under the covering leaf's lock (a lease, dmkv/lease.h): 0 inserted, 1 already
  * present, DM_ETOOBIG, DM_ENOMEM (the leaf region has no synonym leaf left), DM_ELATE (the
- * hold ran out before the write: nothing was written) or DM_E*. RTTs: predicted leaves,
- * lock CAS + re-read, one per synonym hop, the leaf WRITE (+1 for a new synonym leaf: FAA
- * and its WRITE), the unlock (posted, not waited for). ROLEX §3.4 insert. */
+ * hold ran out before the write: nothing was written) or DM_E*. RTTs: 3 + one per synonym
+ * hop (predicted leaves; lock CAS with the leaf re-read; hops; the leaf WRITE), +1 for a
+ * new synonym leaf (its FAA); the unlock is posted, not waited for. ROLEX §3.4 insert. */
 int dm_rolex_insert(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len);
 
 /* Remove key under the covering leaf's lock: 1 removed, 0 absent, or as insert. */
