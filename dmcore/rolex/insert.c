@@ -1,6 +1,6 @@
-/* ROLEX insert and remove (§3.4): under the covering primary leaf's lock (which covers its
- * synonym chain), re-read the chain, change one leaf with one WRITE; a full chain gets a
- * new synonym leaf from the leaf region by FAA, written before it is linked. */
+/* ROLEX insert and remove (§3.4, §4.3, §4.5): under the covering primary leaf's lock (which covers
+ * its synonym chain), re-read the chain, change one leaf with one WRITE; a full chain gets a new
+ * synonym leaf from the leaf region by FAA, written before it is linked. */
 #include "dmkv/rolex.h"
 
 #include "dmkv/errors.h"

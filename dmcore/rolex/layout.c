@@ -1,4 +1,4 @@
-/* ROLEX bulk build and handles (§3.2 training, §3.3 leaves): lays out primary leaves and
+/* ROLEX bulk build and handles (§3.2, §4.1 training; §3.3 leaves): lays out primary leaves and
  * their synonym chains in one leaf region and writes the model region. */
 #include "dmkv/rolex.h"
 

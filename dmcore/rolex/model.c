@@ -1,4 +1,4 @@
-/* ROLEX's learned models (§3.2): key images, greedy piecewise-linear training with an error
+/* ROLEX's learned models (§3.2, §4.1): key images, greedy piecewise-linear training with an error
  * bound, prediction and the window of leaves a lookup reads. */
 #include "dmkv/rolex.h"
 

@@ -41,7 +41,13 @@
  *  - No LT/SLT tables: primaries are contiguous (LT is the identity without retraining) and
  *    synonyms are linked from their leaf (the SLT): a search pays one RTT per synonym hop,
  *    where the paper's cached SLT lets it read them in the first batch.
- *  - Keys are byte strings stored inline (<= 46 bytes), not 8-byte integers.
+ *  - Each leaf of a chain is sorted, the chain as a whole is not (the paper moves data
+ *    among synonym leaves to keep them sorted): an insert changes one leaf with one WRITE,
+ *    and readers sort a chain's keys (at most a few leaves until retraining exists).
+ *  - Keys are byte strings stored inline (<= 46 bytes), not 8-byte integers, and a leaf
+ *    holds keys only (values live in the point index).
+ *  - The build fills primaries to cfg.fill (12 of 16) to leave room for inserts.
+ *  - No reclaiming queue for emptied leaves (§3.3): removes never empty a chain out.
  *  - The upper model is a binary search over the cached segments.
  */
 #ifndef DMKV_ROLEX_INTERNAL_H

@@ -1,4 +1,4 @@
-/* ROLEX range query (§3.4): the predicted leaves and the next ones in one batch, the
+/* ROLEX range query (§4.2, SCAN): the predicted leaves and the next ones in one batch, the
  * synonym chains of the covering leaf and those after it one batch per hop, then more
  * primaries a batch at a time if needed. A primary's chain
  * holds exactly the keys of its image range, so sorting each chain and concatenating in leaf order
@@ -64,8 +64,8 @@ int dm_rolex_scan(dm_ctx_t *ctx, dm_rolex_t *r, const void *from, size_t len, si
     rx_window(r, x, &a, &b);
     rx_leaf_t *buf = malloc(DM_BATCH_MAX * sizeof(*buf));
     if (!buf) return DM_ENOMEM;
-    /* The predicted leaves and the ones after them in the first batch (ROLEX §3.4: "reads
-     * N/delta more leaves"): about max / 8 (leaves are 1/2 to full). */
+    /* The predicted leaves and the ones after them in the first batch (ROLEX §4.2: it "reads N
+     * subsequent data" in the READ phase): about max / 8 leaves (leaves are 1/2 to full). */
     uint64_t last = r->hdr.primaries - 1;
     uint64_t e = b + max / (DM_ROLEX_SLOTS / 2) + 1;
     e = e > last ? last : e;

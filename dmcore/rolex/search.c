@@ -1,4 +1,4 @@
-/* ROLEX search (§3.4): predict, read the predicted leaves in one batch, then the covering
+/* ROLEX search (§3.4, §4.2): predict, read the predicted leaves in one batch, then the covering
  * leaf's synonym chain. */
 #include "dmkv/rolex.h"
 

@@ -7,7 +7,7 @@
  * hold full keys, so keys sharing their first 8 bytes stay correct: they sit in one leaf
  * and its synonym chain (slower, never wrong).
  *
- * Retraining (ROLEX §4.4: the memory node's CPU rebuilds a model's leaf table from its
+ * Retraining (ROLEX §3.5, §4.6: the memory node's CPU rebuilds a model's leaf table from its
  * synonym leaves and swaps it in by shadow redirection) is out of scope for this step: the
  * models and primary leaves are those of the bulk build, and inserts into a full leaf keep
  * chaining synonym leaves (one more RTT per hop on search and insert). An empty synonym
@@ -43,7 +43,7 @@ typedef struct dm_rolex_cfg {
 uint64_t dm_rolex_image(const void *key, size_t len);
 
 /* Bulk build from n keys sorted ascending without duplicates (keys[i], lens[i] bytes, each
- * 1..DM_ROLEX_KEY_MAX; n may be 0): trains the models (greedy PLA, ROLEX §3.2), lays out
+ * 1..DM_ROLEX_KEY_MAX; n may be 0): trains the models (greedy PLA, ROLEX §3.2, §4.1), lays out
  * the primary leaves filled to cfg->fill, keys sharing an image in one leaf and its synonym
  * chain, and writes the model region. cfg NULL: defaults. A few RTTs per 64 KB written.
  * *root: the index's root (model region). Returns 0, DM_EINVAL (unsorted, empty or long
@@ -59,17 +59,19 @@ void dm_rolex_close(dm_rolex_t *r);
 
 /* 1 when key (len bytes) is present, 0 when not, or DM_E*. Reads the predicted leaves in
  * one batch (1 RTT), plus one RTT per synonym leaf in the covering leaf's chain (ROLEX
- * §3.4 search). */
+ * §3.4, §4.2). */
 int dm_rolex_search(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len);
 
 /* Insert key under the covering leaf's lock (a lease, dmkv/lease.h): 0 inserted, 1 already
  * present, DM_ETOOBIG, DM_ENOMEM (the leaf region has no synonym leaf left), DM_ELATE (the
  * hold ran out before the write: nothing was written) or DM_E*. RTTs: 3 + one per synonym
  * hop (predicted leaves; lock CAS with the leaf re-read; hops; the leaf WRITE), +1 for a
- * new synonym leaf (its FAA); the unlock is posted, not waited for. ROLEX §3.4 insert. */
+ * new synonym leaf (its FAA); the unlock rides with the WRITE. ROLEX §3.4, §4.3. */
 int dm_rolex_insert(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len);
 
-/* Remove key under the covering leaf's lock: 1 removed, 0 absent, or as insert. */
+/* Remove key under the covering leaf's lock: 1 removed, 0 absent, or as insert (3 RTTs
+ * + hops). The entry is removed from its leaf; an emptied synonym leaf stays linked (the
+ * paper's reclaiming queue is not built). ROLEX §4.5. */
 int dm_rolex_remove(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len);
 
 /* Up to max keys >= from (len bytes; len 0: from the first key), ascending, into out;
@@ -77,7 +79,7 @@ int dm_rolex_remove(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len);
  * batch, their synonym chains one batch per hop (1 RTT + the longest chain's hops), then
  * more primary leaves a batch at a time if needed. Each key present for the
  * whole scan is returned exactly once; keys inserted or removed meanwhile may or may not
- * be. Returns 0 or DM_E*. ROLEX §3.4 range query. */
+ * be. Returns 0 or DM_E*. ROLEX §4.2 (SCAN). */
 int dm_rolex_scan(dm_ctx_t *ctx, dm_rolex_t *r, const void *from, size_t len, size_t max,
                   dm_rolex_key_t *out, size_t *got);
 
