@@ -27,7 +27,7 @@ int rx_lock(dm_ctx_t *ctx, dm_gaddr_t addr, rx_hold_t *hd, rx_leaf_t *leaf)
         dm_batch_init(&b);
         dm_verb_t *v = dm_batch_cas(&b, addr, from, word);
         if (leaf) /* runs after the CAS (one node's verbs run in order): the holder's view */
-            dm_batch_read(&b, addr, leaf, RX_LEAF_BYTES);
+            dm_batch_read(&b, addr, leaf, RX_LEAF_BYTES)->fence = 1; /* rdma: after the CAS */
         uint64_t posted = dm_now_us(); /* the hold starts before the CAS is posted */
         int rc = dm_batch_exec(ctx, &b);
         if (rc) return rc;
