@@ -25,7 +25,7 @@ static void entry_set(rx_entry_t *e, const void *key, size_t len)
 }
 
 /* b's writes and, after them in the same batch, the unlock (one node's verbs run in order:
- * ROLEX §3.4 "WRITE + unlock"). With the hold over, nothing is sent (DM_ELATE) and the
+ * ROLEX §3.4 "WRITE + unlock"). With the hold over, nothing is sent (DM_ERETRY) and the
  * caller unlocks alone (a CAS from its own token: harmless if taken over). */
 static int write_unlock(dm_ctx_t *ctx, dm_batch_t *b, const rx_hold_t *hd, int *unlocked)
 {
@@ -41,7 +41,7 @@ static int change(dm_ctx_t *ctx, dm_rolex_t *r, const rx_hold_t *hd, rx_leaf_t *
 {
     dm_batch_t b;
     dm_batch_init(&b);
-    b.send_by_us = hd->until; /* no write after the hold: DM_ELATE, nothing written */
+    b.send_by_us = hd->until; /* no write after the hold: DM_ERETRY, nothing written */
     int pos = -1;
     unsigned k = 0;
     for (; k < n && pos < 0; k++)

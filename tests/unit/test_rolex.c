@@ -426,6 +426,16 @@ static void test_lease(void)
     CHECK(lock == 0);
     CHECK(dm_rolex_search(&ctx, r, "a3", 2) == 1);
     CHECK(dm_rolex_search(&ctx, r, "a1", 2) == 0);
+    /* A holder whose hold ran out before its WRITE sends nothing, and lets the lock go. */
+    rx_hold_ms = 0;
+    int rc = dm_rolex_insert(&ctx, r, "a5", 2);
+    CHECKF(rc == DM_ERETRY, "insert after its hold: rc=%d", rc);
+    rx_hold_ms = 200;
+    CHECK(dm_rolex_search(&ctx, r, "a5", 2) == 0);
+    memcpy(&lock, base + dm_gaddr_off(rx_leaf_addr(r, 0)), 8);
+    CHECK(lock == 0);
+    CHECK(dm_rolex_insert(&ctx, r, "a5", 2) == 0);
+    CHECK(dm_rolex_search(&ctx, r, "a5", 2) == 1);
     rx_test_hook = NULL;
     rx_lease_ms = lease, rx_hold_ms = hold;
     dm_rolex_close(r);

@@ -63,7 +63,7 @@ void dm_rolex_close(dm_rolex_t *r);
 int dm_rolex_search(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len);
 
 /* Insert key under the covering leaf's lock (a lease, dmkv/lease.h): 0 inserted, 1 already
- * present, DM_ETOOBIG, DM_ENOMEM (the leaf region has no synonym leaf left), DM_ELATE (the
+ * present, DM_ETOOBIG, DM_ENOMEM (the leaf region has no synonym leaf left), DM_ERETRY (the
  * hold ran out before the write: nothing was written) or DM_E*. RTTs: 3 + one per synonym
  * hop (predicted leaves; lock CAS with the leaf re-read; hops; the leaf WRITE), +1 for a
  * new synonym leaf (its FAA); the unlock rides with the WRITE. ROLEX §3.4, §4.3. */
