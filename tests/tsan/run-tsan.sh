@@ -12,6 +12,7 @@ set -eu
 SRC=$1
 B=$2
 TESTS="unit/test_coro|unit/test_transport|unit/test_race|unit/test_chime|unit/test_pool_free|unit/test_sephash"
+TESTS="$TESTS|unit/test_rolex"
 TESTS="$TESTS|integration/it_concurrency|integration/it_incr_gateways"
 TESTS="$TESTS|integration/it_chime_storm|integration/it_resize|integration/it_pipeline"
 TESTS="$TESTS|integration/it_introspection|integration/it_protocol|integration/it_addr_cache"

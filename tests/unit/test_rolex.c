@@ -1,0 +1,461 @@
+/* ROLEX unit tests on the local transport (dmcore/rolex/): key images; bulk build and
+ * search of numeric-like keys and keys sharing their first 8 bytes (one image: a synonym
+ * chain), present and absent; inserts that fill leaves and chain synonym leaves, removes,
+ * and scans against a sorted reference; round trips per search and per scan of 100 keys;
+ * two threads' coroutines inserting into the same leaves with delayed completions while a
+ * scan checks order; a torn leaf read is read again; a holder that dies holding a leaf
+ * lock is taken over after the lease. */
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dmkv/coro.h"
+#include "dmkv/errors.h"
+#include "dmkv/lease.h"
+#include "dmkv/rolex.h"
+#include "dmkv/stats.h"
+#include "dmkv/transport.h"
+#include "harness.h"
+#include "../dmcore/rolex/rolex_internal.h"
+
+static dm_worker_t *bare_worker(uv_loop_t *loop, const char *uri)
+{
+    char err[256];
+    const char *uris[1] = {uri};
+    dm_worker_t *w = dm_worker_create(loop, uris, 1, err, sizeof(err));
+    CHECKF(w, "%s", err);
+    return w;
+}
+
+static void worker_done(dm_worker_t *w, uv_loop_t *loop)
+{
+    dm_worker_destroy(w);
+    uv_run(loop, UV_RUN_DEFAULT);
+    uv_loop_close(loop);
+}
+
+/* The key set: i in [0, NK) -> "k%07d" (numeric, images differ), then "prefix00%05d"
+ * (NP keys, one image), then "user:%010d" (NU keys, one image "user:000"). */
+enum { NK = 6000, NP = 200, NU = 100, NALL = NK + NP + NU };
+static void key_of(int i, char *k, size_t cap)
+{
+    if (i < NK)
+        snprintf(k, cap, "k%07d", i);
+    else if (i < NK + NP)
+        snprintf(k, cap, "prefix00%05d", i - NK);
+    else
+        snprintf(k, cap, "user:%010d", i - NK - NP);
+}
+
+/* Build from the keys i with in[i] set (ascending i is ascending key order). */
+static dm_gaddr_t build(dm_ctx_t *ctx, const char *in, const dm_rolex_cfg_t *cfg)
+{
+    static char kb[NALL][32];
+    static const char *keys[NALL];
+    static size_t lens[NALL];
+    size_t n = 0;
+    for (int i = 0; i < NALL; i++)
+        if (in[i]) {
+            key_of(i, kb[n], sizeof(kb[n]));
+            keys[n] = kb[n];
+            lens[n] = strlen(kb[n]);
+            n++;
+        }
+    dm_gaddr_t root;
+    int rc = dm_rolex_build(ctx, keys, lens, n, cfg, &root);
+    CHECKF(rc == 0, "build rc=%d", rc);
+    return root;
+}
+
+static int search(dm_ctx_t *ctx, dm_rolex_t *r, int i)
+{
+    char k[32];
+    key_of(i, k, sizeof(k));
+    int rc = dm_rolex_search(ctx, r, k, strlen(k));
+    CHECKF(rc == 0 || rc == 1, "search %s rc=%d", k, rc);
+    return rc;
+}
+
+/* A scan from key i (or from "" with i < 0) of max keys equals the reference in[]. */
+static void check_scan(dm_ctx_t *ctx, dm_rolex_t *r, const char *in, int i, size_t max)
+{
+    static dm_rolex_key_t out[NALL];
+    char k[32] = "";
+    if (i >= 0) key_of(i, k, sizeof(k));
+    size_t got;
+    int rc = dm_rolex_scan(ctx, r, k, strlen(k), max, out, &got);
+    CHECKF(rc == 0, "scan rc=%d", rc);
+    size_t m = 0;
+    for (int j = i < 0 ? 0 : i; j < NALL && m < max; j++) {
+        if (!in[j]) continue;
+        char want[32];
+        key_of(j, want, sizeof(want));
+        CHECKF(m < got, "scan from %d: %zu keys, %s missing", i, got, want);
+        CHECKF(out[m].len == strlen(want) && !memcmp(out[m].key, want, out[m].len),
+               "scan from %d: key %zu is %.*s, want %s", i, m, out[m].len, out[m].key, want);
+        m++;
+    }
+    CHECKF(got == m, "scan from %d: %zu keys, want %zu", i, got, m);
+}
+
+/* Round trips of a scan of 100 keys from 100 numeric keys (each scan must return 100). */
+static double scan_rtts(dm_worker_t *w, dm_rolex_t *r)
+{
+    static dm_rolex_key_t out[100];
+    dm_cls_stats_t s0, s1;
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SCAN);
+    dm_stats_get(DM_CLS_SCAN, &s0);
+    for (int t = 0; t < 100; t++) {
+        char k[32];
+        size_t got;
+        key_of(t * 40, k, sizeof(k));
+        CHECK(dm_rolex_scan(&ctx, r, k, strlen(k), 100, out, &got) == 0 && got == 100);
+    }
+    dm_stats_get(DM_CLS_SCAN, &s1);
+    return (double)(s1.rtts - s0.rtts) / 100;
+}
+
+static void test_image(void)
+{
+    CHECK(dm_rolex_image("", 0) == 0);
+    CHECK(dm_rolex_image("a", 1) == 0x6100000000000000ull);
+    CHECK(dm_rolex_image("abcdefghij", 10) == dm_rolex_image("abcdefgh", 8));
+    const char *k[] = {"", "\x01", "a", "a\x00", "ab", "abcdefgh", "abcdefgi", "b", "\xff\xff"};
+    for (unsigned i = 1; i < sizeof(k) / sizeof(k[0]); i++) {
+        size_t la = strlen(k[i - 1]) + (i - 1 == 3), lb = strlen(k[i]) + (i == 3);
+        CHECK(dm_rolex_image(k[i - 1], la) <= dm_rolex_image(k[i], lb));
+    }
+}
+
+static void test_build_search(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:rxbuild");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    static char in[NALL];
+    for (int i = 0; i < NALL; i++)
+        in[i] = i >= NK || i % 2 == 0; /* odd numeric keys absent */
+    dm_rolex_cfg_t cfg = {.eps = 2, .fill = 12};
+    dm_gaddr_t root = build(&ctx, in, &cfg);
+    dm_rolex_t *r;
+    CHECK(dm_rolex_open(&ctx, root, &r) == 0);
+    uint64_t prim, syn;
+    CHECK(dm_rolex_leaf_counts(&ctx, r, &prim, &syn) == 0);
+    fprintf(stderr, "  %d keys: %lu primary leaves, %lu synonym leaves, %lu segments\n",
+            NK / 2 + NP + NU, (unsigned long)prim, (unsigned long)syn,
+            (unsigned long)r->hdr.segments);
+    CHECK(syn >= (NP - 1) / DM_ROLEX_SLOTS); /* the one-image groups chain */
+    dm_cls_stats_t s0, s1;
+    dm_ctx_init(&ctx, w, DM_CLS_GET);
+    dm_stats_get(DM_CLS_GET, &s0);
+    for (int i = 0; i < NK; i++)
+        CHECKF(search(&ctx, r, i) == in[i], "k%07d: want %d", i, in[i]);
+    dm_stats_get(DM_CLS_GET, &s1);
+    fprintf(stderr, "  search of a numeric key: %.2f RTTs\n", (double)(s1.rtts - s0.rtts) / NK);
+    CHECK(s1.rtts - s0.rtts == NK); /* one batch: the predicted leaves */
+    for (int i = NK; i < NALL; i++)
+        CHECKF(search(&ctx, r, i) == 1, "key %d absent", i);
+    const char *absent[] = {
+        "prefix00", "prefix0000000x", "prefix01", "user:", "user:0000000100", "a", "zzz",
+        "k",        "k0000001",       "k9999999"};
+    for (unsigned i = 0; i < sizeof(absent) / sizeof(absent[0]); i++)
+        CHECKF(dm_rolex_search(&ctx, r, absent[i], strlen(absent[i])) == 0, "%s found", absent[i]);
+    check_scan(&ctx, r, in, -1, NALL);
+    double sr = scan_rtts(w, r);
+    fprintf(stderr, "  scan of 100 keys: %.2f RTTs\n", sr);
+    CHECK(sr == 1); /* no synonym leaf among them: the first batch */
+    dm_rolex_close(r);
+    worker_done(w, &loop);
+}
+
+static void test_insert_remove_scan(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:rxins");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    static char in[NALL];
+    for (int i = 0; i < NALL; i++)
+        in[i] = i % 4 == 0;
+    dm_rolex_cfg_t cfg = {.eps = 1, .fill = 12, .spare = 4000};
+    dm_gaddr_t root = build(&ctx, in, &cfg);
+    dm_rolex_t *r;
+    CHECK(dm_rolex_open(&ctx, root, &r) == 0);
+    uint64_t prim, syn0, syn1;
+    CHECK(dm_rolex_leaf_counts(&ctx, r, &prim, &syn0) == 0);
+    char k[32];
+    dm_cls_stats_t s0, s1;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    for (int i = 0; i < 1600; i += 16) { /* 12 + 3 keys per leaf: no synonym leaf */
+        key_of(i + 1, k, sizeof(k));
+        dm_stats_get(DM_CLS_SET, &s0);
+        CHECK(dm_rolex_insert(&ctx, r, k, strlen(k)) == 0);
+        dm_stats_get(DM_CLS_SET, &s1);
+        CHECKF(s1.rtts - s0.rtts == 3, "insert: %lu RTTs", (unsigned long)(s1.rtts - s0.rtts));
+        in[i + 1] = 1;
+    }
+    fprintf(stderr, "  insert into a leaf with room: 3 RTTs\n");
+    for (int i = 0; i < NALL; i++) { /* every leaf gets 4 times its keys: synonym leaves */
+        key_of(i, k, sizeof(k));
+        int rc = dm_rolex_insert(&ctx, r, k, strlen(k));
+        CHECKF(rc == in[i], "insert %s rc=%d", k, rc);
+        in[i] = 1;
+        if (i % 97 == 0) CHECK(search(&ctx, r, i) == 1);
+    }
+    CHECK(dm_rolex_leaf_counts(&ctx, r, &prim, &syn1) == 0);
+    fprintf(stderr, "  synonym leaves: %lu after build, %lu after %d inserts\n",
+            (unsigned long)syn0, (unsigned long)syn1, NALL);
+    CHECK(syn1 > syn0 + prim);
+    dm_ctx_init(&ctx, w, DM_CLS_GET);
+    dm_stats_get(DM_CLS_GET, &s0);
+    for (int i = 0; i < NALL; i++)
+        CHECKF(search(&ctx, r, i) == 1, "key %d lost", i);
+    dm_stats_get(DM_CLS_GET, &s1);
+    fprintf(stderr, "  search with synonym chains: %.2f RTTs (1 + a hop per synonym leaf)\n",
+            (double)(s1.rtts - s0.rtts) / NALL);
+    check_scan(&ctx, r, in, -1, NALL);
+    for (int i = 0; i < NALL; i += 3) {
+        key_of(i, k, sizeof(k));
+        CHECKF(dm_rolex_remove(&ctx, r, k, strlen(k)) == 1, "remove %s", k);
+        CHECKF(dm_rolex_remove(&ctx, r, k, strlen(k)) == 0, "remove %s twice", k);
+        in[i] = 0;
+    }
+    for (int i = 0; i < NALL; i++)
+        CHECKF(search(&ctx, r, i) == in[i], "key %d: want %d", i, in[i]);
+    unsigned seed = 7;
+    for (int t = 0; t < 300; t++)
+        check_scan(&ctx, r, in, rand_r(&seed) % NALL, 1 + rand_r(&seed) % 300);
+    check_scan(&ctx, r, in, NK - 5, 400); /* across the one-image chains */
+    check_scan(&ctx, r, in, -1, NALL);
+    fprintf(stderr, "  scan of 100 keys (chains of ~%.1f leaves): %.2f RTTs\n",
+            (double)(prim + syn1) / (double)prim, scan_rtts(w, r));
+    dm_rolex_close(r);
+    worker_done(w, &loop);
+}
+
+/* ---- concurrency: 2 threads x 2 coroutines insert interleaved keys into the same leaves */
+enum { CT_THREADS = 2, CT_COROS = 2, CT_N = 1600 };
+static dm_gaddr_t ct_root;
+static char ct_acked[CT_N];
+
+typedef struct ct_coro {
+    dm_worker_t *w;
+    dm_rolex_t *r;
+    int id;
+    int *done;
+} ct_coro_t;
+
+static void ct_key(int i, char *k, size_t cap)
+{
+    snprintf(k, cap, "c%07d", i);
+}
+
+static void ct_run(void *arg)
+{
+    ct_coro_t *c = arg;
+    char k[32];
+    for (int i = c->id; i < CT_N; i += CT_THREADS * CT_COROS) {
+        if (i % 8 == 0) continue; /* built in */
+        dm_ctx_t ctx;
+        dm_ctx_init(&ctx, c->w, DM_CLS_SET);
+        ct_key(i, k, sizeof(k));
+        int rc = dm_rolex_insert(&ctx, c->r, k, strlen(k));
+        CHECKF(rc == 0, "insert %s rc=%d", k, rc);
+        ct_acked[i] = 1;
+        CHECKF(dm_rolex_search(&ctx, c->r, k, strlen(k)) == 1, "%s after its insert", k);
+        if (i % 50 == c->id) { /* a scan meanwhile: sorted, every acknowledged key in it */
+            static __thread dm_rolex_key_t out[CT_N];
+            size_t got;
+            CHECK(dm_rolex_scan(&ctx, c->r, "", 0, CT_N, out, &got) == 0);
+            for (size_t m = 1; m < got; m++)
+                CHECK(rx_key_cmp(out[m - 1].key, out[m - 1].len, out[m].key, out[m].len) < 0);
+            CHECK(got >= CT_N / 8);
+        }
+    }
+    (*c->done)++;
+}
+
+static void *ct_thread(void *arg)
+{
+    int tid = (int)(intptr_t)arg;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:rxconc");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    dm_rolex_t *r;
+    CHECK(dm_rolex_open(&ctx, ct_root, &r) == 0);
+    int done = 0;
+    ct_coro_t cs[CT_COROS];
+    for (int i = 0; i < CT_COROS; i++) {
+        cs[i] = (ct_coro_t){.w = w, .r = r, .id = tid * CT_COROS + i, .done = &done};
+        dm_coro_spawn(ct_run, &cs[i]);
+    }
+    while (done < CT_COROS)
+        uv_run(&loop, UV_RUN_ONCE);
+    dm_rolex_close(r);
+    worker_done(w, &loop);
+    return NULL;
+}
+
+static void test_concurrent(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:rxconc");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    static char kb[CT_N][32];
+    static const char *keys[CT_N];
+    static size_t lens[CT_N];
+    size_t n = 0;
+    for (int i = 0; i < CT_N; i += 8) {
+        ct_key(i, kb[n], sizeof(kb[n]));
+        keys[n] = kb[n], lens[n] = strlen(kb[n]), n++;
+        ct_acked[i] = 1;
+    }
+    dm_rolex_cfg_t cfg = {.eps = 1, .fill = 8, .spare = 2000};
+    CHECK(dm_rolex_build(&ctx, keys, lens, n, &cfg, &ct_root) == 0);
+    /* Completions 1-3 ms late, in random order: coroutines interleave at every batch. */
+    dm_local_inject(2000, 0, NULL, NULL);
+    pthread_t th[CT_THREADS];
+    for (int i = 0; i < CT_THREADS; i++)
+        pthread_create(&th[i], NULL, ct_thread, (void *)(intptr_t)i);
+    for (int i = 0; i < CT_THREADS; i++)
+        pthread_join(th[i], NULL);
+    dm_local_inject(0, 0, NULL, NULL);
+    dm_rolex_t *r;
+    CHECK(dm_rolex_open(&ctx, ct_root, &r) == 0);
+    static dm_rolex_key_t out[CT_N + 1];
+    size_t got;
+    CHECK(dm_rolex_scan(&ctx, r, "", 0, CT_N + 1, out, &got) == 0);
+    CHECKF(got == CT_N, "%zu keys after the inserts, want %d", got, CT_N);
+    char k[32];
+    for (int i = 0; i < CT_N; i++) {
+        ct_key(i, k, sizeof(k));
+        CHECK(ct_acked[i]);
+        CHECKF(out[i].len == strlen(k) && !memcmp(out[i].key, k, out[i].len), "scan key %d", i);
+        CHECKF(dm_rolex_search(&ctx, r, k, strlen(k)) == 1, "%s lost", k);
+    }
+    uint8_t *base = dm_local_region_base("rxconc", NULL);
+    for (uint64_t j = 0; j < r->hdr.primaries; j++) {
+        uint64_t lock;
+        memcpy(&lock, base + dm_gaddr_off(rx_leaf_addr(r, j)), 8);
+        CHECKF(lock == 0, "leaf %lu locked at rest", (unsigned long)j);
+    }
+    dm_rolex_close(r);
+    worker_done(w, &loop);
+}
+
+/* ---- a torn leaf: the checksum makes the reader read it again ---- */
+static uint64_t torn_off;
+static int torn_state;
+static void torn_hook(const dm_verb_t *v, void *arg)
+{
+    uint8_t *key = (uint8_t *)arg + torn_off + RX_LEAF_HDR + 2; /* first key's first byte */
+    if (v->op != DM_OP_READ || v->offset != torn_off) return;
+    if (torn_state == 0) /* the first read sees half a WRITE: a changed key byte */
+        *key ^= 0x20, torn_state = 1;
+    else if (torn_state == 1) /* the writer finished: the re-read is whole */
+        *key ^= 0x20, torn_state = 2;
+}
+
+static void test_torn_leaf(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:rxtorn");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    const char *keys[] = {"b0", "b1", "b2"};
+    size_t lens[] = {2, 2, 2};
+    dm_gaddr_t root;
+    CHECK(dm_rolex_build(&ctx, keys, lens, 3, NULL, &root) == 0);
+    dm_rolex_t *r;
+    CHECK(dm_rolex_open(&ctx, root, &r) == 0);
+    torn_off = dm_gaddr_off(rx_leaf_addr(r, 0));
+    torn_state = 0;
+    dm_local_inject(0, 0, torn_hook, dm_local_region_base("rxtorn", NULL));
+    int rc = dm_rolex_search(&ctx, r, "b0", 2);
+    dm_local_inject(0, 0, NULL, NULL);
+    CHECK(torn_state == 2); /* it was read torn, then again */
+    CHECKF(rc == 1, "b0 after a torn read: rc=%d", rc);
+    dm_rolex_close(r);
+    worker_done(w, &loop);
+}
+
+/* ---- a holder that dies holding a leaf lock ---- */
+static int die_once;
+static int die_hook(int site)
+{
+    if (site != RX_SITE_LOCKED || !die_once) return 0;
+    die_once = 0;
+    return 1;
+}
+
+static void test_lease(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:rxlease");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    const char *keys[] = {"a0", "a2", "a4"};
+    size_t lens[] = {2, 2, 2};
+    dm_gaddr_t root;
+    CHECK(dm_rolex_build(&ctx, keys, lens, 3, NULL, &root) == 0);
+    dm_rolex_t *r;
+    CHECK(dm_rolex_open(&ctx, root, &r) == 0);
+    uint32_t lease = rx_lease_ms, hold = rx_hold_ms;
+    rx_lease_ms = 300, rx_hold_ms = 200;
+    rx_test_hook = die_hook;
+    die_once = 1;
+    CHECK(dm_rolex_insert(&ctx, r, "a1", 2) == DM_EIO); /* died holding leaf 0's lock */
+    uint8_t *base = dm_local_region_base("rxlease", NULL);
+    uint64_t lock;
+    memcpy(&lock, base + dm_gaddr_off(rx_leaf_addr(r, 0)), 8);
+    CHECK(lock != 0);
+    CHECK(dm_rolex_search(&ctx, r, "a2", 2) == 1); /* readers take no lock */
+    uint64_t t0 = dm_now_us();
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    CHECK(dm_rolex_insert(&ctx, r, "a3", 2) == 0); /* waits out the lease, takes it over */
+    uint64_t waited = dm_now_us() - t0;
+    fprintf(stderr, "  took a dead holder's lock over after %lu ms\n",
+            (unsigned long)(waited / 1000));
+    CHECK(waited >= 1000ull * rx_lease_ms);
+    memcpy(&lock, base + dm_gaddr_off(rx_leaf_addr(r, 0)), 8);
+    CHECK(lock == 0);
+    CHECK(dm_rolex_search(&ctx, r, "a3", 2) == 1);
+    CHECK(dm_rolex_search(&ctx, r, "a1", 2) == 0);
+    /* A holder whose hold ran out before its WRITE sends nothing, and lets the lock go. */
+    rx_hold_ms = 0;
+    int rc = dm_rolex_insert(&ctx, r, "a5", 2);
+    CHECKF(rc == DM_ERETRY, "insert after its hold: rc=%d", rc);
+    rx_hold_ms = 200;
+    CHECK(dm_rolex_search(&ctx, r, "a5", 2) == 0);
+    memcpy(&lock, base + dm_gaddr_off(rx_leaf_addr(r, 0)), 8);
+    CHECK(lock == 0);
+    CHECK(dm_rolex_insert(&ctx, r, "a5", 2) == 0);
+    CHECK(dm_rolex_search(&ctx, r, "a5", 2) == 1);
+    rx_test_hook = NULL;
+    rx_lease_ms = lease, rx_hold_ms = hold;
+    dm_rolex_close(r);
+    worker_done(w, &loop);
+}
+
+int main(void)
+{
+    dm_local_set_size(256ull << 20);
+    RUN(test_image);
+    RUN(test_build_search);
+    RUN(test_insert_remove_scan);
+    RUN(test_concurrent);
+    RUN(test_torn_leaf);
+    RUN(test_lease);
+    fprintf(stderr, "test_rolex: all passed\n");
+    return 0;
+}
