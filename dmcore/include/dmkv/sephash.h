@@ -80,6 +80,31 @@ int dm_sephash_append(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t kl
                       dm_gaddr_t block, uint64_t block_len, unsigned flags, uint64_t expect,
                       uint64_t *version);
 
+/* How a point role's append commits (dmkv: the hybrid protocol). by_us: the entry CAS is
+ * the write's commit point (dm_batch_commit, not posted after by_us, monotonic µs; 0: not
+ * marked). count: added to the live key counter (dm_sephash_live_count) once the CAS won. */
+typedef struct dm_sephash_commit {
+    uint64_t by_us;
+    int64_t count;
+} dm_sephash_commit_t;
+
+/* dm_sephash_append whose entry CAS is marked and counted as cm says (NULL: as
+ * dm_sephash_append), any ride of ctx sent before it (dm_ctx_ride_before). Returns as
+ * dm_sephash_append, plus DM_ERETRY (by_us passed: not posted) or DM_EYIELD (the turn gave
+ * way: not posted). */
+int dm_sephash_append_commit(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen,
+                             dm_gaddr_t block, uint64_t block_len, unsigned flags, uint64_t expect,
+                             const dm_sephash_commit_t *cm, uint64_t *version);
+
+/* The live key counter into *n (1 RTT): moved only by conditional appends that know they
+ * inserted or deleted a key (dm_sephash_commit_t.count), so exact when every write is one
+ * (the point role's); dm_sephash_live_count_set sets it (a recount). 0 or DM_E*. dmkv. */
+int dm_sephash_live_count(dm_ctx_t *ctx, dm_sephash_t *h, int64_t *n);
+/* CAS the live counter from expect to n: 0, DM_ECONFLICT (it moved) or DM_E*. */
+int dm_sephash_live_count_set(dm_ctx_t *ctx, dm_sephash_t *h, int64_t expect, int64_t n);
+/* The table's header address (where its root lives). */
+dm_gaddr_t dm_sephash_root(const dm_sephash_t *h);
+
 /* Build key's KV block (val, vlen bytes; an empty one for DM_SH_TOMBSTONE), write it to a
  * block of ctx's worker and append it (flags, expect, *version as dm_sephash_append). A
  * block never appended is returned to the allocator. Returns as dm_sephash_append. */
@@ -120,6 +145,9 @@ int dm_sephash_scan(dm_ctx_t *ctx, dm_sephash_t *h, uint64_t cursor, unsigned co
  * and the tombstone: the tombstone is newer and deletes it). Returns 0 or as
  * dm_sephash_scan / dm_sephash_put (then some keys are left). dmkv: not in the paper. */
 int dm_sephash_flush(dm_ctx_t *ctx, dm_sephash_t *h, uint64_t *deleted);
+
+/* SepHash as the point role (sephash/index_ops.c): --point-index sephash. */
+extern const dm_point_index_ops_t dm_sephash_point_index;
 
 /* What this handle did (process-local counters). */
 typedef struct dm_sephash_stats {
