@@ -5,18 +5,19 @@
  * when the CurSegment is full; a MainSegment over its bound splits by the next hash bit.
  * Layout and the concurrency argument: dmcore/sephash/sephash_internal.h.
  *
- * Not wired into kv/ yet (it is not a dm_point_index_ops_t): the table's root is the
- * caller's to keep (dm_sephash_create), and each worker opens its own handle on it (the
- * directory cache). KV blocks are kvblock.h's; an entry points to one.
+ * The point role (dm_sephash_point_index, --point-index sephash) wraps this table:
+ * sephash/index_ops.c, role_write.c. Used alone, the table's root is the caller's to keep
+ * (dm_sephash_create), and each worker opens its own handle on it (the directory cache).
+ * KV blocks are kvblock.h's; an entry points to one.
  *
  * The merge lock and the directory lock are leases (docs/leases.md, sephash/lease.c): a
  * worker that dies holding one is taken over after 3 s by the next writer that needs it,
  * which finishes the dead merge or split (merge.c, split.c say why that is safe). A key
  * count (counted by merges), scan and flush are dmkv's (count.c, scan.c).
  *
- * Not yet: the point role (dm_point_index_ops_t) and a root in the superblock; the
- * FPTable's record points (§4.4.2); fp2 of CurSegment entries; a recount that repairs the
- * key count after a merger died between its commit and its FAA. */
+ * Not yet: the FPTable's record points (§4.4.2); fp2 of CurSegment entries; a repair of
+ * the merge-based count after a merger died between its commit and its FAA (the point
+ * role's live counter has its recount). */
 #ifndef DMKV_SEPHASH_H
 #define DMKV_SEPHASH_H
 
