@@ -195,9 +195,10 @@ int sh_role_del(dm_ctx_t *ctx, const void *key, size_t klen, dm_point_decide_fn 
         }
         if (!addr) rc = tombstone_block(ctx, key, klen, &addr, &len);
         if (rc < 0) break;
-        /* Like RACE's delete CAS, not marked as a commit: a DEL takes its turn before it
-         * locks (kv/hybrid.c), and decide() (the gate) checks the lock. */
-        dm_sephash_commit_t cm = {.by_us = 0, .count = -1};
+        /* A commit too (its turn is taken before the lock: kv/hybrid.c), bounded like
+         * set's: a DEL takes a key out only within the range lock's hold, and the gate's
+         * lock check runs a few round trips before this CAS. */
+        dm_sephash_commit_t cm = {.by_us = commit_by(ctx, carry), .count = -1};
         posted = 1;
         rc = dm_sephash_append_commit(ctx, r->h, key, klen, addr, len, DM_SH_IF | DM_SH_TOMBSTONE,
                                       cur.version, &cm, NULL);
