@@ -186,6 +186,19 @@ static void test_flush(void)
     CHECK(!strcmp(get_s("key:00001"), ""));
 }
 
+/* A gateway asked for RACE refuses the SepHash pool, naming its engines. */
+static void test_refused_as_race(void)
+{
+    char err[512];
+    CHECK(dm_kv_choose_engines("race", NULL, err, sizeof(err)) == 0);
+    const char *uris[1] = {"local:sephash_engine"};
+    dm_worker_t *w2 = dm_kv_worker_create(&loop, uris, 1, err, sizeof(err));
+    CHECK(w2 == NULL);
+    CHECKF(strstr(err, "the pool's index engines are sephash (point) and chime (range)"), "%s",
+           err);
+    CHECK(dm_kv_choose_engines("sephash", NULL, err, sizeof(err)) == 0);
+}
+
 int main(void)
 {
     char err[256];
@@ -198,6 +211,7 @@ int main(void)
     RUN(test_count_across_merges);
     RUN(test_recount);
     RUN(test_flush);
+    RUN(test_refused_as_race);
     dm_worker_destroy(w);
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
