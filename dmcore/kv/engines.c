@@ -12,6 +12,7 @@
 #include "dmkv/kv.h"
 #include "dmkv/log.h"
 #include "dmkv/race.h"
+#include "dmkv/sephash.h"
 #include "dmkv/superblock.h"
 #include "keyq.h"
 
@@ -19,7 +20,8 @@
 
 /* Each list holds the engine descriptor that starts each role table (dm_index_engine_t):
  * a pointer to it is a pointer to its table. */
-static const dm_index_engine_t *const point_engines[] = {&dm_race_point_index.engine};
+static const dm_index_engine_t *const point_engines[] = {&dm_race_point_index.engine,
+                                                         &dm_sephash_point_index.engine};
 static const dm_index_engine_t *const range_engines[] = {&dm_chime_range_index.engine};
 #define N_POINT (sizeof(point_engines) / sizeof(point_engines[0]))
 #define N_RANGE (sizeof(range_engines) / sizeof(range_engines[0]))

@@ -94,6 +94,14 @@ int dm_sephash_append(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t kl
                       dm_gaddr_t block, uint64_t block_len, unsigned flags, uint64_t expect,
                       uint64_t *version)
 {
+    return dm_sephash_append_commit(ctx, h, key, klen, block, block_len, flags, expect, NULL,
+                                    version);
+}
+
+int dm_sephash_append_commit(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen,
+                             dm_gaddr_t block, uint64_t block_len, unsigned flags, uint64_t expect,
+                             const dm_sephash_commit_t *cm, uint64_t *version)
+{
     unsigned len = flags & DM_SH_TOMBSTONE ? 0 : sh_len_units(block_len);
     sh_look_t *o = flags & DM_SH_IF ? malloc(sizeof(*o)) : NULL;
     if ((flags & DM_SH_IF) && !o) return DM_ENOMEM;
@@ -140,7 +148,10 @@ int dm_sephash_append(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t kl
         /* The filter byte first: no reader sees the entry without it (search.c). */
         dm_batch_write(&b, loc.seg + SH_CUR_FILTER_OFF + 256ull * s + loc.fp, &one, 1);
         dm_verb_t *v = dm_batch_cas(&b, loc.seg + SH_CUR_ENTRY_OFF + 8ull * i, e, w);
-        rc = dm_batch_exec(ctx, &b);
+        if (cm && cm->by_us) dm_batch_commit(&b, v, cm->by_us);
+        /* A ride (the range role's pending entry) lands before the entry CAS. */
+        rc = cm ? dm_ctx_ride_before(ctx, &b) : 0;
+        if (!rc) rc = dm_batch_exec(ctx, &b);
         if (rc) break;
         sh_seg_cache_t *c = sh_cache(h, &loc);
         int same = c && c->round == sh_round(m);
@@ -148,6 +159,9 @@ int dm_sephash_append(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t kl
             if (same && c->off < i + 1) c->off = i + 1;
             if (version) *version = sh_version(w);
             rc = 0;
+            /* After the CAS won, not in its batch: the header may be on another node than
+             * the commit's (a commit batch is one node's). */
+            if (cm && cm->count) sh_live_count_add(ctx, h, cm->count);
             break;
         }
         if (same && sh_entry_sign(v->result) != s && c->off < i + 1)

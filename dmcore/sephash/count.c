@@ -13,6 +13,8 @@
  * segment's meta word (its count field) would repair it; not built. */
 #include "dmkv/sephash.h"
 
+#include "dmkv/batch.h"
+#include "dmkv/errors.h"
 #include "sephash_internal.h"
 
 int64_t dm_sephash_count(dm_ctx_t *ctx, dm_sephash_t *h)
@@ -20,4 +22,37 @@ int64_t dm_sephash_count(dm_ctx_t *ctx, dm_sephash_t *h)
     uint64_t n = 0;
     int rc = sh_read(ctx, h->root + SH_HDR_COUNT_OFF, &n, 8);
     return rc ? rc : (int64_t)n;
+}
+
+/* The live counter beside the merge-based one: moved by the point role's conditional
+ * appends, which know whether they inserted or deleted (dm_sephash_commit_t.count). */
+void sh_live_count_add(dm_ctx_t *ctx, dm_sephash_t *h, int64_t d)
+{
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_faa(&b, h->root + SH_HDR_LIVE_OFF, (uint64_t)d);
+    dm_batch_exec(ctx, &b);
+}
+
+int dm_sephash_live_count(dm_ctx_t *ctx, dm_sephash_t *h, int64_t *n)
+{
+    uint64_t w = 0;
+    int rc = sh_read(ctx, h->root + SH_HDR_LIVE_OFF, &w, 8);
+    *n = (int64_t)w;
+    return rc;
+}
+
+int dm_sephash_live_count_set(dm_ctx_t *ctx, dm_sephash_t *h, int64_t expect, int64_t n)
+{
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_verb_t *v = dm_batch_cas(&b, h->root + SH_HDR_LIVE_OFF, (uint64_t)expect, (uint64_t)n);
+    int rc = dm_batch_exec(ctx, &b);
+    if (rc) return rc;
+    return v->result == (uint64_t)expect ? 0 : DM_ECONFLICT;
+}
+
+dm_gaddr_t dm_sephash_root(const dm_sephash_t *h)
+{
+    return h->root;
 }

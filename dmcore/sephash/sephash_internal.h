@@ -6,7 +6,8 @@
  *   [0]  u64 magic  [8] u64 global depth (GD)  [16] u64 directory lock (0 free, else a
  *        lease token << 1 | 1, dmkv/lease.h)
  *   [24] u64 main_max (MainSegment bound, entries)  [32] i64 key count (FAA by merges:
- *        the MainSegments' entries, dm_sephash_count)  [40..64) reserved
+ *        the MainSegments' entries, dm_sephash_count)  [40] i64 live key count (FAA by
+ *        counted conditional appends: dm_sephash_live_count)  [48..64) reserved
  *   [64] directory: 2^SH_MAX_DEPTH entries of 8 bytes (the base never moves; [0, 2^GD) in
  *        use), each local depth:8 (bits 48-55) | CurSegment gaddr:48. Slot j holds the
  *        segment whose suffix is the low local-depth bits of j (extendible hashing).
@@ -73,6 +74,7 @@
 #define SH_HDR_GD_OFF 8ull
 #define SH_HDR_LOCK_OFF 16ull
 #define SH_HDR_COUNT_OFF 32ull
+#define SH_HDR_LIVE_OFF 40ull
 
 #define SH_CUR_N DM_SH_CUR_ENTRIES
 #define SH_WINDOW 16u        /* entries an append reads at a time (the sliding window, §4.3) */
@@ -90,7 +92,8 @@ typedef struct sh_table_hdr {
     uint64_t dir_lock;
     uint64_t main_max;
     uint64_t key_count;
-    uint64_t reserved[3];
+    uint64_t live_count;
+    uint64_t reserved[2];
 } sh_table_hdr_t;
 
 /* ---- CurSegMeta word ---- */
@@ -268,6 +271,8 @@ int sh_read_blocks(dm_ctx_t *ctx, const uint64_t *words, unsigned n, uint8_t **b
 int sh_block_is(const uint8_t *buf, uint64_t have, const void *key, size_t klen, dm_kv_view_t *v);
 /* Entry len field for a block of bytes (1..7, 64-byte units, saturating). */
 unsigned sh_len_units(uint64_t bytes);
+/* FAA d to the live key counter (1 RTT; an error leaves it off: a recount repairs it). */
+void sh_live_count_add(dm_ctx_t *ctx, dm_sephash_t *h, int64_t d);
 /* Sleep a little while a merge holds a segment (yields the coroutine). */
 void sh_pause(dm_ctx_t *ctx);
 

@@ -312,6 +312,13 @@ void it_gateway_start(it_proc_t *gw, const char *const *uris, int nuris, int thr
             argv[n++] = "--memnode";
             argv[n++] = (char *)uris[i];
         }
+        /* DMKV_IT_POINT_INDEX=name: every gateway runs that point engine (a test's own
+         * --point-index, later in argv, wins). */
+        const char *point = getenv("DMKV_IT_POINT_INDEX");
+        if (point && *point) {
+            argv[n++] = "--point-index";
+            argv[n++] = (char *)point;
+        }
         for (int i = 0; extra && extra[i] && n < 62; i++)
             argv[n++] = (char *)extra[i];
         argv[n] = NULL;

@@ -53,7 +53,8 @@ void it_gateways_start(const it_pool_t *pool, it_proc_t *gw, int n, int threads_
                        int threads_rest, int *ports);
 
 /* Start dmkv-gateway on a free port with the given memory-node URIs and threads, plus
- * extra arguments (NULL-terminated list, may be NULL). Aborts the test on failure. */
+ * extra arguments (NULL-terminated list, may be NULL), and --point-index $DMKV_IT_POINT_INDEX
+ * when that is set. Aborts the test on failure. */
 void it_gateway_start(it_proc_t *gw, const char *const *uris, int nuris, int threads,
                       const char *const *extra);
 

@@ -5,18 +5,19 @@
  * when the CurSegment is full; a MainSegment over its bound splits by the next hash bit.
  * Layout and the concurrency argument: dmcore/sephash/sephash_internal.h.
  *
- * Not wired into kv/ yet (it is not a dm_point_index_ops_t): the table's root is the
- * caller's to keep (dm_sephash_create), and each worker opens its own handle on it (the
- * directory cache). KV blocks are kvblock.h's; an entry points to one.
+ * The point role (dm_sephash_point_index, --point-index sephash) wraps this table:
+ * sephash/index_ops.c, role_write.c. Used alone, the table's root is the caller's to keep
+ * (dm_sephash_create), and each worker opens its own handle on it (the directory cache).
+ * KV blocks are kvblock.h's; an entry points to one.
  *
  * The merge lock and the directory lock are leases (docs/leases.md, sephash/lease.c): a
  * worker that dies holding one is taken over after 3 s by the next writer that needs it,
  * which finishes the dead merge or split (merge.c, split.c say why that is safe). A key
  * count (counted by merges), scan and flush are dmkv's (count.c, scan.c).
  *
- * Not yet: the point role (dm_point_index_ops_t) and a root in the superblock; the
- * FPTable's record points (§4.4.2); fp2 of CurSegment entries; a recount that repairs the
- * key count after a merger died between its commit and its FAA. */
+ * Not yet: the FPTable's record points (§4.4.2); fp2 of CurSegment entries; a repair of
+ * the merge-based count after a merger died between its commit and its FAA (the point
+ * role's live counter has its recount). */
 #ifndef DMKV_SEPHASH_H
 #define DMKV_SEPHASH_H
 
@@ -80,6 +81,31 @@ int dm_sephash_append(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t kl
                       dm_gaddr_t block, uint64_t block_len, unsigned flags, uint64_t expect,
                       uint64_t *version);
 
+/* How a point role's append commits (dmkv: the hybrid protocol). by_us: the entry CAS is
+ * the write's commit point (dm_batch_commit, not posted after by_us, monotonic µs; 0: not
+ * marked). count: added to the live key counter (dm_sephash_live_count) once the CAS won. */
+typedef struct dm_sephash_commit {
+    uint64_t by_us;
+    int64_t count;
+} dm_sephash_commit_t;
+
+/* dm_sephash_append whose entry CAS is marked and counted as cm says (NULL: as
+ * dm_sephash_append), any ride of ctx sent before it (dm_ctx_ride_before). Returns as
+ * dm_sephash_append, plus DM_ERETRY (by_us passed: not posted) or DM_EYIELD (the turn gave
+ * way: not posted). */
+int dm_sephash_append_commit(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen,
+                             dm_gaddr_t block, uint64_t block_len, unsigned flags, uint64_t expect,
+                             const dm_sephash_commit_t *cm, uint64_t *version);
+
+/* The live key counter into *n (1 RTT): moved only by conditional appends that know they
+ * inserted or deleted a key (dm_sephash_commit_t.count), so exact when every write is one
+ * (the point role's); dm_sephash_live_count_set sets it (a recount). 0 or DM_E*. dmkv. */
+int dm_sephash_live_count(dm_ctx_t *ctx, dm_sephash_t *h, int64_t *n);
+/* CAS the live counter from expect to n: 0, DM_ECONFLICT (it moved) or DM_E*. */
+int dm_sephash_live_count_set(dm_ctx_t *ctx, dm_sephash_t *h, int64_t expect, int64_t n);
+/* The table's header address (where its root lives). */
+dm_gaddr_t dm_sephash_root(const dm_sephash_t *h);
+
 /* Build key's KV block (val, vlen bytes; an empty one for DM_SH_TOMBSTONE), write it to a
  * block of ctx's worker and append it (flags, expect, *version as dm_sephash_append). A
  * block never appended is returned to the allocator. Returns as dm_sephash_append. */
@@ -120,6 +146,9 @@ int dm_sephash_scan(dm_ctx_t *ctx, dm_sephash_t *h, uint64_t cursor, unsigned co
  * and the tombstone: the tombstone is newer and deletes it). Returns 0 or as
  * dm_sephash_scan / dm_sephash_put (then some keys are left). dmkv: not in the paper. */
 int dm_sephash_flush(dm_ctx_t *ctx, dm_sephash_t *h, uint64_t *deleted);
+
+/* SepHash as the point role (sephash/index_ops.c): --point-index sephash. */
+extern const dm_point_index_ops_t dm_sephash_point_index;
 
 /* What this handle did (process-local counters). */
 typedef struct dm_sephash_stats {

@@ -47,7 +47,9 @@ typedef struct dm_superblock {
                                  gave back (pool/returned.h), for the next log's opening,
                                  tagged as chunk_free, 0 = empty (also in pools made before
                                  2026-11-28: the word was reserved) */
-    uint64_t reserved[13];
+    uint64_t sephash_root;    /* node 0: gaddr of the SepHash table header when SepHash is the
+                                 point engine, 0 = not created (2026-11-29: was reserved) */
+    uint64_t reserved[12];
     uint64_t alloc_board[32];   /* node 0: per clock-board slot, the gaddr of that gateway's
                                    allocation record (dmkv/alloc.h dm_alloc_register), 0 =
                                    none: a dead gateway's unused chunk tails are found here */
