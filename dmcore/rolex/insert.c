@@ -41,7 +41,7 @@ static int change(dm_ctx_t *ctx, dm_rolex_t *r, const rx_hold_t *hd, rx_leaf_t *
 {
     dm_batch_t b;
     dm_batch_init(&b);
-    b.send_by_us = hd->until; /* no write after the hold: DM_ERETRY, nothing written */
+    b.send_by_us = hd->until_us; /* no write after the hold: DM_ERETRY, nothing written */
     int pos = -1;
     unsigned k = 0;
     for (; k < n && pos < 0; k++)

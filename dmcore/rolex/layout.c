@@ -86,12 +86,12 @@ int dm_rolex_build(dm_ctx_t *ctx, const char *const *keys, const size_t *lens, s
             goto out;
         }
     }
-    rc = rx_write(ctx, region, leaves, (L + S) * RX_LEAF_BYTES);
+    rc = dm_write_span(ctx, region, leaves, (L + S) * RX_LEAF_BYTES);
     if (rc) goto out;
     rc = dm_alloc_block(ctx, RX_HDR_BYTES + RX_SEG_BYTES * ns, &rt);
     if (rc) goto out;
-    rc = rx_write(ctx, rt + RX_HDR_BYTES, segs, RX_SEG_BYTES * ns);
-    if (!rc) rc = rx_write(ctx, rt, &h, sizeof(h)); /* the magic last */
+    rc = dm_write_span(ctx, rt + RX_HDR_BYTES, segs, RX_SEG_BYTES * ns);
+    if (!rc) rc = dm_write_span(ctx, rt, &h, sizeof(h)); /* the magic last */
     if (!rc) *root = rt;
 out:
     free(start), free(lo), free(segs), free(leaves);
@@ -103,14 +103,15 @@ int dm_rolex_open(dm_ctx_t *ctx, dm_gaddr_t root, dm_rolex_t **out)
     dm_rolex_t *r = calloc(1, sizeof(*r));
     if (!r) return DM_ENOMEM;
     r->root = root;
-    int rc = rx_read(ctx, root, &r->hdr, sizeof(r->hdr));
+    int rc = dm_read_span(ctx, root, &r->hdr, sizeof(r->hdr));
     if (!rc && (r->hdr.magic != RX_MAGIC || !r->hdr.primaries || !r->hdr.segments ||
                 r->hdr.segments > r->hdr.primaries || r->hdr.eps > RX_EPS_MAX))
         rc = DM_ECORRUPT;
     if (!rc) {
         r->segs = malloc(r->hdr.segments * sizeof(*r->segs));
-        rc = r->segs ? rx_read(ctx, root + RX_HDR_BYTES, r->segs, RX_SEG_BYTES * r->hdr.segments)
-                     : DM_ENOMEM;
+        rc = r->segs
+                 ? dm_read_span(ctx, root + RX_HDR_BYTES, r->segs, RX_SEG_BYTES * r->hdr.segments)
+                 : DM_ENOMEM;
     }
     if (rc) {
         dm_rolex_close(r);
@@ -130,7 +131,7 @@ void dm_rolex_close(dm_rolex_t *r)
 int dm_rolex_leaf_counts(dm_ctx_t *ctx, dm_rolex_t *r, uint64_t *primaries, uint64_t *synonyms)
 {
     uint64_t used;
-    int rc = rx_read(ctx, r->root + RX_OFF_ALLOC, &used, 8);
+    int rc = dm_read_span(ctx, r->root + RX_OFF_ALLOC, &used, 8);
     if (rc) return rc;
     *primaries = r->hdr.primaries;
     *synonyms = (used < r->hdr.capacity ? used : r->hdr.capacity) - r->hdr.primaries;

@@ -9,7 +9,6 @@
 
 #include "rolex_internal.h"
 
-#define RX_CHUNK 65536u
 #define RX_TORN_TRIES 1000 /* re-reads of a leaf whose checksum fails before DM_ECORRUPT */
 
 dm_gaddr_t rx_leaf_addr(const dm_rolex_t *r, uint64_t i)
@@ -59,40 +58,6 @@ int rx_leaf_find(const rx_leaf_t *l, const void *key, size_t len)
     return -(int)a - 1;
 }
 
-int rx_read(dm_ctx_t *ctx, dm_gaddr_t a, void *buf, uint64_t len)
-{
-    uint8_t *p = buf;
-    while (len) {
-        dm_batch_t b;
-        dm_batch_init(&b);
-        while (len && b.n < DM_BATCH_MAX) {
-            uint32_t n = len < RX_CHUNK ? (uint32_t)len : RX_CHUNK;
-            dm_batch_read(&b, a, p, n);
-            a += n, p += n, len -= n;
-        }
-        int rc = dm_batch_exec(ctx, &b);
-        if (rc) return rc;
-    }
-    return 0;
-}
-
-int rx_write(dm_ctx_t *ctx, dm_gaddr_t a, const void *buf, uint64_t len)
-{
-    const uint8_t *p = buf;
-    while (len) {
-        dm_batch_t b;
-        dm_batch_init(&b);
-        while (len && b.n < DM_BATCH_MAX) {
-            uint32_t n = len < RX_CHUNK ? (uint32_t)len : RX_CHUNK;
-            dm_batch_write(&b, a, p, n);
-            a += n, p += n, len -= n;
-        }
-        int rc = dm_batch_exec(ctx, &b);
-        if (rc) return rc;
-    }
-    return 0;
-}
-
 int rx_read_leaves(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t a, uint64_t b, rx_leaf_t *out)
 {
     if (b < a || b - a >= DM_BATCH_MAX) return DM_EINVAL;
@@ -114,7 +79,7 @@ int rx_read_leaves(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t a, uint64_t b, r
 int rx_read_leaf(dm_ctx_t *ctx, dm_gaddr_t at, rx_leaf_t *out)
 {
     for (int t = 0; t < RX_TORN_TRIES; t++) {
-        int rc = rx_read(ctx, at, out, RX_LEAF_BYTES);
+        int rc = dm_read_span(ctx, at, out, RX_LEAF_BYTES);
         if (rc) return rc;
         if (rx_leaf_ok(out)) return 0;
     }

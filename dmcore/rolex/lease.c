@@ -6,10 +6,7 @@
  * operation could still point to). */
 #include "dmkv/rolex.h"
 
-#include "dmkv/lease.h"
-
-#include "dmkv/errors.h"
-#include "dmkv/fence.h"
+#include "dmkv/lease_lock.h"
 #include "rolex_internal.h"
 
 uint32_t rx_lease_ms = 3000;
@@ -20,35 +17,17 @@ int (*rx_test_hook)(int site);
 
 int rx_lock(dm_ctx_t *ctx, dm_gaddr_t addr, rx_hold_t *hd, rx_leaf_t *leaf)
 {
-    uint64_t from = 0;
     for (;;) {
-        uint64_t word = (uint64_t)dm_lease_token() << 1 | 1;
-        dm_batch_t b;
-        dm_batch_init(&b);
-        dm_verb_t *v = dm_batch_cas(&b, addr, from, word);
-        if (leaf) /* runs after the CAS (one node's verbs run in order): the holder's view */
-            dm_batch_read(&b, addr, leaf, RX_LEAF_BYTES)->fence = 1; /* rdma: after the CAS */
-        uint64_t posted = dm_now_us(); /* the hold starts before the CAS is posted */
-        int rc = dm_batch_exec(ctx, &b);
-        if (rc) return rc;
-        if (v->result == from) {
-            hd->addr = addr;
-            hd->word = word;
-            hd->until = posted + 1000ull * rx_hold_ms;
-            dm_lease_forget(addr);
-            return 0;
-        }
-        from = v->result;
-        if (from && dm_lease_takeover_ready(ctx, addr, from, rx_lease_ms)) continue;
-        if (from) dm_ctx_sleep(ctx, RX_LOCK_WAIT_US);
-        from = 0; /* try the free word first; a held one is read back by the CAS */
+        int took_over;
+        /* The leaf read behind the CAS: the holder's view, as the last holder left it. */
+        int rc = dm_lease_lock_try(ctx, addr, rx_lease_ms, rx_hold_ms, leaf,
+                                   leaf ? RX_LEAF_BYTES : 0, hd, &took_over);
+        if (rc) return rc < 0 ? rc : 0;
+        dm_ctx_sleep(ctx, RX_LOCK_WAIT_US);
     }
 }
 
 int rx_unlock(dm_ctx_t *ctx, const rx_hold_t *hd)
 {
-    dm_batch_t b;
-    dm_batch_init(&b);
-    dm_batch_cas(&b, hd->addr, hd->word, 0);
-    return dm_batch_post_async(ctx, &b);
+    return dm_lease_unlock(ctx, hd);
 }

@@ -56,6 +56,7 @@
 #include <stdint.h>
 
 #include "dmkv/batch.h"
+#include "dmkv/lease_lock.h"
 #include "dmkv/rolex.h"
 
 #define RX_MAGIC 0x31584c4f52534d44ull /* "DMSROLX1" */
@@ -126,15 +127,9 @@ int rx_read_chain(dm_ctx_t *ctx, const rx_leaf_t *first, dm_gaddr_t first_at, rx
 int rx_read_chains(dm_ctx_t *ctx, const rx_leaf_t *heads, unsigned k, rx_leaf_t **out, unsigned *n);
 /* The covering primary of image x and its leaf (1 RTT). */
 int rx_locate(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t x, uint64_t *leaf, rx_leaf_t *out);
-int rx_read(dm_ctx_t *ctx, dm_gaddr_t a, void *buf, uint64_t len);
-int rx_write(dm_ctx_t *ctx, dm_gaddr_t a, const void *buf, uint64_t len);
 
 /* lease.c */
-typedef struct rx_hold {
-    dm_gaddr_t addr;
-    uint64_t word;
-    uint64_t until; /* monotonic us: no write is sent after it */
-} rx_hold_t;
+typedef dm_lease_hold_t rx_hold_t; /* until_us: no write is sent after it */
 extern uint32_t rx_lease_ms, rx_hold_ms;
 /* Test hook: returns nonzero at site to make the caller "die" there (its lock stays held). */
 extern int (*rx_test_hook)(int site);

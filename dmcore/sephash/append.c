@@ -183,7 +183,7 @@ int dm_sephash_put(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen,
     dm_gaddr_t addr;
     int rc = dm_alloc_kv_block(ctx, dm_sephash_block_bytes(bytes), &addr);
     if (!rc) {
-        rc = sh_write(ctx, addr, buf, bytes);
+        rc = dm_write_span(ctx, addr, buf, bytes);
         if (!rc) rc = dm_sephash_append(ctx, h, key, klen, addr, bytes, flags, expect, version);
         /* Never in an entry: reusable at once. (After DM_EIO the CAS may have landed: the
          * block is then kept, possibly leaked.) */

@@ -20,7 +20,7 @@
 int64_t dm_sephash_count(dm_ctx_t *ctx, dm_sephash_t *h)
 {
     uint64_t n = 0;
-    int rc = sh_read(ctx, h->root + SH_HDR_COUNT_OFF, &n, 8);
+    int rc = dm_read_span(ctx, h->root + SH_HDR_COUNT_OFF, &n, 8);
     return rc ? rc : (int64_t)n;
 }
 
@@ -37,7 +37,7 @@ void sh_live_count_add(dm_ctx_t *ctx, dm_sephash_t *h, int64_t d)
 int dm_sephash_live_count(dm_ctx_t *ctx, dm_sephash_t *h, int64_t *n)
 {
     uint64_t w = 0;
-    int rc = sh_read(ctx, h->root + SH_HDR_LIVE_OFF, &w, 8);
+    int rc = dm_read_span(ctx, h->root + SH_HDR_LIVE_OFF, &w, 8);
     *n = (int64_t)w;
     return rc;
 }

@@ -12,7 +12,6 @@
 #include "sephash_internal.h"
 
 #define HASH_SEED 0x7365706873ull /* "sephs": not RACE's seed, so the two never correlate */
-#define SH_CHUNK 65536u
 
 void sh_hash(const void *key, size_t klen, uint64_t *lo, uint64_t *hi)
 {
@@ -62,50 +61,16 @@ sh_seg_cache_t *sh_cache(dm_sephash_t *h, const sh_loc_t *loc)
 int sh_cache_load(dm_ctx_t *ctx, sh_seg_cache_t *c)
 {
     uint64_t m;
-    int rc = sh_read(ctx, c->seg, &m, 8);
+    int rc = dm_read_span(ctx, c->seg, &m, 8);
     if (rc) return rc;
     uint16_t start[257];
-    rc = sh_read(ctx, sh_meta_main(m) + 8, start, sizeof(start));
+    rc = dm_read_span(ctx, sh_meta_main(m) + 8, start, sizeof(start));
     if (rc) return rc;
     /* Published MainSegments never change; m names this one until the next merge. */
     if (sh_round(m) != c->round) c->off = 0;
     c->round = sh_round(m);
     memcpy(c->start, start, sizeof(start));
     c->fpt_ok = 1;
-    return 0;
-}
-
-int sh_read(dm_ctx_t *ctx, dm_gaddr_t a, void *buf, uint64_t len)
-{
-    uint8_t *p = buf;
-    while (len) {
-        dm_batch_t b;
-        dm_batch_init(&b);
-        while (len && b.n < DM_BATCH_MAX) {
-            uint32_t n = len < SH_CHUNK ? (uint32_t)len : SH_CHUNK;
-            dm_batch_read(&b, a, p, n);
-            a += n, p += n, len -= n;
-        }
-        int rc = dm_batch_exec(ctx, &b);
-        if (rc) return rc;
-    }
-    return 0;
-}
-
-int sh_write(dm_ctx_t *ctx, dm_gaddr_t a, const void *buf, uint64_t len)
-{
-    const uint8_t *p = buf;
-    while (len) {
-        dm_batch_t b;
-        dm_batch_init(&b);
-        while (len && b.n < DM_BATCH_MAX) {
-            uint32_t n = len < SH_CHUNK ? (uint32_t)len : SH_CHUNK;
-            dm_batch_write(&b, a, p, n);
-            a += n, p += n, len -= n;
-        }
-        int rc = dm_batch_exec(ctx, &b);
-        if (rc) return rc;
-    }
     return 0;
 }
 
@@ -175,13 +140,13 @@ int sh_refresh(dm_ctx_t *ctx, dm_sephash_t *h)
 {
     uint64_t seq = h->installs;
     sh_table_hdr_t hdr;
-    int rc = sh_read(ctx, h->root, &hdr, sizeof(hdr));
+    int rc = dm_read_span(ctx, h->root, &hdr, sizeof(hdr));
     if (rc) return rc;
     if (hdr.magic != SH_MAGIC || hdr.global_depth > SH_MAX_DEPTH) return DM_EPROTO;
     uint64_t *dir = malloc(8ull << hdr.global_depth);
     if (!dir) return DM_ENOMEM;
     /* Entries after GD: a doubling writes the new half before it raises GD. */
-    rc = sh_read(ctx, h->root + SH_DIR_OFF, dir, 8ull << hdr.global_depth);
+    rc = dm_read_span(ctx, h->root + SH_DIR_OFF, dir, 8ull << hdr.global_depth);
     if (!rc) {
         install(h, seq, dir, (unsigned)hdr.global_depth);
         h->main_max = (uint32_t)hdr.main_max;
@@ -195,7 +160,7 @@ static int new_empty_main(dm_ctx_t *ctx, dm_gaddr_t *out)
 {
     uint8_t hdr[SH_MAIN_HDR] = {0};
     int rc = dm_alloc_block(ctx, SH_MAIN_HDR, out);
-    if (!rc) rc = sh_write(ctx, *out, hdr, sizeof(hdr));
+    if (!rc) rc = dm_write_span(ctx, *out, hdr, sizeof(hdr));
     return rc;
 }
 
@@ -215,7 +180,7 @@ int dm_sephash_create(dm_ctx_t *ctx, uint32_t main_max, dm_gaddr_t *root)
         if (rc) break;
         uint64_t m = sh_meta(0, SH_INIT_DEPTH, 0, main);
         memcpy(cur, &m, 8);
-        rc = sh_write(ctx, seg, cur, SH_CUR_BYTES);
+        rc = dm_write_span(ctx, seg, cur, SH_CUR_BYTES);
         dir[i] = sh_dir_entry(seg, SH_INIT_DEPTH);
     }
     free(cur);
@@ -224,8 +189,8 @@ int dm_sephash_create(dm_ctx_t *ctx, uint32_t main_max, dm_gaddr_t *root)
     if (!rc) {
         sh_table_hdr_t hdr = {
             .magic = SH_MAGIC, .global_depth = SH_INIT_DEPTH, .main_max = main_max};
-        rc = sh_write(ctx, hdr_addr + SH_DIR_OFF, dir, sizeof(dir));
-        if (!rc) rc = sh_write(ctx, hdr_addr, &hdr, sizeof(hdr));
+        rc = dm_write_span(ctx, hdr_addr + SH_DIR_OFF, dir, sizeof(dir));
+        if (!rc) rc = dm_write_span(ctx, hdr_addr, &hdr, sizeof(hdr));
     }
     if (!rc) *root = hdr_addr;
     return rc;

@@ -224,7 +224,8 @@ static uint8_t *build_main(const merge_t *g, const int8_t *halves, int half, uns
 static int alloc_write(dm_ctx_t *ctx, const void *buf, uint64_t bytes, dm_gaddr_t *out)
 {
     int rc = dm_alloc_block(ctx, bytes, out);
-    if (!rc && (rc = sh_write(ctx, *out, buf, bytes))) dm_alloc_unused(ctx->w->alloc, *out, bytes);
+    if (!rc && (rc = dm_write_span(ctx, *out, buf, bytes)))
+        dm_alloc_unused(ctx->w->alloc, *out, bytes);
     return rc;
 }
 
@@ -240,8 +241,8 @@ static int merge_locked(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uin
     g->n = sh_meta_cnt(m);
     g->main = malloc(main_bytes(g->n));
     int rc = g->main ? 0 : DM_ENOMEM;
-    if (!rc) rc = sh_read(ctx, loc->seg + SH_CUR_ENTRY_OFF, g->cur, sizeof(g->cur));
-    if (!rc) rc = sh_read(ctx, sh_meta_main(m), g->main, main_bytes(g->n));
+    if (!rc) rc = dm_read_span(ctx, loc->seg + SH_CUR_ENTRY_OFF, g->cur, sizeof(g->cur));
+    if (!rc) rc = dm_read_span(ctx, sh_meta_main(m), g->main, main_bytes(g->n));
     for (unsigned j = 0; !rc && j < SH_CUR_N; j++)
         if (sh_entry_sign(g->cur[j]) == s) rc = DM_ECORRUPT; /* merges start only when full */
     if (!rc) rc = sh_read_blocks(ctx, g->cur, SH_CUR_N, g->cbuf, g->clen);
@@ -289,7 +290,7 @@ static int merge_locked(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uin
         /* The new segment goes into the directory while this one is still locked: a
          * writer that finds this meta deeper than its cache then finds the other half. */
         if (!rc) *moved = 1;
-        if (!rc) rc = sh_dir_split(ctx, h, loc->seg, ld, loc->lo, seg1, hd->until, &used);
+        if (!rc) rc = sh_dir_split(ctx, h, loc->seg, ld, loc->lo, seg1, hd->until_us, &used);
         if (!rc && used != seg1) { /* a dead merger's split, finished: its seg1 is used */
             dm_alloc_unused(ctx->w->alloc, main1, main_bytes(c1));
             dm_alloc_unused(ctx->w->alloc, seg1, SH_CUR_BYTES);
@@ -298,8 +299,8 @@ static int merge_locked(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uin
     }
     if (!rc && split && sh_die(h, SH_AT_MOVED)) rc = DM_EIO;
     if (!rc && sh_die(h, SH_AT_COMMIT)) rc = DM_EIO;
-    if (!rc && dm_now_us() > hd->until) rc = DM_ERETRY; /* the hold ended: write nothing */
-    int committed = 0, unknown = 0;                     /* unknown: the commit may have landed */
+    if (!rc && dm_now_us() > hd->until_us) rc = DM_ERETRY; /* the hold ended: write nothing */
+    int committed = 0, unknown = 0;                        /* unknown: the commit may have landed */
     if (!rc) {
         /* Clear the next round's filter, then flip the sign, install the MainSegment and
          * unlock in one CAS (SepHash §4.2.2 step 4), then free the merge lock: one message,
@@ -308,7 +309,7 @@ static int merge_locked(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uin
         static const uint8_t zero[256];
         dm_batch_t b;
         dm_batch_init(&b);
-        b.send_by_us = hd->until;
+        b.send_by_us = hd->until_us;
         dm_batch_write(&b, loc->seg + SH_CUR_FILTER_OFF + 256ull * !s, zero, 256);
         dm_verb_t *v = dm_batch_cas(&b, loc->seg, m | SH_META_LOCK, sh_meta(!s, nl, c0, main0));
         dm_batch_cas(&b, hd->addr, hd->word, 0);
@@ -372,12 +373,12 @@ int sh_merge(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uint64_t m)
     dm_cls_t cls = ctx->cls;
     ctx->cls = DM_CLS_SPLIT;
     uint64_t mm = 0;
-    rc = sh_read(ctx, loc->seg, &mm, 8);
+    rc = dm_read_span(ctx, loc->seg, &mm, 8);
     int mine = !rc && sh_round(mm) == sh_round(m); /* not merged since */
     if (mine && !(mm & SH_META_LOCK)) {
         dm_batch_t b;
         dm_batch_init(&b);
-        b.send_by_us = hd.until;
+        b.send_by_us = hd.until_us;
         dm_verb_t *v = dm_batch_cas(&b, loc->seg, mm, mm | SH_META_LOCK);
         rc = dm_batch_exec(ctx, &b);
         mine = !rc && v->result == mm;
@@ -396,7 +397,7 @@ int sh_merge(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uint64_t m)
          * the merge lock redoes the merge); the merge lock is freed either way. */
         dm_batch_t b;
         dm_batch_init(&b);
-        b.send_by_us = hd.until;
+        b.send_by_us = hd.until_us;
         if (mine && rc != DM_ECORRUPT && !moved)
             dm_batch_cas(&b, loc->seg, sh_round(mm) | SH_META_LOCK, sh_round(mm));
         dm_batch_cas(&b, hd.addr, hd.word, 0);

@@ -41,7 +41,7 @@ static int scan_slot(dm_ctx_t *ctx, dm_sephash_t *h, uint64_t j, dm_sephash_emit
     for (int attempt = 0; attempt < SH_SCAN_ATTEMPTS; attempt++) {
         if (attempt) h->st.retries++;
         uint64_t t0 = dm_now_us(), e = 0, m1 = 0, m2 = 0, cur[SH_CUR_N];
-        int rc = sh_read(ctx, h->root + SH_DIR_OFF + 8 * j, &e, 8);
+        int rc = dm_read_span(ctx, h->root + SH_DIR_OFF + 8 * j, &e, 8);
         if (rc) return rc;
         dm_gaddr_t seg = sh_dir_seg(e);
         dm_batch_t b;
@@ -63,7 +63,7 @@ static int scan_slot(dm_ctx_t *ctx, dm_sephash_t *h, uint64_t j, dm_sephash_emit
         if (!rc) {
             for (unsigned i = 0; i < fe; i++) /* newest first */
                 words[i] = cur[fe - 1 - i];
-            rc = sh_read(ctx, sh_meta_main(m1) + SH_MAIN_HDR, words + fe, 8ull * cnt);
+            rc = dm_read_span(ctx, sh_meta_main(m1) + SH_MAIN_HDR, words + fe, 8ull * cnt);
         }
         if (!rc) rc = sh_read_blocks(ctx, words, fe + cnt, bufs, lens);
         /* Blocks freed by a later merge are reused only after DM_GRACE_US. */
@@ -100,7 +100,7 @@ static int scan_slot(dm_ctx_t *ctx, dm_sephash_t *h, uint64_t j, dm_sephash_emit
 
 static int read_gd(dm_ctx_t *ctx, dm_sephash_t *h, uint64_t *gd)
 {
-    int rc = sh_read(ctx, h->root + SH_HDR_GD_OFF, gd, 8);
+    int rc = dm_read_span(ctx, h->root + SH_HDR_GD_OFF, gd, 8);
     return !rc && *gd > SH_MAX_DEPTH ? DM_ECORRUPT : rc;
 }
 

@@ -64,6 +64,7 @@
 #include <stdint.h>
 
 #include "dmkv/gaddr.h"
+#include "dmkv/lease_lock.h"
 #include "dmkv/sephash.h"
 
 #define SH_MAGIC 0x3148534850455321ull /* "!SEPHSH1" */
@@ -216,11 +217,7 @@ struct dm_sephash {
 extern uint32_t sh_lease_ms; /* 3000, as CHIME's CH_LEASE_MS */
 extern uint32_t sh_hold_ms;  /* 2000, as CH_HOLD_MAX_MS */
 
-typedef struct sh_hold {
-    dm_gaddr_t addr;
-    uint64_t word;  /* as written by our CAS */
-    uint64_t until; /* monotonic us: no batch under this lock leaves after it */
-} sh_hold_t;
+typedef dm_lease_hold_t sh_hold_t; /* until_us: no batch under the lock leaves after it */
 
 /* One attempt at the lock word at addr: 1 when taken (*hd filled; *took_over = 1 when it
  * was taken from a holder presumed dead), 0 when held by a live holder (or one not yet
@@ -259,9 +256,6 @@ sh_seg_cache_t *sh_cache(dm_sephash_t *h, const sh_loc_t *loc);
 int sh_cache_load(dm_ctx_t *ctx, sh_seg_cache_t *c);
 /* Read the directory again (1 RTT + 1 per 64 KiB) and install it. */
 int sh_refresh(dm_ctx_t *ctx, dm_sephash_t *h);
-/* READ/WRITE of any size, 64 KiB per verb, up to DM_BATCH_MAX verbs per round trip. */
-int sh_read(dm_ctx_t *ctx, dm_gaddr_t a, void *buf, uint64_t len);
-int sh_write(dm_ctx_t *ctx, dm_gaddr_t a, const void *buf, uint64_t len);
 /* Read the KV blocks the n entry words point to (64 per RTT, +1 RTT for blocks over 448
  * bytes or tombstones over 64): bufs[i] malloc'd, lens[i] bytes read (at least the block).
  * Unverified: callers parse. Returns 0 or DM_E*; the caller frees bufs[] either way. */

@@ -61,13 +61,13 @@ int sh_dir_split(dm_ctx_t *ctx, dm_sephash_t *h, dm_gaddr_t seg, unsigned ld, ui
     int rc = dir_lock(ctx, h, &hd);
     if (rc) return rc;
     if (sh_die(h, SH_AT_DIR_LOCKED)) return DM_EIO;
-    until = dm_send_by_earlier(until, hd.until);
+    until = dm_send_by_earlier(until, hd.until_us);
     sh_table_hdr_t hdr;
     uint64_t *dir = malloc(8ull << SH_MAX_DEPTH);
-    rc = dir ? sh_read(ctx, h->root, &hdr, sizeof(hdr)) : DM_ENOMEM;
+    rc = dir ? dm_read_span(ctx, h->root, &hdr, sizeof(hdr)) : DM_ENOMEM;
     unsigned gd = (unsigned)hdr.global_depth;
     if (!rc && (gd > SH_MAX_DEPTH || ld > gd)) rc = DM_ECORRUPT;
-    if (!rc) rc = sh_read(ctx, h->root + SH_DIR_OFF, dir, 8ull << gd);
+    if (!rc) rc = dm_read_span(ctx, h->root + SH_DIR_OFF, dir, 8ull << gd);
     if (!rc && ld == gd) {
         /* Doubling: the new half first, then GD (readers read GD, then the entries). */
         for (uint64_t j = 0; j < (1ull << gd); j++)

@@ -494,7 +494,7 @@ static void test_round_trips(void)
         uint8_t buf[128];
         dm_kvblock_build(buf, key, strlen(key), val, strlen(val), 0, 0);
         CHECK(dm_alloc_kv_block(&ctx, dm_sephash_block_bytes(sizes[i]), &blocks[i]) == 0);
-        CHECK(sh_write(&ctx, blocks[i], buf, sizes[i]) == 0);
+        CHECK(dm_write_span(&ctx, blocks[i], buf, sizes[i]) == 0);
     }
     dm_cls_stats_t s0, s1, m0, m1;
     dm_stats_get(DM_CLS_SET, &s0);

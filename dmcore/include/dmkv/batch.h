@@ -64,6 +64,12 @@ static inline uint64_t dm_send_by_earlier(uint64_t a, uint64_t b)
  * when the batch is full. */
 dm_verb_t *dm_batch_read(dm_batch_t *b, dm_gaddr_t a, void *buf, uint32_t len);
 dm_verb_t *dm_batch_write(dm_batch_t *b, dm_gaddr_t a, const void *buf, uint32_t len);
+
+/* Read (write) len bytes at a whole, in verbs of at most 64 KiB, DM_BATCH_MAX of them per
+ * round trip: for regions read or built in one piece (a table's directory, a leaf region).
+ * Returns 0 or DM_E* (what landed of a failed write is unknown). pool/span.c */
+int dm_read_span(dm_ctx_t *ctx, dm_gaddr_t a, void *buf, uint64_t len);
+int dm_write_span(dm_ctx_t *ctx, dm_gaddr_t a, const void *buf, uint64_t len);
 dm_verb_t *dm_batch_cas(dm_batch_t *b, dm_gaddr_t a, uint64_t expect, uint64_t swap);
 dm_verb_t *dm_batch_faa(dm_batch_t *b, dm_gaddr_t a, uint64_t add);
 /* MASKED_CAS where the connection has it, else CAS with expect merged into the caller's

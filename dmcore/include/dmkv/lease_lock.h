@@ -1,0 +1,37 @@
+/* A remote lock word held under a lease (docs/leases.md), for index structures whose
+ * locks need no more than the word: SepHash's merge and directory locks, ROLEX's leaf
+ * locks. CHIME's leaf lock carries vacancy bits in the same word and has its own
+ * (chime/leaf.c ch_lock_leaf), by the same rules. */
+#ifndef DMKV_LEASE_LOCK_H
+#define DMKV_LEASE_LOCK_H
+
+#include <stdint.h>
+
+#include "dmkv/gaddr.h"
+#include "dmkv/worker.h"
+
+/* A lock taken: where, the word our CAS wrote (bit 0 set, a fresh lease token in bits
+ * 1..31: dm_lease_token), and the end of the hold on this thread's monotonic clock, timed
+ * from before the CAS was posted: no write under the lock may leave after it (give it
+ * as the batch's send-by bound). */
+typedef struct dm_lease_hold {
+    dm_gaddr_t addr;
+    uint64_t word;
+    uint64_t until_us;
+} dm_lease_hold_t;
+
+/* One attempt at the 8-byte lock word at addr (0 = free): the CAS from 0, and when the
+ * word read back is held by a holder this thread has seen unchanged for more than
+ * lease_ms and has fenced (dm_lease_takeover_ready, dmkv/fence.h), the CAS from that word
+ * (a takeover: *took_over = 1). behind (NULL: none) receives behind_len bytes read from
+ * addr right behind each CAS, fenced (rdma: after the CAS), so a holder sees what the last
+ * holder left. Returns 1 taken (*hd filled, its hold hold_ms long), 0 held by a live
+ * holder (the caller waits and tries again), or DM_E* (the CAS's batch failed). */
+int dm_lease_lock_try(dm_ctx_t *ctx, dm_gaddr_t addr, uint32_t lease_ms, uint32_t hold_ms,
+                      void *behind, uint32_t behind_len, dm_lease_hold_t *hd, int *took_over);
+
+/* Free the lock: CAS from our word to 0, posted without waiting and without a bound (a
+ * taker's word differs, so it cannot free a taker's lock). Returns 0 or a posting error. */
+int dm_lease_unlock(dm_ctx_t *ctx, const dm_lease_hold_t *hd);
+
+#endif
