@@ -16,23 +16,8 @@
 #include "dmkv/stats.h"
 #include "dmkv/transport.h"
 #include "harness.h"
+#include "worker_util.h"
 #include "../dmcore/rolex/rolex_internal.h"
-
-static dm_worker_t *bare_worker(uv_loop_t *loop, const char *uri)
-{
-    char err[256];
-    const char *uris[1] = {uri};
-    dm_worker_t *w = dm_worker_create(loop, uris, 1, err, sizeof(err));
-    CHECKF(w, "%s", err);
-    return w;
-}
-
-static void worker_done(dm_worker_t *w, uv_loop_t *loop)
-{
-    dm_worker_destroy(w);
-    uv_run(loop, UV_RUN_DEFAULT);
-    uv_loop_close(loop);
-}
 
 /* The key set: i in [0, NK) -> "k%07d" (numeric, images differ), then "prefix00%05d"
  * (NP keys, one image), then "user:%010d" (NU keys, one image "user:000"). */

@@ -22,23 +22,8 @@
 #include "dmkv/transport.h"
 #include "dmkv/verbs.h"
 #include "harness.h"
+#include "worker_util.h"
 #include "../dmcore/sephash/sephash_internal.h"
-
-static dm_worker_t *bare_worker(uv_loop_t *loop, const char *uri)
-{
-    char err[256];
-    const char *uris[1] = {uri};
-    dm_worker_t *w = dm_worker_create(loop, uris, 1, err, sizeof(err));
-    CHECKF(w, "%s", err);
-    return w;
-}
-
-static void worker_done(dm_worker_t *w, uv_loop_t *loop)
-{
-    dm_worker_destroy(w);
-    uv_run(loop, UV_RUN_DEFAULT);
-    uv_loop_close(loop);
-}
 
 /* 1 and the value in val (NUL-terminated, cap bytes) when key is present, 0 when absent. */
 static int get(dm_ctx_t *ctx, dm_sephash_t *h, const char *key, char *val, size_t cap,
