@@ -156,12 +156,18 @@ int64_t dm_chime_settle_all(dm_ctx_t *ctx)
     int rc = ch_find_leaf(ctx, "", 0, 1, &p);
     if (rc) return rc;
     int64_t removed = 0;
+    int lapses = 0;
     for (dm_gaddr_t leaf = p.leaf; leaf;) {
         dm_chime_lock_t *lk = ch_lock_new(&c->geo, "", 0);
         if (!lk) return DM_ENOMEM;
         int took;
         rc = ch_lock_leaf(ctx, lk, leaf, &took);
         if (!rc) rc = ch_settle_locked(ctx, lk, 1);
+        if (ch_settle_lapsed(rc, lk) && ++lapses < 8) {
+            ch_unlock_unchanged(ctx, lk); /* nothing written: this leaf again */
+            dm_chime_lock_free(lk);
+            continue;
+        }
         if (rc >= 0) {
             removed += rc;
             leaf = ch_u64(lk->img + 8); /* replica 0: the sibling */

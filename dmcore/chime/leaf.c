@@ -423,10 +423,7 @@ int ch_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int flags, const dm
                 rc = ch_settle_locked(ctx, lk, 0); /* its locker died: settle, then go on */
                 if (rc < 0) {
                     ch_unlock_unchanged(ctx, lk);
-                    /* Our own hold lapsed before the settle's write left (refused as late:
-                     * nothing written): lock again, as a waiter would, instead of failing
-                     * the command ("operation restarted too often"). */
-                    if (rc == DM_ERETRY && ch_hold_expired(lk)) rc = 0;
+                    if (ch_settle_lapsed(rc, lk)) rc = 0; /* lock again */
                     break;
                 }
                 rc = 0;

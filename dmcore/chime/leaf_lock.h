@@ -62,6 +62,10 @@ int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_chime_lock_t *rk, uin
  * lock kept. An image left inconsistent by a dead writer (ch_leaf_consistent) is rewritten
  * the same way, bitmaps rebuilt. Returns the number of entries removed or DM_E*. */
 int ch_settle_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk, int all);
+/* Whether a settle's rc means this holder's hold ended before its write left (the
+ * transport refused it: nothing written). The caller gives the lock back unchanged and
+ * locks (or reads) again, as a waiter would, instead of failing its command. */
+int ch_settle_lapsed(int rc, const dm_chime_lock_t *lk);
 /* Keys of the used entries in img (whole leaf): inline copies or records read; DM_ERETRY
  * when a record no longer matches its entry (freed and reused since img was read),
  * DM_EINVAL when an entry's inline length exceeds DM_CHIME_INLINE (no leaf: a forged

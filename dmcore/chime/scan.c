@@ -70,8 +70,9 @@ static int repair_leaf(dm_ctx_t *ctx, dm_gaddr_t leaf)
         return rc;
     }
     rc = ch_settle_locked(ctx, lk, 0);
+    if (ch_settle_lapsed(rc, lk)) rc = 0;  /* nothing written: the walk reads it again */
     int r2 = dm_chime_unlock(ctx, lk, -1); /* no key of its own: idx -1 */
-    return rc < 0 ? rc : r2;
+    return rc < 0 ? rc : r2 == DM_ERETRY ? 0 : r2;
 }
 
 typedef struct lkey {

@@ -72,8 +72,13 @@ int ch_settle_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk, int all)
     lk->word = (lk->word & 0xffffffffull) | ((uint64_t)ch_vacancy_of(g, lk->img) << 32);
     dm_batch_init(&b);
     /* Never after the hold's end: a stale image would land over a taker's. */
-    b.send_by_us = dm_chime_lock_posted_us(lk) + (uint64_t)CH_HOLD_MAX_MS * 1000;
+    b.send_by_us = dm_chime_lock_hold_until(lk);
     dm_batch_write(&b, lk->leaf, lk->img, g->lock_off);
     rc = dm_batch_exec(ctx, &b);
     return rc ? rc : removed;
+}
+
+int ch_settle_lapsed(int rc, const dm_chime_lock_t *lk)
+{
+    return rc == DM_ERETRY && ch_hold_expired(lk);
 }
