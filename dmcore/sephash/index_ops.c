@@ -3,6 +3,7 @@
  * the table's root in the superblock, the key count, the walks and INFO's statistics. */
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "dmkv/batch.h"
 #include "dmkv/errors.h"
@@ -101,8 +102,8 @@ typedef struct hashes {
     int oom;
 } hashes_t;
 
-/* FNV-1a of a key: a walk emits a key twice when its segment split meanwhile (scan.c), so
- * a recount counts distinct keys by their 64-bit hashes. */
+/* A walk emits a key twice when its segment split meanwhile (scan.c), so a recount counts
+ * distinct keys by their 64-bit hashes. */
 static void collect_hash(void *arg, const dm_kv_view_t *kv)
 {
     hashes_t *hs = arg;
@@ -115,11 +116,7 @@ static void collect_hash(void *arg, const dm_kv_view_t *kv)
         }
         hs->v = v, hs->cap = cap;
     }
-    uint64_t x = 0xcbf29ce484222325ull;
-    const uint8_t *k = kv->key;
-    for (size_t i = 0; i < kv->key_len; i++)
-        x = (x ^ k[i]) * 0x100000001b3ull;
-    hs->v[hs->n++] = x;
+    hs->v[hs->n++] = XXH3_64bits(kv->key, kv->key_len);
 }
 
 static int cmp_u64(const void *a, const void *b)
