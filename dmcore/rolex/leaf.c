@@ -6,6 +6,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "rolex_internal.h"
 
@@ -16,20 +17,13 @@ dm_gaddr_t rx_leaf_addr(const dm_rolex_t *r, uint64_t i)
     return r->hdr.region + i * RX_LEAF_BYTES;
 }
 
-static uint64_t fnv(uint64_t h, const void *p, size_t n)
-{
-    const uint8_t *b = p;
-    for (size_t i = 0; i < n; i++)
-        h = (h ^ b[i]) * 0x100000001b3ull;
-    return h;
-}
-
 /* The checksum covers what a locked writer rewrites, except itself: the paper's leaf
  * checksum, so that a reader never takes a half-written leaf (a WRITE is not atomic). */
 uint64_t rx_leaf_sum(const rx_leaf_t *l)
 {
-    uint64_t h = fnv(0xcbf29ce484222325ull, &l->next, 16);
-    return fnv(h, &l->reserved, RX_LEAF_BYTES - 40) | 1; /* never 0: a zeroed leaf is torn */
+    uint64_t h = XXH3_64bits_withSeed(&l->reserved, RX_LEAF_BYTES - 40,
+                                      XXH3_64bits(&l->next, 16)); /* [40, 816), then [16, 32) */
+    return h | 1; /* never 0: a zeroed leaf is torn */
 }
 
 int rx_leaf_ok(const rx_leaf_t *l)
