@@ -63,11 +63,13 @@ void dm_local_set_size(uint64_t bytes)
 
 void dm_local_inject(uint32_t delay_us, uint32_t fail_every, dm_local_hook_fn hook, void *arg)
 {
+    /* Other threads' batches read these without the lock (run_batch, local_post): atomic
+     * stores, the hook last so its argument is in place before anyone calls it. */
     pthread_mutex_lock(&regions_lock);
-    inject.delay_us = delay_us;
-    inject.fail_every = fail_every;
-    inject.hook = hook;
-    inject.hook_arg = arg;
+    __atomic_store_n(&inject.delay_us, delay_us, __ATOMIC_RELAXED);
+    __atomic_store_n(&inject.fail_every, fail_every, __ATOMIC_RELAXED);
+    __atomic_store_n(&inject.hook_arg, arg, __ATOMIC_RELAXED);
+    __atomic_store_n(&inject.hook, hook, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&regions_lock);
 }
 
@@ -139,7 +141,7 @@ static int run_batch(local_conn_t *c, dm_verb_t *verbs, size_t n)
     }
     size_t run = cut_point(verbs, n);
     for (size_t i = 0; i < run; i++) {
-        if (hook) hook(&verbs[i], inject.hook_arg);
+        if (hook) hook(&verbs[i], __atomic_load_n(&inject.hook_arg, __ATOMIC_RELAXED));
         verbs[i].status = dm_region_exec(c->region->base, c->region->size, &verbs[i]);
     }
     for (size_t i = run; i < n; i++)
