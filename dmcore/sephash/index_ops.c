@@ -196,12 +196,27 @@ static int sh_probe(dm_ctx_t *ctx, const uint8_t *const *keys, const size_t *len
     return 0;
 }
 
+typedef struct live_emit {
+    dm_point_emit_fn emit;
+    void *arg;
+    uint64_t now_ms;
+} live_emit_t;
+
+static void emit_live(void *arg, const dm_kv_view_t *v)
+{
+    const live_emit_t *le = arg;
+    if (!v->expire_ms || v->expire_ms > le->now_ms) le->emit(le->arg, v);
+}
+
+/* The role's walk emits live keys only, as RACE's (race/scan.c); the table's own walk
+ * (dm_sephash_scan, which the recount uses) emits every newest version. */
 static int sh_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, dm_point_emit_fn emit, void *arg,
                    uint64_t *next)
 {
     ctx->start_us = dm_now_us();
+    live_emit_t le = {emit, arg, dm_wall_ms()};
     return dm_sephash_scan(ctx, ctx->w->sephash->h, cursor, count > 65536 ? 65536 : (unsigned)count,
-                           emit, arg, next);
+                           emit_live, &le, next);
 }
 
 /* No cache of versions yet: every SET reads first (the caller runs set). */
