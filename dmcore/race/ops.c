@@ -415,29 +415,49 @@ static unsigned free_slots(const race_cbs_t *cbs, int i)
     return n;
 }
 
-dm_gaddr_t race_pick_empty(const race_loc_t *loc, const race_cbs_t *cbs, const dm_gaddr_t *avoid,
-                           unsigned navoid)
+static dm_gaddr_t *claim_entry(const dm_race_t *r, dm_gaddr_t slot)
+{
+    uint64_t h = (slot >> 3) * 0x9e3779b97f4a7c15ull;
+    return (dm_gaddr_t *)&r->claims[h >> 51 & (RACE_CLAIMS - 1)];
+}
+
+void race_claim(dm_race_t *r, dm_gaddr_t slot)
+{
+    *claim_entry(r, slot) = slot;
+}
+
+void race_unclaim(dm_race_t *r, dm_gaddr_t slot)
+{
+    dm_gaddr_t *e = claim_entry(r, slot);
+    if (*e == slot) *e = DM_GADDR_NULL;
+}
+
+/* Two inserts of one worker that read the same empty slot would both CAS it: one loses,
+ * and on a chaining connection every commit posted behind the loser is skipped and posted
+ * again (pool/batch.c exec_commit): one lost slot skipped ~16 commits in an ordered load.
+ * So the first pass skips the worker's claimed slots; the second takes any empty slot, as
+ * RACE §3.3 does, rather than split a subtable whose free slots are all in flight. */
+dm_gaddr_t race_pick_empty(const dm_race_t *r, const race_loc_t *loc, const race_cbs_t *cbs)
 {
     unsigned f[2] = {free_slots(cbs, 0), free_slots(cbs, 1)};
     /* Less-loaded combined bucket first, its main bucket before its overflow bucket. */
     int order_i[2] = {f[0] >= f[1] ? 0 : 1, f[0] >= f[1] ? 1 : 0};
-    for (int oi = 0; oi < 2; oi++) {
-        int i = order_i[oi];
-        int main_j = (loc->first_bucket[i] % 3 == 0) ? 0 : 1;
-        int order[2] = {main_j, 1 - main_j};
-        for (int o = 0; o < 2; o++) {
-            int j = order[o];
-            for (int s = 0; s < DM_RACE_SLOTS; s++) {
-                if (cbs->raw[i][j * 8 + 1 + s] != 0) continue;
-                dm_gaddr_t a =
-                    race_bucket_addr(loc, loc->first_bucket[i] + (uint64_t)j) + 8 + 8 * (uint64_t)s;
-                int taken = 0;
-                for (unsigned k = 0; k < navoid; k++)
-                    taken |= avoid[k] == a;
-                if (!taken) return a;
+    for (int pass = r ? 0 : 1; pass < 2; pass++)
+        for (int oi = 0; oi < 2; oi++) {
+            int i = order_i[oi];
+            int main_j = (loc->first_bucket[i] % 3 == 0) ? 0 : 1;
+            int order[2] = {main_j, 1 - main_j};
+            for (int o = 0; o < 2; o++) {
+                int j = order[o];
+                for (int s = 0; s < DM_RACE_SLOTS; s++) {
+                    if (cbs->raw[i][j * 8 + 1 + s] != 0) continue;
+                    dm_gaddr_t a = race_bucket_addr(loc, loc->first_bucket[i] + (uint64_t)j) + 8 +
+                                   8 * (uint64_t)s;
+                    if (pass == 0 && *claim_entry(r, a) == a) continue;
+                    return a;
+                }
             }
         }
-    }
     return DM_GADDR_NULL;
 }
 
@@ -902,7 +922,7 @@ int dm_race_set_carry(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *bloc
             }
         } else if (!rc) {
             /* Insert: CAS an empty slot 0 -> new, then the duplicate check. */
-            dm_gaddr_t slot = race_pick_empty(&lk.loc, &lk.cbs, NULL, 0);
+            dm_gaddr_t slot = race_pick_empty(ctx->w->race, &lk.loc, &lk.cbs);
             if (!slot) {
                 /* Both combined buckets full: split the subtable (RACE §3.4.2), retry. Frozen
                  * slots mean a split is running: wait for it instead. */
@@ -936,8 +956,10 @@ int dm_race_set_carry(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *bloc
              * slot): the count is right before the insert answers. */
             dm_verb_t *fv = light ? race_count_with(&b, 1) : NULL;
             posted_cas = 1;
+            race_claim(ctx->w->race, slot);
             rc = dm_ctx_ride_before(ctx, &b);
             if (!rc) rc = dm_batch_exec(ctx, &b);
+            race_unclaim(ctx->w->race, slot);
             if (race_counted(fv) && (rc || v->result != 0))
                 race_count_keys(ctx, -1); /* on rc, the CAS's fate is unknown: as if lost */
             if (!rc && v->status == DM_ESKIPPED && gv && gv->result != gv->compare) {
