@@ -415,34 +415,46 @@ static unsigned free_slots(const race_cbs_t *cbs, int i)
     return n;
 }
 
-static dm_gaddr_t *claim_entry(const dm_race_t *r, dm_gaddr_t slot)
+/* The process's slot claims: a direct-mapped table of slot addresses, about twice the
+ * inserts a gateway has in flight at a time (64 connections x 64 pipelined). Shared by the
+ * workers (relaxed atomics: a stale entry costs one collision or one skipped slot). */
+#define CLAIMS 8192
+static dm_gaddr_t claims[CLAIMS];
+
+static dm_gaddr_t *claim_entry(dm_gaddr_t slot)
 {
     uint64_t h = (slot >> 3) * 0x9e3779b97f4a7c15ull;
-    return (dm_gaddr_t *)&r->claims[h >> 51 & (RACE_CLAIMS - 1)];
+    return &claims[h >> 51 & (CLAIMS - 1)];
 }
 
-void race_claim(dm_race_t *r, dm_gaddr_t slot)
+static int claimed(dm_gaddr_t slot)
 {
-    *claim_entry(r, slot) = slot;
+    return __atomic_load_n(claim_entry(slot), __ATOMIC_RELAXED) == slot;
 }
 
-void race_unclaim(dm_race_t *r, dm_gaddr_t slot)
+void race_claim(dm_gaddr_t slot)
 {
-    dm_gaddr_t *e = claim_entry(r, slot);
-    if (*e == slot) *e = DM_GADDR_NULL;
+    __atomic_store_n(claim_entry(slot), slot, __ATOMIC_RELAXED);
 }
 
-/* Two inserts of one worker that read the same empty slot would both CAS it: one loses,
+void race_unclaim(dm_gaddr_t slot)
+{
+    dm_gaddr_t want = slot;
+    __atomic_compare_exchange_n(claim_entry(slot), &want, DM_GADDR_NULL, 0, __ATOMIC_RELAXED,
+                                __ATOMIC_RELAXED);
+}
+
+/* Two inserts of one gateway that read the same empty slot would both CAS it: one loses,
  * and on a chaining connection every commit posted behind the loser is skipped and posted
  * again (pool/batch.c exec_commit): one lost slot skipped ~16 commits in an ordered load.
- * So the first pass skips the worker's claimed slots; the second takes any empty slot, as
- * RACE §3.3 does, rather than split a subtable whose free slots are all in flight. */
-dm_gaddr_t race_pick_empty(const dm_race_t *r, const race_loc_t *loc, const race_cbs_t *cbs)
+ * So the first pass skips claimed slots; the second takes any empty slot, as RACE §3.3
+ * does, rather than split a subtable whose free slots are all in flight. */
+dm_gaddr_t race_pick_empty(const race_loc_t *loc, const race_cbs_t *cbs)
 {
     unsigned f[2] = {free_slots(cbs, 0), free_slots(cbs, 1)};
     /* Less-loaded combined bucket first, its main bucket before its overflow bucket. */
     int order_i[2] = {f[0] >= f[1] ? 0 : 1, f[0] >= f[1] ? 1 : 0};
-    for (int pass = r ? 0 : 1; pass < 2; pass++)
+    for (int pass = 0; pass < 2; pass++)
         for (int oi = 0; oi < 2; oi++) {
             int i = order_i[oi];
             int main_j = (loc->first_bucket[i] % 3 == 0) ? 0 : 1;
@@ -453,7 +465,7 @@ dm_gaddr_t race_pick_empty(const dm_race_t *r, const race_loc_t *loc, const race
                     if (cbs->raw[i][j * 8 + 1 + s] != 0) continue;
                     dm_gaddr_t a = race_bucket_addr(loc, loc->first_bucket[i] + (uint64_t)j) + 8 +
                                    8 * (uint64_t)s;
-                    if (pass == 0 && *claim_entry(r, a) == a) continue;
+                    if (pass == 0 && claimed(a)) continue;
                     return a;
                 }
             }
@@ -922,7 +934,7 @@ int dm_race_set_carry(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *bloc
             }
         } else if (!rc) {
             /* Insert: CAS an empty slot 0 -> new, then the duplicate check. */
-            dm_gaddr_t slot = race_pick_empty(ctx->w->race, &lk.loc, &lk.cbs);
+            dm_gaddr_t slot = race_pick_empty(&lk.loc, &lk.cbs);
             if (!slot) {
                 /* Both combined buckets full: split the subtable (RACE §3.4.2), retry. Frozen
                  * slots mean a split is running: wait for it instead. */
@@ -956,10 +968,10 @@ int dm_race_set_carry(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *bloc
              * slot): the count is right before the insert answers. */
             dm_verb_t *fv = light ? race_count_with(&b, 1) : NULL;
             posted_cas = 1;
-            race_claim(ctx->w->race, slot);
+            race_claim(slot);
             rc = dm_ctx_ride_before(ctx, &b);
             if (!rc) rc = dm_batch_exec(ctx, &b);
-            race_unclaim(ctx->w->race, slot);
+            race_unclaim(slot);
             if (race_counted(fv) && (rc || v->result != 0))
                 race_count_keys(ctx, -1); /* on rc, the CAS's fate is unknown: as if lost */
             if (!rc && v->status == DM_ESKIPPED && gv && gv->result != gv->compare) {

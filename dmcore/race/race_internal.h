@@ -85,10 +85,6 @@ static inline uint32_t race_hdr_suffix(uint64_t h)
     return (uint32_t)(h >> 32);
 }
 
-/* Entries of a worker's slot claims: a direct-mapped table of slot addresses, about twice
- * the inserts one worker has in flight at a time (64 connections x 64 pipelined). */
-#define RACE_CLAIMS 8192
-
 struct dm_race {
     dm_gaddr_t root; /* table header */
     unsigned global_depth;
@@ -102,8 +98,6 @@ struct dm_race {
     /* Searches that timed out retry one at a time per worker (ops.c slow_enter). */
     int slow_held;
     struct dm_wake *slow_head, *slow_tail;
-    /* Empty slots this worker's inserts have a slot CAS in flight on (ops.c race_claim). */
-    dm_gaddr_t claims[RACE_CLAIMS];
 };
 
 /* Where a key lives: its subtable and its two combined buckets. */
@@ -196,16 +190,16 @@ int race_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_t *ite
 /* Allocate and format a subtable (local depth ld, suffix s, MOVING-IN flag). table.c */
 int race_new_subtable(dm_ctx_t *ctx, uint64_t groups, unsigned ld, uint32_t s, int moving,
                       dm_gaddr_t *out);
-/* An empty slot in loc's combined buckets (less-loaded first, main before overflow),
- * one that r's worker has not claimed (race_claim) if there is one; 0 when both are
- * full. r may be NULL (no claims consulted). ops.c */
-dm_gaddr_t race_pick_empty(const dm_race_t *r, const race_loc_t *loc, const race_cbs_t *cbs);
-/* Claim the empty slot at slot for an insert's slot CAS about to be posted by r's worker,
- * so that the worker's other inserts pick other slots until race_unclaim. A hint only: a
- * later claim that maps to the same entry replaces it, and the CAS still decides. ops.c */
-void race_claim(dm_race_t *r, dm_gaddr_t slot);
+/* An empty slot in loc's combined buckets (less-loaded first, main before overflow), one
+ * that no insert of this process has claimed (race_claim) if there is one; 0 when both
+ * are full. ops.c */
+dm_gaddr_t race_pick_empty(const race_loc_t *loc, const race_cbs_t *cbs);
+/* Claim the empty slot at slot for an insert's slot CAS about to be posted, so that the
+ * process's other inserts (any worker) pick other slots until race_unclaim. A hint only:
+ * a later claim that maps to the same entry replaces it, and the CAS still decides. ops.c */
+void race_claim(dm_gaddr_t slot);
 /* Release slot's claim (after its CAS came back, whatever its result). ops.c */
-void race_unclaim(dm_race_t *r, dm_gaddr_t slot);
+void race_unclaim(dm_gaddr_t slot);
 
 /* Sleep the current operation for us microseconds (yields on a coroutine). */
 void race_pause(dm_ctx_t *ctx, uint32_t us);
