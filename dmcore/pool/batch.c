@@ -264,7 +264,14 @@ static int post_by(dm_conn_t *c, dm_verb_t *v, size_t n, dm_post_cb cb, void *ar
     return rc;
 }
 
-#define REDIAL_GAP_US 1000000u /* at most one reconnect attempt a second per node */
+/* At most one reconnect attempt a second per node while attempts fail; after one that
+ * succeeded, the next may come 100 ms later. A fence cuts a holder's connections when its
+ * lease is taken over (dmkv/fence.h), and the memory node spares connections younger than
+ * 500 ms, so a fenced connection is replaced at once. With a 1 s gap after every attempt,
+ * a second fence within a second of the last reconnect failed every command posted in the
+ * rest of that second with "connection lost", though the node would take a new one. */
+#define REDIAL_GAP_US 1000000u
+#define REDIAL_AFTER_OPEN_US 100000u
 
 /* A failed connection is closed from a timer callback: the caller may be running inside
  * one of its completion callbacks. */
@@ -297,8 +304,8 @@ static dm_conn_t *conn_for(dm_worker_t *w, unsigned node)
     dm_conn_t *c = w->conns[node];
     if (!c || !c->failed || !w->uris[node]) return c;
     uint64_t now = dm_now_us();
-    if (w->redial_us[node] && now - w->redial_us[node] < REDIAL_GAP_US) return c;
-    w->redial_us[node] = now;
+    if (now < w->redial_at_us[node]) return c;
+    w->redial_at_us[node] = now + REDIAL_GAP_US;
     char err[256];
     dm_conn_t *n = dm_conn_open(w->loop, w->uris[node], node, err, sizeof(err));
     if (!n) {
@@ -322,6 +329,7 @@ static dm_conn_t *conn_for(dm_worker_t *w, unsigned node)
         return c;
     }
     w->lost[node] = 0;
+    w->redial_at_us[node] = now + REDIAL_AFTER_OPEN_US;
     retire_conn(w, c); /* failed: its batches have completed or will, with an error */
     w->conns[node] = n;
     dm_log(DM_LOG_NOTICE, "memory node %u (%s): reconnected", node, w->uris[node]);

@@ -17,10 +17,12 @@
 #include <unistd.h>
 #include <uv.h>
 
+#include "dmkv/batch.h"
 #include "dmkv/errors.h"
 #include "dmkv/superblock.h"
 #include "dmkv/tcp_proto.h"
 #include "dmkv/transport.h"
+#include "dmkv/worker.h"
 #include "harness.h"
 
 #define REGION (64ull << 20)
@@ -905,6 +907,87 @@ static void t_fence(void)
     vic.young->ops->close(vic.young);
 }
 
+/* Fence holder's connections through the mailbox (from the main connection, whose holder
+ * differs) and wait for the memory node's ack. */
+static void fence_and_wait(uint16_t holder)
+{
+    static uint64_t seq; /* a request equal to the last ack is taken as done */
+    uint64_t req = (0xfe00ull + ++seq) << 16 | holder, box = DM_SB_OFF(fence_box) + 4 * 16;
+    dm_verb_t c = atomic(DM_OP_CAS, box, 0, req);
+    CHECK(exec(&c, 1) == 0 && c.result == 0);
+    uint64_t ack = 0;
+    for (int ms = 0; ms < 2000 && ack != req; ms += 5) {
+        ack = get64(box + 8);
+        if (ack != req) sleep_ms(5);
+    }
+    CHECKF(ack == req, "no ack from the memory node (ack %llx)", (unsigned long long)ack);
+    c = atomic(DM_OP_CAS, box, req, 0);
+    CHECK(exec(&c, 1) == 0 && c.result == req);
+}
+
+typedef struct redial_run {
+    uv_loop_t *main_loop;
+    int fenced_twice_rc; /* the second write after the second fence */
+    char err[256];
+} redial_run_t;
+
+/* One write of the worker's; returns its batch's status. */
+static int worker_write(dm_worker_t *w, uint64_t off, uint64_t x)
+{
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_write(&b, dm_gaddr_make(0, off), &x, 8);
+    return dm_batch_exec(&ctx, &b);
+}
+
+/* A worker of its own thread (so its holder id is not the main connection's): fenced 600
+ * ms after it connected, the write in flight fails and the next one reconnects; fenced
+ * again 600 ms later (within a second of that reconnect), the write after the failed one
+ * reconnects again instead of failing until a second has passed. */
+static void redial_thread(void *arg)
+{
+    redial_run_t *r = arg;
+    uv_loop_t wl;
+    uv_loop_init(&wl);
+    char uri[64];
+    snprintf(uri, sizeof(uri), "tcp://127.0.0.1:%d", memnode_port);
+    const char *uris[1] = {uri};
+    dm_worker_t *w = dm_worker_create(&wl, uris, 1, r->err, sizeof(r->err));
+    if (!w) return;
+    uint64_t off = SCRATCH + 13000;
+    CHECK(worker_write(w, off, 1) == 0);
+    for (int round = 0; round < 2; round++) {
+        sleep_ms(600); /* older than the memory node's young-connection grace */
+        fence_and_wait(dm_holder_id());
+        sleep_ms(50);
+        int first = worker_write(w, off, 2); /* may find the cut first */
+        int second = worker_write(w, off, 3);
+        fprintf(stderr, "   fence %d: writes after it answered %d, %d\n", round + 1, first, second);
+        if (round == 1)
+            r->fenced_twice_rc = second;
+        else
+            CHECK(second == 0);
+    }
+    dm_worker_destroy(w);
+    uv_run(&wl, UV_RUN_DEFAULT);
+    uv_loop_close(&wl);
+}
+
+static void t_redial_after_fence(void)
+{
+    redial_run_t r = {.main_loop = loop, .fenced_twice_rc = 1};
+    uv_thread_t t;
+    CHECK(uv_thread_create(&t, redial_thread, &r) == 0);
+    uv_thread_join(&t); /* the main loop is used by the thread meanwhile (fence_and_wait) */
+    CHECKF(!r.err[0], "%s", r.err);
+    CHECKF(r.fenced_twice_rc == 0,
+           "a write after the second fence answered %d: no reconnect within a second of the "
+           "last one",
+           r.fenced_twice_rc);
+}
+
 /* Doorbell batching across batches: everything posted in one loop turn leaves as one
  * message, and the memory node answers one read's requests with one write. */
 static void t_coalesce(void)
@@ -956,6 +1039,7 @@ static void run_tcp(const char *bin)
     RUN(t_stats);
     RUN(t_coalesce);
     RUN(t_fence);
+    RUN(t_redial_after_fence);
     RUN(t_backpressure);
     RUN(t_timeout);
     RUN(t_shutdown);

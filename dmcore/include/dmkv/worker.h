@@ -36,7 +36,7 @@ typedef struct dm_worker {
     int in_waker;                             /* the waker is running */
     uint32_t op_timeout_us;                   /* an operation running longer restarts (DM_ERETRY) */
     char *uris[DM_GADDR_MAX_NODES];           /* to open a failed connection again */
-    uint64_t redial_us[DM_GADDR_MAX_NODES];   /* last attempt (monotonic microseconds) */
+    uint64_t redial_at_us[DM_GADDR_MAX_NODES]; /* no reconnect attempt before (monotonic us) */
     uint64_t lost[DM_GADDR_MAX_NODES]; /* a reconnect found this other incarnation: refused */
 } dm_worker_t;
 
@@ -61,8 +61,9 @@ typedef struct dm_ctx {
  * err.
  * A connection that fails later (lost, timed out, QP in error) fails the batches it
  * carried (DM_EIO / DM_ETIMEDOUT: the command answers an error, nothing is retried whose
- * effect is unknown); the next batch to that node opens a new one, at most one attempt a
- * second (a blocking connect of up to 5 s), and fails with DM_EIO while that fails. */
+ * effect is unknown); the next batch to that node opens a new one (a blocking connect of up to 5
+ * s), and fails with DM_EIO while that fails: at most one attempt a second after a failed one, 100
+ * ms after a successful one (a fenced connection is replaced at once: pool/batch.c). */
 dm_worker_t *dm_worker_create(uv_loop_t *loop, const char *const *uris, unsigned n, char *err,
                               size_t errlen);
 /* Detach what was attached (w->detach), close the worker's connections and free it. Run its
