@@ -861,6 +861,30 @@ static void open_victims(void *arg)
     if (v->old) v->young = dm_conn_open(loop, uri, 0, v->err, sizeof(v->err));
 }
 
+/* Ask the memory node through the fence mailbox (from the main connection) to cut
+ * holder's connections and wait for its ack; returns the request word, still posted
+ * (fence_clear takes it back). */
+static uint64_t fence_request(uint16_t holder)
+{
+    static uint64_t seq; /* a request equal to the entry's last ack is taken as done */
+    uint64_t req = (0xf00dull + ++seq) << 16 | holder, box = DM_SB_OFF(fence_box) + 3 * 16;
+    dm_verb_t c = atomic(DM_OP_CAS, box, 0, req);
+    CHECK(exec(&c, 1) == 0 && c.result == 0);
+    uint64_t ack = 0;
+    for (int ms = 0; ms < 2000 && ack != req; ms += 5) {
+        ack = get64(box + 8);
+        if (ack != req) sleep_ms(5);
+    }
+    CHECKF(ack == req, "no ack from the memory node (ack %llx)", (unsigned long long)ack);
+    return req;
+}
+
+static void fence_clear(uint64_t req)
+{
+    dm_verb_t c = atomic(DM_OP_CAS, DM_SB_OFF(fence_box) + 3 * 16, req, 0);
+    CHECK(exec(&c, 1) == 0 && c.result == req);
+}
+
 /* The fence mailbox (dmkv/fence.h, memnode/mn_fence.h): a request naming another thread's
  * holder id makes the memory node close that thread's connection before it acks; what
  * that connection sends afterwards never lands. The holder's connection opened within
@@ -885,15 +909,7 @@ static void t_fence(void)
     dm_verb_t w = wr(off, &one, 8);
     CHECK(exec_on(vic.old, &w, 1) == 0 && get64(off) == 1);
 
-    uint64_t req = 0xf00d0000ull | vic.holder, box = DM_SB_OFF(fence_box) + 3 * 16;
-    dm_verb_t c = atomic(DM_OP_CAS, box, 0, req);
-    CHECK(exec(&c, 1) == 0 && c.result == 0);
-    uint64_t ack = 0;
-    for (int ms = 0; ms < 2000 && ack != req; ms += 5) {
-        ack = get64(box + 8);
-        if (ack != req) sleep_ms(5);
-    }
-    CHECKF(ack == req, "no ack from the memory node (ack %llx)", (unsigned long long)ack);
+    uint64_t req = fence_request(vic.holder);
     dm_verb_t w2 = wr(off, &two, 8);
     int rc = exec_on(vic.old, &w2, 1);
     CHECKF(rc == DM_EIO, "a fenced connection's write answered %d", rc);
@@ -901,28 +917,9 @@ static void t_fence(void)
     dm_verb_t w3 = wr(off2, &two, 8);
     rc = exec_on(vic.young, &w3, 1);
     CHECKF(rc == 0 && get64(off2) == 2, "the young connection's write answered %d", rc);
-    c = atomic(DM_OP_CAS, box, req, 0);
-    CHECK(exec(&c, 1) == 0 && c.result == req);
+    fence_clear(req);
     vic.old->ops->close(vic.old);
     vic.young->ops->close(vic.young);
-}
-
-/* Fence holder's connections through the mailbox (from the main connection, whose holder
- * differs) and wait for the memory node's ack. */
-static void fence_and_wait(uint16_t holder)
-{
-    static uint64_t seq; /* a request equal to the last ack is taken as done */
-    uint64_t req = (0xfe00ull + ++seq) << 16 | holder, box = DM_SB_OFF(fence_box) + 4 * 16;
-    dm_verb_t c = atomic(DM_OP_CAS, box, 0, req);
-    CHECK(exec(&c, 1) == 0 && c.result == 0);
-    uint64_t ack = 0;
-    for (int ms = 0; ms < 2000 && ack != req; ms += 5) {
-        ack = get64(box + 8);
-        if (ack != req) sleep_ms(5);
-    }
-    CHECKF(ack == req, "no ack from the memory node (ack %llx)", (unsigned long long)ack);
-    c = atomic(DM_OP_CAS, box, req, 0);
-    CHECK(exec(&c, 1) == 0 && c.result == req);
 }
 
 typedef struct redial_run {
@@ -960,7 +957,7 @@ static void redial_thread(void *arg)
     CHECK(worker_write(w, off, 1) == 0);
     for (int round = 0; round < 2; round++) {
         sleep_ms(600); /* older than the memory node's young-connection grace */
-        fence_and_wait(dm_holder_id());
+        fence_clear(fence_request(dm_holder_id()));
         sleep_ms(50);
         int first = worker_write(w, off, 2); /* may find the cut first */
         int second = worker_write(w, off, 3);
@@ -980,7 +977,7 @@ static void t_redial_after_fence(void)
     redial_run_t r = {.main_loop = loop, .fenced_twice_rc = 1};
     uv_thread_t t;
     CHECK(uv_thread_create(&t, redial_thread, &r) == 0);
-    uv_thread_join(&t); /* the main loop is used by the thread meanwhile (fence_and_wait) */
+    uv_thread_join(&t); /* the main loop is used by the thread meanwhile (fence_request) */
     CHECKF(!r.err[0], "%s", r.err);
     CHECKF(r.fenced_twice_rc == 0,
            "a write after the second fence answered %d: no reconnect within a second of the "
