@@ -444,6 +444,25 @@ void race_unclaim(dm_gaddr_t slot)
                                 __ATOMIC_RELAXED);
 }
 
+/* The first empty slot in order_i's combined buckets (main bucket first), skipping claimed
+ * ones if skip_claimed; 0 if none. */
+static dm_gaddr_t first_empty(const race_loc_t *loc, const race_cbs_t *cbs, const int order_i[2],
+                              int skip_claimed)
+{
+    for (int oi = 0; oi < 2; oi++) {
+        int i = order_i[oi];
+        int main_j = (loc->first_bucket[i] % 3 == 0) ? 0 : 1;
+        for (int j = main_j, o = 0; o < 2; o++, j = 1 - j)
+            for (int s = 0; s < DM_RACE_SLOTS; s++) {
+                if (cbs->raw[i][j * 8 + 1 + s] != 0) continue;
+                dm_gaddr_t a =
+                    race_bucket_addr(loc, loc->first_bucket[i] + (uint64_t)j) + 8 + 8 * (uint64_t)s;
+                if (!skip_claimed || !claimed(a)) return a;
+            }
+    }
+    return DM_GADDR_NULL;
+}
+
 /* Two inserts of one gateway that read the same empty slot would both CAS it: one loses,
  * and on a chaining connection every commit posted behind the loser is skipped and posted
  * again (pool/batch.c exec_commit): one lost slot skipped ~16 commits in an ordered load.
@@ -454,23 +473,8 @@ dm_gaddr_t race_pick_empty(const race_loc_t *loc, const race_cbs_t *cbs)
     unsigned f[2] = {free_slots(cbs, 0), free_slots(cbs, 1)};
     /* Less-loaded combined bucket first, its main bucket before its overflow bucket. */
     int order_i[2] = {f[0] >= f[1] ? 0 : 1, f[0] >= f[1] ? 1 : 0};
-    for (int pass = 0; pass < 2; pass++)
-        for (int oi = 0; oi < 2; oi++) {
-            int i = order_i[oi];
-            int main_j = (loc->first_bucket[i] % 3 == 0) ? 0 : 1;
-            int order[2] = {main_j, 1 - main_j};
-            for (int o = 0; o < 2; o++) {
-                int j = order[o];
-                for (int s = 0; s < DM_RACE_SLOTS; s++) {
-                    if (cbs->raw[i][j * 8 + 1 + s] != 0) continue;
-                    dm_gaddr_t a = race_bucket_addr(loc, loc->first_bucket[i] + (uint64_t)j) + 8 +
-                                   8 * (uint64_t)s;
-                    if (pass == 0 && claimed(a)) continue;
-                    return a;
-                }
-            }
-        }
-    return DM_GADDR_NULL;
+    dm_gaddr_t a = first_empty(loc, cbs, order_i, 1);
+    return a ? a : first_empty(loc, cbs, order_i, 0);
 }
 
 /* The header word of slot's bucket as the lookup read it, NULL when it read another bucket. */

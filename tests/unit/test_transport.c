@@ -923,7 +923,6 @@ static void t_fence(void)
 }
 
 typedef struct redial_run {
-    uv_loop_t *main_loop;
     int fenced_twice_rc; /* the second write after the second fence */
     char err[256];
 } redial_run_t;
@@ -974,7 +973,7 @@ static void redial_thread(void *arg)
 
 static void t_redial_after_fence(void)
 {
-    redial_run_t r = {.main_loop = loop, .fenced_twice_rc = 1};
+    redial_run_t r = {.fenced_twice_rc = 1};
     uv_thread_t t;
     CHECK(uv_thread_create(&t, redial_thread, &r) == 0);
     uv_thread_join(&t); /* the main loop is used by the thread meanwhile (fence_request) */

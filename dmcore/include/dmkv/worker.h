@@ -61,9 +61,10 @@ typedef struct dm_ctx {
  * err.
  * A connection that fails later (lost, timed out, QP in error) fails the batches it
  * carried (DM_EIO / DM_ETIMEDOUT: the command answers an error, nothing is retried whose
- * effect is unknown); the next batch to that node opens a new one (a blocking connect of up to 5
- * s), and fails with DM_EIO while that fails: at most one attempt a second after a failed one, 100
- * ms after a successful one (a fenced connection is replaced at once: pool/batch.c). */
+ * effect is unknown); the next batch to that node opens a new one (a blocking connect of
+ * up to 5 s), and fails with DM_EIO while that fails. Attempts come at most once a second
+ * while they fail, and 100 ms after one that succeeded, so a fenced connection is replaced
+ * at once (pool/batch.c conn_for). */
 dm_worker_t *dm_worker_create(uv_loop_t *loop, const char *const *uris, unsigned n, char *err,
                               size_t errlen);
 /* Detach what was attached (w->detach), close the worker's connections and free it. Run its
