@@ -21,13 +21,15 @@ int dm_chime_set_create_geometry(unsigned span, unsigned nbhd)
 
 static uint64_t geo_word(unsigned span, unsigned nbhd)
 {
-    return span | ((uint64_t)nbhd << 16);
+    return span | ((uint64_t)nbhd << 16) | CH_GEO_TAGGED;
 }
 
-/* An empty leaf: valid replicas, no sibling, no fence, unlocked, every group vacant, made
- * the root by a CAS of the root word from `expect` (0: a new pool). *won: the CAS won. */
-static int create_root(dm_ctx_t *ctx, const ch_geo_t *g, uint64_t expect, int *won)
+/* An empty leaf: valid replicas, no sibling, no fence, unlocked, every group vacant, its
+ * tag, made the root by a CAS of the root word from `expect` (0: a new pool). *won: the CAS
+ * won. */
+static int create_root(dm_ctx_t *ctx, const dm_chime_t *c, uint64_t expect, int *won)
 {
+    const ch_geo_t *g = &c->geo;
     uint8_t *img = calloc(1, g->bytes);
     if (!img) return DM_ENOMEM;
     for (unsigned grp = 0; grp < g->groups; grp++)
@@ -35,6 +37,7 @@ static int create_root(dm_ctx_t *ctx, const ch_geo_t *g, uint64_t expect, int *w
     dm_gaddr_t a = 0;
     int rc = dm_alloc_block(ctx, g->bytes, &a);
     if (!rc) {
+        ch_stamp_leaf(c, img, a);
         dm_batch_t b;
         dm_batch_init(&b);
         dm_batch_write(&b, a, img, g->bytes);
@@ -75,7 +78,8 @@ int dm_chime_attach(dm_ctx_t *ctx, dm_chime_t **out)
             continue;
         }
         ch_geo_init(&c->geo, sb.chime_geo & 0xffff, (sb.chime_geo >> 16) & 0xffff);
-        rc = create_root(ctx, &c->geo, 0, NULL);
+        c->secret = sb.cursor_secret;
+        rc = create_root(ctx, c, 0, NULL);
     }
     if (!rc && !sb.chime_root) rc = DM_ECORRUPT;
     if (rc) {
@@ -91,6 +95,7 @@ int dm_chime_attach(dm_ctx_t *ctx, dm_chime_t **out)
     }
     ch_geo_init(&c->geo, span, nbhd);
     c->secret = sb.cursor_secret;
+    c->tagged = (sb.chime_geo & CH_GEO_TAGGED) != 0;
     while ((1u << c->node_bits) < ctx->w->n_nodes)
         c->node_bits++; /* every gateway of a pool lists the same memory nodes */
     c->root = sb.chime_root;
@@ -104,7 +109,7 @@ int dm_chime_reset(dm_ctx_t *ctx)
     int rc = ch_read_root(ctx); /* c->root: the word to replace */
     if (rc) return rc;
     int won = 0;
-    rc = create_root(ctx, &c->geo, c->root, &won);
+    rc = create_root(ctx, c, c->root, &won);
     if (rc) return rc;
     if (!won) return DM_ERETRY; /* the root moved: a gateway is using the pool */
     ch_cache_clear(c);

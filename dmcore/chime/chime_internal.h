@@ -7,7 +7,9 @@
  * version (docs/NOTES.md §2.3 "cache-line versions"). A version byte is NV:4 | EV:4.
  *   replica: [0] ver [1] valid [2] order hint (CH_ORDER_*: how the split that made this
  *            leaf saw keys arrive; split.c) [8..15] sibling gaddr [16..23] high-fence
- *            record gaddr (0 = +inf: the leaf never split)
+ *            record gaddr (0 = +inf: the leaf never split) [24..31] the leaf's tag: a
+ *            keyed hash of its own address (ch_leaf_tag), written when the leaf is made,
+ *            so a SCAN cursor can only lead to a real leaf (scan.c)
  *   entry:   [0] ver [1] flags [2..3] hop bitmap (LE) [4..5] fingerprint [6] home
  *            [7] inline key length | 0xff, then [8..31] the key (<= 24 bytes) or
  *            [8..15] key record gaddr and [16..31] the key's first 16 bytes
@@ -57,6 +59,10 @@
 
 #define CH_LEASE_MS 3000u    /* a lock word seen unchanged this long is presumed dead */
 #define CH_HOLD_MAX_MS 2000u /* a holder that held it this long gives up before writing */
+
+/* chime_geo word (superblock): span | nbhd << 16 | CH_GEO_TAGGED. Pools made before
+ * 2026-11-29 lack the flag: their leaves carry no tag, and a cursor's leaf is not checked. */
+#define CH_GEO_TAGGED (1ull << 32)
 
 /* Root word in the superblock: level (8 bits) << 48 | gaddr. */
 static inline uint64_t ch_root_word(unsigned level, dm_gaddr_t a)
@@ -256,7 +262,8 @@ typedef struct ch_fence_cache {
 
 struct dm_chime {
     ch_geo_t geo;
-    uint64_t secret;               /* keyed cursor check (superblock) */
+    uint64_t secret;               /* keyed cursor check and leaf tags (superblock) */
+    int tagged;                    /* the pool's leaves carry tags (CH_GEO_TAGGED) */
     unsigned node_bits;            /* bits of a memory node number in a SCAN cursor (scan.c) */
     uint64_t root;                 /* cached root word, 0 = unknown */
     dm_chime_presence_fn presence; /* the point index's presence check (settle.c) */
@@ -331,6 +338,17 @@ int ch_hot_find(dm_chime_t *c, dm_gaddr_t leaf, unsigned home, uint16_t fp);
 void ch_hot_forget(dm_chime_t *c, dm_gaddr_t leaf, unsigned idx);
 /* Leaves found torn for good under their lock and rewritten whole (settle.c), process-wide. */
 uint64_t ch_torn_repairs(void);
+
+/* A leaf's tag (replica bytes 24..31): XXH3 of its address keyed by the pool's cursor
+ * secret, never 0. Only a gateway of the pool can compute it, so bytes a client wrote (a
+ * value laid out like a leaf) or a leaf image copied elsewhere never carry the right one. */
+uint64_t ch_leaf_tag(const dm_chime_t *c, dm_gaddr_t leaf);
+/* Write leaf's tag into every replica of the whole image img. */
+void ch_stamp_leaf(const dm_chime_t *c, uint8_t *img, dm_gaddr_t leaf);
+/* Does every replica of the whole image img carry leaf's tag? 1 or 0. */
+int ch_leaf_tag_ok(const dm_chime_t *c, const uint8_t *img, dm_gaddr_t leaf);
+/* The SCAN cursor (a decimal below 2^53) that names leaf; 0 for none (scan.c). */
+uint64_t ch_cursor_of(const dm_chime_t *c, dm_gaddr_t leaf);
 
 /* Leaf consistency checks on an image (§4.1): reads is the list of byte ranges fetched.
  * Returns 0 when every NV seen agrees and (if home >= 0) home's bitmap matches the entries

@@ -154,6 +154,29 @@ int ch_leaf_check(const ch_geo_t *g, const uint8_t *img, const uint8_t *have, in
     return rebuilt == ch_e_bitmap(he) ? 0 : DM_ERETRY;
 }
 
+#define CH_TAG_DOMAIN 0x4c454146ull /* "LEAF": apart from the cursor check's use of the secret */
+
+uint64_t ch_leaf_tag(const dm_chime_t *c, dm_gaddr_t leaf)
+{
+    uint64_t t = XXH3_64bits_withSeed(&leaf, sizeof(leaf), c->secret ^ CH_TAG_DOMAIN);
+    return t ? t : 1;
+}
+
+void ch_stamp_leaf(const dm_chime_t *c, uint8_t *img, dm_gaddr_t leaf)
+{
+    uint64_t t = ch_leaf_tag(c, leaf);
+    for (unsigned grp = 0; grp < c->geo.groups; grp++)
+        memcpy(img + ch_replica_off(&c->geo, grp) + 24, &t, sizeof(t));
+}
+
+int ch_leaf_tag_ok(const dm_chime_t *c, const uint8_t *img, dm_gaddr_t leaf)
+{
+    uint64_t t = ch_leaf_tag(c, leaf);
+    for (unsigned grp = 0; grp < c->geo.groups; grp++)
+        if (memcmp(img + ch_replica_off(&c->geo, grp) + 24, &t, sizeof(t)) != 0) return 0;
+    return 1;
+}
+
 int ch_leaf_consistent(const ch_geo_t *g, const uint8_t *img)
 {
     uint8_t all[CH_MAX_SPAN * 2];

@@ -5,8 +5,11 @@
  * as a double (JavaScript's node-redis) do not lose bits: the leaf's offset in 64-byte
  * units (34 bits: memory nodes up to 1 TiB), its node number (as many bits as the pool's
  * node count needs), and a keyed check of the rest (19 bits for one node, 11 for 256)
- * that rejects forged ones. A forged cursor that passes the check still has to read as an
- * untorn leaf, and reads nothing a SCAN from 0 would not (ch_leaf_keys). */
+ * that rejects forged ones. A forged cursor that passes the check (one guess in 2^19 for
+ * one node) names an address the gateway reads, but nothing read there is used unless every
+ * replica carries that leaf's tag, a keyed hash of its address that only the pool's
+ * gateways can compute (ch_leaf_tag): bytes a client wrote, or a real leaf's image copied
+ * into a value, are refused as "invalid cursor" like a failed check. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,7 +37,7 @@ static uint64_t mac_of(const dm_chime_t *c, uint64_t a)
     return XXH3_64bits_withSeed(&a, sizeof(a), c->secret) & ((1ull << mac_bits) - 1);
 }
 
-static uint64_t cursor_of(const dm_chime_t *c, dm_gaddr_t leaf)
+uint64_t ch_cursor_of(const dm_chime_t *c, dm_gaddr_t leaf)
 {
     if (!leaf) return 0;
     uint64_t a = ((uint64_t)dm_gaddr_node(leaf) << OFF_BITS) | (dm_gaddr_off(leaf) >> 6);
@@ -219,6 +222,10 @@ int dm_chime_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *pref
             if (j > 0 && a[j] != leaf) break; /* the chain is not what the cache guessed */
             size_t before = *n;
             dm_gaddr_t sib = 0, fence = 0;
+            if (cursor && a[j] == first && c->tagged && !ch_leaf_tag_ok(c, imgs[j], first)) {
+                rc = DM_EINVAL; /* no leaf of this pool: a forged cursor (the MAC guessed) */
+                break;
+            }
             rc = take_leaf(ctx, imgs[j], keys, n, cap, &sib, &fence);
             if (rc == DM_ERETRY && ++torn < MAX_TORN) {
                 rc = 0; /* torn by a write in flight: read this leaf again */
@@ -254,7 +261,7 @@ int dm_chime_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *pref
             if (!leaf || got >= count) break;
         }
     }
-    if (!rc) *next = cursor_of(c, leaf);
+    if (!rc) *next = ch_cursor_of(c, leaf);
     ch_count(&ch_stats.scan_pages, 1);
     free(buf);
     return rc;
@@ -271,6 +278,6 @@ int dm_chime_random_cursor(dm_ctx_t *ctx, uint64_t *cursor)
         if (!n && (rc = ch_inner_read(ctx, a, &n)) != 0) return rc;
         a = n->child[(unsigned)rand() % n->count];
     }
-    *cursor = cursor_of(c, a);
+    *cursor = ch_cursor_of(c, a);
     return 0;
 }

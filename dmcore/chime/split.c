@@ -275,6 +275,8 @@ int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_chime_lock_t *rk, uin
         ch_put_u64(lr + 8, ra);
         ch_put_u64(lr + 16, rec);
     }
+    ch_stamp_leaf(ctx->w->chime, right, ra); /* a new leaf: its own tag */
+    ch_stamp_leaf(ctx->w->chime, left, lk->leaf);
     int key_right = ch_key_cmp(lk->key, lk->klen, sep, sl) >= 0;
     uint64_t held = lk->word & 0xffffffffull;
     /* A shared hold (rk) keeps both halves: its members' entries are in both. */

@@ -11,6 +11,7 @@
 
 #include "../dmcore/chime/leaf_lock.h"
 #include "../dmcore/kv/hybrid.h"
+#include "dmkv/alloc.h"
 #include "dmkv/chime.h"
 #include "dmkv/errors.h"
 #include "dmkv/fault.h"
@@ -721,6 +722,54 @@ static void test_forged_leaf(void)
     uv_loop_close(&loop);
 }
 
+/* A cursor whose keyed check an attacker guessed (one in 2^19 tries for one node) names an
+ * address of their choice, say a value they laid out like a leaf. Played here with the
+ * check computed (ch_cursor_of) and a real leaf's image copied into a block of the pool:
+ * without leaf tags, SCAN from that cursor answered the copy's keys (and would follow its
+ * sibling pointer); with them it is "invalid cursor", and the real leaf's cursor works. */
+static void test_forged_cursor_copy(void)
+{
+    CHECK(dm_chime_set_create_geometry(DM_CHIME_SPAN, DM_CHIME_NBHD) == 0);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = worker_on(&loop, "local:chime-copy");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    for (int i = 0; i < 10; i++) {
+        char k[32];
+        size_t kl = key_of(k, "c%d", i);
+        CHECK(dm_kv_set(&ctx, k, kl, "v", 1, 0, 0, NULL) == 1);
+    }
+    uint64_t size;
+    uint8_t *base = dm_local_region_base("chime-copy", &size);
+    CHECK(base);
+    const dm_superblock_t *sb = (const dm_superblock_t *)base;
+    CHECK(sb->chime_root >> 48 == 0); /* one leaf: the root */
+    dm_gaddr_t real = sb->chime_root & ((1ull << 48) - 1);
+    const dm_chime_t *c = w->chime;
+    CHECK(c->tagged);
+    dm_gaddr_t fake = 0;
+    CHECK(dm_alloc_block(&ctx, c->geo.bytes + 64, &fake) == 0);
+    fake = (fake + 63) & ~(dm_gaddr_t)63; /* cursors name 64-byte units */
+    memcpy(base + dm_gaddr_off(fake), base + dm_gaddr_off(real), c->geo.bytes);
+    dm_chime_key_t *keys = NULL;
+    size_t n = 0, cap = 0;
+    uint64_t next;
+    dm_ctx_init(&ctx, w, DM_CLS_SCAN);
+    int rc = dm_chime_scan(&ctx, ch_cursor_of(c, fake), 100, NULL, 0, &keys, &n, &cap, &next);
+    CHECKF(rc == DM_EINVAL, "scan from a cursor to a copied leaf: %s, %zu keys", dm_strerror(rc),
+           n);
+    rc = dm_chime_scan(&ctx, ch_cursor_of(c, real), 100, NULL, 0, &keys, &n, &cap, &next);
+    CHECKF(rc == 0 && n == 10, "scan from the real leaf's cursor: %s, %zu keys", dm_strerror(rc),
+           n);
+    for (size_t i = 0; i < n; i++)
+        free(keys[i].data);
+    free(keys);
+    dm_worker_destroy(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+}
+
 /* ---- shared leaf holds (chime/share.c): members, one key twice, the last unlocks ---- */
 static void test_shared_hold(void)
 {
@@ -933,6 +982,7 @@ int main(void)
     RUN(test_torn_repair_late);
     RUN(test_settle_all_late);
     RUN(test_forged_leaf);
+    RUN(test_forged_cursor_copy);
     RUN(test_concurrent_writers);
     RUN(test_shared_hold);
     RUN(test_shared_hold_settles);
