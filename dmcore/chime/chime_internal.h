@@ -347,8 +347,13 @@ uint64_t ch_leaf_tag(const dm_chime_t *c, dm_gaddr_t leaf);
 void ch_stamp_leaf(const dm_chime_t *c, uint8_t *img, dm_gaddr_t leaf);
 /* Does every replica of the whole image img carry leaf's tag? 1 or 0. */
 int ch_leaf_tag_ok(const dm_chime_t *c, const uint8_t *img, dm_gaddr_t leaf);
-/* The SCAN cursor (a decimal below 2^53) that names leaf; 0 for none (scan.c). */
+/* SCAN cursors (scan.c has why): a decimal below 2^53 made of the leaf's offset in 64-byte
+ * units (34 bits), its node number (c->node_bits) and a keyed check in the bits left.
+ * ch_cursor_of: the cursor that names leaf, 0 for none. ch_cursor_leaf: the leaf a cursor
+ * names, 0, or DM_EINVAL when its check fails or its node is not below n_nodes (the leaf
+ * itself is checked by its tag once read). */
 uint64_t ch_cursor_of(const dm_chime_t *c, dm_gaddr_t leaf);
+int ch_cursor_leaf(const dm_chime_t *c, unsigned n_nodes, uint64_t cur, dm_gaddr_t *leaf);
 
 /* Leaf consistency checks on an image (§4.1): reads is the list of byte ranges fetched.
  * Returns 0 when every NV seen agrees and (if home >= 0) home's bitmap matches the entries

@@ -177,6 +177,39 @@ int ch_leaf_tag_ok(const dm_chime_t *c, const uint8_t *img, dm_gaddr_t leaf)
     return 1;
 }
 
+#define CURSOR_BITS 53                   /* integers a double holds exactly */
+#define OFF_BITS (DM_GADDR_OFF_BITS - 6) /* leaf offset / 64 */
+
+_Static_assert(OFF_BITS + DM_GADDR_NODE_BITS <= CURSOR_BITS - 11, "a cursor keeps an 11-bit check");
+
+static unsigned addr_bits(const dm_chime_t *c)
+{
+    return OFF_BITS + c->node_bits;
+}
+
+static uint64_t mac_of(const dm_chime_t *c, uint64_t a)
+{
+    unsigned mac_bits = CURSOR_BITS - addr_bits(c);
+    return XXH3_64bits_withSeed(&a, sizeof(a), c->secret) & ((1ull << mac_bits) - 1);
+}
+
+uint64_t ch_cursor_of(const dm_chime_t *c, dm_gaddr_t leaf)
+{
+    if (!leaf) return 0;
+    uint64_t a = ((uint64_t)dm_gaddr_node(leaf) << OFF_BITS) | (dm_gaddr_off(leaf) >> 6);
+    return (mac_of(c, a) << addr_bits(c)) | a;
+}
+
+int ch_cursor_leaf(const dm_chime_t *c, unsigned n_nodes, uint64_t cur, dm_gaddr_t *leaf)
+{
+    uint64_t a = cur & ((1ull << addr_bits(c)) - 1);
+    if (cur >> CURSOR_BITS || mac_of(c, a) != cur >> addr_bits(c)) return DM_EINVAL;
+    unsigned node = (unsigned)(a >> OFF_BITS);
+    if (node >= n_nodes) return DM_EINVAL;
+    *leaf = dm_gaddr_make(node, (a & ((1ull << OFF_BITS) - 1)) << 6);
+    return 0;
+}
+
 int ch_leaf_consistent(const ch_geo_t *g, const uint8_t *img)
 {
     uint8_t all[CH_MAX_SPAN * 2];

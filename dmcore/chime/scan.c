@@ -13,48 +13,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <xxhash.h>
-
 #include "dmkv/batch.h"
 #include "dmkv/errors.h"
 #include "leaf_lock.h"
 
 #define MAX_TORN 256
 #define REPAIR_AFTER 64 /* torn reads in one page before the leaf is locked and repaired */
-#define CURSOR_BITS 53  /* integers a double holds exactly */
-#define OFF_BITS (DM_GADDR_OFF_BITS - 6) /* leaf offset / 64 */
-
-_Static_assert(OFF_BITS + DM_GADDR_NODE_BITS <= CURSOR_BITS - 11, "a cursor keeps an 11-bit check");
-
-static unsigned addr_bits(const dm_chime_t *c)
-{
-    return OFF_BITS + c->node_bits;
-}
-
-static uint64_t mac_of(const dm_chime_t *c, uint64_t a)
-{
-    unsigned mac_bits = CURSOR_BITS - addr_bits(c);
-    return XXH3_64bits_withSeed(&a, sizeof(a), c->secret) & ((1ull << mac_bits) - 1);
-}
-
-uint64_t ch_cursor_of(const dm_chime_t *c, dm_gaddr_t leaf)
-{
-    if (!leaf) return 0;
-    uint64_t a = ((uint64_t)dm_gaddr_node(leaf) << OFF_BITS) | (dm_gaddr_off(leaf) >> 6);
-    return (mac_of(c, a) << addr_bits(c)) | a;
-}
-
-static int leaf_of(const dm_worker_t *w, uint64_t cur, dm_gaddr_t *leaf)
-{
-    const dm_chime_t *c = w->chime;
-    uint64_t a = cur & ((1ull << addr_bits(c)) - 1);
-    if (cur >> CURSOR_BITS || mac_of(c, a) != cur >> addr_bits(c)) return DM_EINVAL;
-    unsigned node = (unsigned)(a >> OFF_BITS);
-    if (node >= w->n_nodes) return DM_EINVAL;
-    *leaf = dm_gaddr_make(node, (a & ((1ull << OFF_BITS) - 1)) << 6);
-    return 0;
-}
-
 /* A leaf that stays torn: a writer killed in the middle of a multi-verb write (a hop
  * chain cut short) can leave entries and hop bitmaps that disagree, with its lock still
  * held, and nothing takes that lease over unless someone locks the leaf: every SCAN
@@ -183,7 +147,7 @@ int dm_chime_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *pref
         rc = ch_find_leaf(ctx, prefix ? prefix : "", prefix ? plen : 0, 0, &p);
         if (rc) return rc;
         leaf = p.leaf;
-    } else if ((rc = leaf_of(ctx->w, cursor, &leaf)) != 0) {
+    } else if ((rc = ch_cursor_leaf(c, ctx->w->n_nodes, cursor, &leaf)) != 0) {
         return rc;
     }
     enum { MAX_GUESS = 8 };

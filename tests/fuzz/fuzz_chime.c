@@ -4,7 +4,9 @@
  * child and encodes back to an image that decodes to the same node. Leaves: the checks a
  * lock-free reader runs (ch_leaf_consistent: the metadata and every home's hop bitmap, the
  * vacancy bitmap) read only inside the image. Key records: ch_record_check bounds its
- * length. Built and run by run-fuzz.sh. */
+ * length. SCAN cursors: the first 8 bytes as a cursor decode (ch_cursor_leaf) to a leaf of
+ * a listed node that encodes back to the same cursor, or are refused; the leaf tag check
+ * reads only inside the image. Built and run by run-fuzz.sh. */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -51,8 +53,38 @@ static void check_leaf(const uint8_t *d, size_t n)
     free(img);
 }
 
+static void check_cursor(const uint8_t *d, size_t n)
+{
+    if (n < 18) return;
+    dm_chime_t *c = calloc(1, sizeof(*c)); /* only the fields the codec and tags read */
+    if (!c) return;
+    ch_geo_init(&c->geo, DM_CHIME_SPAN, DM_CHIME_NBHD);
+    uint64_t cur;
+    memcpy(&cur, d, 8);
+    memcpy(&c->secret, d + 8, 8);
+    unsigned n_nodes = 1u + d[16] % 255u;
+    while ((1u << c->node_bits) < n_nodes)
+        c->node_bits++;
+    dm_gaddr_t leaf = 0;
+    if (d[17] & 1)
+        cur = ch_cursor_of(c, dm_gaddr_make(d[16] % n_nodes, (cur & ((1ull << 40) - 1)) << 6));
+    if (ch_cursor_leaf(c, n_nodes, cur, &leaf) == 0) {
+        if (dm_gaddr_node(leaf) >= n_nodes || ch_cursor_of(c, leaf) != cur) abort();
+        uint8_t *img = calloc(1, c->geo.bytes);
+        if (img) {
+            memcpy(img, d, n < c->geo.bytes ? n : c->geo.bytes);
+            (void)ch_leaf_tag_ok(c, img, leaf);
+            ch_stamp_leaf(c, img, leaf);
+            if (!ch_leaf_tag_ok(c, img, leaf)) abort();
+            free(img);
+        }
+    }
+    free(c);
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *d, size_t n)
 {
+    check_cursor(d, n);
     check_inner(d, n);
     check_leaf(d, n);
     uint8_t *rec = malloc(n ? n : 1); /* exact size: a read past the record is caught */

@@ -1,6 +1,6 @@
 #!/bin/sh
 # run-fuzz.sh BUILD_DIR [SECONDS]: build the libFuzzer targets (fuzz_resp: the RESP parser;
-# fuzz_glob: MATCH patterns; fuzz_chime: CHIME inner-node, leaf and key-record images as
+# fuzz_glob: MATCH patterns; fuzz_chime: SCAN cursors and CHIME inner-node, leaf and key-record images as
 # read from the pool; fuzz_kvblock: KV block images as read from the pool; fuzz_memnode:
 # the memory node's tcp request stream, parser and verb execution against a region) with
 # clang, AddressSanitizer and UBSan into BUILD_DIR/fuzz and run each for SECONDS (default 20) from its seed corpus (tests/fuzz/corpus/<name>; new
