@@ -15,7 +15,10 @@
 #include "dmkv/kvblock.h"
 #include "role.h"
 
-#define MAX_ATTEMPTS 64
+/* Lost appends before a write gives up: each one is another gateway's (or worker's) write
+ * of the same key that landed between our search and our append, so some write always
+ * progresses; as many as RACE allows a slot CAS. */
+#define MAX_ATTEMPTS 256
 #define MAX_CORRUPT 8
 
 uint64_t sh_role_conflicts;
@@ -89,6 +92,7 @@ int sh_role_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
         if (rc) return rc;
     }
     const uint64_t block_expire = dm_kvblock_expire(block); /* as asked for */
+    int written = 0; /* block written by this call as it is now */
     rc = DM_ERETRY;
     for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
         dm_point_item_t cur;
@@ -114,12 +118,17 @@ int sh_role_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
         }
         /* KEEPTTL: the current expiry goes into our block (built timed: full layout). */
         uint64_t want = keep_ttl && present ? cur.view.expire_ms : block_expire;
-        rc = want == dm_kvblock_expire(block) ? 0 : dm_kvblock_set_expire(block, block_len, want);
-        if (!rc) {
+        int same = want == dm_kvblock_expire(block);
+        rc = same ? 0 : dm_kvblock_set_expire(block, block_len, want);
+        /* A block written by the attempt before and unchanged since is not written again:
+         * one round trip less between the search and the append, the window in which
+         * another write of the key makes the append lose. */
+        if (!rc && !(same && written)) {
             dm_batch_t b;
             dm_batch_init(&b);
             dm_batch_write(&b, addr, block, (uint32_t)block_len);
             rc = dm_batch_exec(ctx, &b);
+            written = !rc;
         }
         dm_sephash_commit_t cm = {.by_us = commit_by(ctx, carry), .count = present ? 0 : 1};
         if (!rc) {
@@ -147,7 +156,7 @@ int sh_role_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
     }
     drop_block(ctx, addr, block_len, posted, rc);
     sh_role_report(r);
-    return rc;
+    return rc == DM_ECONFLICT ? DM_ERETRY : rc; /* never WATCH's error: a restart */
 }
 
 /* Write a tombstone block naming key (64 bytes or so): 0 with *addr, *len, or DM_E*. */
@@ -212,5 +221,5 @@ int sh_role_del(dm_ctx_t *ctx, const void *key, size_t klen, dm_point_decide_fn 
     if (addr) drop_block(ctx, addr, len, posted, rc);
     (void)carry;
     sh_role_report(r);
-    return rc;
+    return rc == DM_ECONFLICT ? DM_ERETRY : rc;
 }
