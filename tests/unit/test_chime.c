@@ -674,29 +674,43 @@ static void test_settle_all_late(void)
 
 /* ---- hostile input: an entry no leaf can hold (issue 12, forged SCAN cursors) ---- */
 
+/* A pool on `local` region `name` whose tree is one leaf holding 10 keys: its worker (on
+ * loop), ctx ready for writes, the region's base and the leaf's address. */
+static dm_worker_t *one_leaf_pool(uv_loop_t *loop, const char *name, dm_ctx_t *ctx, uint8_t **base,
+                                  dm_gaddr_t *leaf)
+{
+    CHECK(dm_chime_set_create_geometry(DM_CHIME_SPAN, DM_CHIME_NBHD) == 0);
+    uv_loop_init(loop);
+    char uri[64];
+    snprintf(uri, sizeof(uri), "local:%s", name);
+    dm_worker_t *w = worker_on(loop, uri);
+    dm_ctx_init(ctx, w, DM_CLS_SET);
+    for (int i = 0; i < 10; i++) {
+        char k[32];
+        size_t kl = key_of(k, "f%d", i);
+        CHECK(dm_kv_set(ctx, k, kl, "v", 1, 0, 0, NULL) == 1);
+    }
+    uint64_t size;
+    *base = dm_local_region_base(name, &size);
+    CHECK(*base);
+    const dm_superblock_t *sb = (const dm_superblock_t *)*base;
+    CHECK(sb->chime_root >> 48 == 0); /* one leaf: the root */
+    *leaf = sb->chime_root & ((1ull << 48) - 1);
+    return w;
+}
+
 /* A forged cursor can name any 64-byte-aligned address whose bytes look like a leaf (a KV
  * block's value, say). Such a "leaf" is made here by giving a real leaf's entry an inline
  * key length of 200 (at most DM_CHIME_INLINE is stored): a SCAN copied 200 bytes from a
  * 32-byte entry, past the image on the heap. Now it is refused as not a leaf. */
 static void test_forged_leaf(void)
 {
-    CHECK(dm_chime_set_create_geometry(DM_CHIME_SPAN, DM_CHIME_NBHD) == 0);
     uv_loop_t loop;
-    uv_loop_init(&loop);
-    dm_worker_t *w = worker_on(&loop, "local:chime-forged");
     dm_ctx_t ctx;
-    dm_ctx_init(&ctx, w, DM_CLS_SET);
-    for (int i = 0; i < 10; i++) {
-        char k[32];
-        size_t kl = key_of(k, "f%d", i);
-        CHECK(dm_kv_set(&ctx, k, kl, "v", 1, 0, 0, NULL) == 1);
-    }
-    uint64_t size;
-    uint8_t *base = dm_local_region_base("chime-forged", &size);
-    CHECK(base);
-    const dm_superblock_t *sb = (const dm_superblock_t *)base;
-    CHECK(sb->chime_root >> 48 == 0); /* one leaf: the root */
-    uint8_t *leaf = base + dm_gaddr_off(sb->chime_root & ((1ull << 48) - 1));
+    uint8_t *base;
+    dm_gaddr_t root;
+    dm_worker_t *w = one_leaf_pool(&loop, "chime-forged", &ctx, &base, &root);
+    uint8_t *leaf = base + dm_gaddr_off(root);
     ch_geo_t g;
     ch_geo_init(&g, DM_CHIME_SPAN, DM_CHIME_NBHD);
     uint8_t *last = NULL; /* the used entry nearest the end of the image */
@@ -729,23 +743,11 @@ static void test_forged_leaf(void)
  * sibling pointer); with them it is "invalid cursor", and the real leaf's cursor works. */
 static void test_forged_cursor_copy(void)
 {
-    CHECK(dm_chime_set_create_geometry(DM_CHIME_SPAN, DM_CHIME_NBHD) == 0);
     uv_loop_t loop;
-    uv_loop_init(&loop);
-    dm_worker_t *w = worker_on(&loop, "local:chime-copy");
     dm_ctx_t ctx;
-    dm_ctx_init(&ctx, w, DM_CLS_SET);
-    for (int i = 0; i < 10; i++) {
-        char k[32];
-        size_t kl = key_of(k, "c%d", i);
-        CHECK(dm_kv_set(&ctx, k, kl, "v", 1, 0, 0, NULL) == 1);
-    }
-    uint64_t size;
-    uint8_t *base = dm_local_region_base("chime-copy", &size);
-    CHECK(base);
-    const dm_superblock_t *sb = (const dm_superblock_t *)base;
-    CHECK(sb->chime_root >> 48 == 0); /* one leaf: the root */
-    dm_gaddr_t real = sb->chime_root & ((1ull << 48) - 1);
+    uint8_t *base;
+    dm_gaddr_t real;
+    dm_worker_t *w = one_leaf_pool(&loop, "chime-copy", &ctx, &base, &real);
     const dm_chime_t *c = w->chime;
     CHECK(c->tagged);
     dm_gaddr_t fake = 0;
