@@ -68,6 +68,7 @@ int dm_chime_attach(dm_ctx_t *ctx, dm_chime_t **out)
         dm_batch_init(&b);
         dm_batch_read(&b, dm_gaddr_make(0, 0), &sb, sizeof(sb));
         rc = dm_batch_exec(ctx, &b);
+        c->secret = sb.cursor_secret; /* the cursor check's and the leaf tags' key */
         if (rc || sb.chime_root) break;
         if (!sb.chime_geo) {
             /* Geometry first, so every gateway builds leaves of one shape. */
@@ -78,7 +79,6 @@ int dm_chime_attach(dm_ctx_t *ctx, dm_chime_t **out)
             continue;
         }
         ch_geo_init(&c->geo, sb.chime_geo & 0xffff, (sb.chime_geo >> 16) & 0xffff);
-        c->secret = sb.cursor_secret;
         rc = create_root(ctx, c, 0, NULL);
     }
     if (!rc && !sb.chime_root) rc = DM_ECORRUPT;
@@ -94,7 +94,6 @@ int dm_chime_attach(dm_ctx_t *ctx, dm_chime_t **out)
         return DM_ECORRUPT;
     }
     ch_geo_init(&c->geo, span, nbhd);
-    c->secret = sb.cursor_secret;
     c->tagged = (sb.chime_geo & CH_GEO_TAGGED) != 0;
     while ((1u << c->node_bits) < ctx->w->n_nodes)
         c->node_bits++; /* every gateway of a pool lists the same memory nodes */

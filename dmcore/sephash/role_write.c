@@ -15,9 +15,9 @@
 #include "dmkv/kvblock.h"
 #include "role.h"
 
-/* Lost appends before a write gives up: each one is another gateway's (or worker's) write
- * of the same key that landed between our search and our append, so some write always
- * progresses; as many as RACE allows a slot CAS. */
+/* Attempts before a write gives up, as many as RACE allows a slot CAS. A lost append is
+ * another write of the key that landed between our search and our append (or a merge that
+ * dropped the tombstone read), so the key's writes progress meanwhile. */
 #define MAX_ATTEMPTS 256
 #define MAX_CORRUPT 8
 

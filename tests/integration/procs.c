@@ -429,6 +429,13 @@ void it_pipeline_ok(redisContext *c, int n)
     }
 }
 
+long long it_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
 double it_info_field(redisContext *c, const char *section, const char *name)
 {
     redisReply *r = it_cmd(c, "INFO %s", section);

@@ -81,6 +81,9 @@ long long it_scan_count(redisContext *c, const char *match);
 /* Read n pipelined replies on c; aborts on an error reply or a lost connection. */
 void it_pipeline_ok(redisContext *c, int n);
 
+/* Milliseconds on the monotonic clock. */
+long long it_now_ms(void);
+
 /* The number after "name:" in INFO section's reply on c. Aborts when the field is absent. */
 double it_info_field(redisContext *c, const char *section, const char *name);
 
