@@ -1,9 +1,9 @@
 /* Offline reclamation of the ranges gateways left behind (issue 5): a gateway that dies
  * leaks its chunks (the blocks freed into its private free lists, the rest of its current
- * chunk). This tool marks every object the pool's indexes still reach — RACE: the table,
- * every subtable, every slot's KV block; CHIME: every inner node, every leaf (descending
- * from the root and following sibling pointers), every long key's record and every leaf's
- * fence record — then walks every node's range headers (chunks and extents) and pushes each
+ * chunk). This tool marks every object the pool's two indexes still reach (each engine's
+ * offline walk, index.h objects(): RACE's table, subtables and slots' KV blocks, SepHash's
+ * segments and entries' KV blocks, CHIME's nodes and key records), with the engines the
+ * pool records — then walks every node's range headers (chunks and extents) and pushes each
  * range holding no live object onto its node's free-range stack (superblock.h DM_FREE_*),
  * where gateways pop it instead of taking fresh memory. Ranges with any live object stay
  * whole (blocks are not moved). It prints, per owner, the ranges and bytes it finds, their
@@ -24,11 +24,8 @@
 #include "dmkv/errors.h"
 #include "dmkv/kv.h"
 #include "dmkv/superblock.h"
-#include "../dmcore/chime/chime_internal.h"
-#include "../dmcore/race/race_internal.h"
 
 #define MAX_RANGES_PER_NODE (1u << 20)
-#define LEAF_BATCH 32 /* leaves read per round trip */
 
 /* ---- growable arrays and an address set ---- */
 
@@ -62,288 +59,35 @@ static int spans_add(spans_t *s, dm_gaddr_t a, uint64_t len)
     return 0;
 }
 
-typedef struct addrs {
-    dm_gaddr_t *v;
-    size_t n, cap;
-} addrs_t;
-
-static int addrs_add(addrs_t *s, dm_gaddr_t a)
-{
-    void *v = grow(s->v, &s->cap, s->n, sizeof(*s->v));
-    if (!v) return DM_ENOMEM;
-    s->v = v;
-    s->v[s->n++] = a;
-    return 0;
-}
-
-/* Open-addressing set of nonzero addresses (nodes already queued by the CHIME walk). */
-typedef struct aset {
-    dm_gaddr_t *slot;
-    size_t cap, n;
-} aset_t;
-
-static size_t aset_pos(const aset_t *s, dm_gaddr_t a)
-{
-    size_t i = (size_t)((a * 0x9E3779B97F4A7C15ull) >> 20) & (s->cap - 1);
-    while (s->slot[i] && s->slot[i] != a)
-        i = (i + 1) & (s->cap - 1);
-    return i;
-}
-
-/* Insert a; returns 1 when new, 0 when present, DM_ENOMEM. */
-static int aset_insert(aset_t *s, dm_gaddr_t a)
-{
-    if (2 * (s->n + 1) > s->cap) {
-        aset_t g = {calloc(s->cap ? 2 * s->cap : 1024, sizeof(dm_gaddr_t)),
-                    s->cap ? 2 * s->cap : 1024, 0};
-        if (!g.slot) return DM_ENOMEM;
-        for (size_t i = 0; i < s->cap; i++)
-            if (s->slot[i]) g.slot[aset_pos(&g, s->slot[i])] = s->slot[i], g.n++;
-        free(s->slot);
-        *s = g;
-    }
-    size_t i = aset_pos(s, a);
-    if (s->slot[i]) return 0;
-    s->slot[i] = a;
-    s->n++;
-    return 1;
-}
-
-/* ---- RACE ---- */
-
-/* Slots whose block is 255+ units long: the block header tells the real size. */
-static int mark_long_blocks(dm_ctx_t *ctx, const addrs_t *ptrs, spans_t *live)
-{
-    for (size_t i = 0; i < ptrs->n; i += DM_BATCH_MAX) {
-        size_t n = ptrs->n - i < DM_BATCH_MAX ? ptrs->n - i : DM_BATCH_MAX;
-        uint8_t hdr[DM_BATCH_MAX][DM_KV_HDR];
-        dm_batch_t b;
-        dm_batch_init(&b);
-        for (size_t k = 0; k < n; k++)
-            dm_batch_read(&b, ptrs->v[i + k], hdr[k], DM_KV_HDR);
-        int rc = dm_batch_exec(ctx, &b);
-        if (rc) return rc;
-        for (size_t k = 0; k < n; k++) {
-            /* The block as allocated: a large one is rounded to its size class. */
-            uint64_t full = dm_alloc_kv_block_bytes(dm_kvblock_size_from_hdr(hdr[k], DM_KV_HDR));
-            uint64_t min = (uint64_t)DM_KV_LEN_MAX_UNITS * DM_UNIT;
-            if ((rc = spans_add(live, ptrs->v[i + k], full > min ? full : min)) != 0) return rc;
-        }
-    }
-    return 0;
-}
-
-/* Every occupied slot of one subtable: its block (frozen MOVING slots too). */
-static int mark_subtable(dm_ctx_t *ctx, dm_gaddr_t st, uint64_t groups, spans_t *live,
-                         addrs_t *longs)
-{
-    enum { STEP = 1024 }; /* buckets per READ (64 KiB) */
-    uint64_t nb = groups * 3;
-    uint64_t *raw = malloc(STEP * DM_RACE_BUCKET);
-    if (!raw) return DM_ENOMEM;
-    int rc = spans_add(live, st, nb * DM_RACE_BUCKET);
-    for (uint64_t c = 0; c < nb && !rc; c += STEP) {
-        uint64_t n = nb - c < STEP ? nb - c : STEP;
-        dm_batch_t b;
-        dm_batch_init(&b);
-        dm_batch_read(&b, st + c * DM_RACE_BUCKET, raw, (uint32_t)(n * DM_RACE_BUCKET));
-        if ((rc = dm_batch_exec(ctx, &b)) != 0) break;
-        for (uint64_t k = 0; k < n * 8 && !rc; k++) {
-            uint64_t w = raw[k];
-            if (k % 8 == 0 || !race_slot_ptr(w)) continue; /* bucket header, empty slot */
-            if (race_slot_len(w) == DM_KV_LEN_MAX_UNITS)
-                rc = addrs_add(longs, race_slot_ptr(w));
-            else
-                rc = spans_add(live, race_slot_ptr(w), (uint64_t)race_slot_len(w) * DM_KV_UNIT);
-        }
-    }
-    free(raw);
-    return rc;
-}
-
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
     return x < y ? -1 : x > y;
 }
 
-/* Directory entries past 2^gd are zero unless a doubling died between writing the new
- * half and bumping GD: a subtable named only there is kept (conservatively; its slots are
- * frozen copies of slots the used half still reaches). */
-static int mark_dir_tail(dm_ctx_t *ctx, dm_gaddr_t root, unsigned gd, uint64_t groups,
-                         uint64_t *dir, spans_t *live)
+/* What an index walk found: the live spans, and its own count of objects and bytes. */
+typedef struct marking {
+    spans_t *live;
+    uint64_t objects, bytes;
+} marking_t;
+
+static int mark_object(void *arg, dm_gaddr_t a, uint64_t len)
 {
-    uint64_t from = 1ull << gd, to = 1ull << DM_RACE_MAX_DEPTH;
-    int rc = 0;
-    for (uint64_t off = from; off < to && !rc; off += 8192) {
-        uint64_t cnt = to - off < 8192 ? to - off : 8192;
-        dm_batch_t b;
-        dm_batch_init(&b);
-        dm_batch_read(&b, root + RACE_DIR_OFF + off * 8, dir + off, (uint32_t)(cnt * 8));
-        rc = dm_batch_exec(ctx, &b);
-        for (uint64_t i = off; i < off + cnt && !rc; i++)
-            if (race_dir_addr(dir[i]))
-                rc = spans_add(live, race_dir_addr(dir[i]), groups * 3 * DM_RACE_BUCKET);
-    }
-    return rc;
+    marking_t *m = arg;
+    m->objects++;
+    m->bytes += len;
+    return spans_add(m->live, a, len);
 }
 
-/* The RACE table at the worker's attached root: header + directory + locks, every
- * subtable the directory names, every block a slot points to. */
-static int mark_race(dm_ctx_t *ctx, spans_t *live)
+/* Every object one index reaches (its engine's walk: index.h objects), into live. */
+static int mark_index(dm_ctx_t *ctx, const char *role, const dm_index_engine_t *engine,
+                      int (*objects)(dm_ctx_t *, dm_index_object_fn, void *), spans_t *live)
 {
-    dm_race_t *r = ctx->w->race;
-    uint64_t *dir = malloc(8ull << DM_RACE_MAX_DEPTH);
-    addrs_t longs = {0};
-    if (!dir) return DM_ENOMEM;
-    unsigned gd = 0;
-    uint64_t groups = 0;
-    int rc = race_read_dir(ctx, r, dir, &gd, &groups);
-    if (!rc) rc = spans_add(live, r->root, RACE_TABLE_BYTES);
-    if (!rc) rc = mark_dir_tail(ctx, r->root, gd, groups, dir, live);
-    uint64_t n = 1ull << gd;
-    for (uint64_t i = 0; i < n && !rc; i++)
-        dir[i] = race_dir_addr(dir[i]);
-    if (!rc) qsort(dir, n, 8, cmp_u64);
-    for (uint64_t i = 0; i < n && !rc; i++)
-        if (dir[i] && (i == 0 || dir[i] != dir[i - 1]))
-            rc = mark_subtable(ctx, dir[i], groups, live, &longs);
-    if (!rc) rc = mark_long_blocks(ctx, &longs, live);
-    free(longs.v);
-    free(dir);
-    return rc;
-}
-
-/* ---- CHIME ---- */
-
-typedef struct chime_walk {
-    ch_geo_t geo;
-    aset_t seen;    /* inner nodes, leaves and records queued */
-    addrs_t inner;  /* inner nodes to read */
-    addrs_t leaves; /* leaves to read */
-    addrs_t recs;   /* key and fence records to size */
-} chime_walk_t;
-
-static int queue_node(chime_walk_t *cw, addrs_t *q, dm_gaddr_t a)
-{
-    if (!a) return 0;
-    int rc = aset_insert(&cw->seen, a);
-    return rc == 1 ? addrs_add(q, a) : rc;
-}
-
-/* One inner node: mark it, queue its children (leaves below level 1) and its sibling. */
-static int walk_inner(dm_ctx_t *ctx, chime_walk_t *cw, dm_gaddr_t a, spans_t *live)
-{
-    uint8_t *img = malloc(CH_INNER_BYTES);
-    if (!img) return DM_ENOMEM;
-    dm_batch_t b;
-    dm_batch_init(&b);
-    dm_batch_read(&b, a, img, CH_INNER_BYTES);
-    int rc = dm_batch_exec(ctx, &b);
-    ch_inner_t *n = rc ? NULL : ch_inner_decode(a, img);
-    free(img);
-    if (rc) return rc;
-    if (!n) {
-        fprintf(stderr, "CHIME inner node at %#llx does not decode\n", (unsigned long long)a);
-        return DM_ECORRUPT;
-    }
-    rc = spans_add(live, a, CH_INNER_BYTES + CH_LINE);
-    addrs_t *below = n->level == 1 ? &cw->leaves : &cw->inner;
-    for (unsigned i = 0; i < n->count && !rc; i++)
-        rc = queue_node(cw, below, n->child[i]);
-    if (!rc) rc = queue_node(cw, &cw->inner, n->sibling);
-    ch_inner_free(n);
-    return rc;
-}
-
-/* One leaf image: queue its sibling, its fence record and its long keys' records. */
-static int scan_leaf(chime_walk_t *cw, const uint8_t *img)
-{
-    const ch_geo_t *g = &cw->geo;
-    int rc = 0;
-    for (unsigned grp = 0; grp < g->groups && !rc; grp++) {
-        const uint8_t *rep = img + ch_replica_off(g, grp);
-        rc = queue_node(cw, &cw->leaves, ch_u64(rep + 8));
-        if (!rc) rc = queue_node(cw, &cw->recs, ch_u64(rep + 16)); /* replicas share it */
-    }
-    for (unsigned i = 0; i < g->span && !rc; i++) {
-        const uint8_t *e = img + ch_entry_off(g, i);
-        if (ch_e_used(e) && e[7] == CH_KLEN_RECORD) rc = queue_node(cw, &cw->recs, ch_u64(e + 8));
-    }
-    return rc;
-}
-
-/* Read the queued leaves from position *done on, LEAF_BATCH per round trip. */
-static int walk_leaves(dm_ctx_t *ctx, chime_walk_t *cw, size_t *done, spans_t *live)
-{
-    uint32_t lb = cw->geo.bytes;
-    uint8_t *img = malloc((size_t)LEAF_BATCH * lb);
-    if (!img) return DM_ENOMEM;
-    int rc = 0;
-    while (*done < cw->leaves.n && !rc) {
-        size_t n = cw->leaves.n - *done < LEAF_BATCH ? cw->leaves.n - *done : LEAF_BATCH;
-        dm_batch_t b;
-        dm_batch_init(&b);
-        for (size_t k = 0; k < n; k++)
-            dm_batch_read(&b, cw->leaves.v[*done + k], img + k * lb, lb);
-        rc = dm_batch_exec(ctx, &b);
-        for (size_t k = 0; k < n && !rc; k++) {
-            rc = spans_add(live, cw->leaves.v[*done + k], lb);
-            if (!rc) rc = scan_leaf(cw, img + k * lb);
-        }
-        *done += n;
-    }
-    free(img);
-    return rc;
-}
-
-/* Key records (long keys, fences): size each from its header. An unreadable record keeps
- * one unit live (its range stays), so a damaged record never frees memory. */
-static int mark_records(dm_ctx_t *ctx, const addrs_t *recs, spans_t *live)
-{
-    for (size_t i = 0; i < recs->n; i += DM_BATCH_MAX) {
-        size_t n = recs->n - i < DM_BATCH_MAX ? recs->n - i : DM_BATCH_MAX;
-        uint32_t hdr[DM_BATCH_MAX][CH_REC_HDR / 4];
-        dm_batch_t b;
-        dm_batch_init(&b);
-        for (size_t k = 0; k < n; k++)
-            dm_batch_read(&b, recs->v[i + k], hdr[k], CH_REC_HDR);
-        int rc = dm_batch_exec(ctx, &b);
-        for (size_t k = 0; k < n && !rc; k++) {
-            uint64_t len = DM_UNIT;
-            if (hdr[k][0] == CH_REC_MAGIC && hdr[k][1] <= DM_KV_MAX_KEY)
-                len = ch_record_bytes(hdr[k][1]);
-            rc = spans_add(live, recs->v[i + k], len);
-        }
-        if (rc) return rc;
-    }
-    return 0;
-}
-
-/* The CHIME tree from the superblock's root word and geometry. */
-static int mark_chime(dm_ctx_t *ctx, uint64_t root, uint64_t geo, spans_t *live)
-{
-    if (!root) return 0;
-    chime_walk_t cw;
-    memset(&cw, 0, sizeof(cw));
-    ch_geo_init(&cw.geo, geo & 0xffff, (geo >> 16) & 0xffff);
-    if (cw.geo.nbhd < 2 || cw.geo.span % cw.geo.nbhd || cw.geo.span > CH_MAX_SPAN) {
-        fprintf(stderr, "bad CHIME geometry word %#llx\n", (unsigned long long)geo);
-        return DM_ECORRUPT;
-    }
-    int rc = queue_node(&cw, ch_root_level(root) ? &cw.inner : &cw.leaves, ch_root_addr(root));
-    for (size_t i = 0; i < cw.inner.n && !rc; i++)
-        rc = walk_inner(ctx, &cw, cw.inner.v[i], live);
-    size_t done = 0;
-    if (!rc) rc = walk_leaves(ctx, &cw, &done, live);
-    if (!rc) rc = mark_records(ctx, &cw.recs, live);
+    marking_t m = {live, 0, 0};
+    int rc = objects(ctx, mark_object, &m);
     if (!rc)
-        printf("chime inner_nodes %zu leaves %zu records %zu\n", cw.inner.n, cw.leaves.n,
-               cw.recs.n);
-    free(cw.seen.slot);
-    free(cw.inner.v);
-    free(cw.leaves.v);
-    free(cw.recs.v);
+        printf("%s_index %s objects %llu bytes %llu\n", role, engine->name,
+               (unsigned long long)m.objects, (unsigned long long)m.bytes);
     return rc;
 }
 
@@ -568,15 +312,12 @@ static void print_free_lists(dm_ctx_t *ctx)
 /* Mark, walk, reclaim. Returns 0 or DM_E*; nothing is pushed unless marking succeeded. */
 static int run(dm_ctx_t *ctx, int dry, int list)
 {
-    dm_superblock_t sb;
-    dm_batch_t b;
-    dm_batch_init(&b);
-    dm_batch_read(&b, dm_gaddr_make(0, 0), &sb, sizeof(sb));
-    int rc = dm_batch_exec(ctx, &b);
+    const dm_point_index_ops_t *point = dm_kv_point_index();
+    const dm_range_index_ops_t *range = dm_kv_range_index();
     spans_t live = {0};
     ranges_t rs = {0};
-    if (!rc) rc = mark_race(ctx, &live);
-    if (!rc) rc = mark_chime(ctx, sb.chime_root, sb.chime_geo, &live);
+    int rc = mark_index(ctx, "point", &point->engine, point->objects, &live);
+    if (!rc) rc = mark_index(ctx, "range", &range->engine, range->objects, &live);
     for (unsigned node = 0; node < ctx->w->n_nodes && !rc; node++)
         rc = walk_node(ctx, node, &rs);
     if (!rc) rc = mark_on_list(ctx, &rs);

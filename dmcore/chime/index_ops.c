@@ -67,4 +67,5 @@ const dm_range_index_ops_t dm_chime_range_index = {.engine = {"chime", 1},
                                                    .random_cursor = dm_chime_random_cursor,
                                                    .watch_sig = dm_chime_watch_sig,
                                                    .key_bytes = dm_chime_key_bytes,
-                                                   .reset = dm_chime_reset};
+                                                   .reset = dm_chime_reset,
+                                                   .objects = dm_chime_objects};

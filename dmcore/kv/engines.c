@@ -75,11 +75,27 @@ static const char *engine_name(const dm_index_engine_t *const *list, size_t n, u
     return buf;
 }
 
+/* Select the engines of record rec (point id | range id << 8) when this build has both:
+ * 0, or -1 (nothing changed). */
+static int adopt_record(uint64_t rec)
+{
+    const dm_index_engine_t *p = NULL, *r = NULL;
+    for (size_t i = 0; i < N_POINT; i++)
+        if (point_engines[i]->id == (rec & 0xff)) p = point_engines[i];
+    for (size_t i = 0; i < N_RANGE; i++)
+        if (range_engines[i]->id == ((rec >> 8) & 0xff)) r = range_engines[i];
+    if (!p || !r) return -1;
+    point_sel = (const dm_point_index_ops_t *)p; /* the descriptor starts the table */
+    range_sel = (const dm_range_index_ops_t *)r;
+    return 0;
+}
+
 /* The pool's engines agree with this process's choice: recorded in the superblock by the
  * gateway that creates the pool (CAS from 0), checked by every one that joins it. A pool
- * made before the record existed (roots set, record 0) is RACE + CHIME. 1-2 RTTs. Returns
- * 0, or -1 with err saying which engines the pool has. */
-static int agree_engines(dm_ctx_t *ctx, char *err, size_t errlen)
+ * made before the record existed (roots set, record 0) is RACE + CHIME. adopt (the offline
+ * tools): a pool's recorded engines replace this process's choice instead of being refused.
+ * 1-2 RTTs. Returns 0, or -1 with err saying which engines the pool has. */
+static int agree_engines(dm_ctx_t *ctx, int adopt, char *err, size_t errlen)
 {
     static int told;
     const uint64_t want = point_sel->engine.id | (uint64_t)range_sel->engine.id << 8;
@@ -107,11 +123,13 @@ static int agree_engines(dm_ctx_t *ctx, char *err, size_t errlen)
         snprintf(err, errlen, "cannot read the pool's index engines: %s", dm_strerror(rc));
         return -1;
     }
+    if (adopt && rec != want) adopt_record(rec);
+    const uint64_t chosen = point_sel->engine.id | (uint64_t)range_sel->engine.id << 8;
     char b1[64], b2[64];
     const char *p = engine_name(point_engines, N_POINT, (unsigned)(rec & 0xff), b1, sizeof(b1));
     const char *r =
         engine_name(range_engines, N_RANGE, (unsigned)((rec >> 8) & 0xff), b2, sizeof(b2));
-    if (rec != want) {
+    if (rec != chosen) {
         snprintf(err, errlen,
                  "the pool's index engines are %s (point) and %s (range), recorded when it was "
                  "created; this gateway was asked for %s and %s: start it with --point-index %s "
@@ -135,8 +153,9 @@ static void detach(dm_worker_t *w)
     w->keyq = NULL;
 }
 
-dm_worker_t *dm_kv_worker_create(uv_loop_t *loop, const char *const *uris, unsigned n, char *err,
-                                 size_t errlen)
+/* dm_kv_worker_create; adopt as for agree_engines. */
+static dm_worker_t *worker_create(uv_loop_t *loop, const char *const *uris, unsigned n, int adopt,
+                                  char *err, size_t errlen)
 {
     dm_worker_t *w = dm_worker_create(loop, uris, n, err, errlen);
     if (!w) return NULL;
@@ -149,7 +168,7 @@ dm_worker_t *dm_kv_worker_create(uv_loop_t *loop, const char *const *uris, unsig
     }
     dm_ctx_t ctx;
     dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
-    if (agree_engines(&ctx, err, errlen)) {
+    if (agree_engines(&ctx, adopt, err, errlen)) {
         dm_worker_destroy(w);
         return NULL;
     }
@@ -173,13 +192,19 @@ dm_worker_t *dm_kv_worker_create(uv_loop_t *loop, const char *const *uris, unsig
     return w;
 }
 
+dm_worker_t *dm_kv_worker_create(uv_loop_t *loop, const char *const *uris, unsigned n, char *err,
+                                 size_t errlen)
+{
+    return worker_create(loop, uris, n, 0, err, errlen);
+}
+
 int dm_kv_run_offline(const char *const *uris, unsigned n, int (*fn)(dm_ctx_t *ctx, void *arg),
                       void *arg)
 {
     uv_loop_t loop;
     uv_loop_init(&loop);
     char err[256];
-    dm_worker_t *w = dm_kv_worker_create(&loop, uris, n, err, sizeof(err));
+    dm_worker_t *w = worker_create(&loop, uris, n, 1, err, sizeof(err));
     if (!w) {
         fprintf(stderr, "%s\n", err);
         uv_loop_close(&loop);

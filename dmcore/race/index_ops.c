@@ -59,4 +59,5 @@ const dm_point_index_ops_t dm_race_point_index = {.engine = {"race", 1},
                                                   .prefetch = dm_race_prefetch,
                                                   .probe = dm_race_probe,
                                                   .key_bytes = race_key_bytes,
-                                                  .scan = dm_race_scan};
+                                                  .scan = dm_race_scan,
+                                                  .objects = dm_race_objects};

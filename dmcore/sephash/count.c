@@ -15,6 +15,7 @@
 
 #include "dmkv/batch.h"
 #include "dmkv/errors.h"
+#include "dmkv/fault.h"
 #include "sephash_internal.h"
 
 int64_t dm_sephash_count(dm_ctx_t *ctx, dm_sephash_t *h)
@@ -28,6 +29,7 @@ int64_t dm_sephash_count(dm_ctx_t *ctx, dm_sephash_t *h)
  * appends, which know whether they inserted or deleted (dm_sephash_commit_t.count). */
 void sh_live_count_add(dm_ctx_t *ctx, dm_sephash_t *h, int64_t d)
 {
+    if (dm_fault_delay_ms(DM_FAULT_UNCOUNTED)) return; /* tests: a lost FAA */
     dm_batch_t b;
     dm_batch_init(&b);
     dm_batch_faa(&b, h->root + SH_HDR_LIVE_OFF, (uint64_t)d);

@@ -248,6 +248,11 @@ static uint64_t sh_key_bytes(void)
     return 9;
 }
 
+static int sh_objects(dm_ctx_t *ctx, dm_index_object_fn fn, void *arg)
+{
+    return dm_sephash_objects(ctx, ctx->w->sephash->h, fn, arg);
+}
+
 const dm_point_index_ops_t dm_sephash_point_index = {.engine = {"sephash", 2},
                                                      .attach = sh_attach,
                                                      .detach = sh_detach,
@@ -265,4 +270,5 @@ const dm_point_index_ops_t dm_sephash_point_index = {.engine = {"sephash", 2},
                                                      .prefetch = sh_prefetch,
                                                      .probe = sh_probe,
                                                      .key_bytes = sh_key_bytes,
-                                                     .scan = sh_scan};
+                                                     .scan = sh_scan,
+                                                     .objects = sh_objects};

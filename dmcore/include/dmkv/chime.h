@@ -50,6 +50,12 @@ typedef dm_point_probe_fn dm_chime_presence_fn;
 void dm_chime_set_presence(dm_chime_t *c, dm_chime_presence_fn fn);
 void dm_chime_detach(dm_chime_t *c);
 
+/* Offline: fn for every inner node, leaf (sibling pointers followed), long key's record and
+ * fence record the tree reaches from the superblock's root word. 0, fn's error, DM_ECORRUPT
+ * (a node that does not decode, a bad geometry word) or DM_E*. The range index's objects()
+ * (index.h); chime/objects.c. */
+int dm_chime_objects(dm_ctx_t *ctx, dm_index_object_fn fn, void *arg);
+
 /* Replace the tree with one empty leaf: the root word is CASed from the one just read to a
  * new empty leaf's. The old nodes are left where they are (unreachable; dmkv-pool-reclaim
  * frees ranges left without live objects). Offline only (dmkv-index-rebuild): gateways

@@ -19,7 +19,8 @@ typedef enum {
     DM_FAULT_TAKEN_BACK,  /* a stranded insert's slot taken back, before the redo (race/ops.c) */
     DM_FAULT_PROPAGATE,   /* a leaf split written, before its separator goes up (chime/split.c) */
     DM_FAULT_POSTED,      /* a fire-and-forget batch held back before it is sent (pool/batch.c) */
-    DM_FAULT_UNCOUNTED,   /* any ms: the key counter's FAA dropped, as if never sent (race/ops.c) */
+    DM_FAULT_UNCOUNTED,   /* any ms: the key counter's FAA dropped, as if never sent (race/ops.c,
+                             sephash/count.c) */
     DM_FAULT_WIRE,        /* a message with a send-by bound that passed its check at the turn's
                              end: the whole thread blocks before the socket write or doorbell,
                              so it reaches the node late (a retransmitting network, a stop

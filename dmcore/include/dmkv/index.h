@@ -74,6 +74,11 @@ typedef int (*dm_point_probe_fn)(dm_ctx_t *ctx, const uint8_t *const *keys, cons
 /* Called for every live item of a point index walk (the view dies when it returns). */
 typedef void (*dm_point_emit_fn)(void *arg, const dm_kv_view_t *v);
 
+/* Called for every object of the pool an index reaches in an offline walk (objects()):
+ * bytes from addr as allocated, where the engine knows it (at least the bytes in use).
+ * Return 0 to go on, or DM_E* to stop the walk with that result. */
+typedef int (*dm_index_object_fn)(void *arg, dm_gaddr_t addr, uint64_t bytes);
+
 /* One statistic as INFO prints it: "name:value". decimals 0: the counter u; otherwise
  * the ratio d printed with that many decimals. */
 typedef struct dm_index_stat {
@@ -152,6 +157,11 @@ typedef struct dm_point_index_ops {
     /* Walk the live items from cursor (0: start), about count keys' worth; *next 0 when done. */
     int (*scan)(dm_ctx_t *ctx, uint64_t cursor, size_t count, dm_point_emit_fn emit, void *arg,
                 uint64_t *next);
+    /* Offline only (no gateway writes the pool: dmkv-pool-reclaim): fn for every object the
+     * index reaches, its own structures and every KV block an entry names (dead versions not
+     * yet dropped included). 0, fn's error, DM_ECORRUPT for a structure that does not
+     * decode, or DM_E*. */
+    int (*objects)(dm_ctx_t *ctx, dm_index_object_fn fn, void *arg);
 } dm_point_index_ops_t;
 
 typedef struct dm_range_index_ops {
@@ -212,6 +222,8 @@ typedef struct dm_range_index_ops {
     uint64_t (*key_bytes)(dm_ctx_t *ctx, size_t klen);
     /* Replace the index by an empty one (offline: dmkv-index-rebuild). */
     int (*reset)(dm_ctx_t *ctx);
+    /* Offline only, as the point index's objects(): every node and record it reaches. */
+    int (*objects)(dm_ctx_t *ctx, dm_index_object_fn fn, void *arg);
 } dm_range_index_ops_t;
 
 #endif

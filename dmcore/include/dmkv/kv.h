@@ -30,7 +30,8 @@ const dm_range_index_ops_t *dm_kv_range_index(void);
 int dm_kv_choose_engines(const char *point, const char *range, char *err, size_t errlen);
 
 /* For offline tools (dmkv-pool-reclaim, dmkv-index-rebuild): attach a worker to the pool
- * named by uris (dm_kv_worker_create, on a loop of its own), run fn(ctx, arg) on it with
+ * named by uris (dm_kv_worker_create, on a loop of its own, with the engines the pool
+ * records instead of this process's choice), run fn(ctx, arg) on it with
  * the DM_CLS_ADMIN class, then detach. Returns fn's result, or -1 with the reason printed
  * on stderr when the worker could not attach. */
 int dm_kv_run_offline(const char *const *uris, unsigned n, int (*fn)(dm_ctx_t *ctx, void *arg),

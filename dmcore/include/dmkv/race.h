@@ -121,6 +121,11 @@ int dm_race_delete_carry(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_de
 /* Walk the buckets from cursor (0 = start). Calls emit(arg, view) for every live item of
  * about count keys' worth of buckets, sets *next (0 when the walk is complete).
  * A cursor past the end finishes the walk (Redis accepts any cursor). Returns 0 or DM_E*. */
+/* Offline: fn for the table, every subtable the directory names (a dead doubling's half
+ * included) and every block a slot points to (bytes as allocated). 0, fn's error or DM_E*.
+ * The point index's objects() (index.h); race/objects.c. */
+int dm_race_objects(dm_ctx_t *ctx, dm_index_object_fn fn, void *arg);
+
 typedef dm_point_emit_fn dm_race_emit_fn;
 int dm_race_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, dm_race_emit_fn emit, void *arg,
                  uint64_t *next);

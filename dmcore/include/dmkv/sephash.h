@@ -112,6 +112,12 @@ dm_gaddr_t dm_sephash_root(const dm_sephash_t *h);
 int dm_sephash_put(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen, const void *val,
                    size_t vlen, unsigned flags, uint64_t expect, uint64_t *version);
 
+/* Offline: fn for the table, every CurSegment its directory names, their MainSegments and
+ * every KV block an entry of either names (bytes as allocated). 0, fn's error, DM_ECORRUPT
+ * (a MainSegment whose count is not its meta word's) or DM_E*. 2 RTTs per segment plus a
+ * header read per 64 blocks over 384 bytes. sephash/objects.c. */
+int dm_sephash_objects(dm_ctx_t *ctx, dm_sephash_t *h, dm_index_object_fn fn, void *arg);
+
 /* The table's key count (1 RTT): the keys in its MainSegments, from a header counter that
  * every merge moves by FAA right after its commit by what it changed (new entries minus
  * old: it knows exactly which keys are live in its segment, having deduplicated them).
