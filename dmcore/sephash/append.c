@@ -100,7 +100,7 @@ int dm_sephash_append(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t kl
 
 int dm_sephash_append_commit(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen,
                              dm_gaddr_t block, uint64_t block_len, unsigned flags, uint64_t expect,
-                             const dm_sephash_commit_t *cm, uint64_t *version)
+                             dm_sephash_commit_t *cm, uint64_t *version)
 {
     unsigned len = flags & DM_SH_TOMBSTONE ? 0 : sh_len_units(block_len);
     sh_look_t *o = flags & DM_SH_IF ? malloc(sizeof(*o)) : NULL;
@@ -117,10 +117,16 @@ int dm_sephash_append_commit(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, si
         unsigned i = 0;
         sh_loc_t loc;
         if (o) {
-            rc = sh_lookup(ctx, h, key, klen, 1, o);
-            if (rc) break;
-            free(o->block);
-            o->block = NULL;
+            if (cm && cm->look && !attempt) { /* the caller's, made by this operation */
+                *o = *cm->look;
+                o->block = NULL; /* the caller's to free */
+                t0 = cm->look_us;
+            } else {
+                rc = sh_lookup(ctx, h, key, klen, 1, o);
+                if (rc) break;
+                free(o->block);
+                o->block = NULL;
+            }
             if (sh_version(o->newest) != expect) {
                 rc = DM_ECONFLICT;
                 break;
@@ -143,15 +149,35 @@ int dm_sephash_append_commit(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, si
         unsigned s = sh_meta_sign(m);
         uint64_t w = sh_entry(!s, len, sh_dep(loc.lo, sh_meta_ld(m)), block, loc.fp);
         static const uint8_t one = 1;
+        const unsigned node = dm_gaddr_node(loc.seg);
         dm_batch_t b;
+        if (cm && cm->img && !cm->written && dm_gaddr_node(block) != node) {
+            /* Another node's block: written and acknowledged before the CAS is sent. */
+            dm_batch_init(&b);
+            dm_batch_write(&b, block, cm->img, (uint32_t)block_len);
+            if ((rc = dm_batch_exec(ctx, &b))) break;
+            cm->written = 1;
+        }
         dm_batch_init(&b);
-        /* The filter byte first: no reader sees the entry without it (search.c). */
+        /* The block on the same node, then the filter byte, before the CAS in one message
+         * (verbs to one node run in order): no reader sees the entry without them. */
+        if (cm && cm->img && !cm->written) {
+            dm_batch_write(&b, block, cm->img, (uint32_t)block_len);
+            cm->written = 1;
+        }
         dm_batch_write(&b, loc.seg + SH_CUR_FILTER_OFF + 256ull * s + loc.fp, &one, 1);
         dm_verb_t *v = dm_batch_cas(&b, loc.seg + SH_CUR_ENTRY_OFF + 8ull * i, e, w);
         if (cm && cm->by_us) dm_batch_commit(&b, v, cm->by_us);
+        /* The counter with the CAS when its header is on this node (taken back below if
+         * the CAS lost): one round trip less per insert and delete. */
+        dm_verb_t *fv = cm && cm->count && dm_gaddr_node(h->root) == node
+                            ? sh_live_count_with(&b, h, cm->count)
+                            : NULL;
         /* A ride (the range role's pending entry) lands before the entry CAS. */
         rc = cm ? dm_ctx_ride_before(ctx, &b) : 0;
         if (!rc) rc = dm_batch_exec(ctx, &b);
+        if (fv && fv->status == 0 && (rc || v->result != e))
+            sh_live_count_post(ctx, h, -cm->count); /* on rc, as if the CAS lost */
         if (rc) break;
         sh_seg_cache_t *c = sh_cache(h, &loc);
         int same = c && c->round == sh_round(m);
@@ -159,9 +185,10 @@ int dm_sephash_append_commit(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, si
             if (same && c->off < i + 1) c->off = i + 1;
             if (version) *version = sh_version(w);
             rc = 0;
-            /* After the CAS won, not in its batch: the header may be on another node than
-             * the commit's (a commit batch is one node's). */
-            if (cm && cm->count) sh_live_count_add(ctx, h, cm->count);
+            /* The header on another node: posted after the CAS won, not waited for (a
+             * commit batch is one node's). */
+            if (cm && cm->count && !fv && dm_gaddr_node(h->root) != node)
+                sh_live_count_post(ctx, h, cm->count);
             break;
         }
         if (same && sh_entry_sign(v->result) != s && c->off < i + 1)

@@ -27,13 +27,19 @@ int64_t dm_sephash_count(dm_ctx_t *ctx, dm_sephash_t *h)
 
 /* The live counter beside the merge-based one: moved by the point role's conditional
  * appends, which know whether they inserted or deleted (dm_sephash_commit_t.count). */
-void sh_live_count_add(dm_ctx_t *ctx, dm_sephash_t *h, int64_t d)
+dm_verb_t *sh_live_count_with(dm_batch_t *b, dm_sephash_t *h, int64_t d)
 {
-    if (dm_fault_delay_ms(DM_FAULT_UNCOUNTED)) return; /* tests: a lost FAA */
+    if (dm_fault_delay_ms(DM_FAULT_UNCOUNTED)) return NULL; /* tests: a lost FAA */
+    dm_verb_t *v = dm_batch_faa(b, h->root + SH_HDR_LIVE_OFF, (uint64_t)d);
+    if (v) v->status = DM_EIO; /* until it completes */
+    return v;
+}
+
+void sh_live_count_post(dm_ctx_t *ctx, dm_sephash_t *h, int64_t d)
+{
     dm_batch_t b;
     dm_batch_init(&b);
-    dm_batch_faa(&b, h->root + SH_HDR_LIVE_OFF, (uint64_t)d);
-    dm_batch_exec(ctx, &b);
+    if (sh_live_count_with(&b, h, d)) dm_batch_post_async(ctx, &b);
 }
 
 int dm_sephash_live_count(dm_ctx_t *ctx, dm_sephash_t *h, int64_t *n)

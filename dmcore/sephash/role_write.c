@@ -14,6 +14,7 @@
 #include "dmkv/errors.h"
 #include "dmkv/kvblock.h"
 #include "role.h"
+#include "sephash_internal.h"
 
 /* Attempts before a write gives up, as many as RACE allows a slot CAS. A lost append is
  * another write of the key that landed between our search and our append (or a merge that
@@ -31,6 +32,26 @@ int sh_role_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_point_item_t 
         rc = dm_sephash_search(ctx, ctx->w->sephash->h, key, klen, item);
     }
     return rc;
+}
+
+/* Look key up with its whole CurSegment (what a conditional append CASes from), as a
+ * search would: 1 with *item (free item->block), 0 absent (item->version: the tombstone's
+ * token or 0), or DM_E*. Starts the operation's clock (the token's age, dm_ctx_check). */
+static int look(dm_ctx_t *ctx, const void *key, size_t klen, sh_look_t *o, dm_point_item_t *item)
+{
+    ctx->start_us = dm_now_us();
+    int rc = sh_lookup(ctx, ctx->w->sephash->h, key, klen, 1, o);
+    if (rc) return rc;
+    memset(item, 0, sizeof(*item));
+    item->version = sh_version(o->newest);
+    item->addr = o->newest_addr;
+    if (!o->block) return 0;
+    item->block = o->block;
+    item->block_len = o->block_len;
+    item->view = o->view;
+    item->view.version = item->version;
+    o->block = NULL; /* the item's now */
+    return 1;
 }
 
 /* The commit bound: the range lock's hold when locked (a write past it is not posted), else
@@ -92,17 +113,18 @@ int sh_role_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
         if (rc) return rc;
     }
     const uint64_t block_expire = dm_kvblock_expire(block); /* as asked for */
-    int written = 0; /* block written by this call as it is now */
-    rc = DM_ERETRY;
-    for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+    int written = 0; /* block sent by this call as it is now */
+    sh_look_t *o = malloc(sizeof(*o));
+    rc = o ? DM_ERETRY : DM_ENOMEM;
+    for (int attempt = 0; o && attempt < MAX_ATTEMPTS; attempt++) {
         dm_point_item_t cur;
-        rc = sh_role_search(ctx, key, klen, &cur);
+        const uint64_t look_us = dm_now_us();
+        rc = look(ctx, key, klen, o, &cur);
         if (rc < 0) {
             if (again(rc)) continue;
             break;
         }
         int present = rc == 1;
-        if (present) cur.view.version = cur.version;
         if (decide && !decide(arg, present ? &cur.view : NULL)) {
             if (old && present)
                 *old = cur; /* SET ... NX GET still reports the old value */
@@ -113,6 +135,7 @@ int sh_role_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
             } else {
                 drop_block(ctx, addr, block_len, posted, 0);
             }
+            free(o);
             sh_role_report(r);
             return 0;
         }
@@ -120,21 +143,20 @@ int sh_role_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
         uint64_t want = keep_ttl && present ? cur.view.expire_ms : block_expire;
         int same = want == dm_kvblock_expire(block);
         rc = same ? 0 : dm_kvblock_set_expire(block, block_len, want);
-        /* A block written by the attempt before and unchanged since is not written again:
-         * one round trip less between the search and the append, the window in which
-         * another write of the key makes the append lose. */
-        if (!rc && !(same && written)) {
-            dm_batch_t b;
-            dm_batch_init(&b);
-            dm_batch_write(&b, addr, block, (uint32_t)block_len);
-            rc = dm_batch_exec(ctx, &b);
-            written = !rc;
-        }
-        dm_sephash_commit_t cm = {.by_us = commit_by(ctx, carry), .count = present ? 0 : 1};
+        /* The block goes out with the entry CAS (its node's) and is not sent again while
+         * unchanged: the append CASes from this lookup, so search, block and CAS take two
+         * round trips (SepHash §4.3's insert), one more when the key's block is read. */
+        dm_sephash_commit_t cm = {.by_us = commit_by(ctx, carry),
+                                  .count = present ? 0 : 1,
+                                  .look = o,
+                                  .look_us = look_us,
+                                  .img = block,
+                                  .written = same && written};
         if (!rc) {
             posted = 1; /* from here its fate may be unknown: never reusable at once */
             rc = dm_sephash_append_commit(ctx, r->h, key, klen, addr, block_len, DM_SH_IF,
                                           cur.version, &cm, NULL);
+            written = cm.written;
         }
         if (!rc) {
             if (old && present)
@@ -143,6 +165,7 @@ int sh_role_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
                 memset(old, 0, sizeof(*old)), free(cur.block);
             else
                 free(cur.block);
+            free(o);
             sh_role_report(r);
             return 1;
         }
@@ -150,34 +173,34 @@ int sh_role_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
         if (rc == DM_EYIELD && carry) {
             /* An early lock's holder gave way: nothing posted, the block kept. */
             keep_block(carry, addr, block_len, posted);
+            free(o);
             return rc;
         }
         if (!again(rc)) break;
     }
+    free(o);
     drop_block(ctx, addr, block_len, posted, rc);
     sh_role_report(r);
     return rc == DM_ECONFLICT ? DM_ERETRY : rc; /* never WATCH's error: a restart */
 }
 
-/* Write a tombstone block naming key (64 bytes or so): 0 with *addr, *len, or DM_E*. */
+/* A tombstone block naming key (64 bytes or so), allocated: 0 with *addr, *len and *img
+ * (malloc'd, not written yet), or DM_E*. */
 static int tombstone_block(dm_ctx_t *ctx, const void *key, size_t klen, dm_gaddr_t *addr,
-                           uint64_t *len)
+                           uint64_t *len, uint8_t **img)
 {
     uint64_t bytes = dm_kvblock_size(klen, 0, 0);
     uint8_t *buf = malloc(bytes);
     if (!buf) return DM_ENOMEM;
     dm_kvblock_build(buf, key, klen, NULL, 0, 0, 0);
     int rc = dm_alloc_kv_block(ctx, dm_sephash_block_bytes(bytes), addr);
-    if (!rc) {
-        dm_batch_t b;
-        dm_batch_init(&b);
-        dm_batch_write(&b, *addr, buf, (uint32_t)bytes);
-        rc = dm_batch_exec(ctx, &b);
-        if (rc) dm_alloc_unused(ctx->w->alloc, *addr, dm_sephash_block_bytes(bytes));
+    if (rc) {
+        free(buf);
+        return rc;
     }
-    free(buf);
     *len = bytes;
-    return rc;
+    *img = buf;
+    return 0;
 }
 
 int sh_role_del(dm_ctx_t *ctx, const void *key, size_t klen, dm_point_decide_fn decide, void *arg,
@@ -186,31 +209,41 @@ int sh_role_del(dm_ctx_t *ctx, const void *key, size_t klen, dm_point_decide_fn 
     struct dm_sephash_role *r = ctx->w->sephash;
     dm_gaddr_t addr = 0;
     uint64_t len = 0;
-    int rc = DM_ERETRY, posted = 0;
-    for (int attempt = 0; attempt < MAX_ATTEMPTS; attempt++) {
+    uint8_t *img = NULL;
+    int rc = DM_ERETRY, posted = 0, written = 0;
+    sh_look_t *o = malloc(sizeof(*o));
+    if (!o) rc = DM_ENOMEM;
+    for (int attempt = 0; o && attempt < MAX_ATTEMPTS; attempt++) {
         dm_point_item_t cur;
-        rc = sh_role_search(ctx, key, klen, &cur);
+        const uint64_t look_us = dm_now_us();
+        rc = look(ctx, key, klen, o, &cur);
         if (rc < 0) {
             if (again(rc)) continue;
             break;
         }
         if (rc == 0) break; /* absent (or a tombstone): nothing to delete */
-        cur.view.version = cur.version;
         int go = !decide || decide(arg, &cur.view);
         free(cur.block);
         if (!go) {
             rc = 0;
             break;
         }
-        if (!addr) rc = tombstone_block(ctx, key, klen, &addr, &len);
+        if (!addr) rc = tombstone_block(ctx, key, klen, &addr, &len, &img);
         if (rc < 0) break;
         /* A commit too (its turn is taken before the lock: kv/hybrid.c), bounded like
          * set's: a DEL takes a key out only within the range lock's hold, and the gate's
-         * lock check runs a few round trips before this CAS. */
-        dm_sephash_commit_t cm = {.by_us = commit_by(ctx, carry), .count = -1};
+         * lock check runs a few round trips before this CAS. The tombstone goes out with
+         * the CAS, as set's block does. */
+        dm_sephash_commit_t cm = {.by_us = commit_by(ctx, carry),
+                                  .count = -1,
+                                  .look = o,
+                                  .look_us = look_us,
+                                  .img = img,
+                                  .written = written};
         posted = 1;
         rc = dm_sephash_append_commit(ctx, r->h, key, klen, addr, len, DM_SH_IF | DM_SH_TOMBSTONE,
                                       cur.version, &cm, NULL);
+        written = cm.written;
         if (!rc) {
             addr = 0; /* published */
             rc = 1;
@@ -218,6 +251,8 @@ int sh_role_del(dm_ctx_t *ctx, const void *key, size_t klen, dm_point_decide_fn 
         }
         if (!again(rc)) break;
     }
+    free(o);
+    free(img);
     if (addr) drop_block(ctx, addr, len, posted, rc);
     (void)carry;
     sh_role_report(r);

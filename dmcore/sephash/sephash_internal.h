@@ -265,8 +265,12 @@ int sh_read_blocks(dm_ctx_t *ctx, const uint64_t *words, unsigned n, uint8_t **b
 int sh_block_is(const uint8_t *buf, uint64_t have, const void *key, size_t klen, dm_kv_view_t *v);
 /* Entry len field for a block of bytes (1..7, 64-byte units, saturating). */
 unsigned sh_len_units(uint64_t bytes);
-/* FAA d to the live key counter (1 RTT; an error leaves it off: a recount repairs it). */
-void sh_live_count_add(dm_ctx_t *ctx, dm_sephash_t *h, int64_t d);
+/* Append the FAA of d to the live key counter to b: its verb (status 0 once it completed),
+ * or NULL when not appended (tests: the 'uncounted' fault point, dmkv/fault.h). */
+dm_verb_t *sh_live_count_with(dm_batch_t *b, dm_sephash_t *h, int64_t d);
+/* The same FAA posted without waiting (an error leaves the counter off: a recount repairs
+ * it). */
+void sh_live_count_post(dm_ctx_t *ctx, dm_sephash_t *h, int64_t d);
 /* Sleep a little while a merge holds a segment (yields the coroutine). */
 void sh_pause(dm_ctx_t *ctx);
 

@@ -10,12 +10,24 @@
  * The counters do not depend on the machine's speed; nothing here is timed. Every value is
  * read back, so a cheaper path that lost a write fails here too. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "integration/it_check.h"
 #include "integration/procs.h"
 
 #define PRELOAD 20000
 #define N 400
+
+/* Bounds per point engine. RACE: docs/throughput.md. SepHash (DMKV_IT_POINT_INDEX=sephash,
+ * docs/DESIGN.md "SepHash"): a lookup reads the CurSegment and the key's MainSegment run
+ * in one batch, and the block, filter byte, entry CAS and counter go in the next, but a
+ * segment whose CurSegment merged since this worker last read it costs 2 more (its
+ * FPTable), about one lookup in eight here. */
+typedef struct bounds {
+    double set_new, del, del_absent, set_upd, get;
+} bounds_t;
+static const bounds_t race_bounds = {3.2, 3.1, 1.1, 3.05, 2.05};
+static const bounds_t sephash_bounds = {3.6, 4.3, 2.8, 3.3, 2.8};
 
 /* Round trips per op of class cls on c since the last CONFIG RESETSTAT, printed. */
 static double per_op(redisContext *c, const char *cls, const char *what)
@@ -39,6 +51,8 @@ static double per_op(redisContext *c, const char *cls, const char *what)
 int main(void)
 {
     it_begin("round_trips", 600);
+    const char *engine = getenv("DMKV_IT_POINT_INDEX");
+    const bounds_t *bd = engine && !strcmp(engine, "sephash") ? &sephash_bounds : &race_bounds;
     it_pool_t pool;
     if (!it_shared_pool_start(&pool)) return IT_SKIP;
     it_proc_t gw[3];
@@ -77,7 +91,8 @@ int main(void)
     for (int i = 0; i < N; i++)
         EXPECT_STATUS(it_cmd(a, "SET new:%d val:%d", i, i), "OK");
     double set_new = per_op(a, "set", "SET of a new key");
-    CHECKF(set_new <= 3.2, "a new key took %.2f round trips (bound 3)", set_new);
+    CHECKF(set_new <= bd->set_new, "a new key took %.2f round trips (bound %.2f)", set_new,
+           bd->set_new);
     for (int i = 0; i < N; i++) {
         char want[32];
         snprintf(want, sizeof(want), "val:%d", i);
@@ -88,7 +103,7 @@ int main(void)
     for (int i = 0; i < N; i++)
         EXPECT_INT(it_cmd(b, "DEL new:%d", i), 1);
     double del = per_op(b, "del", "DEL of a present key");
-    CHECKF(del <= 3.1, "a DEL took %.2f round trips (bound 3)", del);
+    CHECKF(del <= bd->del, "a DEL took %.2f round trips (bound %.2f)", del, bd->del);
     for (int i = 0; i < N; i++)
         EXPECT_NIL(it_cmd(c, "GET new:%d", i));
 
@@ -96,13 +111,14 @@ int main(void)
     for (int i = 0; i < N; i++)
         EXPECT_INT(it_cmd(b, "DEL new:%d", i), 0);
     double del_absent = per_op(b, "del", "DEL of an absent key");
-    CHECKF(del_absent <= 1.1, "a DEL of an absent key took %.2f round trips", del_absent);
+    CHECKF(del_absent <= bd->del_absent, "a DEL of an absent key took %.2f round trips",
+           del_absent);
 
     EXPECT_STATUS(it_cmd(c, "CONFIG RESETSTAT"), "OK");
     for (int i = 0; i < N; i++)
         EXPECT_STATUS(it_cmd(c, "SET pre:%d w%d", i * 7, i), "OK");
     double set_upd = per_op(c, "set", "SET of a present key");
-    CHECKF(set_upd <= 3.05, "an uncached update took %.2f round trips", set_upd);
+    CHECKF(set_upd <= bd->set_upd, "an uncached update took %.2f round trips", set_upd);
     EXPECT_STATUS(it_cmd(b, "CONFIG RESETSTAT"), "OK");
     for (int i = 0; i < N; i++) {
         char want[32];
@@ -110,7 +126,7 @@ int main(void)
         EXPECT_BULKS(it_cmd(b, "GET pre:%d", i * 7), want);
     }
     double get = per_op(b, "get", "GET from a fresh gateway");
-    CHECKF(get <= 2.05, "an uncached GET took %.2f round trips", get);
+    CHECKF(get <= bd->get, "an uncached GET took %.2f round trips", get);
 
     redisFree(a);
     redisFree(b);

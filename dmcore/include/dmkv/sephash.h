@@ -83,10 +83,21 @@ int dm_sephash_append(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t kl
 
 /* How a point role's append commits (dmkv: the hybrid protocol). by_us: the entry CAS is
  * the write's commit point (dm_batch_commit, not posted after by_us, monotonic µs; 0: not
- * marked). count: added to the live key counter (dm_sephash_live_count) once the CAS won. */
+ * marked). count: added to the live key counter (dm_sephash_live_count) with the CAS (in
+ * its message when the table's header is on the segment's node, taken back if the CAS
+ * lost; else posted once it won). look: a lookup with the whole CurSegment
+ * (sephash_internal.h sh_lookup) this operation made and decided on: the first attempt
+ * CASes from it instead of reading again (NULL: read first). img: the block's bytes
+ * (block_len), written before the CAS in its message when the block is on the segment's
+ * node, else in a batch of its own first (NULL: the block is written already); written
+ * is set once they were sent, so a caller that comes back need not send them again. */
 typedef struct dm_sephash_commit {
     uint64_t by_us;
     int64_t count;
+    const struct sh_look *look;
+    uint64_t look_us; /* monotonic µs before look's reads were posted */
+    const void *img;
+    int written;
 } dm_sephash_commit_t;
 
 /* dm_sephash_append whose entry CAS is marked and counted as cm says (NULL: as
@@ -95,7 +106,7 @@ typedef struct dm_sephash_commit {
  * way: not posted). */
 int dm_sephash_append_commit(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen,
                              dm_gaddr_t block, uint64_t block_len, unsigned flags, uint64_t expect,
-                             const dm_sephash_commit_t *cm, uint64_t *version);
+                             dm_sephash_commit_t *cm, uint64_t *version);
 
 /* The live key counter into *n (1 RTT): moved only by conditional appends that know they
  * inserted or deleted a key (dm_sephash_commit_t.count), so exact when every write is one
