@@ -10,26 +10,19 @@
 #include "race_internal.h"
 
 /* Blocks of slots whose length saturated (255+ units): sized from their headers. */
-static int emit_long_blocks(dm_ctx_t *ctx, const dm_gaddr_t *ptrs, size_t n_ptrs,
-                            dm_index_object_fn fn, void *arg)
+static int emit_long_blocks(dm_ctx_t *ctx, const dm_gaddr_t *ptrs, size_t n, dm_index_object_fn fn,
+                            void *arg)
 {
-    for (size_t i = 0; i < n_ptrs; i += DM_BATCH_MAX) {
-        size_t n = n_ptrs - i < DM_BATCH_MAX ? n_ptrs - i : DM_BATCH_MAX;
-        uint8_t hdr[DM_BATCH_MAX][DM_KV_HDR];
-        dm_batch_t b;
-        dm_batch_init(&b);
-        for (size_t k = 0; k < n; k++)
-            dm_batch_read(&b, ptrs[i + k], hdr[k], DM_KV_HDR);
-        int rc = dm_batch_exec(ctx, &b);
-        if (rc) return rc;
-        for (size_t k = 0; k < n; k++) {
-            /* The block as allocated: a large one is rounded to its size class. */
-            uint64_t full = dm_alloc_kv_block_bytes(dm_kvblock_size_from_hdr(hdr[k], DM_KV_HDR));
-            uint64_t min = (uint64_t)DM_KV_LEN_MAX_UNITS * DM_UNIT;
-            if ((rc = fn(arg, ptrs[i + k], full > min ? full : min)) != 0) return rc;
-        }
+    uint64_t *sizes = malloc((n ? n : 1) * sizeof(*sizes));
+    int rc = sizes ? dm_read_kv_sizes(ctx, ptrs, n, sizes) : DM_ENOMEM;
+    for (size_t i = 0; i < n && !rc; i++) {
+        /* The block as allocated: a large one is rounded to its size class. */
+        uint64_t full = dm_alloc_kv_block_bytes(sizes[i]);
+        uint64_t min = (uint64_t)DM_KV_LEN_MAX_UNITS * DM_UNIT;
+        rc = fn(arg, ptrs[i], full > min ? full : min);
     }
-    return 0;
+    free(sizes);
+    return rc;
 }
 
 /* One subtable (groups * 3 buckets) and the block of every occupied slot. */

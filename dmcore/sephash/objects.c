@@ -19,26 +19,17 @@ static int cmp_u64(const void *a, const void *b)
 }
 
 /* Blocks whose entry does not give their size (len 7: 448 bytes or more; len 0: a
- * tombstone): sized from their headers, DM_BATCH_MAX per round trip. */
-static int emit_sized(dm_ctx_t *ctx, const dm_gaddr_t *ptrs, size_t n_ptrs, dm_index_object_fn fn,
+ * tombstone): sized from their headers. */
+static int emit_sized(dm_ctx_t *ctx, const dm_gaddr_t *ptrs, size_t n, dm_index_object_fn fn,
                       void *arg)
 {
-    for (size_t i = 0; i < n_ptrs; i += DM_BATCH_MAX) {
-        size_t n = n_ptrs - i < DM_BATCH_MAX ? n_ptrs - i : DM_BATCH_MAX;
-        uint8_t hdr[DM_BATCH_MAX][DM_KV_HDR];
-        dm_batch_t b;
-        dm_batch_init(&b);
-        for (size_t k = 0; k < n; k++)
-            dm_batch_read(&b, ptrs[i + k], hdr[k], DM_KV_HDR);
-        int rc = dm_batch_exec(ctx, &b);
-        for (size_t k = 0; k < n && !rc; k++) {
-            uint64_t size = dm_kvblock_size_from_hdr(hdr[k], DM_KV_HDR);
-            rc = fn(arg, ptrs[i + k],
-                    dm_alloc_kv_block_bytes(dm_sephash_block_bytes(size ? size : 64)));
-        }
-        if (rc) return rc;
-    }
-    return 0;
+    uint64_t *sizes = malloc((n ? n : 1) * sizeof(*sizes));
+    int rc = sizes ? dm_read_kv_sizes(ctx, ptrs, n, sizes) : DM_ENOMEM;
+    for (size_t i = 0; i < n && !rc; i++)
+        rc = fn(arg, ptrs[i],
+                dm_alloc_kv_block_bytes(dm_sephash_block_bytes(sizes[i] ? sizes[i] : 64)));
+    free(sizes);
+    return rc;
 }
 
 /* The blocks of n entry words: those of len 1..6 at once, the others queued on sized. */

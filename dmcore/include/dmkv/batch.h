@@ -70,6 +70,10 @@ dm_verb_t *dm_batch_write(dm_batch_t *b, dm_gaddr_t a, const void *buf, uint32_t
  * Returns 0 or DM_E* (what landed of a failed write is unknown). pool/span.c */
 int dm_read_span(dm_ctx_t *ctx, dm_gaddr_t a, void *buf, uint64_t len);
 int dm_write_span(dm_ctx_t *ctx, dm_gaddr_t a, const void *buf, uint64_t len);
+/* The sizes in bytes (dm_kvblock_size_from_hdr) of the KV blocks at ptrs[0, n) into
+ * sizes[], read from their headers, DM_BATCH_MAX per round trip (offline walks).
+ * 0 or DM_E*. pool/span.c */
+int dm_read_kv_sizes(dm_ctx_t *ctx, const dm_gaddr_t *ptrs, size_t n, uint64_t *sizes);
 dm_verb_t *dm_batch_cas(dm_batch_t *b, dm_gaddr_t a, uint64_t expect, uint64_t swap);
 dm_verb_t *dm_batch_faa(dm_batch_t *b, dm_gaddr_t a, uint64_t add);
 /* MASKED_CAS where the connection has it, else CAS with expect merged into the caller's
