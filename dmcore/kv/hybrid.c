@@ -210,7 +210,7 @@ static int lock_with_buckets(dm_ctx_t *ctx, const void *key, size_t klen, int ex
      * lookup instead). */
     int block_sent = 0;
     if (have && block && !carry->block && pre.n > 0 && pre.n < DM_BATCH_MAX &&
-        dm_alloc_kv_block(ctx, block_len, &carry->block) == 0) {
+        dm_alloc_kv_block(ctx, point_role()->block_bytes(block_len), &carry->block) == 0) {
         carry->block_len = block_len;
         carry->block_unwritten = 1;
         block_sent = dm_gaddr_node(carry->block) == pre.node[0];
@@ -354,19 +354,18 @@ int dm_hybrid_set_blind(dm_ctx_t *ctx, const void *key, size_t klen, const uint8
 }
 
 /* One DEL attempt under the leaf lock. */
-static int delete_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen)
+static int delete_locked_with(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen,
+                              dm_point_carry_t *carry)
 {
     dm_range_lock_t *lk;
-    dm_point_carry_t carry;
-    memset(&carry, 0, sizeof(carry));
-    int rc = lock_with_buckets(ctx, key, klen, 1, NULL, 0, &carry, &lk);
+    int rc = lock_with_buckets(ctx, key, klen, 1, NULL, 0, carry, &lk);
     if (rc < 0) return rc;
     if (rc == 0) {
         /* CHIME ⊇ RACE says no entry, no key; a key there anyway (a violation) goes now,
          * still under the lock: RACE has no candidate for a truly absent key (1 RTT). */
         gate_hold(g, ctx, lk);
         ctx->start_us = dm_now_us();
-        rc = point_role()->del(ctx, key, klen, gate_decide, g, &carry);
+        rc = point_role()->del(ctx, key, klen, gate_decide, g, carry);
         g->lk = NULL;
         if (rc == 1) count_repair(key, klen, "in RACE without a CHIME entry: deleted by DEL");
         range_role()->unlock(ctx, lk, -1);
@@ -380,13 +379,24 @@ static int delete_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen)
     gate_hold(g, ctx, lk);
     dm_fault_point(ctx, DM_FAULT_LOCKED);
     ctx->start_us = dm_now_us();
-    rc = point_role()->del(ctx, key, klen, gate_decide, g, &carry);
+    rc = point_role()->del(ctx, key, klen, gate_decide, g, carry);
     dm_ctx_ride_end(ctx, &ride);
     g->lk = NULL;
     int present = rc == 1 ? 0 : rc == 0 ? g->seen_present : -1;
     int in_doubt = rc == 1 && range_role()->lock_in_doubt(lk);
     range_role()->unlock(ctx, lk, present);
     reconcile_if_in_doubt(ctx, in_doubt, key, klen);
+    return rc;
+}
+
+/* delete_locked_with a carry of its own, released whatever the outcome (what the point
+ * role's prefetch kept in it). */
+static int delete_locked(dm_ctx_t *ctx, gate_t *g, const void *key, size_t klen)
+{
+    dm_point_carry_t carry;
+    memset(&carry, 0, sizeof(carry));
+    int rc = delete_locked_with(ctx, g, key, klen, &carry);
+    point_role()->carry_release(ctx, &carry);
     return rc;
 }
 

@@ -42,6 +42,12 @@ static uint64_t race_key_bytes(void)
     return (DM_RACE_BUCKET + DM_RACE_SLOTS - 1) / DM_RACE_SLOTS;
 }
 
+/* RACE's slots size a block in 32-byte units: dm_alloc_kv_block's own rounding. */
+static uint64_t race_block_bytes(uint64_t block_len)
+{
+    return block_len;
+}
+
 const dm_point_index_ops_t dm_race_point_index = {.engine = {"race", 1},
                                                   .attach = race_attach,
                                                   .detach = race_detach,
@@ -56,6 +62,7 @@ const dm_point_index_ops_t dm_race_point_index = {.engine = {"race", 1},
                                                   .set_blind = dm_race_update_blind,
                                                   .del = dm_race_delete_carry,
                                                   .carry_release = dm_race_carry_release,
+                                                  .block_bytes = race_block_bytes,
                                                   .prefetch = dm_race_prefetch,
                                                   .probe = dm_race_probe,
                                                   .key_bytes = race_key_bytes,

@@ -161,9 +161,12 @@ int dm_sephash_append_commit(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, si
         dm_batch_init(&b);
         /* The block on the same node, then the filter byte, before the CAS in one message
          * (verbs to one node run in order): no reader sees the entry without them. */
+        /* Sent only once its status says so: a batch refused before it was posted (its
+         * turn gave way, its bound passed) wrote nothing. */
+        dm_verb_t *wv = NULL;
         if (cm && cm->img && !cm->written) {
-            dm_batch_write(&b, block, cm->img, (uint32_t)block_len);
-            cm->written = 1;
+            wv = dm_batch_write(&b, block, cm->img, (uint32_t)block_len);
+            if (wv) wv->status = DM_EIO;
         }
         dm_batch_write(&b, loc.seg + SH_CUR_FILTER_OFF + 256ull * s + loc.fp, &one, 1);
         dm_verb_t *v = dm_batch_cas(&b, loc.seg + SH_CUR_ENTRY_OFF + 8ull * i, e, w);
@@ -176,6 +179,7 @@ int dm_sephash_append_commit(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, si
         /* A ride (the range role's pending entry) lands before the entry CAS. */
         rc = cm ? dm_ctx_ride_before(ctx, &b) : 0;
         if (!rc) rc = dm_batch_exec(ctx, &b);
+        if (wv && wv->status == 0) cm->written = 1;
         if (fv && fv->status == 0 && (rc || v->result != e))
             sh_live_count_post(ctx, h, -cm->count); /* on rc, as if the CAS lost */
         if (rc) break;

@@ -234,14 +234,6 @@ static void sh_cache_prefetch(dm_worker_t *w, const void *key, size_t klen)
 
 /* Nothing read with the range lock: the locked write searches after it (carry->prefetched
  * stays 0, and kv/hybrid.c then allocates no block in the lock's batch). */
-static int sh_prefetch(dm_ctx_t *ctx, dm_batch_t *b, const void *key, size_t klen,
-                       dm_point_carry_t *carry)
-{
-    (void)ctx, (void)b, (void)key, (void)klen;
-    carry->prefetched = 0;
-    return DM_EINVAL;
-}
-
 /* A key's MainSegment entry and its fp2 byte (its CurSegment entries are transient). */
 static uint64_t sh_key_bytes(void)
 {
@@ -267,7 +259,8 @@ const dm_point_index_ops_t dm_sephash_point_index = {.engine = {"sephash", 2},
                                                      .set_blind = sh_set_blind,
                                                      .del = sh_role_del,
                                                      .carry_release = sh_role_carry_release,
-                                                     .prefetch = sh_prefetch,
+                                                     .block_bytes = dm_sephash_block_bytes,
+                                                     .prefetch = sh_role_prefetch,
                                                      .probe = sh_probe,
                                                      .key_bytes = sh_key_bytes,
                                                      .scan = sh_scan,

@@ -29,5 +29,11 @@ int sh_role_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
 int sh_role_del(dm_ctx_t *ctx, const void *key, size_t klen, dm_point_decide_fn decide, void *arg,
                 dm_point_carry_t *carry);
 void sh_role_carry_release(dm_ctx_t *ctx, dm_point_carry_t *carry);
+/* The point role's prefetch: the reads of a lookup with the whole CurSegment appended to b
+ * (the range lock's batch), kept in carry->engine[0] until set or del uses them (when they
+ * ran behind the lock: carry->prefetched) or carry_release frees them. DM_EINVAL (nothing
+ * appended) when the segment's FPTable is not cached or b has no room. */
+int sh_role_prefetch(dm_ctx_t *ctx, dm_batch_t *b, const void *key, size_t klen,
+                     dm_point_carry_t *carry);
 
 #endif

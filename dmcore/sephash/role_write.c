@@ -6,6 +6,7 @@
  * RACE redoes after a failed slot CAS. The entry CAS is the commit point, marked like
  * RACE's slot CAS. The live key counter moves with it: +1 when decide saw the key absent,
  * -1 for a tombstone of a present key (dm_sephash_commit_t.count). */
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -34,13 +35,44 @@ int sh_role_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_point_item_t 
     return rc;
 }
 
+/* The prefetched reads a carry holds (engine word 0), taken out of it. */
+static sh_reads_t *take_reads(dm_point_carry_t *carry)
+{
+    sh_reads_t *r = carry ? (sh_reads_t *)(uintptr_t)carry->engine[0] : NULL;
+    if (carry) carry->engine[0] = 0;
+    return r;
+}
+
+int sh_role_prefetch(dm_ctx_t *ctx, dm_batch_t *b, const void *key, size_t klen,
+                     dm_point_carry_t *carry)
+{
+    carry->prefetched = 0;
+    sh_reads_free(take_reads(carry)); /* an earlier lock attempt's */
+    sh_reads_t *r;
+    if (sh_lookup_issue(ctx, ctx->w->sephash->h, key, klen, 1, 0, b, &r)) return DM_EINVAL;
+    carry->engine[0] = (uint64_t)(uintptr_t)r;
+    return 0;
+}
+
 /* Look key up with its whole CurSegment (what a conditional append CASes from), as a
  * search would: 1 with *item (free item->block), 0 absent (item->version: the tombstone's
- * token or 0), or DM_E*. Starts the operation's clock (the token's age, dm_ctx_check). */
-static int look(dm_ctx_t *ctx, const void *key, size_t klen, sh_look_t *o, dm_point_item_t *item)
+ * token or 0), or DM_E*. From the reads the range lock's batch carried when they ran
+ * behind the lock (carry->prefetched; once), else reading now. Starts the operation's
+ * clock at the reads' posting (the token's age, dm_ctx_check), into *look_us too. */
+static int look(dm_ctx_t *ctx, const void *key, size_t klen, sh_look_t *o, dm_point_item_t *item,
+                dm_point_carry_t *carry, uint64_t *look_us)
 {
-    ctx->start_us = dm_now_us();
-    int rc = sh_lookup(ctx, ctx->w->sephash->h, key, klen, 1, o);
+    sh_reads_t *r = take_reads(carry);
+    int rc = DM_ERETRY;
+    if (r && carry->prefetched) {
+        ctx->start_us = *look_us = carry->read_us;
+        rc = sh_lookup_eval(ctx, ctx->w->sephash->h, key, klen, r, carry->read_us, o);
+    }
+    sh_reads_free(r);
+    if (rc == DM_ERETRY) {
+        ctx->start_us = *look_us = dm_now_us();
+        rc = sh_lookup(ctx, ctx->w->sephash->h, key, klen, 1, o);
+    }
     if (rc) return rc;
     memset(item, 0, sizeof(*item));
     item->version = sh_version(o->newest);
@@ -80,7 +112,8 @@ static void drop_block(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t block_len, int p
         dm_alloc_unused(ctx->w->alloc, addr, bytes);
 }
 
-void sh_role_carry_release(dm_ctx_t *ctx, dm_point_carry_t *carry)
+/* Give back the carry's block (not what prefetch kept). */
+static void release_block(dm_ctx_t *ctx, dm_point_carry_t *carry)
 {
     if (!carry->block) return;
     drop_block(ctx, carry->block, carry->block_len, carry->block_posted, 0);
@@ -88,12 +121,20 @@ void sh_role_carry_release(dm_ctx_t *ctx, dm_point_carry_t *carry)
 }
 
 /* Keep our block in carry for the next attempt (a veto or a yield). */
-static void keep_block(dm_point_carry_t *carry, dm_gaddr_t addr, uint64_t block_len, int posted)
+void sh_role_carry_release(dm_ctx_t *ctx, dm_point_carry_t *carry)
+{
+    sh_reads_free(take_reads(carry));
+    release_block(ctx, carry);
+}
+
+/* written: the block's bytes were sent (with a CAS); else the next attempt sends them. */
+static void keep_block(dm_point_carry_t *carry, dm_gaddr_t addr, uint64_t block_len, int posted,
+                       int written)
 {
     carry->block = addr;
     carry->block_len = block_len;
     carry->block_posted = posted;
-    carry->block_unwritten = 0;
+    carry->block_unwritten = !written;
 }
 
 int sh_role_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uint64_t block_len,
@@ -103,23 +144,24 @@ int sh_role_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
     struct dm_sephash_role *r = ctx->w->sephash;
     dm_gaddr_t addr;
     int rc, posted = 0;
+    int written = 0; /* block sent by this call or the lock's batch as it is now */
     if (carry && carry->block && carry->block_len == block_len) {
-        addr = carry->block; /* an earlier attempt's: rewritten below */
+        addr = carry->block; /* an earlier attempt's, or written with the range lock */
         posted = carry->block_posted;
+        written = !carry->block_unwritten;
         carry->block = 0;
     } else {
-        if (carry) sh_role_carry_release(ctx, carry);
+        if (carry) release_block(ctx, carry);
         rc = dm_alloc_kv_block(ctx, dm_sephash_block_bytes(block_len), &addr);
         if (rc) return rc;
     }
     const uint64_t block_expire = dm_kvblock_expire(block); /* as asked for */
-    int written = 0; /* block sent by this call as it is now */
     sh_look_t *o = malloc(sizeof(*o));
     rc = o ? DM_ERETRY : DM_ENOMEM;
     for (int attempt = 0; o && attempt < MAX_ATTEMPTS; attempt++) {
         dm_point_item_t cur;
-        const uint64_t look_us = dm_now_us();
-        rc = look(ctx, key, klen, o, &cur);
+        uint64_t look_us;
+        rc = look(ctx, key, klen, o, &cur, carry, &look_us);
         if (rc < 0) {
             if (again(rc)) continue;
             break;
@@ -131,7 +173,7 @@ int sh_role_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
             else
                 free(cur.block);
             if (carry) {
-                keep_block(carry, addr, block_len, posted);
+                keep_block(carry, addr, block_len, posted, written);
             } else {
                 drop_block(ctx, addr, block_len, posted, 0);
             }
@@ -172,7 +214,7 @@ int sh_role_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uin
         free(cur.block);
         if (rc == DM_EYIELD && carry) {
             /* An early lock's holder gave way: nothing posted, the block kept. */
-            keep_block(carry, addr, block_len, posted);
+            keep_block(carry, addr, block_len, posted, written);
             free(o);
             return rc;
         }
@@ -215,8 +257,8 @@ int sh_role_del(dm_ctx_t *ctx, const void *key, size_t klen, dm_point_decide_fn 
     if (!o) rc = DM_ENOMEM;
     for (int attempt = 0; o && attempt < MAX_ATTEMPTS; attempt++) {
         dm_point_item_t cur;
-        const uint64_t look_us = dm_now_us();
-        rc = look(ctx, key, klen, o, &cur);
+        uint64_t look_us;
+        rc = look(ctx, key, klen, o, &cur, carry, &look_us);
         if (rc < 0) {
             if (again(rc)) continue;
             break;

@@ -71,99 +71,155 @@ static int pick(dm_ctx_t *ctx, const void *key, size_t klen, const uint64_t *wor
     return rc ? rc : found;
 }
 
+/* The reads of one lookup attempt, one batch (sh_lookup_issue). */
+struct sh_reads {
+    sh_loc_t loc;
+    uint64_t round; /* the cached round (meta, lock bit clear) the run was chosen by */
+    unsigned st, run;
+    int full_cur;
+    uint64_t de, m1, m2;
+    uint8_t filt[2];
+    uint64_t cur[SH_CUR_N];
+    uint64_t *rw; /* the key's MainSegment run: entries */
+    uint8_t *r2;  /* ... and their fp2 bytes */
+};
+
+void sh_reads_free(sh_reads_t *r)
+{
+    if (!r) return;
+    free(r->rw);
+    free(r->r2);
+    free(r);
+}
+
+int sh_lookup_issue(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen, int full_cur,
+                    int may_load, dm_batch_t *b, sh_reads_t **out)
+{
+    *out = NULL;
+    sh_reads_t *r = calloc(1, sizeof(*r));
+    if (!r) return DM_ENOMEM;
+    sh_loc_t *loc = &r->loc;
+    sh_locate(h, key, klen, loc);
+    sh_seg_cache_t *c = sh_cache(h, loc);
+    int rc = c ? 0 : DM_ENOMEM;
+    if (!rc && !c->fpt_ok) rc = may_load ? sh_cache_load(ctx, c) : DM_EINVAL;
+    if (rc) {
+        free(r);
+        return rc;
+    }
+    /* Other coroutines of the worker update c while this one waits: keep what the run
+     * read was based on. */
+    r->round = c->round;
+    dm_gaddr_t main = sh_meta_main(r->round);
+    uint32_t n = sh_meta_cnt(r->round);
+    unsigned st = c->start[loc->fp], en = c->start[loc->fp + 1];
+    if (st > en || en > n) {
+        free(r);
+        return DM_ECORRUPT;
+    }
+    r->st = st, r->run = en - st, r->full_cur = full_cur;
+    r->rw = malloc(8ull * r->run + 8);
+    r->r2 = malloc(r->run + 1);
+    unsigned verbs = 4 + 2 * !!full_cur + 2 * !!r->run;
+    if (!r->rw || !r->r2 || b->n + verbs > DM_BATCH_MAX) {
+        rc = r->rw && r->r2 ? DM_EINVAL : DM_ENOMEM;
+        sh_reads_free(r);
+        return rc;
+    }
+    dm_batch_read(b, h->root + SH_DIR_OFF + 8 * loc->slot, &r->de, 8);
+    dm_batch_read(b, loc->seg, &r->m1, 8);
+    dm_batch_read(b, loc->seg + SH_CUR_FILTER_OFF + loc->fp, &r->filt[0], 1);
+    dm_batch_read(b, loc->seg + SH_CUR_FILTER_OFF + 256 + loc->fp, &r->filt[1], 1);
+    if (full_cur) {
+        dm_batch_read(b, loc->seg + SH_CUR_ENTRY_OFF, r->cur, 8 * SH_CUR_N);
+        dm_batch_read(b, loc->seg, &r->m2, 8);
+    }
+    if (r->run) {
+        dm_batch_read(b, main + SH_MAIN_HDR + 8ull * st, r->rw, 8 * r->run);
+        dm_batch_read(b, main + SH_MAIN_HDR + 8ull * n + st, r->r2, r->run);
+    }
+    *out = r;
+    return 0;
+}
+
+int sh_lookup_eval(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen, sh_reads_t *r,
+                   uint64_t t0, sh_look_t *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->loc = r->loc;
+    const sh_loc_t *loc = &r->loc;
+    sh_seg_cache_t *c = sh_cache(h, loc);
+    if (!c) return DM_ENOMEM;
+    if (sh_meta_check(loc, r->m1) || r->de != sh_dir_entry(loc->seg, loc->ld)) {
+        int rc = sh_refresh(ctx, h);
+        return rc ? rc : DM_ERETRY;
+    }
+    if (sh_round(r->m1) != r->round) {
+        if (c->round == r->round) c->fpt_ok = 0; /* merged since: another MainSegment */
+        return DM_ERETRY;
+    }
+    unsigned s = sh_meta_sign(r->m1), nw = 0;
+    if (r->full_cur) {
+        memcpy(out->cur, r->cur, sizeof(out->cur));
+        out->cur_read = 1;
+    } else if (r->filt[s]) {
+        dm_batch_t b;
+        dm_batch_init(&b);
+        dm_batch_read(&b, loc->seg + SH_CUR_ENTRY_OFF, out->cur, 8 * SH_CUR_N);
+        dm_batch_read(&b, loc->seg, &r->m2, 8);
+        int rc = dm_batch_exec(ctx, &b);
+        if (rc) return rc;
+        out->cur_read = 1;
+    }
+    if (out->cur_read && sh_round(r->m2) != sh_round(r->m1)) return DM_ERETRY;
+    out->round = sh_round(r->m1);
+    uint64_t *words = malloc(8ull * (SH_CUR_N + r->run));
+    dm_gaddr_t *addrs = malloc(8ull * (SH_CUR_N + r->run));
+    if (!words || !addrs) {
+        free(words), free(addrs);
+        return DM_ENOMEM;
+    }
+    unsigned fe = 0;
+    while (out->cur_read && fe < SH_CUR_N && sh_entry_sign(out->cur[fe]) != s)
+        fe++;
+    out->first_empty = fe;
+    for (unsigned j = fe; j-- > 0;)
+        if (sh_entry_fp(out->cur[j]) == loc->fp) {
+            words[nw] = out->cur[j];
+            addrs[nw++] = loc->seg + SH_CUR_ENTRY_OFF + 8ull * j;
+        }
+    dm_gaddr_t main = sh_meta_main(r->round);
+    for (unsigned k = 0; k < r->run; k++)
+        if (r->r2[k] == loc->fp2) {
+            words[nw] = r->rw[k];
+            addrs[nw++] = main + SH_MAIN_HDR + 8ull * (r->st + k);
+        }
+    int rc = pick(ctx, key, klen, words, addrs, nw, out);
+    free(words);
+    free(addrs);
+    /* A block freed by a merge is reused only after DM_GRACE_US: reads younger than
+     * DM_OP_TIMEOUT_US cannot have seen a reused one. */
+    int old = dm_now_us() - t0 > DM_OP_TIMEOUT_US;
+    if (rc == 1 || rc == 0 || (rc == DM_ECORRUPT && old)) rc = 0;
+    if (!rc && old) rc = DM_ERETRY;
+    if (rc) look_free(out);
+    return rc;
+}
+
 int sh_lookup(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen, int full_cur,
               sh_look_t *out)
 {
     for (int attempt = 0; attempt < SH_MAX_ATTEMPTS; attempt++) {
         if (attempt) h->st.retries++;
-        memset(out, 0, sizeof(*out));
         uint64_t t0 = dm_now_us();
-        sh_loc_t *loc = &out->loc;
-        sh_locate(h, key, klen, loc);
-        sh_seg_cache_t *c = sh_cache(h, loc);
-        if (!c) return DM_ENOMEM;
-        int rc = c->fpt_ok ? 0 : sh_cache_load(ctx, c);
-        if (rc) return rc;
-        /* Other coroutines of the worker update c while this one waits: keep what the run
-         * read was based on. */
-        uint64_t round = c->round;
-        dm_gaddr_t main = sh_meta_main(round);
-        uint32_t n = sh_meta_cnt(round);
-        unsigned st = c->start[loc->fp], en = c->start[loc->fp + 1];
-        if (st > en || en > n) return DM_ECORRUPT;
-        unsigned run = en - st;
-        uint64_t *rw = malloc(8ull * run + 8);
-        uint8_t *r2 = malloc(run + 1);
-        uint64_t *words = malloc(8ull * (SH_CUR_N + run));
-        dm_gaddr_t *addrs = malloc(8ull * (SH_CUR_N + run));
-        uint64_t m1 = 0, m2 = 0, de = 0;
-        uint8_t filt[2] = {0, 0};
         dm_batch_t b;
         dm_batch_init(&b);
-        dm_batch_read(&b, h->root + SH_DIR_OFF + 8 * loc->slot, &de, 8);
-        dm_batch_read(&b, loc->seg, &m1, 8);
-        dm_batch_read(&b, loc->seg + SH_CUR_FILTER_OFF + loc->fp, &filt[0], 1);
-        dm_batch_read(&b, loc->seg + SH_CUR_FILTER_OFF + 256 + loc->fp, &filt[1], 1);
-        if (full_cur) {
-            dm_batch_read(&b, loc->seg + SH_CUR_ENTRY_OFF, out->cur, 8 * SH_CUR_N);
-            dm_batch_read(&b, loc->seg, &m2, 8);
-        }
-        if (run) {
-            dm_batch_read(&b, main + SH_MAIN_HDR + 8ull * st, rw, 8 * run);
-            dm_batch_read(&b, main + SH_MAIN_HDR + 8ull * n + st, r2, run);
-        }
-        rc = rw && r2 && words && addrs ? dm_batch_exec(ctx, &b) : DM_ENOMEM;
-        int again = 0;
-        if (!rc && (sh_meta_check(loc, m1) || de != sh_dir_entry(loc->seg, loc->ld))) {
-            rc = sh_refresh(ctx, h);
-            again = 1;
-        } else if (!rc && sh_round(m1) != round) {
-            if (c->round == round) c->fpt_ok = 0; /* merged since: another MainSegment */
-            again = 1;
-        }
-        unsigned s = sh_meta_sign(m1), nw = 0;
-        if (!rc && !again && !full_cur && filt[s]) {
-            dm_batch_init(&b);
-            dm_batch_read(&b, loc->seg + SH_CUR_ENTRY_OFF, out->cur, 8 * SH_CUR_N);
-            dm_batch_read(&b, loc->seg, &m2, 8);
-            rc = dm_batch_exec(ctx, &b);
-            out->cur_read = 1;
-        }
-        out->cur_read |= full_cur;
-        if (!rc && !again && out->cur_read && sh_round(m2) != sh_round(m1)) again = 1;
-        if (!rc && !again) {
-            out->round = sh_round(m1);
-            unsigned fe = 0;
-            while (out->cur_read && fe < SH_CUR_N && sh_entry_sign(out->cur[fe]) != s)
-                fe++;
-            out->first_empty = fe;
-            for (unsigned j = fe; j-- > 0;)
-                if (sh_entry_fp(out->cur[j]) == loc->fp) {
-                    words[nw] = out->cur[j];
-                    addrs[nw++] = loc->seg + SH_CUR_ENTRY_OFF + 8ull * j;
-                }
-            for (unsigned k = 0; k < run; k++)
-                if (r2[k] == loc->fp2) {
-                    words[nw] = rw[k];
-                    addrs[nw++] = main + SH_MAIN_HDR + 8ull * (st + k);
-                }
-            rc = pick(ctx, key, klen, words, addrs, nw, out);
-            /* A block freed by a merge is reused only after DM_GRACE_US: reads younger
-             * than DM_OP_TIMEOUT_US cannot have seen a reused one. */
-            int old = dm_now_us() - t0 > DM_OP_TIMEOUT_US;
-            if (rc == 1 || rc == 0 || (rc == DM_ECORRUPT && old)) rc = 0;
-            if (old) again = 1;
-            if (again) look_free(out);
-        }
-        free(rw);
-        free(r2);
-        free(words);
-        free(addrs);
-        if (rc) {
-            look_free(out);
-            return rc;
-        }
-        if (!again) return 0;
+        sh_reads_t *r;
+        int rc = sh_lookup_issue(ctx, h, key, klen, full_cur, 1, &b, &r);
+        if (!rc) rc = dm_batch_exec(ctx, &b);
+        if (!rc) rc = sh_lookup_eval(ctx, h, key, klen, r, t0, out);
+        sh_reads_free(r);
+        if (rc != DM_ERETRY) return rc;
     }
     return DM_ERETRY;
 }

@@ -63,6 +63,7 @@
 
 #include <stdint.h>
 
+#include "dmkv/batch.h"
 #include "dmkv/gaddr.h"
 #include "dmkv/lease_lock.h"
 #include "dmkv/sephash.h"
@@ -295,6 +296,21 @@ typedef struct sh_look {
  * search.c */
 int sh_lookup(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen, int full_cur,
               sh_look_t *out);
+
+/* sh_lookup in two steps, so a batch of someone else's can carry the reads (the range
+ * lock's: the point role's prefetch). issue: append to b the reads of one attempt (the
+ * directory slot, meta, filter bytes, with full_cur the CurSegment and the meta again, the
+ * key's MainSegment run by the cached FPTable, loaded first when may_load, else
+ * DM_EINVAL); *out malloc'd, sh_reads_free it after b ran. DM_EINVAL too when b has no
+ * room. eval: decide from reads that ran, the first of them posted at t0 (monotonic
+ * µs): 0 with *out (as sh_lookup), DM_ERETRY when they are stale (look again), DM_E*.
+ * May read the CurSegment (not full_cur, the filter set) and the candidates' blocks. */
+typedef struct sh_reads sh_reads_t;
+int sh_lookup_issue(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen, int full_cur,
+                    int may_load, dm_batch_t *b, sh_reads_t **out);
+int sh_lookup_eval(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen, sh_reads_t *r,
+                   uint64_t t0, sh_look_t *out);
+void sh_reads_free(sh_reads_t *r);
 
 /* Merge the CurSegment seg (full, meta word m, locked or not) into its MainSegment,
  * splitting it when the result is over the bound (SepHash §4.2.2), or finish the merge of a

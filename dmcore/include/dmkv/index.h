@@ -145,8 +145,11 @@ typedef struct dm_point_index_ops {
     /* Remove key (every copy); decide() may veto as for set. carry as for set. */
     int (*del)(dm_ctx_t *ctx, const void *key, size_t klen, dm_point_decide_fn decide, void *arg,
                dm_point_carry_t *carry);
-    /* Free a carry's unused block. */
+    /* Free a carry's unused block (and what prefetch kept in it). */
     void (*carry_release)(dm_ctx_t *ctx, dm_point_carry_t *carry);
+    /* Bytes to allocate for a KV block of block_len bytes that set() may be given in a
+     * carry (the engine's rounding: SepHash's entries size blocks in 64-byte units). */
+    uint64_t (*block_bytes)(uint64_t block_len);
     /* Append to b the reads a locked write of key will start from (into carry): b goes out
      * with the range lock's CAS. 0, or DM_EINVAL when b has no room (nothing appended). */
     int (*prefetch)(dm_ctx_t *ctx, dm_batch_t *b, const void *key, size_t klen,
