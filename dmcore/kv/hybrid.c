@@ -193,9 +193,10 @@ static void reconcile_if_in_doubt(dm_ctx_t *ctx, int in_doubt, const void *key, 
     dm_hybrid_reconcile(ctx, key, klen);
 }
 
-/* Lock key's leaf with the key's RACE buckets read in the same batch, behind the lock CAS
- * (carry->prefetched when that ordering held: same memory node). Returns what
- * the range role's lock returns. */
+/* Lock key's range with the point role's first reads of the key (its prefetch: RACE's
+ * buckets, SepHash's lookup) in the same batch, behind the lock CAS (carry->prefetched
+ * when that ordering held: same memory node). Returns what the range role's lock
+ * returns. */
 static int lock_with_buckets(dm_ctx_t *ctx, const void *key, size_t klen, int existing,
                              const uint8_t *block, uint64_t block_len, dm_point_carry_t *carry,
                              dm_range_lock_t **lk)

@@ -103,41 +103,40 @@ int dm_sephash_append_commit(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, si
                              dm_sephash_commit_t *cm, uint64_t *version)
 {
     unsigned len = flags & DM_SH_TOMBSTONE ? 0 : sh_len_units(block_len);
-    sh_look_t *o = flags & DM_SH_IF ? malloc(sizeof(*o)) : NULL;
-    if ((flags & DM_SH_IF) && !o) return DM_ENOMEM;
     /* expect was read by this operation: younger than any freed block's quarantine. */
-    if ((flags & DM_SH_IF) && dm_ctx_check(ctx)) {
-        free(o);
-        return DM_ERETRY;
-    }
+    if ((flags & DM_SH_IF) && dm_ctx_check(ctx)) return DM_ERETRY;
+    sh_look_t *o = NULL; /* a lookup of our own, from the first that needs one */
     int rc = DM_ERETRY, attempt;
     for (attempt = 0; attempt < SH_MAX_ATTEMPTS; attempt++) {
         if (attempt) h->st.retries++;
         uint64_t t0 = dm_now_us(), m = 0, e = 0; /* set by find_empty when it returns 1 */
         unsigned i = 0;
         sh_loc_t loc;
-        if (o) {
-            if (cm && cm->look && !attempt) { /* the caller's, made by this operation */
-                *o = *cm->look;
-                o->block = NULL; /* the caller's to free */
+        if (flags & DM_SH_IF) {
+            const sh_look_t *lk = cm && !attempt ? cm->look : NULL;
+            if (lk) { /* the caller's, made by this operation */
                 t0 = cm->look_us;
             } else {
-                rc = sh_lookup(ctx, h, key, klen, 1, o);
-                if (rc) break;
+                if (!o && !(o = malloc(sizeof(*o)))) {
+                    rc = DM_ENOMEM;
+                    break;
+                }
+                if ((rc = sh_lookup(ctx, h, key, klen, 1, o))) break;
                 free(o->block);
                 o->block = NULL;
+                lk = o;
             }
-            if (sh_version(o->newest) != expect) {
+            if (sh_version(lk->newest) != expect) {
                 rc = DM_ECONFLICT;
                 break;
             }
-            loc = o->loc, m = o->round, i = o->first_empty;
+            loc = lk->loc, m = lk->round, i = lk->first_empty;
             if (i == SH_CUR_N) {
                 if ((rc = sh_merge(ctx, h, &loc, m)) < 0) break;
                 if (rc == 0) sh_pause(ctx); /* another writer merges it */
                 continue;
             }
-            e = o->cur[i];
+            e = lk->cur[i];
         } else {
             sh_locate(h, key, klen, &loc);
             rc = find_empty(ctx, h, &loc, &m, &i, &e);

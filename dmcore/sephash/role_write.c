@@ -73,17 +73,7 @@ static int look(dm_ctx_t *ctx, const void *key, size_t klen, sh_look_t *o, dm_po
         ctx->start_us = *look_us = dm_now_us();
         rc = sh_lookup(ctx, ctx->w->sephash->h, key, klen, 1, o);
     }
-    if (rc) return rc;
-    memset(item, 0, sizeof(*item));
-    item->version = sh_version(o->newest);
-    item->addr = o->newest_addr;
-    if (!o->block) return 0;
-    item->block = o->block;
-    item->block_len = o->block_len;
-    item->view = o->view;
-    item->view.version = item->version;
-    o->block = NULL; /* the item's now */
-    return 1;
+    return rc ? rc : sh_look_item(o, item);
 }
 
 /* The commit bound: the range lock's hold when locked (a write past it is not posted), else

@@ -80,15 +80,12 @@ struct sh_reads {
     uint64_t de, m1, m2;
     uint8_t filt[2];
     uint64_t cur[SH_CUR_N];
-    uint64_t *rw; /* the key's MainSegment run: entries */
+    uint64_t *rw; /* the key's MainSegment run: entries (in the same allocation) */
     uint8_t *r2;  /* ... and their fp2 bytes */
 };
 
 void sh_reads_free(sh_reads_t *r)
 {
-    if (!r) return;
-    free(r->rw);
-    free(r->r2);
     free(r);
 }
 
@@ -96,45 +93,35 @@ int sh_lookup_issue(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen
                     int may_load, dm_batch_t *b, sh_reads_t **out)
 {
     *out = NULL;
-    sh_reads_t *r = calloc(1, sizeof(*r));
-    if (!r) return DM_ENOMEM;
-    sh_loc_t *loc = &r->loc;
-    sh_locate(h, key, klen, loc);
-    sh_seg_cache_t *c = sh_cache(h, loc);
-    int rc = c ? 0 : DM_ENOMEM;
-    if (!rc && !c->fpt_ok) rc = may_load ? sh_cache_load(ctx, c) : DM_EINVAL;
-    if (rc) {
-        free(r);
-        return rc;
-    }
+    sh_loc_t loc;
+    sh_locate(h, key, klen, &loc);
+    sh_seg_cache_t *c = sh_cache(h, &loc);
+    if (!c) return DM_ENOMEM;
+    int rc = c->fpt_ok ? 0 : may_load ? sh_cache_load(ctx, c) : DM_EINVAL;
+    if (rc) return rc;
     /* Other coroutines of the worker update c while this one waits: keep what the run
      * read was based on. */
-    r->round = c->round;
-    dm_gaddr_t main = sh_meta_main(r->round);
-    uint32_t n = sh_meta_cnt(r->round);
-    unsigned st = c->start[loc->fp], en = c->start[loc->fp + 1];
-    if (st > en || en > n) {
-        free(r);
-        return DM_ECORRUPT;
-    }
-    r->st = st, r->run = en - st, r->full_cur = full_cur;
-    r->rw = malloc(8ull * r->run + 8);
-    r->r2 = malloc(r->run + 1);
-    unsigned verbs = 4 + 2 * !!full_cur + 2 * !!r->run;
-    if (!r->rw || !r->r2 || b->n + verbs > DM_BATCH_MAX) {
-        rc = r->rw && r->r2 ? DM_EINVAL : DM_ENOMEM;
-        sh_reads_free(r);
-        return rc;
-    }
-    dm_batch_read(b, h->root + SH_DIR_OFF + 8 * loc->slot, &r->de, 8);
-    dm_batch_read(b, loc->seg, &r->m1, 8);
-    dm_batch_read(b, loc->seg + SH_CUR_FILTER_OFF + loc->fp, &r->filt[0], 1);
-    dm_batch_read(b, loc->seg + SH_CUR_FILTER_OFF + 256 + loc->fp, &r->filt[1], 1);
+    const uint64_t round = c->round;
+    unsigned st = c->start[loc.fp], en = c->start[loc.fp + 1];
+    if (st > en || en > sh_meta_cnt(round)) return DM_ECORRUPT;
+    unsigned run = en - st;
+    if (b->n + 4 + 2 * !!full_cur + 2 * !!run > DM_BATCH_MAX) return DM_EINVAL;
+    sh_reads_t *r = malloc(sizeof(*r) + 9ull * run);
+    if (!r) return DM_ENOMEM;
+    r->loc = loc, r->round = round, r->st = st, r->run = run, r->full_cur = full_cur;
+    r->rw = (uint64_t *)(r + 1);
+    r->r2 = (uint8_t *)(r->rw + run);
+    const dm_gaddr_t main = sh_meta_main(round);
+    const uint32_t n = sh_meta_cnt(round);
+    dm_batch_read(b, h->root + SH_DIR_OFF + 8 * loc.slot, &r->de, 8);
+    dm_batch_read(b, loc.seg, &r->m1, 8);
+    dm_batch_read(b, loc.seg + SH_CUR_FILTER_OFF + loc.fp, &r->filt[0], 1);
+    dm_batch_read(b, loc.seg + SH_CUR_FILTER_OFF + 256 + loc.fp, &r->filt[1], 1);
     if (full_cur) {
-        dm_batch_read(b, loc->seg + SH_CUR_ENTRY_OFF, r->cur, 8 * SH_CUR_N);
-        dm_batch_read(b, loc->seg, &r->m2, 8);
+        dm_batch_read(b, loc.seg + SH_CUR_ENTRY_OFF, r->cur, 8 * SH_CUR_N);
+        dm_batch_read(b, loc.seg, &r->m2, 8);
     }
-    if (r->run) {
+    if (run) {
         dm_batch_read(b, main + SH_MAIN_HDR + 8ull * st, r->rw, 8 * r->run);
         dm_batch_read(b, main + SH_MAIN_HDR + 8ull * n + st, r->r2, r->run);
     }
@@ -224,24 +211,27 @@ int sh_lookup(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen, int 
     return DM_ERETRY;
 }
 
+int sh_look_item(sh_look_t *o, dm_point_item_t *item)
+{
+    memset(item, 0, sizeof(*item));
+    item->version = sh_version(o->newest);
+    item->addr = o->newest_addr;
+    if (!o->block) return 0;
+    item->block = o->block;
+    item->block_len = o->block_len;
+    item->view = o->view;
+    item->view.version = item->version;
+    o->block = NULL; /* the item's now */
+    return 1;
+}
+
 int dm_sephash_search(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen,
                       dm_point_item_t *item)
 {
     sh_look_t *o = malloc(sizeof(*o));
     if (!o) return DM_ENOMEM;
     int rc = sh_lookup(ctx, h, key, klen, 0, o);
-    if (!rc) {
-        memset(item, 0, sizeof(*item));
-        item->version = sh_version(o->newest);
-        item->addr = o->newest_addr;
-        if (o->block) {
-            item->block = o->block;
-            item->block_len = o->block_len;
-            item->view = o->view;
-            item->view.version = item->version;
-            rc = 1;
-        }
-    }
+    if (!rc) rc = sh_look_item(o, item);
     free(o);
     return rc;
 }

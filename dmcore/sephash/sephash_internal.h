@@ -297,6 +297,10 @@ typedef struct sh_look {
 int sh_lookup(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen, int full_cur,
               sh_look_t *out);
 
+/* A lookup's result as the point role's item: 1 present (the block moves to item), 0
+ * absent (item->version: the tombstone's token or 0). search.c */
+int sh_look_item(sh_look_t *o, dm_point_item_t *item);
+
 /* sh_lookup in two steps, so a batch of someone else's can carry the reads (the range
  * lock's: the point role's prefetch). issue: append to b the reads of one attempt (the
  * directory slot, meta, filter bytes, with full_cur the CurSegment and the meta again, the
