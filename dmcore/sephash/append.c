@@ -51,7 +51,7 @@ static int find_empty(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uint6
     uint64_t round = c->round;
     unsigned off = round ? c->off : 0;
     if (off > SH_CUR_N - SH_WINDOW) off = SH_CUR_N - SH_WINDOW;
-    uint64_t m1 = 0, m2 = 0, win[SH_WINDOW];
+    uint64_t m1 = 0, m2 = 0, win[SH_WINDOW], posted_us = dm_now_us();
     dm_batch_t b;
     dm_batch_init(&b);
     dm_batch_read(&b, loc->seg, &m1, 8);
@@ -75,6 +75,7 @@ static int find_empty(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uint6
         }
         if (off) return 0;
     }
+    sh_cache_seen(c, sh_round(m1), posted_us);
     unsigned s = sh_meta_sign(m1);
     for (unsigned j = 0; j < SH_WINDOW; j++)
         if (sh_entry_sign(win[j]) == s) {

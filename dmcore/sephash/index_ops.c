@@ -232,8 +232,6 @@ static void sh_cache_prefetch(dm_worker_t *w, const void *key, size_t klen)
     (void)w, (void)key, (void)klen;
 }
 
-/* Nothing read with the range lock: the locked write searches after it (carry->prefetched
- * stays 0, and kv/hybrid.c then allocates no block in the lock's batch). */
 /* A key's MainSegment entry and its fp2 byte (its CurSegment entries are transient). */
 static uint64_t sh_key_bytes(void)
 {

@@ -55,12 +55,22 @@ sh_seg_cache_t *sh_cache(dm_sephash_t *h, const sh_loc_t *loc)
         memset(c, 0, sizeof(*c));
         c->seg = loc->seg;
     }
+    if (c->round && dm_now_us() - c->seen_us > SH_CACHE_TRUST_US) {
+        c->round = 0; /* its MainSegment may have been reused since: read it again */
+        c->fpt_ok = 0;
+        c->off = 0;
+    }
     return c;
+}
+
+void sh_cache_seen(sh_seg_cache_t *c, uint64_t round, uint64_t posted_us)
+{
+    if (c->round == round && posted_us > c->seen_us) c->seen_us = posted_us;
 }
 
 int sh_cache_load(dm_ctx_t *ctx, sh_seg_cache_t *c)
 {
-    uint64_t m;
+    uint64_t m, posted_us = dm_now_us();
     int rc = dm_read_span(ctx, c->seg, &m, 8);
     if (rc) return rc;
     uint16_t start[257];
@@ -69,6 +79,7 @@ int sh_cache_load(dm_ctx_t *ctx, sh_seg_cache_t *c)
     /* Published MainSegments never change; m names this one until the next merge. */
     if (sh_round(m) != c->round) c->off = 0;
     c->round = sh_round(m);
+    c->seen_us = posted_us;
     memcpy(c->start, start, sizeof(start));
     c->fpt_ok = 1;
     return 0;

@@ -54,11 +54,6 @@ static void merge_free(merge_t *g)
     free(g);
 }
 
-static uint64_t main_bytes(uint32_t n)
-{
-    return SH_MAIN_HDR + 9ull * n;
-}
-
 /* The blocks of the old MainSegment's entries in idx[0..k): their hash suffixes into
  * lo[], and their sizes into bytes[] (if not NULL); keys compared with the caller's later.
  * 1 RTT per 64. */
@@ -196,7 +191,7 @@ static uint8_t *build_main(const merge_t *g, const int8_t *halves, int half, uns
     uint32_t n = 0, count[256] = {0};
     for (uint32_t i = 0; i < g->nitems; i++)
         if (half < 0 || halves[i] == half) n++, count[sh_entry_fp(g->items[i].word)]++;
-    uint8_t *buf = calloc(1, main_bytes(n));
+    uint8_t *buf = calloc(1, sh_main_bytes(n));
     if (!buf) return NULL;
     uint16_t start[257];
     start[0] = 0;
@@ -239,10 +234,10 @@ static int merge_locked(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uin
     if (!g) return DM_ENOMEM;
     unsigned ld = sh_meta_ld(m), s = sh_meta_sign(m);
     g->n = sh_meta_cnt(m);
-    g->main = malloc(main_bytes(g->n));
+    g->main = malloc(sh_main_bytes(g->n));
     int rc = g->main ? 0 : DM_ENOMEM;
     if (!rc) rc = dm_read_span(ctx, loc->seg + SH_CUR_ENTRY_OFF, g->cur, sizeof(g->cur));
-    if (!rc) rc = dm_read_span(ctx, sh_meta_main(m), g->main, main_bytes(g->n));
+    if (!rc) rc = dm_read_span(ctx, sh_meta_main(m), g->main, sh_main_bytes(g->n));
     for (unsigned j = 0; !rc && j < SH_CUR_N; j++)
         if (sh_entry_sign(g->cur[j]) == s) rc = DM_ECORRUPT; /* merges start only when full */
     if (!rc) rc = sh_read_blocks(ctx, g->cur, SH_CUR_N, g->cbuf, g->clen);
@@ -277,9 +272,9 @@ static int merge_locked(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uin
         if (!b0 || (split && !b1)) rc = DM_ENOMEM;
     }
     /* The new blocks are private until published: their writes need no send-by bound. */
-    if (!rc) rc = alloc_write(ctx, b0, main_bytes(c0), &main0);
+    if (!rc) rc = alloc_write(ctx, b0, sh_main_bytes(c0), &main0);
     if (!rc && split) {
-        rc = alloc_write(ctx, b1, main_bytes(c1), &main1);
+        rc = alloc_write(ctx, b1, sh_main_bytes(c1), &main1);
         seg1buf = calloc(1, SH_CUR_BYTES);
         if (!rc && !seg1buf) rc = DM_ENOMEM;
         if (!rc) {
@@ -292,7 +287,7 @@ static int merge_locked(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uin
         if (!rc) *moved = 1;
         if (!rc) rc = sh_dir_split(ctx, h, loc->seg, ld, loc->lo, seg1, hd->until_us, &used);
         if (!rc && used != seg1) { /* a dead merger's split, finished: its seg1 is used */
-            dm_alloc_unused(ctx->w->alloc, main1, main_bytes(c1));
+            dm_alloc_unused(ctx->w->alloc, main1, sh_main_bytes(c1));
             dm_alloc_unused(ctx->w->alloc, seg1, SH_CUR_BYTES);
         }
         if (!rc) h->st.splits++;
@@ -330,13 +325,13 @@ static int merge_locked(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uin
             dm_batch_faa(&b, h->root + SH_HDR_COUNT_OFF, (uint64_t)delta);
             dm_batch_post_async(ctx, &b);
         }
-        dm_alloc_free(ctx->w->alloc, sh_meta_main(m), main_bytes(g->n));
+        dm_alloc_free(ctx->w->alloc, sh_meta_main(m), sh_main_bytes(g->n));
         for (uint32_t d = 0; d < g->ndead; d++)
             if (g->dead[d].bytes) dm_alloc_free(ctx->w->alloc, g->dead[d].ptr, g->dead[d].bytes);
         h->st.freed_blocks += g->ndead;
     } else if (rc != DM_EIO && !unknown) { /* nothing of ours published but maybe seg1 */
-        if (main0) dm_alloc_unused(ctx->w->alloc, main0, main_bytes(c0));
-        if (main1 && !*moved) dm_alloc_unused(ctx->w->alloc, main1, main_bytes(c1));
+        if (main0) dm_alloc_unused(ctx->w->alloc, main0, sh_main_bytes(c0));
+        if (main1 && !*moved) dm_alloc_unused(ctx->w->alloc, main1, sh_main_bytes(c1));
     }
     free(halves);
     free(b0);

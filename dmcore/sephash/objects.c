@@ -66,7 +66,7 @@ static int emit_segment(dm_ctx_t *ctx, dm_gaddr_t seg, dm_index_object_fn fn, vo
     if (!sized || (main && !mw)) rc = DM_ENOMEM;
     if (!rc && main) rc = dm_read_span(ctx, main, mw, SH_MAIN_HDR + 8ull * cnt);
     if (!rc && main && mw[0] != cnt) rc = DM_ECORRUPT; /* the meta word's count is the header's */
-    if (!rc && main) rc = fn(arg, main, SH_MAIN_HDR + 9ull * cnt);
+    if (!rc && main) rc = fn(arg, main, sh_main_bytes(cnt));
     /* Entries of this round: those whose sign differs from the meta's (a prefix while
      * appends run in order; all of them counted, as a walk that frees must not miss one). */
     uint64_t ce[SH_CUR_N];

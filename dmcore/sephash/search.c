@@ -74,7 +74,8 @@ static int pick(dm_ctx_t *ctx, const void *key, size_t klen, const uint64_t *wor
 /* The reads of one lookup attempt, one batch (sh_lookup_issue). */
 struct sh_reads {
     sh_loc_t loc;
-    uint64_t round; /* the cached round (meta, lock bit clear) the run was chosen by */
+    uint64_t round;   /* the cached round (meta, lock bit clear) the run was chosen by */
+    uint64_t seen_us; /* ... and when it was last seen current (sh_seg_cache_t) */
     unsigned st, run;
     int full_cur;
     uint64_t de, m1, m2;
@@ -108,7 +109,8 @@ int sh_lookup_issue(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen
     if (b->n + 4 + 2 * !!full_cur + 2 * !!run > DM_BATCH_MAX) return DM_EINVAL;
     sh_reads_t *r = malloc(sizeof(*r) + 9ull * run);
     if (!r) return DM_ENOMEM;
-    r->loc = loc, r->round = round, r->st = st, r->run = run, r->full_cur = full_cur;
+    r->loc = loc, r->round = round, r->seen_us = c->seen_us, r->st = st, r->run = run;
+    r->full_cur = full_cur;
     r->rw = (uint64_t *)(r + 1);
     r->r2 = (uint8_t *)(r->rw + run);
     const dm_gaddr_t main = sh_meta_main(round);
@@ -141,10 +143,13 @@ int sh_lookup_eval(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen,
         int rc = sh_refresh(ctx, h);
         return rc ? rc : DM_ERETRY;
     }
-    if (sh_round(r->m1) != r->round) {
+    /* Posted too long after the round was last seen current (a range lock's batch that
+     * waited): the meta word may name a reused MainSegment (sh_seg_cache_t). */
+    if (sh_round(r->m1) != r->round || (t0 > r->seen_us && t0 - r->seen_us > SH_CACHE_TRUST_US)) {
         if (c->round == r->round) c->fpt_ok = 0; /* merged since: another MainSegment */
         return DM_ERETRY;
     }
+    sh_cache_seen(c, r->round, t0);
     unsigned s = sh_meta_sign(r->m1), nw = 0;
     if (r->full_cur) {
         memcpy(out->cur, r->cur, sizeof(out->cur));

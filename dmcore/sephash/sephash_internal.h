@@ -63,6 +63,7 @@
 
 #include <stdint.h>
 
+#include "dmkv/alloc.h"
 #include "dmkv/batch.h"
 #include "dmkv/gaddr.h"
 #include "dmkv/lease_lock.h"
@@ -97,6 +98,15 @@ typedef struct sh_table_hdr {
     uint64_t live_count;
     uint64_t reserved[2];
 } sh_table_hdr_t;
+
+/* A MainSegment of n entries as allocated: SH_MAIN_HDR + 9 n bytes rounded up to DM_UNIT,
+ * as dm_alloc_block takes it. Frees and the offline walk name this size: the unrounded one
+ * queued the block a size class below the one MainSegments are taken from (never reused
+ * by another MainSegment) and let the pool's live byte count drift. */
+static inline uint64_t sh_main_bytes(uint32_t n)
+{
+    return (SH_MAIN_HDR + 9ull * n + DM_UNIT - 1) / DM_UNIT * DM_UNIT;
+}
 
 /* ---- CurSegMeta word ---- */
 #define SH_META_SIGN (1ull << 63)
@@ -188,12 +198,24 @@ static inline unsigned sh_dir_ld(uint64_t e)
     return (unsigned)(e >> 48) & 0xff;
 }
 
-/* What a worker remembers of one segment (per directory slot). */
+/* What a worker remembers of one segment (per directory slot).
+ *
+ * Why it ages. Equal meta words name the same round only within DM_GRACE_US: a merge frees
+ * the old MainSegment, the allocator hands its address out again after the quarantine, and
+ * a later merge of the same segment can get it with the same count and sign. A meta word
+ * equal to the cached round then names another MainSegment (another FPTable) and a new
+ * CurSegment round (other full entries). So the cache is trusted only while a read that
+ * saw its round current was posted less than SH_CACHE_TRUST_US ago: the reads of an
+ * operation that use it land within DM_OP_TIMEOUT_US of their posting (older ones are
+ * redone), so before that round's MainSegment could be reused. Older, sh_cache forgets it
+ * and it is read again. */
+#define SH_CACHE_TRUST_US (DM_GRACE_US - DM_OP_TIMEOUT_US)
 typedef struct sh_seg_cache {
-    dm_gaddr_t seg; /* the CurSegment this is about (0: nothing) */
-    uint64_t round; /* meta word (lock bit clear) the rest was read under */
-    uint32_t off;   /* entries [0, off) were full in that round (sliding window) */
-    int fpt_ok;     /* start[] is the FPTable of round's MainSegment */
+    dm_gaddr_t seg;   /* the CurSegment this is about (0: nothing) */
+    uint64_t round;   /* meta word (lock bit clear) the rest was read under */
+    uint64_t seen_us; /* a read posted then saw round current (microseconds, dm_now_us) */
+    uint32_t off;     /* entries [0, off) were full in that round (sliding window) */
+    int fpt_ok;       /* start[] is the FPTable of round's MainSegment */
     uint16_t start[257];
 } sh_seg_cache_t;
 
@@ -251,8 +273,11 @@ void sh_locate(const dm_sephash_t *h, const void *key, size_t klen, sh_loc_t *lo
  * directory entry is stale (the segment split the key away since). */
 int sh_meta_check(const sh_loc_t *loc, uint64_t m);
 /* The cache of loc's directory slot (allocated on first use, reset when it names another
- * segment), or NULL when out of memory. */
+ * segment, its round forgotten once older than SH_CACHE_TRUST_US), or NULL when out of
+ * memory. */
 sh_seg_cache_t *sh_cache(dm_sephash_t *h, const sh_loc_t *loc);
+/* A read posted at posted_us saw round current: the cache's round is trusted from then. */
+void sh_cache_seen(sh_seg_cache_t *c, uint64_t round, uint64_t posted_us);
 /* Read the segment's meta word and its MainSegment's FPTable into c (2 RTTs). */
 int sh_cache_load(dm_ctx_t *ctx, sh_seg_cache_t *c);
 /* Read the directory again (1 RTT + 1 per 64 KiB) and install it. */

@@ -16,6 +16,7 @@
 
 static int ports[2];
 static int nports;
+static int ops; /* OPS scaled by DMKV_IT_SCALE */
 
 static void *client_main(void *arg)
 {
@@ -25,7 +26,7 @@ static void *client_main(void *arg)
     int own_last[OWN];
     for (int i = 0; i < OWN; i++)
         own_last[i] = -1;
-    for (int j = 0; j < OPS; j++) {
+    for (int j = 0; j < ops; j++) {
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
@@ -175,12 +176,13 @@ int main(void)
 
     if (pool.shared) dbsize_after_replies(uris, a);
 
+    ops = it_scaled(OPS);
     pthread_t th[NCLIENTS];
     for (int i = 0; i < NCLIENTS; i++)
         CHECK(pthread_create(&th[i], NULL, client_main, (void *)(intptr_t)i) == 0);
     for (int i = 0; i < NCLIENTS; i++)
         pthread_join(th[i], NULL);
-    fprintf(stderr, "%d clients x %d ops done\n", NCLIENTS, OPS);
+    fprintf(stderr, "%d clients x %d ops done\n", NCLIENTS, ops);
 
     long long existing = 0;
     for (int k = 0; k < SHARED; k++) {

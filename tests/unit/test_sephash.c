@@ -11,6 +11,7 @@
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dmkv/alloc.h"
 #include "dmkv/coro.h"
@@ -1211,6 +1212,107 @@ static void test_scan_concurrent(void)
     worker_done(w, &loop);
 }
 
+/* ---- a reader's cache outliving a MainSegment's quarantine ---- */
+
+static uint64_t seg_round(dm_ctx_t *ctx, dm_gaddr_t seg)
+{
+    uint64_t m = 0;
+    CHECK(dm_read_span(ctx, seg, &m, 8) == 0);
+    return sh_round(m);
+}
+
+/* Rewrite key through h until seg's CurSegment has merged (at most a CurSegment's worth). */
+static void merge_seg(dm_ctx_t *ctx, dm_sephash_t *h, const char *key, dm_gaddr_t seg)
+{
+    uint64_t r0 = seg_round(ctx, seg);
+    for (unsigned n = 0; seg_round(ctx, seg) == r0; n++) {
+        CHECKF(n <= SH_CUR_N, "no merge after %u appends", n);
+        put(ctx, h, key, "l");
+    }
+}
+
+/* The next key "ru-<i>" (i >= from) of k's segment with another fingerprint than k's: the
+ * index after it, the key in out and its fingerprint in *fp. */
+static int next_in_seg(dm_sephash_t *h, const sh_loc_t *k, int from, char *out, size_t cap,
+                       uint8_t *fp)
+{
+    for (int i = from;; i++) {
+        snprintf(out, cap, "ru-%d", i);
+        sh_loc_t l;
+        sh_locate(h, out, strlen(out), &l);
+        if (l.seg == k->seg && l.fp != k->fp) {
+            *fp = l.fp;
+            return i + 1;
+        }
+    }
+}
+
+/* A merge frees the old MainSegment; after its quarantine (DM_GRACE_US) a later merge of the
+ * same segment can get the same address with the same count and sign, so its meta word
+ * equals the one a reader cached two merges ago while the FPTable differs. Staged here: K's
+ * run moves by one (a key of a lower fingerprint came in, one of a higher one went), and
+ * the reader that cached the first round must still find K; and a writer that remembered a
+ * sliding-window offset from that round must not append past the new round's first empty
+ * entry. Before the cache aged (2026-11-30) the reader answered "absent" for a present key
+ * (sephash/it_concurrency lost a client's key once in CI). */
+static void test_reused_main(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:shreuse");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    dm_gaddr_t root;
+    CHECK(dm_sephash_create(&ctx, 0, &root) == 0);
+    dm_sephash_t *hr, *hw;
+    CHECK(dm_sephash_open(&ctx, root, &hr) == 0); /* the reader (and late writer) */
+    CHECK(dm_sephash_open(&ctx, root, &hw) == 0); /* everyone else */
+    char k[32], got[64];
+    sh_loc_t lk;
+    for (int i = 0;; i++) { /* a key with fingerprints below and above it */
+        snprintf(k, sizeof(k), "ru-k%d", i);
+        sh_locate(hw, k, strlen(k), &lk);
+        if (lk.fp > 8 && lk.fp < 247) break;
+    }
+    /* J below K's fingerprint, D above it, L and N anywhere but K's */
+    char j[32] = "", d[32] = "", l[32] = "", n[32] = "", c[32];
+    for (int i = 0; !(j[0] && d[0] && l[0] && n[0]);) {
+        uint8_t fp;
+        i = next_in_seg(hw, &lk, i, c, sizeof(c), &fp);
+        char *to = !j[0] && fp < lk.fp ? j : !d[0] && fp > lk.fp ? d : !l[0] ? l : !n[0] ? n : NULL;
+        if (to) snprintf(to, 32, "%s", c);
+    }
+    put(&ctx, hw, k, "k");
+    put(&ctx, hw, d, "d");
+    merge_seg(&ctx, hw, l, lk.seg); /* round 1: K, D and L in its MainSegment */
+    uint64_t r1 = seg_round(&ctx, lk.seg);
+    CHECK(get(&ctx, hr, k, got, sizeof(got), NULL) == 1); /* the reader caches round 1 */
+    for (int i = 0; i < 20; i++)
+        put(&ctx, hr, l, "r"); /* ... and its window moves past the entries it filled */
+    del(&ctx, hw, d);
+    put(&ctx, hw, j, "j");
+    merge_seg(&ctx, hw, l, lk.seg); /* round 2: K, J and L; round 1's MainSegment freed */
+    CHECK(sh_meta_cnt(seg_round(&ctx, lk.seg)) == sh_meta_cnt(r1));
+    usleep(DM_GRACE_US + 200000);   /* its quarantine passes */
+    merge_seg(&ctx, hw, l, lk.seg); /* round 3 gets round 1's MainSegment back */
+    CHECKF(seg_round(&ctx, lk.seg) == r1,
+           "round 3's meta %llx is not round 1's %llx: the allocator no longer hands the "
+           "oldest freed block of a size out first; stage the reuse another way",
+           (unsigned long long)seg_round(&ctx, lk.seg), (unsigned long long)r1);
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    CHECKF(get(&ctx, hr, k, got, sizeof(got), NULL) == 1 && !strcmp(got, "k"),
+           "%s read through a cache of round 1: '%s'", k, got);
+    put(&ctx, hr, n, "n"); /* the reader's window: from entry 0 again */
+    dm_sephash_t *hf;
+    CHECK(dm_sephash_open(&ctx, root, &hf) == 0);
+    CHECKF(get(&ctx, hf, n, got, sizeof(got), NULL) == 1 && !strcmp(got, "n"),
+           "%s appended after a hole: '%s'", n, got);
+    dm_sephash_close(hf);
+    dm_sephash_close(hr);
+    dm_sephash_close(hw);
+    worker_done(w, &loop);
+}
+
 int main(void)
 {
     dm_local_set_size(512ull << 20);
@@ -1225,6 +1327,7 @@ int main(void)
     RUN(test_dead_merger);
     RUN(test_late_commit);
     RUN(test_stale_reader);
+    RUN(test_reused_main);
     fprintf(stderr, "test_sephash: all passed\n");
     return 0;
 }
