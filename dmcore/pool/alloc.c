@@ -1003,8 +1003,7 @@ int dm_alloc_handoff(dm_ctx_t *ctx, uint64_t *pieces, uint64_t *bytes)
 
 int dm_alloc_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out)
 {
-    uint64_t units = (bytes + DM_UNIT - 1) / DM_UNIT;
-    return alloc_aligned(ctx, (units ? units : 1) * DM_UNIT, DM_UNIT, out);
+    return alloc_aligned(ctx, dm_alloc_block_bytes(bytes), DM_UNIT, out);
 }
 
 uint64_t dm_alloc_kv_block_bytes(uint64_t bytes)

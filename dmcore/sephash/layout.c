@@ -55,7 +55,7 @@ sh_seg_cache_t *sh_cache(dm_sephash_t *h, const sh_loc_t *loc)
         memset(c, 0, sizeof(*c));
         c->seg = loc->seg;
     }
-    if (c->round && dm_now_us() - c->seen_us > SH_CACHE_TRUST_US) {
+    if (c->round && sh_cache_stale(c->seen_us, dm_now_us())) {
         c->round = 0; /* its MainSegment may have been reused since: read it again */
         c->fpt_ok = 0;
         c->off = 0;

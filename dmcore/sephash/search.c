@@ -145,7 +145,7 @@ int sh_lookup_eval(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen,
     }
     /* Posted too long after the round was last seen current (a range lock's batch that
      * waited): the meta word may name a reused MainSegment (sh_seg_cache_t). */
-    if (sh_round(r->m1) != r->round || (t0 > r->seen_us && t0 - r->seen_us > SH_CACHE_TRUST_US)) {
+    if (sh_round(r->m1) != r->round || sh_cache_stale(r->seen_us, t0)) {
         if (c->round == r->round) c->fpt_ok = 0; /* merged since: another MainSegment */
         return DM_ERETRY;
     }

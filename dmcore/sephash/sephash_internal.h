@@ -99,13 +99,12 @@ typedef struct sh_table_hdr {
     uint64_t reserved[2];
 } sh_table_hdr_t;
 
-/* A MainSegment of n entries as allocated: SH_MAIN_HDR + 9 n bytes rounded up to DM_UNIT,
- * as dm_alloc_block takes it. Frees and the offline walk name this size: the unrounded one
- * queued the block a size class below the one MainSegments are taken from (never reused
- * by another MainSegment) and let the pool's live byte count drift. */
+/* A MainSegment of n entries as allocated (SH_MAIN_HDR + 9 n bytes, dm_alloc_block_bytes):
+ * frees and the offline walk name this size (the unrounded one filed freed MainSegments a
+ * size class below the one MainSegments are taken from, and the live byte count drifted). */
 static inline uint64_t sh_main_bytes(uint32_t n)
 {
-    return (SH_MAIN_HDR + 9ull * n + DM_UNIT - 1) / DM_UNIT * DM_UNIT;
+    return dm_alloc_block_bytes(SH_MAIN_HDR + 9ull * n);
 }
 
 /* ---- CurSegMeta word ---- */
@@ -210,6 +209,11 @@ static inline unsigned sh_dir_ld(uint64_t e)
  * redone), so before that round's MainSegment could be reused. Older, sh_cache forgets it
  * and it is read again. */
 #define SH_CACHE_TRUST_US (DM_GRACE_US - DM_OP_TIMEOUT_US)
+/* Whether a cache last seen current at seen_us is no longer to be trusted at at_us. */
+static inline int sh_cache_stale(uint64_t seen_us, uint64_t at_us)
+{
+    return at_us > seen_us && at_us - seen_us > SH_CACHE_TRUST_US;
+}
 typedef struct sh_seg_cache {
     dm_gaddr_t seg;   /* the CurSegment this is about (0: nothing) */
     uint64_t round;   /* meta word (lock bit clear) the rest was read under */

@@ -32,6 +32,14 @@ int dm_alloc_kv_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out);
 /* Bytes a dm_alloc_kv_block of `bytes` takes from the pool: rounded to DM_GRAIN and, for a
  * large block, to its size class (an eighth of a doubling). */
 uint64_t dm_alloc_kv_block_bytes(uint64_t bytes);
+/* Bytes a dm_alloc_block of `bytes` names: rounded up to DM_UNIT (64). Free and report
+ * such a block with this size: a smaller one files it under a size class below the one
+ * it was taken from. */
+static inline uint64_t dm_alloc_block_bytes(uint64_t bytes)
+{
+    uint64_t units = (bytes + DM_UNIT - 1) / DM_UNIT;
+    return (units ? units : 1) * DM_UNIT;
+}
 
 /* A block that was allocated but never published (no slot or entry ever pointed to it, so
  * no reader can hold its address) is reusable at once. bytes as passed to dm_alloc_block. */
