@@ -5,6 +5,7 @@
  * disconnects mid-way; other clients are served throughout, and SIGTERM with commands in
  * flight still gives a clean exit (status 0: no sanitizer reports). */
 #include <arpa/inet.h>
+#include <errno.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <sys/socket.h>
@@ -92,7 +93,8 @@ static void test_slow_readers(void)
     char *buf = malloc(1 << 20);
     while (got < want) {
         ssize_t r = read(fd, buf, 1 << 20);
-        CHECKF(r > 0, "slow reader: %zu of %zu bytes", got, want);
+        CHECKF(r > 0, "slow reader: %zu of %zu bytes, then read %zd (%s)", got, want, r,
+               r < 0 ? strerror(errno) : "end of stream");
         got += (size_t)r;
     }
     CHECK(got == want);
