@@ -238,6 +238,8 @@ static int exec_with_ride(dm_ctx_t *ctx, dm_batch_t *b)
     m.commit = b->commit ? b->commit + r->n : 0;
     m.chain_from = b->chain_from ? b->chain_from + r->n : 0;
     m.commit_by_us = b->commit_by_us;
+    m.place = b->place;
+    m.place_arg = b->place_arg;
     memcpy(m.v, r->v, r->n * sizeof(m.v[0]));
     memcpy(m.node, r->node, r->n);
     memcpy(m.v + r->n, b->v, b->n * sizeof(m.v[0]));
@@ -490,13 +492,14 @@ static int exec_commit(dm_ctx_t *ctx, dm_batch_t *b, unsigned node)
 {
     dm_worker_t *w = ctx->w;
     dm_verb_t *cv = &b->v[b->commit - 1];
-    const uint64_t expect = cv->compare;
     for (;;) {
         dm_chain_pos_t pos;
         int tag = commit_turn(w, node, &pos);
         if (tag == DM_EYIELD) return tag;
         if (tag < 0) continue;
         if (commit_late(b)) return DM_ERETRY;
+        if (b->place) b->place(cv, b->place_arg);
+        const uint64_t expect = cv->compare;
         /* Fault commit_miss: sent with a word the slot cannot hold, so it fails and breaks
          * its chain, and goes out again below as a skipped one does. */
         int missed = tag && dm_fault_delay_ms(DM_FAULT_COMMIT_MISS) != 0;
@@ -552,6 +555,7 @@ int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b)
         int rc = dm_coro_wait_turn();
         if (rc) return rc;
         if (commit_late(b)) return DM_ERETRY;
+        if (b->place) b->place(&b->v[b->commit - 1], b->place_arg);
     }
     if (one) return exec_one_node(ctx, b, b->node[0], NULL);
     dm_verb_t tmp[DM_BATCH_MAX];

@@ -221,7 +221,23 @@ typedef struct sh_seg_cache {
     uint32_t off;     /* entries [0, off) were full in that round (sliding window) */
     int fpt_ok;       /* start[] is the FPTable of round's MainSegment */
     uint16_t start[257];
+    /* Entries this worker's own entry CASes found full in round kf_round (won: its
+     * fingerprint; lost: the winner's), so an append places its CAS past them instead of
+     * losing it (append.c place_commit). Each is trusted for SH_KNOWN_WINDOW_US from its
+     * CAS's posting, kf_us[i] (0: not known): a round word recurs (above). */
+    uint64_t kf_round;
+    uint64_t kf_us[SH_CUR_N];
+    uint8_t kf_fp[SH_CUR_N];
+    uint64_t kf_busy[SH_CUR_N / 64]; /* entries a CAS of this worker is posted to, not done */
 } sh_seg_cache_t;
+_Static_assert(SH_CUR_N % 64 == 0, "kf_busy holds SH_CUR_N bits");
+
+/* How long a known-full entry stays trusted (microseconds): its CAS and a lookup posted
+ * less than DM_OP_TIMEOUT_US before the placing ran at the memory node less than
+ * DM_GRACE_US apart, the least time before a round's word can recur, so in the same round. */
+#define SH_KNOWN_WINDOW_US 250000u
+_Static_assert(SH_KNOWN_WINDOW_US + DM_OP_TIMEOUT_US < DM_GRACE_US,
+               "known-full entries outlive a round");
 
 struct dm_sephash {
     dm_gaddr_t root;
@@ -232,7 +248,14 @@ struct dm_sephash {
     uint64_t *dir;          /* cached directory: 2^SH_MAX_DEPTH entries, [0, 2^GD) valid */
     sh_seg_cache_t **cache; /* per directory slot, allocated on first use */
     dm_sephash_stats_t st;
+    struct sh_place_waiter *place_waiters; /* appends waiting for a busy entry's outcome */
 };
+
+/* An append parked until an outcome of this worker's (append.c place_commit). */
+typedef struct sh_place_waiter {
+    dm_wake_t wk;
+    struct sh_place_waiter *next;
+} sh_place_waiter_t;
 
 /* ---- leases on the merge and directory locks (dmkv: not in the paper) ----
  * docs/leases.md's rules, as CHIME's leaf lock (chime/leaf.c ch_lock_leaf): the word holds

@@ -12,6 +12,11 @@
 
 #define DM_BATCH_MAX 64 /* verbs in one batch, over all nodes */
 
+/* Called with a batch's commit CAS right before each posting of it (its turn taken, its
+ * earlier commits posted): may move the CAS to another word of the same node (its offset
+ * and compare). */
+typedef void (*dm_commit_place_fn)(dm_verb_t *commit, void *arg);
+
 /* A batch: verbs to any nodes, posted with one message per memory node and awaited
  * together = 1 round trip (doorbell batching). Verbs to one node run in posting order. */
 struct dm_batch {
@@ -24,6 +29,9 @@ struct dm_batch {
                               (dm_batch_commit_guarded), else the commit CAS; 0 with a
                               commit: never chained (a guarded commit without its guard) */
     uint64_t commit_by_us; /* the commit is not posted after this monotonic time (us) */
+    /* NULL, or the commit's place callback and its argument (dm_batch_commit_place) */
+    dm_commit_place_fn place;
+    void *place_arg;
     dm_verb_t v[DM_BATCH_MAX];
     uint8_t node[DM_BATCH_MAX];
 };
@@ -35,6 +43,8 @@ static inline void dm_batch_init(dm_batch_t *b)
     b->commit = 0;
     b->chain_from = 0;
     b->commit_by_us = 0;
+    b->place = NULL;
+    b->place_arg = NULL;
 }
 
 /* Where a chained commit CAS was posted: the connection (by serial, dm_conn_t) to memory
@@ -95,6 +105,15 @@ void dm_batch_commit(dm_batch_t *b, dm_verb_t *v, uint64_t by_us);
  * again (race/ops.c header_guard). With guard NULL the commit is never chained: it is
  * posted after the whole turn, as on a connection without chains. */
 void dm_batch_commit_guarded(dm_batch_t *b, dm_verb_t *guard, dm_verb_t *v, uint64_t by_us);
+
+/* Give b's commit (dm_batch_commit) a place callback: it picks the commit CAS's word at
+ * posting time, when what this worker learned since the batch was built is freshest
+ * (SepHash: the first CurSegment entry not yet known full, sephash/append.c). */
+static inline void dm_batch_commit_place(dm_batch_t *b, dm_commit_place_fn fn, void *arg)
+{
+    b->place = fn;
+    b->place_arg = arg;
+}
 
 /* 1 when a commit posted now to node would be chained: the node's connection has
  * DM_CAP_CHAIN and the running coroutine a chain tag (dm_coro_chain_tag). Only then does a
