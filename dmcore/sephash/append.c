@@ -104,13 +104,13 @@ typedef struct sh_place {
     dm_sephash_t *h;
     const sh_loc_t *loc;
     const sh_look_t *lk;
-    uint64_t look_us; /* when lk's reads were posted (monotonic µs) */
-    unsigned i;       /* the entry placed (lk->first_empty until placed) */
-    uint64_t e;       /* its empty word, as lk read it */
-    uint64_t at_us;   /* when placed: the CAS's posting */
-    int busy;         /* entry i marked busy in the segment's cache */
-    int read_ok;      /* cur_now holds the CurSegment as read right after the CAS */
-    uint64_t cur_now[SH_CUR_N];
+    uint64_t look_us;  /* when lk's reads were posted (monotonic µs) */
+    unsigned i;        /* the entry placed (lk->first_empty until placed) */
+    uint64_t e;        /* its empty word, as lk read it */
+    uint64_t at_us;    /* when placed: the CAS's posting */
+    int busy;          /* entry i marked busy in the segment's cache */
+    int read_ok;       /* cur_now holds the CurSegment as read right after the CAS */
+    uint64_t *cur_now; /* SH_CUR_N words */
 } sh_place_t;
 
 /* Whether c knows entry t full at now in round (see SH_KNOWN_WINDOW_US). */
@@ -200,6 +200,8 @@ static void note_outcome(const sh_place_t *p, uint64_t w, const dm_verb_t *v, un
             c->kf_us[t] = p->at_us;
             c->kf_fp[t] = sh_entry_fp(p->cur_now[t]);
         }
+    /* Entry i from the CAS itself: the read behind it has no fence (rdma may run it
+     * before the CAS's effect shows). */
     uint64_t full = v->result == p->e ? w : v->result;
     if (sh_entry_sign(full) == s) return;
     c->kf_us[p->i] = p->at_us;
@@ -292,7 +294,15 @@ int dm_sephash_append_commit(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, si
         }
         dm_batch_write(&b, loc.seg + SH_CUR_FILTER_OFF + 256ull * s + loc.fp, &one, 1);
         dm_verb_t *v = dm_batch_cas(&b, loc.seg + SH_CUR_ENTRY_OFF + 8ull * i, e, w);
-        sh_place_t pl = {.ctx = ctx, .h = h, .loc = &loc, .lk = lk, .look_us = t0, .i = i, .e = e};
+        uint64_t cur_now[SH_CUR_N]; /* filled by the read below: not zeroed per attempt */
+        sh_place_t pl = {.ctx = ctx,
+                         .h = h,
+                         .loc = &loc,
+                         .lk = lk,
+                         .look_us = t0,
+                         .i = i,
+                         .e = e,
+                         .cur_now = cur_now};
         /* Never chained: appends to one segment all CAS its first empty entry, so a
          * pipeline's appends lose to each other often, and a lost chained commit makes the
          * memory node skip every later one of the connection (posted again, and lost
@@ -311,7 +321,7 @@ int dm_sephash_append_commit(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, si
         /* Behind the CAS, the CurSegment as it is then: what the next append (ours, if
          * this CAS lost) places past. 1 KB more per append, no round trip. */
         dm_verb_t *rv =
-            b.place ? dm_batch_read(&b, loc.seg + SH_CUR_ENTRY_OFF, pl.cur_now, sizeof(pl.cur_now))
+            b.place ? dm_batch_read(&b, loc.seg + SH_CUR_ENTRY_OFF, cur_now, sizeof(cur_now))
                     : NULL;
         /* A ride (the range role's pending entry) lands before the entry CAS. */
         rc = cm ? dm_ctx_ride_before(ctx, &b) : 0;
