@@ -3,8 +3,9 @@
  * Per client: bytes are read into a 64 KiB buffer and parsed incrementally (header, then
  * body); large bodies are read straight into the body buffer, which grows as data arrives
  * (a header that merely claims a big body costs nothing). A complete request is executed
- * at once; the replies to every request of one read go out together in one uv_write
- * (writev of several buffers), the server half of doorbell batching. Reading stops while
+ * at once; the replies to every request of one read go out together in one writev of
+ * several buffers (dmkv/write_now.h; a uv_write for what the socket did not take), the
+ * server half of doorbell batching. Reading stops while
  * queued replies exceed the high-water mark; the unparsed rest of the read buffer waits
  * until they drain. */
 #include "tcp_server.h"
@@ -14,6 +15,7 @@
 #include <string.h>
 
 #include "dmkv/log.h"
+#include "dmkv/write_now.h"
 #include "mn_fence.h"
 
 #define RBUF_SIZE (64u << 10)
@@ -46,7 +48,7 @@ typedef struct reply_write {
     mn_reply_t *r[];
 } reply_write_t;
 
-static void flush_replies(mn_client_t *c);
+static int flush_replies(mn_client_t *c);
 static void parse(mn_client_t *c);
 static void on_alloc(uv_handle_t *h, size_t suggested, uv_buf_t *buf);
 static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf);
@@ -98,6 +100,22 @@ unsigned mn_tcp_fence(mn_tcp_server_t *s, uint16_t holder)
     return n;
 }
 
+/* Replies were written: close a draining client once none is left, resume a paused one
+ * below the low water mark. Returns 1 when c was resumed (parse its read buffer again). */
+static int replies_written(mn_client_t *c)
+{
+    if (c->closing) return 0;
+    if (c->draining) {
+        if (c->wq_reqs == 0) client_close(c);
+        return 0;
+    }
+    if (c->paused && c->wq_bytes < MN_TCP_LOW_WATER) {
+        c->paused = 0;
+        return 1;
+    }
+    return 0;
+}
+
 static void on_write(uv_write_t *req, int status)
 {
     reply_write_t *w = (reply_write_t *)req;
@@ -113,14 +131,7 @@ static void on_write(uv_write_t *req, int status)
         client_close(c);
         return;
     }
-    if (c->draining) {
-        if (c->wq_reqs == 0) client_close(c);
-        return;
-    }
-    if (c->paused && c->wq_bytes < MN_TCP_LOW_WATER) {
-        c->paused = 0;
-        parse(c); /* the rest of the read buffer; restarts reading once it is consumed */
-    }
+    if (replies_written(c)) parse(c); /* the rest of the read buffer; reads again once done */
 }
 
 /* The request stream's reply sink: queue r for c (takes ownership); flush_replies writes
@@ -142,17 +153,19 @@ static void reply_send(void *arg, mn_reply_t *r)
     c->wq_bytes += r->len;
 }
 
-/* Write the queued replies with one uv_write. */
-static void flush_replies(mn_client_t *c)
+/* Write the queued replies with one writev, or one uv_write for what the socket did not
+ * take at once. Returns 1 when all were written at once (replies_written is then the
+ * caller's), else 0. */
+static int flush_replies(mn_client_t *c)
 {
-    if (!c->outn || c->closing) return;
+    if (!c->outn || c->closing) return 0;
     reply_write_t *w = malloc(sizeof(*w) + c->outn * sizeof(mn_reply_t *));
     uv_buf_t small[16], *b = c->outn <= 16 ? small : malloc(c->outn * sizeof(*b));
     if (!w || !b) {
         free(w);
         if (b != small) free(b);
         client_close(c);
-        return;
+        return 0;
     }
     w->c = c;
     w->n = c->outn;
@@ -163,9 +176,19 @@ static void flush_replies(mn_client_t *c)
         b[i] = uv_buf_init((char *)c->outq[i]->data, (unsigned)c->outq[i]->len);
     }
     c->outn = 0;
-    c->wq_reqs++;
     c->s->stats.reply_writes++;
-    int rc = uv_write(&w->req, (uv_stream_t *)&c->sock, b, w->n, on_write);
+    unsigned nbufs = w->n;
+    int rc = dm_write_now((uv_stream_t *)&c->sock, b, &nbufs);
+    if (rc == 1) { /* the kernel took it all: no write request (dmkv/write_now.h) */
+        if (b != small) free(b);
+        for (unsigned i = 0; i < w->n; i++)
+            free(w->r[i]);
+        c->wq_bytes -= w->bytes;
+        free(w);
+        return 1;
+    }
+    c->wq_reqs++;
+    if (rc == 0) rc = uv_write(&w->req, (uv_stream_t *)&c->sock, b, nbufs, on_write);
     if (b != small) free(b);
     if (rc) {
         for (unsigned i = 0; i < w->n; i++)
@@ -176,6 +199,7 @@ static void flush_replies(mn_client_t *c)
         dm_log(DM_LOG_VERBOSE, "Client %s: write failed: %s", c->peer, uv_strerror(rc));
         client_close(c);
     }
+    return 0;
 }
 
 static void parse_requests(mn_client_t *c);
@@ -184,8 +208,9 @@ static void parse_requests(mn_client_t *c);
  * the replies of everything executed. Restarts reading when the buffer is consumed. */
 static void parse(mn_client_t *c)
 {
-    parse_requests(c);
-    flush_replies(c);
+    do
+        parse_requests(c);
+    while (flush_replies(c) && replies_written(c));
 }
 
 /* After the request stream ran something: close, drain or pause as it and the write queue
@@ -257,8 +282,8 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
         if (!mn_req_body_missing(&c->req)) { /* complete: the request ran */
             if (after_request(c) == 0)
                 parse(c); /* rbuf is empty: applies backpressure or keeps reading */
-            else
-                flush_replies(c);
+            else if (flush_replies(c))
+                replies_written(c); /* a draining client closes */
         }
         return;
     }

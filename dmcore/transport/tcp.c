@@ -1,7 +1,8 @@
 /* The `tcp` backend, client side: one connection to dmkv-memnode, which executes our verbs
  * against its region (a software RNIC). Each posted batch becomes one VERBS request; the
  * requests posted in one event-loop turn (by all of the worker's coroutines) go out
- * together in one uv_write (doorbell batching: one writev instead of one per batch),
+ * together in one writev (doorbell batching: one writev instead of one per batch; without a
+ * write request when the socket takes it all, dmkv/write_now.h),
  * flushed from a check handle after I/O callbacks and a prepare handle before the loop
  * polls. A verb posted without waiting (dm_batch_post_async: the key counter's FAA, an
  * unlock) may therefore leave after the client's reply, by up to one loop turn; a gateway
@@ -23,6 +24,7 @@
 #include "dmkv/log.h"
 #include "dmkv/spares.h"
 #include "dmkv/transport.h"
+#include "dmkv/write_now.h"
 #include "dmkv/flush_hook.h"
 #include "tcp_internal.h"
 
@@ -284,7 +286,7 @@ static pending_t *drop_late(tcp_conn_t *c)
     return late;
 }
 
-/* Write everything posted since the last flush as one message (one uv_write), less the
+/* Write everything posted since the last flush as one message (one writev), less the
  * batches past their send-by bound (refused: a lease holder's writes must not land after
  * its hold's end). */
 static void flush(dm_flush_hook_t *h)
@@ -303,25 +305,31 @@ static void flush(dm_flush_hook_t *h)
         fail_unsent(c, late, DM_ELATE);
         return;
     }
-    flush_req_t *f = malloc(sizeof(*f) + c->onb * sizeof(void *));
-    if (!f) {
-        conn_fail(c, DM_ENOMEM);
-        return;
-    }
-    f->nblocks = c->onb;
-    memcpy(f->blocks, c->oblocks, c->onb * sizeof(void *));
     dm_conn_count_message(&c->base, c->overbs);
     c->overbs = 0;
     uint32_t wire_ms = bounded ? dm_fault_delay_ms(DM_FAULT_WIRE) : 0;
     if (wire_ms) usleep(wire_ms * 1000u); /* tests: it passed its check, then is late */
-    int rc = uv_write(&f->req, (uv_stream_t *)&c->sock, c->obufs, c->on, on_write);
-    c->on = c->onb = 0;
-    if (rc) {
-        for (unsigned i = 0; i < f->nblocks; i++)
-            wire_put(c, f->blocks[i]);
-        free(f);
-        conn_fail(c, DM_EIO);
+    unsigned nbufs = c->on;
+    int rc = dm_write_now((uv_stream_t *)&c->sock, c->obufs, &nbufs);
+    flush_req_t *f = NULL;
+    int oom = 0;
+    if (rc == 0) { /* the socket did not take it all: a write request for the rest */
+        f = malloc(sizeof(*f) + c->onb * sizeof(void *));
+        if (f) {
+            f->nblocks = c->onb;
+            memcpy(f->blocks, c->oblocks, c->onb * sizeof(void *));
+            rc = uv_write(&f->req, (uv_stream_t *)&c->sock, c->obufs, nbufs, on_write);
+        } else {
+            rc = -1, oom = 1;
+        }
     }
+    if (rc != 0) { /* written whole (1), or failed: the blocks are done with */
+        for (unsigned i = 0; i < c->onb; i++)
+            wire_put(c, c->oblocks[i]);
+        free(f);
+    }
+    c->on = c->onb = 0;
+    if (rc < 0) conn_fail(c, oom ? DM_ENOMEM : DM_EIO);
     fail_unsent(c, late, DM_ELATE);
 }
 
