@@ -159,46 +159,41 @@ static void reply_send(void *arg, mn_reply_t *r)
 static int flush_replies(mn_client_t *c)
 {
     if (!c->outn || c->closing) return 0;
-    reply_write_t *w = malloc(sizeof(*w) + c->outn * sizeof(mn_reply_t *));
     uv_buf_t small[16], *b = c->outn <= 16 ? small : malloc(c->outn * sizeof(*b));
-    if (!w || !b) {
-        free(w);
-        if (b != small) free(b);
+    if (!b) {
         client_close(c);
         return 0;
     }
-    w->c = c;
-    w->n = c->outn;
-    w->bytes = 0;
-    for (unsigned i = 0; i < c->outn; i++) {
-        w->r[i] = c->outq[i];
-        w->bytes += c->outq[i]->len;
+    unsigned n = c->outn, nbufs = n;
+    uint64_t bytes = 0;
+    for (unsigned i = 0; i < n; i++) {
+        bytes += c->outq[i]->len;
         b[i] = uv_buf_init((char *)c->outq[i]->data, (unsigned)c->outq[i]->len);
     }
     c->outn = 0;
     c->s->stats.reply_writes++;
-    unsigned nbufs = w->n;
     int rc = dm_write_now((uv_stream_t *)&c->sock, b, &nbufs);
-    if (rc == 1) { /* the kernel took it all: no write request (dmkv/write_now.h) */
-        if (b != small) free(b);
-        for (unsigned i = 0; i < w->n; i++)
-            free(w->r[i]);
-        c->wq_bytes -= w->bytes;
-        free(w);
-        return 1;
+    reply_write_t *w = NULL;
+    if (rc == 0) { /* the socket did not take it all: a write request keeps the replies */
+        w = malloc(sizeof(*w) + n * sizeof(mn_reply_t *));
+        if (w) {
+            *w = (reply_write_t){.c = c, .bytes = bytes, .n = n};
+            memcpy(w->r, c->outq, n * sizeof(mn_reply_t *));
+            c->wq_reqs++;
+            rc = uv_write(&w->req, (uv_stream_t *)&c->sock, b, nbufs, on_write);
+            if (rc) c->wq_reqs--, free(w);
+        } else {
+            rc = UV_ENOMEM;
+        }
     }
-    c->wq_reqs++;
-    if (rc == 0) rc = uv_write(&w->req, (uv_stream_t *)&c->sock, b, nbufs, on_write);
     if (b != small) free(b);
-    if (rc) {
-        for (unsigned i = 0; i < w->n; i++)
-            free(w->r[i]);
-        c->wq_bytes -= w->bytes;
-        c->wq_reqs--;
-        free(w);
-        dm_log(DM_LOG_VERBOSE, "Client %s: write failed: %s", c->peer, uv_strerror(rc));
-        client_close(c);
-    }
+    if (rc == 0) return 0;           /* on_write frees them */
+    for (unsigned i = 0; i < n; i++) /* written whole (1) or failed: done with */
+        free(c->outq[i]);
+    c->wq_bytes -= bytes;
+    if (rc == 1) return 1; /* the kernel took it all: no write request (dmkv/write_now.h) */
+    dm_log(DM_LOG_VERBOSE, "Client %s: write failed: %s", c->peer, uv_strerror(rc));
+    client_close(c);
     return 0;
 }
 
