@@ -1,6 +1,7 @@
 /* ROLEX insert and remove (§3.4, §4.3, §4.5): under the covering primary leaf's lock (which covers
- * its synonym chain), re-read the chain, change one leaf with one WRITE; a full chain gets a new
- * synonym leaf from the leaf region by FAA, written before it is linked. */
+ * its synonym chain), re-read the chain, change one leaf with one WRITE, keeping the chain sorted
+ * across its leaves; where the leaves around a new key are full, a new synonym leaf from the leaf
+ * region (FAA) takes the upper half of one, written before it is linked. */
 #include "dmkv/rolex.h"
 
 #include "dmkv/errors.h"
@@ -9,6 +10,8 @@
 #include <string.h>
 
 #include "rolex_internal.h"
+
+#define RX_SHIFT_MAX 4u /* leaves a key may move through before a full chain splits instead */
 
 /* The body of leaf l (next, count, checksum, entries) to `at`, in b. */
 static void put_body(dm_batch_t *b, dm_gaddr_t at, rx_leaf_t *l)
@@ -35,7 +38,109 @@ static int write_unlock(dm_ctx_t *ctx, dm_batch_t *b, const rx_hold_t *hd, int *
     return rc;
 }
 
-/* Under the lock, with the chain read: insert (add) or remove key. Returns as the API. */
+/* Where key goes in a chain sorted across its leaves: *t is the first non-empty leaf whose
+ * last key is above key (n if none). When t's first key is below key too, key goes into t
+ * (*p = t); else *p is the last non-empty leaf before t (-1 if none), the leaves between
+ * them are empty, and key may go into any of p..t without breaking the order. */
+static void place(const rx_leaf_t *v, unsigned n, const void *key, size_t len, int *p, unsigned *t)
+{
+    *p = -1;
+    for (*t = 0; *t < n; ++*t) {
+        const rx_leaf_t *l = &v[*t];
+        if (!l->count) continue;
+        const rx_entry_t *last = &l->e[l->count - 1];
+        if (rx_key_cmp(last->key, last->len, key, len) > 0) {
+            if (rx_key_cmp(l->e[0].key, l->e[0].len, key, len) < 0) *p = (int)*t;
+            return;
+        }
+        *p = (int)*t;
+    }
+}
+
+/* A leaf from the leaf region (FAA on alloc_num: ROLEX §3.3, no memory-node CPU): 1 RTT. */
+static int take_leaf(dm_ctx_t *ctx, dm_rolex_t *r, dm_gaddr_t *at)
+{
+    dm_batch_t fb;
+    dm_batch_init(&fb);
+    dm_verb_t *faa = dm_batch_faa(&fb, r->root + RX_OFF_ALLOC, 1);
+    int rc = dm_batch_exec(ctx, &fb);
+    if (rc) return rc;
+    if (faa->result >= r->hdr.capacity) return DM_ENOMEM;
+    *at = rx_leaf_addr(r, faa->result);
+    return 0;
+}
+
+/* Full leaves around key: leaf t's keys above the split point move to a new synonym leaf
+ * linked after it (keys only ever move forward in a chain, so a reader walking it never misses
+ * a key present throughout). The new leaf is written whole before t links it, in one batch
+ * (one node's verbs run in order). t == n (key above every key): the new leaf holds key
+ * alone, after the last leaf. */
+static int split(dm_ctx_t *ctx, dm_rolex_t *r, dm_batch_t *b, rx_leaf_t *v, dm_gaddr_t *ad,
+                 unsigned n, unsigned t, const void *key, size_t len)
+{
+    dm_gaddr_t at;
+    int rc = take_leaf(ctx, r, &at);
+    if (rc) return rc;
+    rx_leaf_t nl;
+    memset(&nl, 0, sizeof(nl));
+    nl.lo = v[0].lo;
+    if (t == n) {
+        entry_set(&nl.e[0], key, len);
+        nl.count = 1;
+        t = n - 1;
+    } else {
+        rx_leaf_t *l = &v[t];
+        rx_entry_t all[DM_ROLEX_SLOTS + 1];
+        unsigned pos = (unsigned)(-rx_leaf_find(l, key, len) - 1);
+        /* At least half stays; a key in the upper half splits right after it, so that keys
+         * arriving in ascending order fill its leaf (measured: fewer leaves than halves). */
+        unsigned keep = pos + 1 > (DM_ROLEX_SLOTS + 2) / 2 ? pos + 1 : (DM_ROLEX_SLOTS + 2) / 2;
+        memcpy(all, l->e, pos * sizeof(all[0]));
+        entry_set(&all[pos], key, len);
+        memcpy(&all[pos + 1], &l->e[pos], (DM_ROLEX_SLOTS - pos) * sizeof(all[0]));
+        nl.count = DM_ROLEX_SLOTS + 1 - keep;
+        memcpy(nl.e, &all[keep], nl.count * sizeof(all[0]));
+        nl.next = l->next;
+        memset(l->e, 0, sizeof(l->e));
+        memcpy(l->e, all, keep * sizeof(all[0]));
+        l->count = keep;
+    }
+    nl.sum = rx_leaf_sum(&nl);
+    dm_batch_write(b, at, &nl, RX_LEAF_BYTES);
+    v[t].next = at;
+    put_body(b, ad[t], &v[t]);
+    return 0;
+}
+
+/* Leaf t full and key in its range, leaves t + 1 .. u - 1 full and leaf u with room: the last
+ * key of each of t .. u - 1 moves to the front of the next leaf, and key goes into t (the
+ * paper's data movement among synonym leaves). The leaves are written from u back to t in one
+ * batch, so a moved key is in the later leaf before it leaves the earlier one: every move is
+ * forward, and a reader walking the chain forward never misses a key present throughout. */
+static void shift(dm_batch_t *b, rx_leaf_t *v, dm_gaddr_t *ad, unsigned t, unsigned u,
+                  const void *key, size_t len)
+{
+    for (unsigned k = u; k > t; k--) {
+        rx_leaf_t *l = &v[k - 1], *nx = &v[k];
+        memmove(&nx->e[1], &nx->e[0], nx->count * sizeof(nx->e[0]));
+        nx->e[0] = l->e[--l->count];
+        nx->count++;
+        put_body(b, ad[k], nx);
+    }
+    rx_leaf_t *l = &v[t];
+    int at = -rx_leaf_find(l, key, len) - 1;
+    memmove(&l->e[at + 1], &l->e[at], (l->count - (unsigned)at) * sizeof(l->e[0]));
+    entry_set(&l->e[at], key, len);
+    l->count++;
+    put_body(b, ad[t], l);
+}
+
+/* Under the lock, with the chain read: insert (add) or remove key, keeping the chain sorted
+ * across its leaves (ROLEX §3.3: "the data of synonym leaves move within each other"). One
+ * leaf changes with one WRITE; where the leaves around key are full, keys move forward into the
+ * next leaves up to one with room (RX_SHIFT_MAX at most) or, all full, a leaf splits (an FAA,
+ * then two WRITEs).
+ * Returns as the API. */
 static int change(dm_ctx_t *ctx, dm_rolex_t *r, const rx_hold_t *hd, rx_leaf_t *v, dm_gaddr_t *ad,
                   unsigned n, const void *key, size_t len, int add, int *unlocked)
 {
@@ -56,9 +161,13 @@ static int change(dm_ctx_t *ctx, dm_rolex_t *r, const rx_hold_t *hd, rx_leaf_t *
         return rc ? rc : 1;
     }
     if (!add) return 0;
-    for (k = 0; k < n && v[k].count >= DM_ROLEX_SLOTS; k++)
+    int p;
+    unsigned t;
+    place(v, n, key, len, &p, &t);
+    unsigned last = t < n ? t : n - 1;
+    for (k = p < 0 ? 0 : (unsigned)p; k <= last && v[k].count >= DM_ROLEX_SLOTS; k++)
         ;
-    if (k < n) { /* room in leaf k: insert in order */
+    if (k <= last) { /* room in leaf k: insert in order */
         rx_leaf_t *l = &v[k];
         int at = -rx_leaf_find(l, key, len) - 1;
         memmove(&l->e[at + 1], &l->e[at], (l->count - (unsigned)at) * sizeof(l->e[0]));
@@ -67,25 +176,15 @@ static int change(dm_ctx_t *ctx, dm_rolex_t *r, const rx_hold_t *hd, rx_leaf_t *
         put_body(&b, ad[k], l);
         return write_unlock(ctx, &b, hd, unlocked);
     }
-    /* A new synonym leaf: FAA on alloc_num (1 RTT), then its WRITE and the link in one
-     * batch (one node's verbs run in order: the leaf is whole before it is linked). */
-    dm_batch_t fb;
-    dm_batch_init(&fb);
-    dm_verb_t *faa = dm_batch_faa(&fb, r->root + RX_OFF_ALLOC, 1);
-    int rc = dm_batch_exec(ctx, &fb);
-    if (rc) return rc;
-    if (faa->result >= r->hdr.capacity) return DM_ENOMEM;
-    rx_leaf_t nl;
-    memset(&nl, 0, sizeof(nl));
-    nl.lo = v[0].lo;
-    entry_set(&nl.e[0], key, len);
-    nl.count = 1;
-    nl.sum = rx_leaf_sum(&nl);
-    dm_gaddr_t at = rx_leaf_addr(r, faa->result);
-    dm_batch_write(&b, at, &nl, RX_LEAF_BYTES);
-    v[n - 1].next = at;
-    put_body(&b, ad[n - 1], &v[n - 1]);
-    return write_unlock(ctx, &b, hd, unlocked);
+    unsigned u = t + 1;
+    while (u < n && u <= t + RX_SHIFT_MAX && v[u].count >= DM_ROLEX_SLOTS)
+        u++;
+    if (t < n && u < n && u <= t + RX_SHIFT_MAX) {
+        shift(&b, v, ad, t, u, key, len);
+        return write_unlock(ctx, &b, hd, unlocked);
+    }
+    int rc = split(ctx, r, &b, v, ad, n, t, key, len);
+    return rc ? rc : write_unlock(ctx, &b, hd, unlocked);
 }
 
 static int update(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len, int add)

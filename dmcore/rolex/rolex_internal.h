@@ -23,15 +23,19 @@
  *   [8]  u64 low image: the primary covers keys with lo(i) <= image < lo(i + 1); lo(0) = 0.
  *        Immutable; a synonym leaf repeats its primary's.
  *   [16] u64 next: gaddr of the next synonym leaf, 0 = end of chain
- *   [24] u64 count: entries in use (a prefix, sorted by key)
+ *   [24] u64 count: entries in use (a prefix, sorted by key; the chain's leaves in chain
+ *        order are sorted as a whole: every key of a leaf is below every key of the leaves
+ *        after it, empty leaves aside)
  *   [32] u64 checksum over [16, 32) and [40, 816) (a reader re-reads a torn leaf)
  *   [40] u64 reserved
  *   [48] 16 entries of 48: u16 key length, 46 key bytes (zero padded)
  *   A writer holding the lock rewrites [16, 816) with one WRITE.
  *
- * Invariants: a key lives in the chain of the primary covering its image, and never moves
- * (no split, no retraining), so a reader that sees each leaf at some instant of its scan
- * sees every key present throughout.
+ * Invariants: a key lives in the chain of the primary covering its image. Within the chain it
+ * moves only forward (an insert shifts keys into the next leaves or splits a leaf into a new
+ * one linked after it; the later leaf is written first), so a reader walking the chain that
+ * sees each leaf at some instant sees every key present throughout, and a search may stop at
+ * the first leaf whose last key is above its key.
  *
  * Deviations from the paper (why):
  *  - Models predict the covering primary leaf directly (trained over the leaves' low
@@ -41,9 +45,13 @@
  *  - No LT/SLT tables: primaries are contiguous (LT is the identity without retraining) and
  *    synonyms are linked from their leaf (the SLT): a search pays one RTT per synonym hop,
  *    where the paper's cached SLT lets it read them in the first batch.
- *  - Each leaf of a chain is sorted, the chain as a whole is not (the paper moves data
- *    among synonym leaves to keep them sorted): an insert changes one leaf with one WRITE,
- *    and readers sort a chain's keys (at most a few leaves until retraining exists).
+ *  - Chains are kept sorted as the paper's are, but keys move only forward: a full leaf
+ *    shifts its last key into the next leaf with room (up to 4 leaves on) or splits into a
+ *    new leaf after it, and never gives keys to an earlier leaf (a reader walking forward
+ *    would miss them). The price: a range filled in ascending order leaves fuller leaves
+ *    behind it less often (test_rolex: 396 synonym leaves for 6300 inserts against 268 when
+ *    any leaf with room took a key). Scans still sort and deduplicate each chain's keys
+ *    (leaves are read at different instants).
  *  - Keys are byte strings stored inline (<= 46 bytes), not 8-byte integers, and a leaf
  *    holds keys only (values live in the point index).
  *  - The build fills primaries to cfg.fill (12 of 16) to leave room for inserts.

@@ -18,7 +18,9 @@ static int cmp_entry(const void *a, const void *b)
     return rx_key_cmp(x->key, x->len, y->key, y->len);
 }
 
-/* Append chain v's keys >= from (all when from is NULL), sorted, to out. */
+/* Append chain v's keys >= from (all when from is NULL), sorted, to out. Leaves read at
+ * different instants can repeat a key (removed from one leaf and inserted into a later one
+ * meanwhile): it is taken once. */
 static int take_chain(const rx_leaf_t *v, unsigned n, const void *from, size_t flen, size_t max,
                       dm_rolex_key_t *out, size_t *got)
 {
@@ -31,6 +33,7 @@ static int take_chain(const rx_leaf_t *v, unsigned n, const void *from, size_t f
                 e[m++] = v[k].e[i];
     qsort(e, m, sizeof(*e), cmp_entry);
     for (size_t i = 0; i < m && *got < max; i++) {
+        if (i && !cmp_entry(&e[i - 1], &e[i])) continue;
         out[*got].len = e[i].len;
         memcpy(out[*got].key, e[i].key, e[i].len);
         ++*got;

@@ -1,7 +1,9 @@
 /* ROLEX unit tests on the local transport (dmcore/rolex/): key images; bulk build and
  * search of numeric-like keys and keys sharing their first 8 bytes (one image: a synonym
  * chain), present and absent; inserts that fill leaves and chain synonym leaves, removes,
- * and scans against a sorted reference; round trips per search and per scan of 100 keys;
+ * and scans against a sorted reference; a chain kept sorted across its leaves through random
+ * inserts and removes, and a search for an absent key that stops early in it; round trips
+ * per search and per scan of 100 keys;
  * two threads' coroutines inserting into the same leaves with delayed completions while a
  * scan checks order; a torn leaf read is read again; a holder that dies holding a leaf
  * lock is taken over after the lease. */
@@ -81,6 +83,28 @@ static void check_scan(dm_ctx_t *ctx, dm_rolex_t *r, const char *in, int i, size
         m++;
     }
     CHECKF(got == m, "scan from %d: %zu keys, want %zu", i, got, m);
+}
+
+/* Every chain's keys ascend across its leaves (insert.c's invariant), read in the region. */
+static void check_chains_sorted(const char *region, dm_rolex_t *r)
+{
+    uint8_t *base = dm_local_region_base(region, NULL);
+    for (uint64_t j = 0; j < r->hdr.primaries; j++) {
+        const rx_entry_t *prev = NULL;
+        unsigned hops = 0;
+        for (dm_gaddr_t at = rx_leaf_addr(r, j); at; hops++) {
+            const rx_leaf_t *l = (const rx_leaf_t *)(base + dm_gaddr_off(at));
+            CHECK(hops < RX_CHAIN_MAX && l->count <= DM_ROLEX_SLOTS);
+            for (unsigned i = 0; i < l->count; i++) {
+                const rx_entry_t *e = &l->e[i];
+                CHECKF(!prev || rx_key_cmp(prev->key, prev->len, e->key, e->len) < 0,
+                       "chain of leaf %lu, leaf %u: %.*s after %.*s", (unsigned long)j, hops,
+                       e->len, e->key, prev->len, prev->key);
+                prev = e;
+            }
+            at = l->next;
+        }
+    }
 }
 
 /* Round trips of a scan of 100 keys from 100 numeric keys (each scan must return 100). */
@@ -191,6 +215,7 @@ static void test_insert_remove_scan(void)
         in[i] = 1;
         if (i % 97 == 0) CHECK(search(&ctx, r, i) == 1);
     }
+    check_chains_sorted("rxins", r);
     CHECK(dm_rolex_leaf_counts(&ctx, r, &prim, &syn1) == 0);
     fprintf(stderr, "  synonym leaves: %lu after build, %lu after %d inserts\n",
             (unsigned long)syn0, (unsigned long)syn1, NALL);
@@ -203,6 +228,7 @@ static void test_insert_remove_scan(void)
     fprintf(stderr, "  search with synonym chains: %.2f RTTs (1 + a hop per synonym leaf)\n",
             (double)(s1.rtts - s0.rtts) / NALL);
     check_scan(&ctx, r, in, -1, NALL);
+    check_chains_sorted("rxins", r);
     for (int i = 0; i < NALL; i += 3) {
         key_of(i, k, sizeof(k));
         CHECKF(dm_rolex_remove(&ctx, r, k, strlen(k)) == 1, "remove %s", k);
@@ -216,8 +242,84 @@ static void test_insert_remove_scan(void)
         check_scan(&ctx, r, in, rand_r(&seed) % NALL, 1 + rand_r(&seed) % 300);
     check_scan(&ctx, r, in, NK - 5, 400); /* across the one-image chains */
     check_scan(&ctx, r, in, -1, NALL);
+    check_chains_sorted("rxins", r);
     fprintf(stderr, "  scan of 100 keys (chains of ~%.1f leaves): %.2f RTTs\n",
             (double)(prim + syn1) / (double)prim, scan_rtts(w, r));
+    dm_rolex_close(r);
+    worker_done(w, &loop);
+}
+
+/* One image's chain (the NP "prefix00" keys) filled in random order, then keys removed and
+ * put back at random: the chain stays sorted across its leaves after every change, and a
+ * search for an absent key stops at the leaf whose keys reach past it. */
+static void test_chain_order(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:rxorder");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    static char in[NALL];
+    for (int i = 0; i < NALL; i++)
+        in[i] = i < NK ? i % 4 == 0 : i >= NK + NP || (i - NK) % 10 == 0;
+    dm_rolex_cfg_t cfg = {.eps = 1, .fill = 12, .spare = 2000};
+    dm_gaddr_t root = build(&ctx, in, &cfg);
+    dm_rolex_t *r;
+    CHECK(dm_rolex_open(&ctx, root, &r) == 0);
+    int order[NP];
+    unsigned seed = 11;
+    for (int i = 0; i < NP; i++)
+        order[i] = NK + i;
+    for (int i = NP - 1; i > 0; i--) {
+        int j = (int)(rand_r(&seed) % (unsigned)(i + 1)), t = order[i];
+        order[i] = order[j], order[j] = t;
+    }
+    char k[32];
+    for (int i = 0; i < NP; i++) {
+        key_of(order[i], k, sizeof(k));
+        CHECKF(dm_rolex_insert(&ctx, r, k, strlen(k)) == in[order[i]], "insert %s", k);
+        in[order[i]] = 1;
+        check_chains_sorted("rxorder", r);
+    }
+    for (int t = 0; t < 600; t++) { /* remove or put back one key of the chain */
+        int i = NK + (int)(rand_r(&seed) % NP);
+        key_of(i, k, sizeof(k));
+        int rc =
+            in[i] ? dm_rolex_remove(&ctx, r, k, strlen(k)) : dm_rolex_insert(&ctx, r, k, strlen(k));
+        CHECKF(rc == in[i], "%s %s rc=%d", in[i] ? "remove" : "insert", k, rc);
+        in[i] = !in[i];
+        check_chains_sorted("rxorder", r);
+    }
+    for (int i = NK; i < NK + NP; i += 2) { /* half present, half absent */
+        key_of(i, k, sizeof(k));
+        if (in[i]) CHECK(dm_rolex_remove(&ctx, r, k, strlen(k)) == 1);
+        in[i] = 0;
+        key_of(i + 1, k, sizeof(k));
+        if (!in[i + 1]) CHECK(dm_rolex_insert(&ctx, r, k, strlen(k)) == 0);
+        in[i + 1] = 1;
+    }
+    check_chains_sorted("rxorder", r);
+    uint64_t j, len = 0;
+    rx_leaf_t l;
+    CHECK(rx_locate(&ctx, r, dm_rolex_image("prefix00", 8), &j, &l) == 0);
+    uint8_t *base = dm_local_region_base("rxorder", NULL);
+    for (dm_gaddr_t at = rx_leaf_addr(r, j); at; len++)
+        at = ((const rx_leaf_t *)(base + dm_gaddr_off(at)))->next;
+    dm_cls_stats_t s0, s1;
+    dm_ctx_init(&ctx, w, DM_CLS_GET);
+    dm_stats_get(DM_CLS_GET, &s0);
+    for (int i = NK; i < NK + NP; i += 2)
+        CHECKF(search(&ctx, r, i) == 0, "key %d present", i);
+    dm_stats_get(DM_CLS_GET, &s1);
+    double absent = (double)(s1.rtts - s0.rtts) / (NP / 2);
+    fprintf(stderr,
+            "  chain of %lu leaves: search of an absent key %.2f RTTs (%lu walking it all)\n",
+            (unsigned long)len, absent, (unsigned long)len);
+    CHECK(absent < 1 + 0.75 * (double)(len - 1));
+    for (int i = NK; i < NALL; i++)
+        CHECKF(search(&ctx, r, i) == in[i], "key %d: want %d", i, in[i]);
+    check_scan(&ctx, r, in, NK - 3, NP + 10);
+    check_scan(&ctx, r, in, -1, NALL);
     dm_rolex_close(r);
     worker_done(w, &loop);
 }
@@ -332,6 +434,7 @@ static void test_concurrent(void)
         memcpy(&lock, base + dm_gaddr_off(rx_leaf_addr(r, j)), 8);
         CHECKF(lock == 0, "leaf %lu locked at rest", (unsigned long)j);
     }
+    check_chains_sorted("rxconc", r);
     dm_rolex_close(r);
     worker_done(w, &loop);
 }
@@ -438,6 +541,7 @@ int main(void)
     RUN(test_image);
     RUN(test_build_search);
     RUN(test_insert_remove_scan);
+    RUN(test_chain_order);
     RUN(test_concurrent);
     RUN(test_torn_leaf);
     RUN(test_lease);
