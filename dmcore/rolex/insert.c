@@ -1,7 +1,8 @@
 /* ROLEX insert and remove (§3.4, §4.3, §4.5): under the covering primary leaf's lock (which covers
  * its synonym chain), re-read the chain, change one leaf with one WRITE, keeping the chain sorted
- * across its leaves; where the leaves around a new key are full, a new synonym leaf from the leaf
- * region (FAA) takes the upper half of one, written before it is linked. */
+ * across its leaves; where the leaves around a new key are full, keys move forward into the next
+ * leaves, or a new synonym leaf from the leaf region (FAA) takes the upper part of one, written
+ * before it is linked. */
 #include "dmkv/rolex.h"
 
 #include "dmkv/errors.h"
@@ -36,6 +37,15 @@ static int write_unlock(dm_ctx_t *ctx, dm_batch_t *b, const rx_hold_t *hd, int *
     int rc = dm_batch_exec(ctx, b);
     *unlocked = !rc && u->result == hd->word;
     return rc;
+}
+
+/* Key into leaf l (not full, key absent) at its place in order. */
+static void leaf_insert(rx_leaf_t *l, const void *key, size_t len)
+{
+    int at = -rx_leaf_find(l, key, len) - 1;
+    memmove(&l->e[at + 1], &l->e[at], (l->count - (unsigned)at) * sizeof(l->e[0]));
+    entry_set(&l->e[at], key, len);
+    l->count++;
 }
 
 /* Where key goes in a chain sorted across its leaves: *t is the first non-empty leaf whose
@@ -127,20 +137,15 @@ static void shift(dm_batch_t *b, rx_leaf_t *v, dm_gaddr_t *ad, unsigned t, unsig
         nx->count++;
         put_body(b, ad[k], nx);
     }
-    rx_leaf_t *l = &v[t];
-    int at = -rx_leaf_find(l, key, len) - 1;
-    memmove(&l->e[at + 1], &l->e[at], (l->count - (unsigned)at) * sizeof(l->e[0]));
-    entry_set(&l->e[at], key, len);
-    l->count++;
-    put_body(b, ad[t], l);
+    leaf_insert(&v[t], key, len);
+    put_body(b, ad[t], &v[t]);
 }
 
 /* Under the lock, with the chain read: insert (add) or remove key, keeping the chain sorted
  * across its leaves (ROLEX §3.3: "the data of synonym leaves move within each other"). One
  * leaf changes with one WRITE; where the leaves around key are full, keys move forward into the
  * next leaves up to one with room (RX_SHIFT_MAX at most) or, all full, a leaf splits (an FAA,
- * then two WRITEs).
- * Returns as the API. */
+ * then two WRITEs). Returns as the API. */
 static int change(dm_ctx_t *ctx, dm_rolex_t *r, const rx_hold_t *hd, rx_leaf_t *v, dm_gaddr_t *ad,
                   unsigned n, const void *key, size_t len, int add, int *unlocked)
 {
@@ -168,18 +173,14 @@ static int change(dm_ctx_t *ctx, dm_rolex_t *r, const rx_hold_t *hd, rx_leaf_t *
     for (k = p < 0 ? 0 : (unsigned)p; k <= last && v[k].count >= DM_ROLEX_SLOTS; k++)
         ;
     if (k <= last) { /* room in leaf k: insert in order */
-        rx_leaf_t *l = &v[k];
-        int at = -rx_leaf_find(l, key, len) - 1;
-        memmove(&l->e[at + 1], &l->e[at], (l->count - (unsigned)at) * sizeof(l->e[0]));
-        entry_set(&l->e[at], key, len);
-        l->count++;
-        put_body(&b, ad[k], l);
+        leaf_insert(&v[k], key, len);
+        put_body(&b, ad[k], &v[k]);
         return write_unlock(ctx, &b, hd, unlocked);
     }
-    unsigned u = t + 1;
+    unsigned u = t + 1; /* the first leaf with room after t, within reach */
     while (u < n && u <= t + RX_SHIFT_MAX && v[u].count >= DM_ROLEX_SLOTS)
         u++;
-    if (t < n && u < n && u <= t + RX_SHIFT_MAX) {
+    if (u < n && u <= t + RX_SHIFT_MAX) {
         shift(&b, v, ad, t, u, key, len);
         return write_unlock(ctx, &b, hd, unlocked);
     }
