@@ -587,6 +587,92 @@ int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b)
     return refused_as_retry(b, first);
 }
 
+int dm_batch_exec_all(dm_ctx_t *ctx, dm_batch_t *const *bs, unsigned n)
+{
+    dm_worker_t *w = ctx->w;
+    for (unsigned j = 0; j < n; j++)
+        if (bs[j]->commit || (ctx->ride && ctx->ride->n)) return DM_EINVAL;
+    batch_wait_t bw = {.pending = 0, .status = 0, .yielded = 0, .co = dm_coro_self()};
+    unsigned posted = 0;
+    for (unsigned j = 0; j < n; j++) {
+        dm_batch_t *b = bs[j];
+        if (b->n == 0) continue;
+        unsigned one = 1;
+        for (unsigned i = 1; i < b->n && one; i++)
+            one = b->node[i] == b->node[0];
+        if (!one) continue; /* run on its own below */
+        uint64_t rd, wr;
+        batch_bytes(b, &rd, &wr);
+        dm_stats_batch(ctx->cls, posted++ == 0, b->n, rd, wr);
+        for (unsigned i = 0; i < b->n; i++)
+            downgrade_masked(w, b->node[0], &b->v[i]);
+        bw.pending++;
+        int rc = post_to_node(w, b->node[0], b->v, b->n, batch_done, &bw, b->send_by_us);
+        if (rc) {
+            if (!bw.status) bw.status = rc;
+            bw.pending--;
+        }
+    }
+    batch_wait(w, &bw);
+    int first = bw.status;
+    for (unsigned j = 0; j < n; j++) {
+        dm_batch_t *b = bs[j];
+        unsigned one = 1;
+        for (unsigned i = 1; i < b->n && one; i++)
+            one = b->node[i] == b->node[0];
+        if (!one) {
+            int rc = dm_batch_exec(ctx, b);
+            if (rc && !first) first = rc;
+            continue;
+        }
+        for (unsigned i = 0; i < b->n && !first; i++)
+            first = b->v[i].status;
+    }
+    return first;
+}
+
+void dm_bulk_init(dm_bulk_t *k)
+{
+    memset(k, 0, sizeof(*k));
+}
+
+#define BULK_LOOKBACK 8 /* batches searched for one to the same node with room */
+
+dm_batch_t *dm_bulk_for(dm_bulk_t *k, dm_gaddr_t a)
+{
+    unsigned node = (unsigned)dm_gaddr_node(a);
+    for (unsigned j = k->n; j > 0 && j + BULK_LOOKBACK > k->n; j--) {
+        dm_batch_t *b = k->b[j - 1];
+        if (b->n < DM_BATCH_MAX && b->node[0] == node) return b;
+    }
+    if (k->n == k->cap) {
+        unsigned cap = k->cap ? 2 * k->cap : 8;
+        dm_batch_t **nb = realloc(k->b, cap * sizeof(*nb));
+        if (!nb) return NULL;
+        k->b = nb;
+        k->cap = cap;
+    }
+    dm_batch_t *b = malloc(sizeof(*b));
+    if (!b) return NULL;
+    dm_batch_init(b);
+    b->node[0] = (uint8_t)node; /* for the search above while it is empty */
+    k->b[k->n++] = b;
+    return b;
+}
+
+int dm_bulk_exec(dm_ctx_t *ctx, dm_bulk_t *k)
+{
+    return dm_batch_exec_all(ctx, k->b, k->n);
+}
+
+void dm_bulk_free(dm_bulk_t *k)
+{
+    for (unsigned j = 0; j < k->n; j++)
+        free(k->b[j]);
+    free(k->b);
+    dm_bulk_init(k);
+}
+
 /* A fire-and-forget batch owns copies of its verbs and WRITE payloads. */
 typedef struct async_batch {
     unsigned pending, nodes;

@@ -36,8 +36,8 @@ static void split_test_pause(dm_ctx_t *ctx)
     if (ms > 0) race_pause(ctx, (uint32_t)ms * 1000u);
 }
 
-#define MOVE_CHUNK 64  /* buckets read per step */
-#define COPY_PASSES 64 /* reads of a chunk whose slots keep changing under the copy */
+#define MOVE_CHUNK 1024 /* buckets per step: a whole subtable of DM_RACE_GROUPS (768) */
+#define COPY_PASSES 64  /* reads of a chunk whose slots keep changing under the copy */
 
 void race_pause(dm_ctx_t *ctx, uint32_t us)
 {
@@ -105,25 +105,32 @@ typedef struct slot_work {
     uint64_t words[SLOTS_PER_CHUNK], ce[SLOTS_PER_CHUNK], cw[SLOTS_PER_CHUNK];
     dm_gaddr_t ca[SLOTS_PER_CHUNK];
     uint8_t done[SLOTS_PER_CHUNK], moves[SLOTS_PER_CHUNK], ok[SLOTS_PER_CHUNK];
+    uint8_t *bufs[SLOTS_PER_CHUNK]; /* the copy's blocks (race_read_blocks) */
+    uint64_t lens[SLOTS_PER_CHUNK];
 } slot_work_t;
 
-/* CAS each of the n slots at addrs from expect[i] to want[i], in batches; ok[i] tells
- * which won. Returns 0 or DM_E*. */
+/* CAS each of the n slots at addrs from expect[i] to want[i], all in one round trip
+ * (dm_bulk_t); ok[i] tells which won. Returns 0 or DM_E*. */
 static int cas_slots(dm_ctx_t *ctx, const dm_gaddr_t *addrs, const uint64_t *expect,
                      const uint64_t *want, unsigned n, uint8_t *ok)
 {
-    for (unsigned i0 = 0; i0 < n; i0 += DM_BATCH_MAX) {
-        unsigned cnt = n - i0 < DM_BATCH_MAX ? n - i0 : DM_BATCH_MAX;
-        dm_batch_t b;
-        dm_batch_init(&b);
-        for (unsigned i = 0; i < cnt; i++)
-            dm_batch_cas(&b, addrs[i0 + i], expect[i0 + i], want[i0 + i]);
-        int rc = dm_batch_exec(ctx, &b);
-        if (rc) return rc;
-        for (unsigned i = 0; i < cnt; i++)
-            ok[i0 + i] = b.v[i].result == expect[i0 + i];
+    dm_bulk_t k;
+    dm_bulk_init(&k);
+    dm_verb_t **v = malloc(n * sizeof(*v));
+    int rc = v ? 0 : DM_ENOMEM;
+    for (unsigned i = 0; i < n && !rc; i++) {
+        dm_batch_t *b = dm_bulk_for(&k, addrs[i]);
+        if (!b)
+            rc = DM_ENOMEM;
+        else
+            v[i] = dm_batch_cas(b, addrs[i], expect[i], want[i]);
     }
-    return 0;
+    if (!rc) rc = dm_bulk_exec(ctx, &k);
+    for (unsigned i = 0; i < n && !rc; i++)
+        ok[i] = v[i]->result == expect[i];
+    dm_bulk_free(&k);
+    free(v);
+    return rc;
 }
 
 /* Copy phase of a split of X (depth l -> l+1), before N is published. X is frozen whole:
@@ -179,32 +186,31 @@ static int copy_phase(dm_ctx_t *ctx, dm_gaddr_t X, unsigned l, uint32_t s, uint6
                     cw[nc++] = raw[i] | RACE_SLOT_MOVING;
                 }
             }
-            for (unsigned i0 = 0; i0 < ns && !rc; i0 += DM_BATCH_MAX) {
-                unsigned cnt = ns - i0 < DM_BATCH_MAX ? ns - i0 : DM_BATCH_MAX;
-                uint8_t *bufs[DM_BATCH_MAX] = {0};
-                uint64_t lens[DM_BATCH_MAX];
-                rc = race_read_blocks(ctx, words + i0, cnt, bufs, lens);
-                for (unsigned k = 0; k < cnt && !rc; k++) {
-                    unsigned i = idx[i0 + k];
-                    uint64_t w = words[i0 + k];
-                    dm_kv_view_t kv;
-                    if (dm_kvblock_parse(bufs[k], lens[k], &kv) != 0) {
-                        again = 1; /* the slot changed after we read it */
-                        continue;
-                    }
-                    uint64_t h = race_key_hash(kv.key, kv.key_len, NULL);
-                    /* A stray (its writer takes it back) or a key that stays: frozen only. */
-                    moves[i] = (h & ((1ull << l) - 1)) == s && ((h >> l) & 1);
-                    if (race_slot_moving(w)) {
-                        if (moves[i]) image[c * 8 + i] = w & ~RACE_SLOT_MOVING;
-                        done[i] = 1;
-                        continue;
-                    }
-                    ci[nc] = i, ca[nc] = base + i * 8, ce[nc] = w;
-                    cw[nc++] = w | RACE_SLOT_MOVING;
+            uint8_t **bufs = wk->bufs;
+            uint64_t *lens = wk->lens;
+            rc = race_read_blocks(ctx, words, ns, bufs, lens);
+            for (unsigned k = 0; k < ns && !rc; k++) {
+                unsigned i = idx[k];
+                uint64_t w = words[k];
+                dm_kv_view_t kv;
+                if (dm_kvblock_parse(bufs[k], lens[k], &kv) != 0) {
+                    again = 1; /* the slot changed after we read it */
+                    continue;
                 }
-                for (unsigned k = 0; k < cnt; k++)
-                    free(bufs[k]);
+                uint64_t h = race_key_hash(kv.key, kv.key_len, NULL);
+                /* A stray (its writer takes it back) or a key that stays: frozen only. */
+                moves[i] = (h & ((1ull << l) - 1)) == s && ((h >> l) & 1);
+                if (race_slot_moving(w)) {
+                    if (moves[i]) image[c * 8 + i] = w & ~RACE_SLOT_MOVING;
+                    done[i] = 1;
+                    continue;
+                }
+                ci[nc] = i, ca[nc] = base + i * 8, ce[nc] = w;
+                cw[nc++] = w | RACE_SLOT_MOVING;
+            }
+            for (unsigned k = 0; k < ns; k++) {
+                free(bufs[k]);
+                bufs[k] = NULL;
             }
             if (!rc && nc) rc = cas_slots(ctx, ca, ce, cw, nc, ok);
             for (unsigned k = 0; !rc && k < nc; k++) {
@@ -253,13 +259,20 @@ static int unfreeze_phase(dm_ctx_t *ctx, dm_gaddr_t X, dm_gaddr_t N, unsigned d,
             dm_batch_read(&b, base, raw, (uint32_t)(n * DM_RACE_BUCKET));
             if (N) dm_batch_read(&b, N + c * DM_RACE_BUCKET, nraw, (uint32_t)(n * DM_RACE_BUCKET));
             if ((rc = dm_batch_exec(ctx, &b)) != 0) break;
-            dm_batch_init(&b);
-            for (uint64_t bk = 0; d && bk < n; bk++)
-                if (race_hdr_ld(raw[bk * 8]) < d)
-                    dm_batch_cas(&b, base + bk * DM_RACE_BUCKET, raw[bk * 8],
-                                 race_bucket_hdr(d, s));
-            if (b.n) {
-                rc = dm_batch_exec(ctx, &b);
+            dm_bulk_t k;
+            dm_bulk_init(&k);
+            for (uint64_t bk = 0; d && bk < n && !rc; bk++) {
+                if (race_hdr_ld(raw[bk * 8]) >= d) continue;
+                dm_gaddr_t ha = base + bk * DM_RACE_BUCKET;
+                dm_batch_t *hb = dm_bulk_for(&k, ha);
+                if (!hb)
+                    rc = DM_ENOMEM;
+                else
+                    dm_batch_cas(hb, ha, raw[bk * 8], race_bucket_hdr(d, s));
+            }
+            if (rc || k.n) {
+                if (!rc) rc = dm_bulk_exec(ctx, &k);
+                dm_bulk_free(&k);
                 continue; /* headers first, then read the slots again */
             }
             dm_gaddr_t *ca = wk->ca;
@@ -290,13 +303,17 @@ static int clear_moving(dm_ctx_t *ctx, dm_gaddr_t N, unsigned d, uint32_t ns)
     uint64_t hdr = race_bucket_hdr(d, ns);
     uint64_t nb = r->groups * 3;
     int rc = 0;
-    for (uint64_t c = 0; c < nb && !rc; c += DM_BATCH_MAX) {
-        dm_batch_t b;
-        dm_batch_init(&b);
-        for (uint64_t bk = c; bk < nb && bk < c + DM_BATCH_MAX; bk++)
-            dm_batch_write(&b, N + bk * DM_RACE_BUCKET, &hdr, 8);
-        rc = dm_batch_exec(ctx, &b);
+    dm_bulk_t k;
+    dm_bulk_init(&k);
+    for (uint64_t bk = 0; bk < nb && !rc; bk++) {
+        dm_batch_t *b = dm_bulk_for(&k, N + bk * DM_RACE_BUCKET);
+        if (!b)
+            rc = DM_ENOMEM;
+        else
+            dm_batch_write(b, N + bk * DM_RACE_BUCKET, &hdr, 8);
     }
+    if (!rc) rc = dm_bulk_exec(ctx, &k);
+    dm_bulk_free(&k);
     return rc;
 }
 

@@ -396,6 +396,50 @@ static void test_resize(void)
     uv_loop_close(&loop);
 }
 
+/* One split of a full-size subtable (768 buckets, 5,376 slots) costs a few round trips:
+ * its thousands of block reads and slot CASes go out together (dm_bulk_t), not 64 at a
+ * time. It was ~330 round trips (12 chunks of 64 buckets, each CAS batch and block-read
+ * batch its own), and writers to the subtable wait while it is frozen. */
+static void test_split_round_trips(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = worker_on(&loop, "local:splitrtt");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    enum { N = 3000 };
+    char key[32];
+    for (int i = 0; i < N; i++) {
+        int kl = snprintf(key, sizeof(key), "sr:%d", i);
+        CHECK(dm_kv_set(&ctx, key, (size_t)kl, key, (size_t)kl, 0, 0, NULL) == 1);
+    }
+    uint64_t done0, running, doublings, done1;
+    dm_race_split_stats(&done0, &running, &doublings);
+    dm_cls_stats_t a, b;
+    dm_stats_get(DM_CLS_SPLIT, &a);
+    race_loc_t loc;
+    race_locate(w->race, "sr:0", 4, &loc);
+    CHECK(race_split(&ctx, &loc, 0) == 0);
+    dm_stats_get(DM_CLS_SPLIT, &b);
+    dm_race_split_stats(&done1, &running, &doublings);
+    CHECK(done1 == done0 + 1);
+    uint64_t rtts = b.rtts - a.rtts, verbs = b.verbs - a.verbs;
+    fprintf(stderr, "   one split of a %u-bucket subtable: %llu round trips, %llu verbs\n",
+            3 * DM_RACE_GROUPS, (unsigned long long)rtts, (unsigned long long)verbs);
+    CHECKF(rtts <= 32, "a split took %llu round trips", (unsigned long long)rtts);
+    for (int i = 0; i < N; i++) {
+        int kl = snprintf(key, sizeof(key), "sr:%d", i);
+        dm_value_t v;
+        CHECKF(dm_kv_get(&ctx, key, (size_t)kl, &v) == 1, "key %d after the split", i);
+        CHECK(v.len == (size_t)kl && memcmp(v.data, key, (size_t)kl) == 0);
+        dm_value_free(&v);
+    }
+    CHECK(dm_kv_dbsize(&ctx) == N);
+    dm_worker_destroy(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+}
+
 /* A full pool: writes answer DM_ENOMEM and nothing stored is harmed. */
 static void test_pool_full(void)
 {
@@ -1081,6 +1125,7 @@ int main(void)
     RUN(test_duplicate_rule);
     RUN(test_checksum);
     RUN(test_resize);
+    RUN(test_split_round_trips);
     RUN(test_pool_full);
     RUN(test_concurrent);
     RUN(test_concurrent_resize);

@@ -125,6 +125,29 @@ int dm_batch_commit_chains(const dm_ctx_t *ctx, unsigned node);
  * Returns 0 when every verb succeeded, else the first error (verb statuses tell which). */
 int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b);
 
+/* Post n independent batches at once and wait for all of them: one round trip (the
+ * transport sends a turn's batches to one node as one message) where dm_batch_exec of
+ * each would take n. For bulk work (RACE splits copying a subtable): no commit CAS, no
+ * ride (DM_EINVAL, nothing posted); verbs of different batches to one node run in posting
+ * order. A batch spanning nodes is run on its own after the others. Charges 1 RTT and
+ * every verb and byte to ctx->cls. Returns 0 or the first error, as dm_batch_exec. */
+int dm_batch_exec_all(dm_ctx_t *ctx, dm_batch_t *const *bs, unsigned n);
+
+/* Any number of verbs as batches of one node each, run by dm_batch_exec_all: what a bulk
+ * job (a RACE split's thousands of slot CASes) posts in one round trip. Verb pointers stay
+ * valid until dm_bulk_free (each batch is its own allocation). */
+typedef struct dm_bulk {
+    dm_batch_t **b;
+    unsigned n, cap;
+} dm_bulk_t;
+void dm_bulk_init(dm_bulk_t *k);
+/* A batch of k with room for one more verb to a's node (add it with dm_batch_read etc.).
+ * NULL when out of memory. */
+dm_batch_t *dm_bulk_for(dm_bulk_t *k, dm_gaddr_t a);
+/* dm_batch_exec_all of k's batches. */
+int dm_bulk_exec(dm_ctx_t *ctx, dm_bulk_t *k);
+void dm_bulk_free(dm_bulk_t *k);
+
 /* Post without waiting (fire and forget: background zeroing, counters). Charged like exec.
  * Returns 0 or a posting error. The verbs' buffers must stay valid until completion:
  * WRITE data is copied, so only READs need care (use exec for READs). */
