@@ -396,8 +396,11 @@ static uint64_t inner_lock_addr(dm_gaddr_t a)
 }
 
 /* Take an inner node's lock (CAS 0 -> locked with a fresh lease token), taking over an
- * expired lease. *since_us: when the winning CAS was posted (the hold's start). */
-static int inner_lock(dm_ctx_t *ctx, dm_gaddr_t a, uint64_t *word, uint64_t *since_us)
+ * expired lease, and read the node (CH_INNER_BYTES into img) behind the CAS in the same
+ * batch, fenced: the lock word sits right after the node, so the READ runs after the CAS
+ * and, when the CAS won, sees the node as locked (one round trip, not two). *since_us: when
+ * the winning CAS was posted (the hold's start). */
+static int inner_lock(dm_ctx_t *ctx, dm_gaddr_t a, uint8_t *img, uint64_t *word, uint64_t *since_us)
 {
     uint64_t expect = 0;
     for (int tries = 0; tries < 100000; tries++) {
@@ -406,6 +409,7 @@ static int inner_lock(dm_ctx_t *ctx, dm_gaddr_t a, uint64_t *word, uint64_t *sin
         dm_batch_t b;
         dm_batch_init(&b);
         dm_verb_t *v = dm_batch_cas(&b, inner_lock_addr(a), expect, mine);
+        dm_batch_read(&b, a, img, CH_INNER_BYTES)->fence = 1;
         int rc = dm_batch_exec(ctx, &b);
         if (rc) return rc;
         if (v->result == expect) {
@@ -626,7 +630,10 @@ int ch_propagate(dm_ctx_t *ctx, unsigned level, dm_gaddr_t left, const uint8_t *
     if (!img) return DM_ENOMEM;
     int rc = 0;
     for (int hop = 0; hop < 4096; hop++) {
-        rc = ch_read_root(ctx);
+        /* The cached root serves the first hop (a root that has grown since is still a node
+         * of its level: the descent moves right from it); a root of a lower level may be
+         * ours to grow, which a fresh read decides. */
+        if (hop > 0 || !c->root || ch_root_level(c->root) < level) rc = ch_read_root(ctx);
         if (rc) break;
         if (ch_root_level(c->root) < level) {
             /* left was the root: a new root above the chain (it includes right). */
@@ -645,13 +652,9 @@ int ch_propagate(dm_ctx_t *ctx, unsigned level, dm_gaddr_t left, const uint8_t *
         rc = descend(ctx, sep, seplen, level, 1, &p, &a);
         for (int right_moves = 0; !rc && right_moves < 4096; right_moves++) {
             uint64_t word, since;
-            rc = inner_lock(ctx, a, &word, &since);
+            rc = inner_lock(ctx, a, img, &word, &since);
             if (rc) break;
-            dm_batch_t b;
-            dm_batch_init(&b);
-            dm_batch_read(&b, a, img, CH_INNER_BYTES);
-            rc = dm_batch_exec(ctx, &b);
-            ch_inner_t *n = rc ? NULL : ch_inner_decode(a, img); /* locked: never torn */
+            ch_inner_t *n = ch_inner_decode(a, img); /* locked: never torn */
             if (!n) {
                 inner_write_unlock(ctx, a, NULL, word, since);
                 rc = rc ? rc : DM_ECORRUPT;

@@ -174,6 +174,20 @@ static skey_t hop_median(const ch_geo_t *g, const dm_chime_lock_t *lk, skey_t *k
 /* Write a leaf image and its lock word in one batch. held: the lock word we hold there (the
  * word is then set by CAS from it: never over a taker's lock), 0 for a leaf nobody can
  * reach yet. */
+/* Append the writes of a leaf image (and of a fence record, if recbuf) to b: the image,
+ * then its lock word (a CAS from held, or a WRITE when the leaf is new). */
+static void add_leaf_write(dm_batch_t *b, const ch_geo_t *g, dm_gaddr_t a, const uint8_t *img,
+                           const uint64_t *word, uint64_t held, dm_gaddr_t rec,
+                           const uint8_t *recbuf, uint32_t recbytes)
+{
+    if (recbuf) dm_batch_write(b, rec, recbuf, recbytes);
+    dm_batch_write(b, a, img, g->lock_off);
+    if (held)
+        dm_batch_cas(b, a + g->lock_off, held, *word);
+    else
+        dm_batch_write(b, a + g->lock_off, word, 8);
+}
+
 static int write_leaf(dm_ctx_t *ctx, const ch_geo_t *g, dm_gaddr_t a, const uint8_t *img,
                       const uint64_t *word, uint64_t held, dm_gaddr_t rec, const uint8_t *recbuf,
                       uint32_t recbytes, uint64_t send_by_us)
@@ -181,12 +195,7 @@ static int write_leaf(dm_ctx_t *ctx, const ch_geo_t *g, dm_gaddr_t a, const uint
     dm_batch_t b;
     dm_batch_init(&b);
     b.send_by_us = send_by_us; /* the hold's end: never lands after a takeover */
-    if (recbuf) dm_batch_write(&b, rec, recbuf, recbytes);
-    dm_batch_write(&b, a, img, g->lock_off);
-    if (held)
-        dm_batch_cas(&b, a + g->lock_off, held, *word);
-    else
-        dm_batch_write(&b, a + g->lock_off, word, 8);
+    add_leaf_write(&b, g, a, img, word, held, rec, recbuf, recbytes);
     return dm_batch_exec(ctx, &b);
 }
 
@@ -289,9 +298,27 @@ int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_chime_lock_t *rk, uin
         goto out;
     }
     uint64_t send_by = dm_chime_lock_posted_us(lk) + (uint64_t)CH_HOLD_MAX_MS * 1000;
-    /* The right leaf failing leaves the old one as it was (and lk->img with it): the hold
-     * goes on. The old leaf's write failing leaves its outcome unknown: nothing more may be
-     * written from this hold (a write of the old image would drop the keys that moved). */
+    if (dm_gaddr_node(ra) == dm_gaddr_node(lk->leaf) && dm_gaddr_node(rec) == dm_gaddr_node(ra)) {
+        /* One node runs a message's verbs in order: the right leaf and its fence record
+         * land before the old leaf points to them, in one round trip. Failing, the
+         * outcome of both is unknown: nothing more is written from this hold, and the new
+         * leaf and record stay allocated (the old leaf may point to them). */
+        dm_batch_t b;
+        dm_batch_init(&b);
+        b.send_by_us = send_by; /* the hold's end: never lands after a takeover */
+        add_leaf_write(&b, g, ra, right, &rword, 0, rec, recbuf, recbytes);
+        add_leaf_write(&b, g, lk->leaf, left, &lword, lk->remote_word, 0, NULL, 0);
+        rc = dm_batch_exec(ctx, &b);
+        if (rc) {
+            lk->abandoned = 1;
+            goto out;
+        }
+        goto written;
+    }
+    /* Over two nodes, two round trips. The right leaf failing leaves the old one as it was
+     * (and lk->img with it): the hold goes on. The old leaf's write failing leaves its
+     * outcome unknown: nothing more may be written from this hold (a write of the old
+     * image would drop the keys that moved). */
     rc = write_leaf(ctx, g, ra, right, &rword, 0, rec, recbuf, recbytes, send_by);
     if (rc) { /* unreachable, but the write may have run: quarantined, not reused at once */
         dm_alloc_free(ctx->w->alloc, ra, g->bytes);
@@ -303,6 +330,7 @@ int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_chime_lock_t *rk, uin
         lk->abandoned = 1;
         goto out;
     }
+written:
     ch_count(&ch_stats.leaf_splits, 1);
     dm_gaddr_t left_addr = lk->leaf;
     if (rk) { /* both halves stay held: lk the left one, rk the right one, one lease */

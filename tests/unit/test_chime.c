@@ -215,6 +215,40 @@ static void test_ordered_fill(void)
     CHECK(rnd > 0.5 * DM_CHIME_SPAN);
 }
 
+/* A leaf split's round trips, counted in the split class: the whole leaf's read, both
+ * leaves written in one batch (one node runs them in order: the new right leaf before the
+ * old one points to it), the parent locked and read in one batch, written and unlocked in
+ * one: 4 (6 when each leaf write and the parent's lock and read were batches of their own).
+ * Ascending keys, one writer, so every split is a lone holder's (leaf.c). */
+static void test_split_round_trips(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = worker_on(&loop, "local:chime-split-rtt");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    dm_chime_stats_t s0, s1;
+    dm_cls_stats_t a, b;
+    dm_chime_get_stats(&s0);
+    dm_stats_get(DM_CLS_SPLIT, &a);
+    for (int i = 0; i < 3000; i++) {
+        char k[32];
+        size_t kl = key_of(k, "srt:%06d", i);
+        CHECK(dm_kv_set(&ctx, k, kl, "v", 1, 0, 0, NULL) == 1);
+    }
+    dm_chime_get_stats(&s1);
+    dm_stats_get(DM_CLS_SPLIT, &b);
+    uint64_t leaves = s1.leaf_splits - s0.leaf_splits, inners = s1.inner_splits - s0.inner_splits;
+    double per = (double)(b.rtts - a.rtts) / (double)leaves;
+    fprintf(stderr, "   %llu leaf splits (%llu inner): %.2f round trips each\n",
+            (unsigned long long)leaves, (unsigned long long)inners, per);
+    CHECK(leaves >= 40);
+    CHECKF(per < 4.5, "%.2f round trips per leaf split", per);
+    dm_worker_destroy(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+}
+
 /* ---- concurrent writers: several threads, each with its own worker ---- */
 #define CONC_THREADS 4
 #define CONC_KEYS 400
@@ -975,6 +1009,7 @@ int main(void)
     RUN(test_long_prefixes);
     RUN(test_default_geometry);
     RUN(test_ordered_fill);
+    RUN(test_split_round_trips);
     RUN(test_torn_reads);
     RUN(test_speculative_reads);
     RUN(test_lease_takeover);
