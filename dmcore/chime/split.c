@@ -171,11 +171,9 @@ static skey_t hop_median(const ch_geo_t *g, const dm_chime_lock_t *lk, skey_t *k
     return c[m / 2];
 }
 
-/* Write a leaf image and its lock word in one batch. held: the lock word we hold there (the
- * word is then set by CAS from it: never over a taker's lock), 0 for a leaf nobody can
- * reach yet. */
 /* Append the writes of a leaf image (and of a fence record, if recbuf) to b: the image,
- * then its lock word (a CAS from held, or a WRITE when the leaf is new). */
+ * then its lock word. held: the lock word we hold there (the word is then set by CAS from
+ * it: never over a taker's lock), 0 for a leaf nobody can reach yet (a WRITE). */
 static void add_leaf_write(dm_batch_t *b, const ch_geo_t *g, dm_gaddr_t a, const uint8_t *img,
                            const uint64_t *word, uint64_t held, dm_gaddr_t rec,
                            const uint8_t *recbuf, uint32_t recbytes)
@@ -188,6 +186,7 @@ static void add_leaf_write(dm_batch_t *b, const ch_geo_t *g, dm_gaddr_t a, const
         dm_batch_write(b, a + g->lock_off, word, 8);
 }
 
+/* Write a leaf image and its lock word in one batch (add_leaf_write). */
 static int write_leaf(dm_ctx_t *ctx, const ch_geo_t *g, dm_gaddr_t a, const uint8_t *img,
                       const uint64_t *word, uint64_t held, dm_gaddr_t rec, const uint8_t *recbuf,
                       uint32_t recbytes, uint64_t send_by_us)
