@@ -591,10 +591,19 @@ int dm_batch_exec_all(dm_ctx_t *ctx, dm_batch_t *const *bs, unsigned n)
 {
     dm_worker_t *w = ctx->w;
     for (unsigned j = 0; j < n; j++)
-        if (bs[j]->commit || (ctx->ride && ctx->ride->n)) return DM_EINVAL;
+        if (bs[j]->commit) return DM_EINVAL;
+    unsigned j0 = 0;
+    while (j0 < n && bs[j0]->n == 0)
+        j0++;
+    if (j0 < n && ((ctx->ride && ctx->ride->n) || j0 + 1 == n)) {
+        /* The ride goes with the first batch, as dm_batch_exec sends it (one round trip
+         * more when others follow); a lone batch is just that. */
+        int rc = dm_batch_exec(ctx, bs[j0++]);
+        if (rc) return rc;
+    }
     batch_wait_t bw = {.pending = 0, .status = 0, .yielded = 0, .co = dm_coro_self()};
     unsigned posted = 0;
-    for (unsigned j = 0; j < n; j++) {
+    for (unsigned j = j0; j < n; j++) {
         dm_batch_t *b = bs[j];
         if (b->n == 0) continue;
         unsigned one = 1;
@@ -615,7 +624,7 @@ int dm_batch_exec_all(dm_ctx_t *ctx, dm_batch_t *const *bs, unsigned n)
     }
     batch_wait(w, &bw);
     int first = bw.status;
-    for (unsigned j = 0; j < n; j++) {
+    for (unsigned j = j0; j < n; j++) {
         dm_batch_t *b = bs[j];
         unsigned one = 1;
         for (unsigned i = 1; i < b->n && one; i++)

@@ -95,36 +95,41 @@ int sh_read_blocks(dm_ctx_t *ctx, const uint64_t *words, unsigned n, uint8_t **b
 {
     for (unsigned i = 0; i < n; i++)
         bufs[i] = NULL, lens[i] = 0;
-    for (unsigned i = 0; i < n; i++) {
+    dm_bulk_t k;
+    dm_bulk_init(&k);
+    int rc = 0;
+    for (unsigned i = 0; i < n && !rc; i++) {
         unsigned u = sh_entry_len(words[i]);
         lens[i] = 64ull * (u ? u : 1);
-        if (!(bufs[i] = malloc(lens[i]))) return DM_ENOMEM;
+        dm_batch_t *b =
+            (bufs[i] = malloc(lens[i])) ? dm_bulk_for(&k, sh_entry_ptr(words[i])) : NULL;
+        if (!b)
+            rc = DM_ENOMEM;
+        else
+            dm_batch_read(b, sh_entry_ptr(words[i]), bufs[i], (uint32_t)lens[i]);
     }
-    for (unsigned base = 0; base < n; base += DM_BATCH_MAX) {
-        unsigned end = n - base < DM_BATCH_MAX ? n : base + DM_BATCH_MAX;
-        dm_batch_t b;
-        dm_batch_init(&b);
-        for (unsigned i = base; i < end; i++)
-            dm_batch_read(&b, sh_entry_ptr(words[i]), bufs[i], (uint32_t)lens[i]);
-        int rc = dm_batch_exec(ctx, &b);
-        if (rc) return rc;
-        /* Saturated lengths and tombstones: the header says how much is left. */
-        dm_batch_init(&b);
-        for (unsigned i = base; i < end; i++) {
-            unsigned u = sh_entry_len(words[i]);
-            if (u != 0 && u != SH_LEN_MAX) continue;
-            uint64_t full = dm_kvblock_size_from_hdr(bufs[i], lens[i]);
-            if (full <= lens[i]) continue;
-            uint8_t *nb = realloc(bufs[i], full);
-            if (!nb) return DM_ENOMEM;
-            bufs[i] = nb;
-            dm_batch_read(&b, sh_entry_ptr(words[i]) + lens[i], nb + lens[i],
-                          (uint32_t)(full - lens[i]));
-            lens[i] = full;
+    if (!rc) rc = dm_bulk_exec(ctx, &k);
+    dm_bulk_free(&k);
+    /* Saturated lengths and tombstones: the header says how much is left. */
+    for (unsigned i = 0; i < n && !rc; i++) {
+        unsigned u = sh_entry_len(words[i]);
+        if (u != 0 && u != SH_LEN_MAX) continue;
+        uint64_t full = dm_kvblock_size_from_hdr(bufs[i], lens[i]);
+        if (full <= lens[i]) continue;
+        uint8_t *nb = realloc(bufs[i], full);
+        dm_batch_t *b = nb ? dm_bulk_for(&k, sh_entry_ptr(words[i])) : NULL;
+        if (nb) bufs[i] = nb;
+        if (!b) {
+            rc = DM_ENOMEM;
+            break;
         }
-        if (b.n && (rc = dm_batch_exec(ctx, &b))) return rc;
+        dm_batch_read(b, sh_entry_ptr(words[i]) + lens[i], nb + lens[i],
+                      (uint32_t)(full - lens[i]));
+        lens[i] = full;
     }
-    return 0;
+    if (!rc) rc = dm_bulk_exec(ctx, &k);
+    dm_bulk_free(&k);
+    return rc;
 }
 
 int sh_block_is(const uint8_t *buf, uint64_t have, const void *key, size_t klen, dm_kv_view_t *v)

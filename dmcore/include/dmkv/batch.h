@@ -127,9 +127,10 @@ int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b);
 
 /* Post n independent batches at once and wait for all of them: one round trip (the
  * transport sends a turn's batches to one node as one message) where dm_batch_exec of
- * each would take n. For bulk work (RACE splits copying a subtable): no commit CAS, no
- * ride (DM_EINVAL, nothing posted); verbs of different batches to one node run in posting
- * order. A batch spanning nodes is run on its own after the others. Charges 1 RTT and
+ * each would take n. For bulk work (RACE splits copying a subtable, block reads): no
+ * commit CAS (DM_EINVAL, nothing posted); verbs of different batches to one node run in
+ * posting order. ctx's ride, if any, goes with the first batch, run alone first (one round
+ * trip more); a batch spanning nodes is run on its own after the others. Charges 1 RTT and
  * every verb and byte to ctx->cls. Returns 0 or the first error, as dm_batch_exec. */
 int dm_batch_exec_all(dm_ctx_t *ctx, dm_batch_t *const *bs, unsigned n);
 
