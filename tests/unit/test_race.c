@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "dmkv/alloc.h"
+#include "dmkv/batch.h"
 #include "dmkv/coro.h"
 #include "dmkv/errors.h"
 #include "dmkv/fault.h"
@@ -435,6 +436,44 @@ static void test_split_round_trips(void)
         dm_value_free(&v);
     }
     CHECK(dm_kv_dbsize(&ctx) == N);
+    dm_worker_destroy(w);
+    uv_run(&loop, UV_RUN_DEFAULT);
+    uv_loop_close(&loop);
+}
+
+/* A bulk set of batches (dm_bulk_t) posted while the operation has a ride pending: the
+ * ride goes out with the first batch, the rest together, and every READ sees the ride's
+ * WRITE (one node runs them in order). The first dm_batch_exec_all refused the set with
+ * DM_EINVAL: SepHash's lookups answered "ERR dmkv: invalid request" under load. */
+static void test_bulk_with_ride(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = worker_on(&loop, "local:bulkride");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    enum { WORDS = 200 }; /* four batches of at most 64 verbs */
+    dm_gaddr_t a = 0;
+    CHECK(dm_alloc_block(&ctx, WORDS * 8, &a) == 0);
+    static uint64_t src[WORDS], got[WORDS];
+    for (int i = 0; i < WORDS; i++)
+        src[i] = 0x5eed0000u + (uint64_t)i;
+    dm_batch_t ride;
+    dm_batch_init(&ride);
+    dm_batch_write(&ride, a, src, sizeof(src));
+    dm_ctx_ride_start(&ctx, &ride);
+    dm_bulk_t k;
+    dm_bulk_init(&k);
+    for (int i = 0; i < WORDS; i++)
+        dm_batch_read(dm_bulk_for(&k, a + 8u * (unsigned)i), a + 8u * (unsigned)i, &got[i], 8);
+    CHECK(k.n == 4);
+    int rc = dm_bulk_exec(&ctx, &k);
+    dm_bulk_free(&k);
+    CHECKF(rc == 0, "bulk with a ride: %s", dm_strerror(rc));
+    CHECK(ride.n == 0 && !ctx.ride_failed); /* the ride went out, and landed */
+    CHECK(dm_ctx_ride_end(&ctx, &ride) == 0);
+    for (int i = 0; i < WORDS; i++)
+        CHECKF(got[i] == src[i], "word %d read %llx", i, (unsigned long long)got[i]);
     dm_worker_destroy(w);
     uv_run(&loop, UV_RUN_DEFAULT);
     uv_loop_close(&loop);
@@ -1126,6 +1165,7 @@ int main(void)
     RUN(test_checksum);
     RUN(test_resize);
     RUN(test_split_round_trips);
+    RUN(test_bulk_with_ride);
     RUN(test_pool_full);
     RUN(test_concurrent);
     RUN(test_concurrent_resize);
