@@ -307,29 +307,20 @@ int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_chime_lock_t *rk, uin
         b.send_by_us = send_by; /* the hold's end: never lands after a takeover */
         add_leaf_write(&b, g, ra, right, &rword, 0, rec, recbuf, recbytes);
         add_leaf_write(&b, g, lk->leaf, left, &lword, lk->remote_word, 0, NULL, 0);
-        rc = dm_batch_exec(ctx, &b);
-        if (rc) {
-            lk->abandoned = 1;
-            goto out;
-        }
-        goto written;
-    }
-    /* Over two nodes, two round trips. The right leaf failing leaves the old one as it was
-     * (and lk->img with it): the hold goes on. The old leaf's write failing leaves its
-     * outcome unknown: nothing more may be written from this hold (a write of the old
-     * image would drop the keys that moved). */
-    rc = write_leaf(ctx, g, ra, right, &rword, 0, rec, recbuf, recbytes, send_by);
-    if (rc) { /* unreachable, but the write may have run: quarantined, not reused at once */
+        if ((rc = dm_batch_exec(ctx, &b))) lk->abandoned = 1;
+    } else if ((rc = write_leaf(ctx, g, ra, right, &rword, 0, rec, recbuf, recbytes, send_by))) {
+        /* Over two nodes, two round trips. The right leaf failing leaves the old one as it
+         * was (and lk->img with it): the hold goes on. Unreachable, but the write may have
+         * run: quarantined, not reused at once. */
         dm_alloc_free(ctx->w->alloc, ra, g->bytes);
         dm_alloc_free(ctx->w->alloc, rec, recbytes);
-        goto out;
-    }
-    rc = write_leaf(ctx, g, lk->leaf, left, &lword, lk->remote_word, 0, NULL, 0, send_by);
-    if (rc) {
+    } else if ((rc = write_leaf(ctx, g, lk->leaf, left, &lword, lk->remote_word, 0, NULL, 0,
+                                send_by))) {
+        /* The old leaf's write failing leaves its outcome unknown: nothing more may be
+         * written from this hold (a write of the old image would drop the keys that moved). */
         lk->abandoned = 1;
-        goto out;
     }
-written:
+    if (rc) goto out;
     ch_count(&ch_stats.leaf_splits, 1);
     dm_gaddr_t left_addr = lk->leaf;
     if (rk) { /* both halves stay held: lk the left one, rk the right one, one lease */

@@ -587,32 +587,56 @@ int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b)
     return refused_as_retry(b, first);
 }
 
-int dm_batch_exec_all(dm_ctx_t *ctx, dm_batch_t *const *bs, unsigned n)
+void dm_bulk_init(dm_bulk_t *k)
+{
+    k->b = k->inline_b;
+    k->n = 0;
+    k->cap = 1;
+    k->inline_b[0] = &k->first;
+}
+
+#define BULK_LOOKBACK 8 /* batches searched for one to the same node with room */
+
+dm_batch_t *dm_bulk_for(dm_bulk_t *k, dm_gaddr_t a)
+{
+    uint8_t node = (uint8_t)dm_gaddr_node(a);
+    for (unsigned j = k->n; j > 0 && j + BULK_LOOKBACK > k->n; j--) {
+        dm_batch_t *b = k->b[j - 1];
+        if (b->n < DM_BATCH_MAX && b->node[0] == node) return b;
+    }
+    if (k->n == k->cap) {
+        unsigned cap = 2 * k->cap + 6;
+        dm_batch_t **nb = malloc(cap * sizeof(*nb));
+        if (!nb) return NULL;
+        memcpy(nb, k->b, k->n * sizeof(*nb));
+        if (k->b != k->inline_b) free(k->b);
+        k->b = nb;
+        k->cap = cap;
+    }
+    dm_batch_t *b = k->n == 0 ? &k->first : malloc(sizeof(*b));
+    if (!b) return NULL;
+    dm_batch_init(b);
+    b->node[0] = node; /* for the search above while it is empty */
+    k->b[k->n++] = b;
+    return b;
+}
+
+int dm_bulk_exec(dm_ctx_t *ctx, dm_bulk_t *k)
 {
     dm_worker_t *w = ctx->w;
-    for (unsigned j = 0; j < n; j++)
-        if (bs[j]->commit) return DM_EINVAL;
     unsigned j0 = 0;
-    while (j0 < n && bs[j0]->n == 0)
-        j0++;
-    if (j0 < n && ((ctx->ride && ctx->ride->n) || j0 + 1 == n)) {
-        /* The ride goes with the first batch, as dm_batch_exec sends it (one round trip
-         * more when others follow); a lone batch is just that. */
-        int rc = dm_batch_exec(ctx, bs[j0++]);
+    if (k->n && ((ctx->ride && ctx->ride->n) || k->n == 1)) {
+        /* A lone batch is a plain dm_batch_exec; a ride goes with the first batch, as
+         * dm_batch_exec sends it (one round trip more when others follow). */
+        int rc = dm_batch_exec(ctx, k->b[j0++]);
         if (rc) return rc;
     }
     batch_wait_t bw = {.pending = 0, .status = 0, .yielded = 0, .co = dm_coro_self()};
-    unsigned posted = 0;
-    for (unsigned j = j0; j < n; j++) {
-        dm_batch_t *b = bs[j];
-        if (b->n == 0) continue;
-        unsigned one = 1;
-        for (unsigned i = 1; i < b->n && one; i++)
-            one = b->node[i] == b->node[0];
-        if (!one) continue; /* run on its own below */
+    for (unsigned j = j0; j < k->n; j++) { /* each batch goes to one node (dm_bulk_for) */
+        dm_batch_t *b = k->b[j];
         uint64_t rd, wr;
         batch_bytes(b, &rd, &wr);
-        dm_stats_batch(ctx->cls, posted++ == 0, b->n, rd, wr);
+        dm_stats_batch(ctx->cls, j == j0, b->n, rd, wr);
         for (unsigned i = 0; i < b->n; i++)
             downgrade_masked(w, b->node[0], &b->v[i]);
         bw.pending++;
@@ -624,61 +648,17 @@ int dm_batch_exec_all(dm_ctx_t *ctx, dm_batch_t *const *bs, unsigned n)
     }
     batch_wait(w, &bw);
     int first = bw.status;
-    for (unsigned j = j0; j < n; j++) {
-        dm_batch_t *b = bs[j];
-        unsigned one = 1;
-        for (unsigned i = 1; i < b->n && one; i++)
-            one = b->node[i] == b->node[0];
-        if (!one) {
-            int rc = dm_batch_exec(ctx, b);
-            if (rc && !first) first = rc;
-            continue;
-        }
-        for (unsigned i = 0; i < b->n && !first; i++)
-            first = b->v[i].status;
-    }
+    for (unsigned j = j0; j < k->n && !first; j++)
+        for (unsigned i = 0; i < k->b[j]->n && !first; i++)
+            first = k->b[j]->v[i].status;
     return first;
-}
-
-void dm_bulk_init(dm_bulk_t *k)
-{
-    memset(k, 0, sizeof(*k));
-}
-
-#define BULK_LOOKBACK 8 /* batches searched for one to the same node with room */
-
-dm_batch_t *dm_bulk_for(dm_bulk_t *k, dm_gaddr_t a)
-{
-    unsigned node = (unsigned)dm_gaddr_node(a);
-    for (unsigned j = k->n; j > 0 && j + BULK_LOOKBACK > k->n; j--) {
-        dm_batch_t *b = k->b[j - 1];
-        if (b->n < DM_BATCH_MAX && b->node[0] == node) return b;
-    }
-    if (k->n == k->cap) {
-        unsigned cap = k->cap ? 2 * k->cap : 8;
-        dm_batch_t **nb = realloc(k->b, cap * sizeof(*nb));
-        if (!nb) return NULL;
-        k->b = nb;
-        k->cap = cap;
-    }
-    dm_batch_t *b = malloc(sizeof(*b));
-    if (!b) return NULL;
-    dm_batch_init(b);
-    b->node[0] = (uint8_t)node; /* for the search above while it is empty */
-    k->b[k->n++] = b;
-    return b;
-}
-
-int dm_bulk_exec(dm_ctx_t *ctx, dm_bulk_t *k)
-{
-    return dm_batch_exec_all(ctx, k->b, k->n);
 }
 
 void dm_bulk_free(dm_bulk_t *k)
 {
-    for (unsigned j = 0; j < k->n; j++)
+    for (unsigned j = 1; j < k->n; j++)
         free(k->b[j]);
-    free(k->b);
+    if (k->b != k->inline_b) free(k->b);
     dm_bulk_init(k);
 }
 

@@ -1,6 +1,10 @@
-/* Whole-region reads and writes in 64 KiB verbs (dmkv/batch.h dm_read_span). */
+/* Whole-region reads and writes in 64 KiB verbs (dm_read_span), and the KV blocks behind
+ * many index entries in one round trip (dm_read_kv_blocks): dmkv/batch.h. */
 #include "dmkv/batch.h"
+#include "dmkv/errors.h"
 #include "dmkv/kvblock.h"
+
+#include <stdlib.h>
 
 #define SPAN_CHUNK 65536u
 
@@ -48,4 +52,51 @@ int dm_read_kv_sizes(dm_ctx_t *ctx, const dm_gaddr_t *ptrs, size_t n_ptrs, uint6
             sizes[i + k] = dm_kvblock_size_from_hdr(hdr[k], DM_KV_HDR);
     }
     return 0;
+}
+
+int dm_read_kv_blocks(dm_ctx_t *ctx, unsigned n, dm_kv_entry_fn entry, const void *arg,
+                      uint8_t **bufs, uint64_t *lens)
+{
+    for (unsigned i = 0; i < n; i++)
+        bufs[i] = NULL, lens[i] = 0;
+    dm_bulk_t k;
+    dm_bulk_init(&k);
+    int rc = 0;
+    for (unsigned i = 0; i < n && !rc; i++) {
+        dm_gaddr_t p;
+        int grow;
+        entry(i, arg, &p, &lens[i], &grow);
+        if (!p) {
+            lens[i] = 0;
+            continue;
+        }
+        dm_batch_t *b = (bufs[i] = malloc(lens[i])) ? dm_bulk_for(&k, p) : NULL;
+        if (!b)
+            rc = DM_ENOMEM;
+        else
+            dm_batch_read(b, p, bufs[i], (uint32_t)lens[i]);
+    }
+    if (!rc) rc = dm_bulk_exec(ctx, &k);
+    dm_bulk_free(&k);
+    /* Blocks longer than their entry says: the header tells how much is left. */
+    for (unsigned i = 0; i < n && !rc; i++) {
+        dm_gaddr_t p;
+        uint64_t len;
+        int grow;
+        entry(i, arg, &p, &len, &grow);
+        uint64_t full = bufs[i] && grow ? dm_kvblock_size_from_hdr(bufs[i], lens[i]) : 0;
+        if (full <= lens[i]) continue;
+        uint8_t *nb = realloc(bufs[i], full);
+        dm_batch_t *b = nb ? dm_bulk_for(&k, p) : NULL;
+        if (nb) bufs[i] = nb;
+        if (!b) {
+            rc = DM_ENOMEM;
+            break;
+        }
+        dm_batch_read(b, p + lens[i], nb + lens[i], (uint32_t)(full - lens[i]));
+        lens[i] = full;
+    }
+    if (!rc) rc = dm_bulk_exec(ctx, &k);
+    dm_bulk_free(&k);
+    return rc;
 }

@@ -166,7 +166,7 @@ unsigned race_fp_slots(const race_loc_t *loc, const race_cbs_t *cbs, uint8_t fp,
                        race_slotref_t *out, unsigned max);
 /* Read GD and the used directory entries into dir (a private buffer of 2^16 entries). */
 int race_read_dir(dm_ctx_t *ctx, dm_race_t *r, uint64_t *dir, unsigned *gd, uint64_t *groups);
-/* Read the whole KV blocks behind n slot words (1 RTT however many: dm_bulk_t; +1 for
+/* Read the whole KV blocks behind n slot words (1 RTT however many: dm_read_kv_blocks; +1 for
  * blocks over 16 KB): bufs[i] malloc'd (NULL for empty slots), lens[i] bytes. Unverified: callers
  * parse them. Returns 0 or DM_E*; on error the caller frees what bufs hold. */
 int race_read_blocks(dm_ctx_t *ctx, const uint64_t *words, unsigned n, uint8_t **bufs,

@@ -75,46 +75,20 @@ int race_read_cbs(dm_batch_t *b, const race_loc_t *loc, race_cbs_t *cbs)
     return 0;
 }
 
+/* A RACE slot word as a dm_read_kv_blocks entry: its length saturates at
+ * DM_KV_LEN_MAX_UNITS. */
+static void slot_entry(unsigned i, const void *arg, dm_gaddr_t *ptr, uint64_t *len, int *grow)
+{
+    uint64_t w = ((const uint64_t *)arg)[i];
+    *ptr = race_slot_ptr(w);
+    *len = (uint64_t)race_slot_len(w) * DM_KV_UNIT;
+    *grow = race_slot_len(w) == DM_KV_LEN_MAX_UNITS;
+}
+
 int race_read_blocks(dm_ctx_t *ctx, const uint64_t *words, unsigned n, uint8_t **bufs,
                      uint64_t *lens)
 {
-    dm_bulk_t k;
-    dm_bulk_init(&k);
-    for (unsigned i = 0; i < n; i++)
-        bufs[i] = NULL;
-    int rc = 0;
-    for (unsigned i = 0; i < n && !rc; i++) {
-        lens[i] = 0;
-        if (!race_slot_ptr(words[i])) continue;
-        lens[i] = (uint64_t)race_slot_len(words[i]) * DM_KV_UNIT;
-        bufs[i] = malloc(lens[i]);
-        dm_batch_t *b = bufs[i] ? dm_bulk_for(&k, race_slot_ptr(words[i])) : NULL;
-        if (!b)
-            rc = DM_ENOMEM;
-        else
-            dm_batch_read(b, race_slot_ptr(words[i]), bufs[i], (uint32_t)lens[i]);
-    }
-    if (!rc) rc = dm_bulk_exec(ctx, &k);
-    dm_bulk_free(&k);
-    for (unsigned i = 0; i < n && !rc; i++) {
-        if (!bufs[i]) continue;
-        uint64_t full = dm_kvblock_size_from_hdr(bufs[i], lens[i]);
-        if (full > lens[i] && race_slot_len(words[i]) == DM_KV_LEN_MAX_UNITS) {
-            uint8_t *nb = realloc(bufs[i], full);
-            dm_batch_t *b = nb ? dm_bulk_for(&k, race_slot_ptr(words[i])) : NULL;
-            if (nb) bufs[i] = nb;
-            if (!b) {
-                rc = DM_ENOMEM;
-                break;
-            }
-            dm_batch_read(b, race_slot_ptr(words[i]) + lens[i], nb + lens[i],
-                          (uint32_t)(full - lens[i]));
-            lens[i] = full;
-        }
-    }
-    if (!rc) rc = dm_bulk_exec(ctx, &k);
-    dm_bulk_free(&k);
-    return rc;
+    return dm_read_kv_blocks(ctx, n, slot_entry, words, bufs, lens);
 }
 
 int race_check_headers(const race_loc_t *loc, const race_cbs_t *cbs, int *moving)

@@ -91,45 +91,20 @@ unsigned sh_len_units(uint64_t bytes)
     return u == 0 ? 1 : u > SH_LEN_MAX ? SH_LEN_MAX : (unsigned)u;
 }
 
+/* A SepHash entry word as a dm_read_kv_blocks entry: its length (64-byte units) saturates
+ * at SH_LEN_MAX, and a tombstone's is 0. */
+static void entry_of(unsigned i, const void *arg, dm_gaddr_t *ptr, uint64_t *len, int *grow)
+{
+    uint64_t e = ((const uint64_t *)arg)[i];
+    unsigned u = sh_entry_len(e);
+    *ptr = sh_entry_ptr(e);
+    *len = 64ull * (u ? u : 1);
+    *grow = u == 0 || u == SH_LEN_MAX;
+}
+
 int sh_read_blocks(dm_ctx_t *ctx, const uint64_t *words, unsigned n, uint8_t **bufs, uint64_t *lens)
 {
-    for (unsigned i = 0; i < n; i++)
-        bufs[i] = NULL, lens[i] = 0;
-    dm_bulk_t k;
-    dm_bulk_init(&k);
-    int rc = 0;
-    for (unsigned i = 0; i < n && !rc; i++) {
-        unsigned u = sh_entry_len(words[i]);
-        lens[i] = 64ull * (u ? u : 1);
-        dm_batch_t *b =
-            (bufs[i] = malloc(lens[i])) ? dm_bulk_for(&k, sh_entry_ptr(words[i])) : NULL;
-        if (!b)
-            rc = DM_ENOMEM;
-        else
-            dm_batch_read(b, sh_entry_ptr(words[i]), bufs[i], (uint32_t)lens[i]);
-    }
-    if (!rc) rc = dm_bulk_exec(ctx, &k);
-    dm_bulk_free(&k);
-    /* Saturated lengths and tombstones: the header says how much is left. */
-    for (unsigned i = 0; i < n && !rc; i++) {
-        unsigned u = sh_entry_len(words[i]);
-        if (u != 0 && u != SH_LEN_MAX) continue;
-        uint64_t full = dm_kvblock_size_from_hdr(bufs[i], lens[i]);
-        if (full <= lens[i]) continue;
-        uint8_t *nb = realloc(bufs[i], full);
-        dm_batch_t *b = nb ? dm_bulk_for(&k, sh_entry_ptr(words[i])) : NULL;
-        if (nb) bufs[i] = nb;
-        if (!b) {
-            rc = DM_ENOMEM;
-            break;
-        }
-        dm_batch_read(b, sh_entry_ptr(words[i]) + lens[i], nb + lens[i],
-                      (uint32_t)(full - lens[i]));
-        lens[i] = full;
-    }
-    if (!rc) rc = dm_bulk_exec(ctx, &k);
-    dm_bulk_free(&k);
-    return rc;
+    return dm_read_kv_blocks(ctx, n, entry_of, words, bufs, lens);
 }
 
 int sh_block_is(const uint8_t *buf, uint64_t have, const void *key, size_t klen, dm_kv_view_t *v)

@@ -309,7 +309,7 @@ void sh_cache_seen(sh_seg_cache_t *c, uint64_t round, uint64_t posted_us);
 int sh_cache_load(dm_ctx_t *ctx, sh_seg_cache_t *c);
 /* Read the directory again (1 RTT + 1 per 64 KiB) and install it. */
 int sh_refresh(dm_ctx_t *ctx, dm_sephash_t *h);
-/* Read the KV blocks the n entry words point to (1 RTT however many: dm_bulk_t; +1 RTT for
+/* Read the KV blocks the n entry words point to (1 RTT however many: dm_read_kv_blocks; +1 RTT for
  * blocks over 448 bytes or tombstones over 64): bufs[i] malloc'd, lens[i] bytes read (at least the
  * block). Unverified: callers parse. Returns 0 or DM_E*; the caller frees bufs[] either way. */
 int sh_read_blocks(dm_ctx_t *ctx, const uint64_t *words, unsigned n, uint8_t **bufs,

@@ -443,7 +443,7 @@ static void test_split_round_trips(void)
 
 /* A bulk set of batches (dm_bulk_t) posted while the operation has a ride pending: the
  * ride goes out with the first batch, the rest together, and every READ sees the ride's
- * WRITE (one node runs them in order). The first dm_batch_exec_all refused the set with
+ * WRITE (one node runs them in order). The first bulk exec (e0d3b29) refused the set with
  * DM_EINVAL: SepHash's lookups answered "ERR dmkv: invalid request" under load. */
 static void test_bulk_with_ride(void)
 {

@@ -84,6 +84,17 @@ int dm_write_span(dm_ctx_t *ctx, dm_gaddr_t a, const void *buf, uint64_t len);
  * sizes[], read from their headers, DM_BATCH_MAX per round trip (offline walks).
  * 0 or DM_E*. pool/span.c */
 int dm_read_kv_sizes(dm_ctx_t *ctx, const dm_gaddr_t *ptrs, size_t n, uint64_t *sizes);
+/* Entry i of an index's n entries for dm_read_kv_blocks: its block's address (0: none),
+ * the bytes to read first, and whether the block may be longer than that (a saturated
+ * length field, a tombstone: its header then says). */
+typedef void (*dm_kv_entry_fn)(unsigned i, const void *arg, dm_gaddr_t *ptr, uint64_t *len,
+                               int *may_grow);
+/* The KV blocks behind n entries, read in one round trip however many (dm_bulk_t), +1 for
+ * blocks longer than their entry says: bufs[i] malloc'd (NULL without a block), lens[i]
+ * the bytes read. Unverified: callers parse them. 0 or DM_E*; the caller frees bufs[]
+ * either way. pool/span.c */
+int dm_read_kv_blocks(dm_ctx_t *ctx, unsigned n, dm_kv_entry_fn entry, const void *arg,
+                      uint8_t **bufs, uint64_t *lens);
 dm_verb_t *dm_batch_cas(dm_batch_t *b, dm_gaddr_t a, uint64_t expect, uint64_t swap);
 dm_verb_t *dm_batch_faa(dm_batch_t *b, dm_gaddr_t a, uint64_t add);
 /* MASKED_CAS where the connection has it, else CAS with expect merged into the caller's
@@ -125,28 +136,28 @@ int dm_batch_commit_chains(const dm_ctx_t *ctx, unsigned node);
  * Returns 0 when every verb succeeded, else the first error (verb statuses tell which). */
 int dm_batch_exec(dm_ctx_t *ctx, dm_batch_t *b);
 
-/* Post n independent batches at once and wait for all of them: one round trip (the
- * transport sends a turn's batches to one node as one message) where dm_batch_exec of
- * each would take n. For bulk work (RACE splits copying a subtable, block reads): no
- * commit CAS (DM_EINVAL, nothing posted); verbs of different batches to one node run in
- * posting order. ctx's ride, if any, goes with the first batch, run alone first (one round
- * trip more); a batch spanning nodes is run on its own after the others. Charges 1 RTT and
- * every verb and byte to ctx->cls. Returns 0 or the first error, as dm_batch_exec. */
-int dm_batch_exec_all(dm_ctx_t *ctx, dm_batch_t *const *bs, unsigned n);
-
-/* Any number of verbs as batches of one node each, run by dm_batch_exec_all: what a bulk
- * job (a RACE split's thousands of slot CASes) posts in one round trip. Verb pointers stay
- * valid until dm_bulk_free (each batch is its own allocation). */
+/* Any number of independent verbs, as batches of one node each, posted in one loop turn
+ * (the transport sends a turn's batches to one node as one message) and awaited together:
+ * one round trip where dm_batch_exec of each batch would take one apiece. For bulk work: a
+ * RACE split's thousands of slot CASes, the KV blocks of many entries (dm_read_kv_blocks).
+ * The first batch lives in the struct, so a bulk of at most DM_BATCH_MAX verbs to one node
+ * allocates nothing and runs as dm_batch_exec. No commit CAS in a bulk. Verb pointers stay
+ * valid until dm_bulk_free; a dm_bulk_t is used in place (it points into itself). */
 typedef struct dm_bulk {
     dm_batch_t **b;
     unsigned n, cap;
+    dm_batch_t first;
+    dm_batch_t *inline_b[1];
 } dm_bulk_t;
 void dm_bulk_init(dm_bulk_t *k);
 /* A batch of k with room for one more verb to a's node (add it with dm_batch_read etc.).
  * NULL when out of memory. */
 dm_batch_t *dm_bulk_for(dm_bulk_t *k, dm_gaddr_t a);
-/* dm_batch_exec_all of k's batches. */
+/* Post k's batches and wait for all: ctx's ride, if any, goes with the first batch, run
+ * alone first. Charges 1 RTT (2 with a ride and more than one batch) and every verb and
+ * byte to ctx->cls. Returns 0 or the first error, as dm_batch_exec. */
 int dm_bulk_exec(dm_ctx_t *ctx, dm_bulk_t *k);
+/* Free k's batches; k is empty (initialized) again. */
 void dm_bulk_free(dm_bulk_t *k);
 
 /* Post without waiting (fire and forget: background zeroing, counters). Charged like exec.
