@@ -6,9 +6,15 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Called, when set, before a failed CHECK prints its message: the integration tests dump
+ * their servers' logs there (tests/integration/procs.c), so the message is printed last
+ * (CI keeps an output's tail). Weak: one variable per binary. */
+__attribute__((weak)) void (*harness_fail_hook)(void);
+
 #define CHECK(cond)                                                                                \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
+            if (harness_fail_hook) harness_fail_hook();                                            \
             fprintf(stderr, "%s:%d: CHECK failed: %s\n", __FILE__, __LINE__, #cond);               \
             abort();                                                                               \
         }                                                                                          \
@@ -17,6 +23,7 @@
 #define CHECKF(cond, ...)                                                                          \
     do {                                                                                           \
         if (!(cond)) {                                                                             \
+            if (harness_fail_hook) harness_fail_hook();                                            \
             fprintf(stderr, "%s:%d: CHECK failed: %s: ", __FILE__, __LINE__, #cond);               \
             fprintf(stderr, __VA_ARGS__);                                                          \
             fputc('\n', stderr);                                                                   \

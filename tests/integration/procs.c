@@ -1,6 +1,8 @@
 /* Integration-test process control (see procs.h). */
 #include "procs.h"
 
+#include "harness.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -55,13 +57,16 @@ static void dump_children_logs(void)
     }
 }
 
+/* Once per process: several client threads may fail at once. */
+static void dump_children_logs_once(void)
+{
+    static int dumped;
+    if (!__atomic_exchange_n(&dumped, 1, __ATOMIC_ACQ_REL)) dump_children_logs();
+}
+
 static void on_fatal(int sig)
 {
-    static volatile sig_atomic_t dumped; /* several client threads may fail at once */
-    if (sig != SIGINT && sig != SIGTERM && !dumped) {
-        dumped = 1;
-        dump_children_logs();
-    }
+    if (sig != SIGINT && sig != SIGTERM) dump_children_logs_once();
     kill_children();
     if (sig == SIGALRM) {
         const char msg[] = "integration test timed out\n";
@@ -76,6 +81,7 @@ void it_begin(const char *name, unsigned timeout_s)
 {
     test_name = name;
     atexit(kill_children);
+    harness_fail_hook = dump_children_logs_once; /* a CHECK's message after the logs */
     signal(SIGABRT, on_fatal);
     signal(SIGSEGV, on_fatal);
     signal(SIGBUS, on_fatal);
