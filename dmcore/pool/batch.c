@@ -385,7 +385,7 @@ static int refused_as_retry(const dm_batch_t *b, int rc)
 
 /* dm_batch_exec of a batch whose verbs all go to one node (the usual case): posted in
  * place, no copy into per-node groups and back. */
-static int exec_one_node(dm_ctx_t *ctx, dm_batch_t *b, unsigned node, const dm_chain_pos_t *chain)
+static int post_one_node(dm_ctx_t *ctx, dm_batch_t *b, unsigned node, const dm_chain_pos_t *chain)
 {
     dm_worker_t *w = ctx->w;
     for (unsigned i = 0; i < b->n; i++)
@@ -402,6 +402,51 @@ static int exec_one_node(dm_ctx_t *ctx, dm_batch_t *b, unsigned node, const dm_c
     for (unsigned i = 0; i < b->n && !first; i++)
         first = b->v[i].status;
     return refused_as_retry(b, first);
+}
+
+/* How long a batch of READs only is posted again after its connection failed: past one
+ * redial gap, so a reconnect is tried at least once more (conn_for). */
+#define READ_RETRY_US (REDIAL_GAP_US + 500000u)
+#define READ_RETRY_PAUSE_US 20000u
+
+static uint64_t read_retries; /* dm_read_retries */
+
+uint64_t dm_read_retries(void)
+{
+    return __atomic_load_n(&read_retries, __ATOMIC_RELAXED);
+}
+
+/* 1 when b is READs only, outside a lease holder's bound: posting it again has no effect
+ * but its answer. */
+static int reads_only(const dm_batch_t *b)
+{
+    if (b->commit || b->send_by_us) return 0;
+    for (unsigned i = 0; i < b->n; i++)
+        if (b->v[i].op != DM_OP_READ) return 0;
+    return 1;
+}
+
+/* post_one_node; a batch of READs only whose connection failed (a fence cut it, the node
+ * restarted) is posted again on the next connection until READ_RETRY_US passed: a GET
+ * then waits for the redial instead of answering "connection lost". Writes are not:
+ * whether they executed is unknown. */
+static int exec_one_node(dm_ctx_t *ctx, dm_batch_t *b, unsigned node, const dm_chain_pos_t *chain)
+{
+    int rc = post_one_node(ctx, b, node, chain);
+    if (rc != DM_EIO || chain || !reads_only(b)) return rc;
+    uint64_t give_up = dm_now_us() + READ_RETRY_US;
+    while (rc == DM_EIO && dm_now_us() < give_up) {
+        dm_conn_t *c = conn_for(ctx->w, node); /* redials when the gap allows */
+        if (!c || c->failed) {
+            dm_ctx_sleep(ctx, READ_RETRY_PAUSE_US);
+            continue;
+        }
+        for (unsigned i = 0; i < b->n; i++)
+            b->v[i].status = 0;
+        __atomic_fetch_add(&read_retries, 1, __ATOMIC_RELAXED);
+        rc = post_one_node(ctx, b, node, NULL);
+    }
+    return rc;
 }
 
 void dm_chain_stats(uint64_t *posted, uint64_t *skipped)

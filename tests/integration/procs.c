@@ -465,16 +465,26 @@ bool it_shared_pool_start(it_pool_t *pool)
     return pool->shared;
 }
 
-bool it_pool_restart(it_pool_t *pool, const char *extra)
+bool it_pool_kill(it_pool_t *pool)
 {
-    int port = pool->tcp_port;
-    if (!pool->shared || !port) {
+    if (!pool->shared || !pool->tcp_port) {
         fprintf(stderr, "SKIP: needs a memory node this test can restart\n");
         return false;
     }
     kill(pool->memnode.pid, SIGKILL);
     waitpid(pool->memnode.pid, NULL, 0);
     forget_child(pool->memnode.pid);
+    return true;
+}
+
+bool it_pool_restart(it_pool_t *pool, const char *extra)
+{
+    return it_pool_kill(pool) && it_pool_revive(pool, extra);
+}
+
+bool it_pool_revive(it_pool_t *pool, const char *extra)
+{
+    int port = pool->tcp_port;
     const char *size = getenv("DMKV_IT_MEMNODE_SIZE");
     char ps[16];
     snprintf(ps, sizeof(ps), "%d", port);

@@ -46,6 +46,10 @@ bool it_shared_pool_start(it_pool_t *pool);
  * region: a new incarnation;
  * "--dir D": the region kept in D). False (after a SKIP line) for other pools. */
 bool it_pool_restart(it_pool_t *pool, const char *extra);
+/* it_pool_restart in two halves, for a test that acts while the node is down: the kill
+ * (false, after a SKIP line, for other pools), then the start on the same ports. */
+bool it_pool_kill(it_pool_t *pool);
+bool it_pool_revive(it_pool_t *pool, const char *extra);
 
 /* n gateways on pool's URI: gw[0] with threads_first workers, the others with threads_rest;
  * ports[i] = gw[i].port when ports is not NULL. Aborts the test on failure. */
