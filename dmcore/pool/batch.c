@@ -437,6 +437,7 @@ static int exec_one_node(dm_ctx_t *ctx, dm_batch_t *b, unsigned node, const dm_c
     uint64_t give_up = dm_now_us() + READ_RETRY_US;
     while (rc == DM_EIO && dm_now_us() < give_up) {
         dm_conn_t *c = conn_for(ctx->w, node); /* redials when the gap allows */
+        if (ctx->w->lost[node]) return post_one_node(ctx, b, node, NULL); /* DM_ELOST */
         if (!c || c->failed) {
             dm_ctx_sleep(ctx, READ_RETRY_PAUSE_US);
             continue;
