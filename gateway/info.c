@@ -351,12 +351,12 @@ static void sec_dmkv(gw_buf_t *b)
                   "lease_batches_refused:%llu\r\nlease_chain_breaks:%llu\r\n"
                   "early_leaf_locks:%llu\r\nearly_leaf_lock_wounds:%llu\r\n"
                   "early_leaf_lock_yields:%llu\r\nsets_locked_first:%llu\r\n"
-                  "hybrid_repairs:%llu\r\nread_batches_retried:%llu\r\n",
+                  "hybrid_repairs:%llu\r\nbatches_reposted:%llu\r\n",
                   (unsigned long long)chained, (unsigned long long)chain_skips,
                   (unsigned long long)late, (unsigned long long)breaks, (unsigned long long)early,
                   (unsigned long long)wounds, (unsigned long long)dm_kv_early_yields(),
                   (unsigned long long)dm_kv_lock_first(), (unsigned long long)dm_kv_repairs(),
-                  (unsigned long long)dm_read_retries());
+                  (unsigned long long)dm_post_retries());
     dm_clock_status_t cs;
     dm_clock_status(&cs);
     gw_buf_printf(b,

@@ -385,13 +385,15 @@ static int refused_as_retry(const dm_batch_t *b, int rc)
 
 /* dm_batch_exec of a batch whose verbs all go to one node (the usual case): posted in
  * place, no copy into per-node groups and back. */
-static int post_one_node(dm_ctx_t *ctx, dm_batch_t *b, unsigned node, const dm_chain_pos_t *chain)
+static int post_one_node(dm_ctx_t *ctx, dm_batch_t *b, unsigned node, const dm_chain_pos_t *chain,
+                         int *refused)
 {
     dm_worker_t *w = ctx->w;
     for (unsigned i = 0; i < b->n; i++)
         downgrade_masked(w, node, &b->v[i]); /* the caller sees the verb that executed */
     batch_wait_t bw = {.pending = 1, .status = 0, .yielded = 0, .co = dm_coro_self()};
     int rc = post_to_node(w, node, b->v, b->n, batch_done, &bw, b->send_by_us);
+    *refused = rc != 0; /* the transport took none of it: nothing was sent */
     if (rc) return refused_as_retry(b, rc);
     if (chain) { /* a chained commit: later ones may follow it from now on */
         __atomic_fetch_add(&chains_posted, 1, __ATOMIC_RELAXED);
@@ -404,16 +406,16 @@ static int post_one_node(dm_ctx_t *ctx, dm_batch_t *b, unsigned node, const dm_c
     return refused_as_retry(b, first);
 }
 
-/* How long a batch of READs only is posted again after its connection failed: past one
- * redial gap, so a reconnect is tried at least once more (conn_for). */
-#define READ_RETRY_US (REDIAL_GAP_US + 500000u)
-#define READ_RETRY_PAUSE_US 20000u
+/* How long a batch is posted again after its connection failed: past one redial gap, so
+ * a reconnect is tried at least once more (conn_for). */
+#define POST_RETRY_US (REDIAL_GAP_US + 500000u)
+#define POST_RETRY_PAUSE_US 20000u
 
-static uint64_t read_retries; /* dm_read_retries */
+static uint64_t post_retries; /* dm_post_retries */
 
-uint64_t dm_read_retries(void)
+uint64_t dm_post_retries(void)
 {
-    return __atomic_load_n(&read_retries, __ATOMIC_RELAXED);
+    return __atomic_load_n(&post_retries, __ATOMIC_RELAXED);
 }
 
 /* 1 when b is READs only, outside a lease holder's bound: posting it again has no effect
@@ -426,26 +428,38 @@ static int reads_only(const dm_batch_t *b)
     return 1;
 }
 
-/* post_one_node; a batch of READs only whose connection failed (a fence cut it, the node
- * restarted) is posted again on the next connection until READ_RETRY_US passed: a GET
- * then waits for the redial instead of answering "connection lost". Writes are not:
- * whether they executed is unknown. */
+static int commit_late(dm_batch_t *b);
+
+/* post_one_node; a batch whose connection failed (a fence cut it, the node restarted) is
+ * posted again on the next connection until POST_RETRY_US passed, when that is safe:
+ *  - the transport refused it (the connection was known failed): nothing of it was sent,
+ *    so any batch, but a chained commit (its place in the chain is gone) or one whose
+ *    commit was placed (dm_batch_place: placing again could skip an entry); a commit is
+ *    checked against its by_us bound before each post, and a lease holder's batch
+ *    against its send-by bound (post_by);
+ *  - it failed in flight: only READs outside a lease (their effect is nothing); whether
+ *    writes executed is unknown, so they fail as before.
+ * A command then waits for the redial instead of answering "connection lost". */
 static int exec_one_node(dm_ctx_t *ctx, dm_batch_t *b, unsigned node, const dm_chain_pos_t *chain)
 {
-    int rc = post_one_node(ctx, b, node, chain);
-    if (rc != DM_EIO || chain || !reads_only(b)) return rc;
-    uint64_t give_up = dm_now_us() + READ_RETRY_US;
-    while (rc == DM_EIO && dm_now_us() < give_up) {
+    int refused;
+    int rc = post_one_node(ctx, b, node, chain, &refused);
+    int reads = reads_only(b);
+    if (rc != DM_EIO || chain || (!refused && !reads) || b->place) return rc;
+    uint64_t give_up = dm_now_us() + POST_RETRY_US;
+    while (dm_now_us() < give_up) {
         dm_conn_t *c = conn_for(ctx->w, node); /* redials when the gap allows */
-        if (ctx->w->lost[node]) return post_one_node(ctx, b, node, NULL); /* DM_ELOST */
+        if (ctx->w->lost[node]) return post_one_node(ctx, b, node, NULL, &refused); /* DM_ELOST */
         if (!c || c->failed) {
-            dm_ctx_sleep(ctx, READ_RETRY_PAUSE_US);
+            dm_ctx_sleep(ctx, POST_RETRY_PAUSE_US);
             continue;
         }
+        if (b->commit && commit_late(b)) return DM_ERETRY;
         for (unsigned i = 0; i < b->n; i++)
             b->v[i].status = 0;
-        __atomic_fetch_add(&read_retries, 1, __ATOMIC_RELAXED);
-        rc = post_one_node(ctx, b, node, NULL);
+        __atomic_fetch_add(&post_retries, 1, __ATOMIC_RELAXED);
+        rc = post_one_node(ctx, b, node, NULL, &refused);
+        if (rc != DM_EIO || (!refused && !reads)) return rc;
     }
     return rc;
 }

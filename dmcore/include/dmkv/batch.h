@@ -65,9 +65,10 @@ int dm_chain_intact(const dm_worker_t *w, const dm_chain_pos_t *p);
 /* Chained commits posted, and those a memory node skipped (process totals, INFO). */
 void dm_chain_stats(uint64_t *posted, uint64_t *skipped);
 
-/* Batches of READs only posted again after their connection failed (a fence or a node
- * restart; process total, INFO read_batches_retried). */
-uint64_t dm_read_retries(void);
+/* Batches posted again after their connection failed (a fence or a node restart): READs
+ * only, or any batch the transport had refused whole (process total, INFO
+ * batches_reposted). */
+uint64_t dm_post_retries(void);
 
 /* The earlier of two send_by_us bounds (0: none). */
 static inline uint64_t dm_send_by_earlier(uint64_t a, uint64_t b)
