@@ -33,10 +33,11 @@
 #   tests/rdma/it-in-vm.sh [--build DIR]      (default DIR: the repository's build-test)
 # Environment
 #   DMKV_IT_TESTS   integration tests to run in the guest (default "it_basic it_protocol
-#                   it_incr_gateways it_node_restart it_separator_repair": three gateways
-#                   on one memory node over rdma, the leaf-lock path without masked CAS, a
-#                   memory node killed and restarted behind its rdma listener, empty and
-#                   with --dir, a splitter killed before its separator went up). Opt in to
+#                   it_incr_gateways it_node_restart it_memnode_kill it_separator_repair":
+#                   three gateways on one memory node over rdma, the leaf-lock path without
+#                   masked CAS, a memory node killed and restarted behind its rdma listener,
+#                   empty and with --dir, then twice under the writes of three gateways
+#                   (16 s here), a splitter killed before its separator went up). Opt in to
 #                   more, e.g. DMKV_IT_TESTS="it_gateway_death it_shared_holds
 #                   it_chime_storm it_index_rebuild" (~140-250 s each here; it_shared_holds
 #                   runs DMKV_IT_SHARED_KEYS sequential keys, default 2000 here, fewer do not
@@ -122,7 +123,7 @@ STEP_T=${DMKV_IT_STEP_TIMEOUT:-450}
 # blocks past their quarantine (RAM-only free lists, lost with it: issue 12) lost 43% of
 # the guest's 4.9 MB live data, over the test's 25% bound. The host runs it in both CAS
 # modes with twice the live data.
-for t in ${DMKV_IT_TESTS:-it_basic it_protocol it_incr_gateways it_node_restart it_separator_repair}; do
+for t in ${DMKV_IT_TESTS:-it_basic it_protocol it_incr_gateways it_node_restart it_memnode_kill it_separator_repair}; do
     bin=$BUILD/tests/$t
     [ -x "$bin" ] || { say "warning: $bin is not built, left out"; continue; }
     # it_gateway_death rewrites 20-200 KB values from four clients: each freed block waits
