@@ -4,11 +4,10 @@
  * suspended in a memory-node round trip when the peer goes away finds c->closing set when
  * it resumes and stops.
  *
- * Pipelines (issue 11). Two kinds of run execute concurrently, up to GW_SLOTS_MAX_READS
- * or GW_SLOTS_MAX_WRITES commands, each on its own coroutine with its own reply buffer
- * (gw_conn_out; slots are reused, and a command with nothing queued after it runs inline as
- * before); replies move to the output in pipeline order as the oldest finish, so a long pipeline
- * streams:
+ * Pipelines (issue 11). Two kinds of run execute concurrently, up to GW_SLOTS_MAX
+ * commands, each on its own coroutine with its own reply buffer (gw_conn_out; slots are
+ * reused, and a command with nothing queued after it runs inline as before); replies move
+ * to the output in pipeline order as the oldest finish, so a long pipeline streams:
  *  - a run of consecutive read-only fast commands (GET, MGET, EXISTS, STRLEN...);
  *  - a run of consecutive plain SETs (SET key value, no options) with ordered commit
  *    points: each does its reads and writes its KV block concurrently, but its first
@@ -271,14 +270,7 @@ void gw_conn_flush_pending(gw_thread_t *th)
     }
 }
 
-/* Concurrent commands per connection. A run of SETs goes to 256: a deeper window puts more
- * commits in each memory-node message (redis-benchmark -c 1 -P 1000 SET, one worker over
- * tcp, alternating builds, runs with little steal: 108-121k/s and 9.2-10.1 CPU µs per SET
- * at 64, 134-141k/s and 7.8-8.2 at 256), and its bytes are the requests' own, which the
- * query buffer limit bounds. A run of reads stays at 64: the same runs showed no gain for
- * GET, and each read holds its value and its reply (1 MB values: 64 MB at once). */
-#define GW_SLOTS_MAX_READS 64
-#define GW_SLOTS_MAX_WRITES 256
+#define GW_SLOTS_MAX 64 /* concurrent commands per connection */
 
 /* Test-only: DMKV_TEST_UNORDERED_WRITES=1 lets every key command run concurrently and
  * without commit turns, so writes commit out of order; it_pipeline_order shows that its
@@ -582,7 +574,7 @@ static void conn_coro(void *arg)
         if (kind != GW_SLOT_BARRIER) {
             prefetch_next(c);
             if (c->sinflight && c->skind != kind) wait_slots(c, 1); /* the other run ends */
-            wait_slots(c, kind == GW_SLOT_WRITE ? GW_SLOTS_MAX_WRITES : GW_SLOTS_MAX_READS);
+            wait_slots(c, GW_SLOTS_MAX);
             if (!c->closing && start_slot(c, cmd, kind)) {
                 c->held_gen = 0;
                 if (!c->closing && !c->reading) update_reading(c);
