@@ -133,14 +133,7 @@ static redisContext *connect_gw(int i)
     pthread_mutex_lock(&gw_mu);
     int port = gw_port[i];
     pthread_mutex_unlock(&gw_mu);
-    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-    if (!c || c->err) {
-        if (c) redisFree(c);
-        return NULL;
-    }
-    redisSetTimeout(c, tv);
-    return c;
+    return it_try_connect(port, timeout_ms);
 }
 
 /* Map a reply to a checker result; UNKNOWN for anything that does not say what happened. */

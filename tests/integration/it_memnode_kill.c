@@ -92,18 +92,6 @@ static void note(key_state_t *ks, int v, int acked)
     }
 }
 
-static redisContext *connect_port(int port)
-{
-    struct timeval tv = {10, 0};
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
-    if (!c || c->err) {
-        if (c) redisFree(c);
-        return NULL;
-    }
-    redisSetTimeout(c, tv);
-    return c;
-}
-
 static void *writer_main(void *arg)
 {
     writer_t *w = arg;
@@ -112,7 +100,7 @@ static void *writer_main(void *arg)
     int ver = 0;
     char val[4096], key[48];
     while (!atomic_load(&stop_all)) {
-        if (!c && !(c = connect_port(w->port))) {
+        if (!c && !(c = it_try_connect(w->port, 10000))) {
             usleep(50000);
             continue;
         }
@@ -225,15 +213,9 @@ static void load_phase(int k, long ms)
 int main(void)
 {
     it_begin("memnode_kill", 600);
-    char dir[] = "/tmp/dmkv-memnode-kill-XXXXXX";
-    CHECK(mkdtemp(dir));
-    char args[128];
-    snprintf(args, sizeof(args), "--dir %s", dir);
-    setenv("DMKV_IT_MEMNODE_ARGS", args, 1);
+    char dir[64], args[128];
     it_pool_t pool;
-    bool shared = it_shared_pool_start(&pool);
-    unsetenv("DMKV_IT_MEMNODE_ARGS");
-    if (!shared) return IT_SKIP;
+    if (!it_dir_pool_start(&pool, dir, args)) return IT_SKIP;
     it_proc_t gw[NGW];
     it_gateways_start(&pool, gw, NGW, 1, 1, gw_port);
 
@@ -339,10 +321,7 @@ int main(void)
     for (int g = 0; g < NGW; g++)
         CHECK(it_proc_stop(&gw[g]) == 0);
     it_proc_stop(&pool.memnode);
-    char path[256];
-    snprintf(path, sizeof(path), "%s/dmkv-region", dir);
-    unlink(path);
-    rmdir(dir);
+    it_dir_pool_remove(dir);
     fprintf(stderr, "it_memnode_kill: OK\n");
     return 0;
 }

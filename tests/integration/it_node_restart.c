@@ -79,15 +79,9 @@ static bool test_empty_restart(void)
 
 static bool test_dir_restart(void)
 {
-    char dir[] = "/tmp/dmkv-node-restart-XXXXXX";
-    CHECK(mkdtemp(dir));
-    char args[128];
-    snprintf(args, sizeof(args), "--dir %s", dir);
-    setenv("DMKV_IT_MEMNODE_ARGS", args, 1);
+    char dir[64], args[128];
     it_pool_t pool;
-    bool shared = it_shared_pool_start(&pool);
-    unsetenv("DMKV_IT_MEMNODE_ARGS");
-    if (!shared) return false;
+    if (!it_dir_pool_start(&pool, dir, args)) return false;
     it_proc_t gw;
     it_gateways_start(&pool, &gw, 1, 1, 1, NULL);
     redisContext *c = it_connect(gw.port);
@@ -151,10 +145,7 @@ static bool test_dir_restart(void)
     redisFree(c);
     CHECK(it_proc_stop(&gw) == 0);
     it_proc_stop(&pool.memnode);
-    char path[256];
-    snprintf(path, sizeof(path), "%s/dmkv-region", dir);
-    unlink(path);
-    rmdir(dir);
+    it_dir_pool_remove(dir);
     return true;
 }
 

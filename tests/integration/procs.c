@@ -389,6 +389,18 @@ redisContext *it_connect(int port)
     return c;
 }
 
+redisContext *it_try_connect(int port, int timeout_ms)
+{
+    struct timeval tv = {timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (!c || c->err) {
+        if (c) redisFree(c);
+        return NULL;
+    }
+    redisSetTimeout(c, tv);
+    return c;
+}
+
 redisReply *it_cmd(redisContext *c, const char *fmt, ...)
 {
     va_list ap;
@@ -475,6 +487,28 @@ bool it_pool_kill(it_pool_t *pool)
     waitpid(pool->memnode.pid, NULL, 0);
     forget_child(pool->memnode.pid);
     return true;
+}
+
+bool it_dir_pool_start(it_pool_t *pool, char *dir, char *args)
+{
+    snprintf(dir, 64, "/tmp/dmkv-%s-XXXXXX", test_name);
+    if (!mkdtemp(dir)) {
+        perror("mkdtemp");
+        abort();
+    }
+    snprintf(args, 128, "--dir %s", dir);
+    setenv("DMKV_IT_MEMNODE_ARGS", args, 1);
+    bool shared = it_shared_pool_start(pool);
+    unsetenv("DMKV_IT_MEMNODE_ARGS");
+    return shared;
+}
+
+void it_dir_pool_remove(const char *dir)
+{
+    char path[256];
+    snprintf(path, sizeof(path), "%s/dmkv-region", dir);
+    unlink(path);
+    rmdir(dir);
 }
 
 bool it_pool_restart(it_pool_t *pool, const char *extra)

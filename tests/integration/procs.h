@@ -50,6 +50,12 @@ bool it_pool_restart(it_pool_t *pool, const char *extra);
  * (false, after a SKIP line, for other pools), then the start on the same ports. */
 bool it_pool_kill(it_pool_t *pool);
 bool it_pool_revive(it_pool_t *pool, const char *extra);
+/* it_shared_pool_start with the region kept in a new folder: dir (a buffer of at least 64
+ * bytes) gets its path, args (at least 128) the memory node's "--dir PATH" for
+ * it_pool_restart/it_pool_revive. False (after a SKIP line) when the pool is not shared.
+ * it_dir_pool_remove deletes the folder and its region file once the node is stopped. */
+bool it_dir_pool_start(it_pool_t *pool, char *dir, char *args);
+void it_dir_pool_remove(const char *dir);
 
 /* n gateways on pool's URI: gw[0] with threads_first workers, the others with threads_rest;
  * ports[i] = gw[i].port when ports is not NULL. Aborts the test on failure. */
@@ -75,6 +81,9 @@ void it_proc_dump_log(const it_proc_t *p);
 
 /* hiredis connection to 127.0.0.1:port with a 30 s timeout; aborts on failure. */
 redisContext *it_connect(int port);
+/* The same with a timeout_ms connect and command timeout; NULL on failure (a gateway that
+ * is down or restarting). */
+redisContext *it_try_connect(int port, int timeout_ms);
 
 /* Run one command (redisCommandArgv-style with lengths) and return the reply (caller
  * frees); aborts when the connection failed. */
