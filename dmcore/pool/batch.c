@@ -444,8 +444,9 @@ static int exec_one_node(dm_ctx_t *ctx, dm_batch_t *b, unsigned node, const dm_c
 {
     int refused;
     int rc = post_one_node(ctx, b, node, chain, &refused);
+    if (rc != DM_EIO || chain || b->place) return rc; /* the usual path: nothing more */
     int reads = reads_only(b);
-    if (rc != DM_EIO || chain || (!refused && !reads) || b->place) return rc;
+    if (!refused && !reads) return rc;
     uint64_t give_up = dm_now_us() + POST_RETRY_US;
     while (dm_now_us() < give_up) {
         dm_conn_t *c = conn_for(ctx->w, node); /* redials when the gap allows */
