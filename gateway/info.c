@@ -370,10 +370,12 @@ static void sec_dmkv(gw_buf_t *b)
                   "dead_gateways_found:%llu\r\ndead_gateway_repairs:%llu\r\n"
                   "dead_gateway_repair_running:%d\r\n"
                   "dead_gateway_repairs_failed:%llu\r\nkey_count_repairs:%llu\r\n"
-                  "key_count_repaired_by:%lld\r\n",
+                  "key_count_repaired_by:%lld\r\nmemnode_redials:%llu\r\n"
+                  "redial_recounts:%llu\r\n",
                   (unsigned long long)dr.dead_found, (unsigned long long)dr.repairs_done,
                   dr.running, (unsigned long long)dr.repairs_failed,
-                  (unsigned long long)dr.count_fixed, (long long)dr.count_drift);
+                  (unsigned long long)dr.count_fixed, (long long)dr.count_drift,
+                  (unsigned long long)dm_pool_redials(), (unsigned long long)dr.redial_recounts);
     dm_alloc_tail_stats_t ts;
     dm_alloc_tail_stats(&ts);
     uint64_t returned, taken_back;

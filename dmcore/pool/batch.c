@@ -299,6 +299,13 @@ static void retire_conn(dm_worker_t *w, dm_conn_t *c)
     uv_timer_start(&r->timer, on_retired, 0, 0);
 }
 
+static uint64_t redials; /* dm_pool_redials */
+
+uint64_t dm_pool_redials(void)
+{
+    return __atomic_load_n(&redials, __ATOMIC_RELAXED);
+}
+
 /* The connection to node, opened again first when the backend gave up on it. */
 static dm_conn_t *conn_for(dm_worker_t *w, unsigned node)
 {
@@ -334,6 +341,7 @@ static dm_conn_t *conn_for(dm_worker_t *w, unsigned node)
     w->redial_at_us[node] = now + REDIAL_AFTER_OPEN_US;
     retire_conn(w, c); /* failed: its batches have completed or will, with an error */
     w->conns[node] = n;
+    __atomic_fetch_add(&redials, 1, __ATOMIC_RELAXED);
     dm_log(DM_LOG_NOTICE, "memory node %u (%s): reconnected", node, w->uris[node]);
     return n;
 }

@@ -4,6 +4,7 @@
 #include <errno.h>
 
 #include "dmkv/alloc.h"
+#include "dmkv/batch.h"
 #include "dmkv/clock.h"
 #include "dmkv/coro.h"
 #include "dmkv/errors.h"
@@ -13,6 +14,7 @@
 
 static gw_dead_repair_stats_t stats; /* atomics: INFO reads them from any thread */
 static int again;                    /* thread 0 only (the clock board's thread) */
+static uint64_t redials_seen;        /* thread 0 only: dm_pool_redials() at the last check */
 
 /* A table that kept changing: walk again 1, 2, 4 ... 64 s later (about 4 minutes in all, at
  * most 3 walks each time: a walk reads the whole table). */
@@ -84,21 +86,21 @@ static void repair_main(void *arg)
             rc = dm_kv_point_index()->recount(&ctx, &drift);
         }
         if (rc && th->stopping) {
-            dm_log(DM_LOG_WARNING, "dead gateway repair: stopping before the table was quiet "
+            dm_log(DM_LOG_WARNING, "key count repair: stopping before the table was quiet "
                                    "enough to recount: the key count was not checked");
         } else if (rc) {
             __atomic_fetch_add(&stats.repairs_failed, 1, __ATOMIC_RELAXED);
-            dm_log(DM_LOG_WARNING, "dead gateway repair: key count not checked: %s",
-                   dm_strerror(rc));
+            dm_log(DM_LOG_WARNING, "key count repair: key count not checked: %s", dm_strerror(rc));
         } else if (drift) {
             __atomic_fetch_add(&stats.count_fixed, 1, __ATOMIC_RELAXED);
             __atomic_fetch_add(&stats.count_drift, drift, __ATOMIC_RELAXED);
             dm_log(DM_LOG_WARNING,
-                   "dead gateway repair: the key count was off by %lld (a counter update "
-                   "the dead gateway never sent): corrected from the table",
+                   "key count repair: the key count was off by %lld (a counter update that a "
+                   "dead gateway never sent, or that a lost connection dropped): corrected "
+                   "from the table",
                    (long long)-drift);
         } else {
-            dm_log(DM_LOG_NOTICE, "dead gateway repair: the key count agrees with the table");
+            dm_log(DM_LOG_NOTICE, "key count repair: the key count agrees with the table");
         }
         __atomic_fetch_add(&stats.repairs_done, 1, __ATOMIC_RELAXED);
     } while (again && !th->stopping);
@@ -114,14 +116,25 @@ void gw_dead_repair_check(gw_thread_t *th)
         if (errno == ENOMEM) adopting = 0;
     }
     unsigned dead = dm_clock_take_dead();
-    if (!dead) return;
+    uint64_t redials = dm_pool_redials();
+    int redialed = redials != redials_seen;
+    redials_seen = redials;
+    if (!dead && !redialed) return;
     int running = __atomic_load_n(&stats.running, __ATOMIC_RELAXED);
     __atomic_store_n(&stats.running, 1, __ATOMIC_RELAXED); /* before found: INFO readers */
-    __atomic_fetch_add(&stats.dead_found, dead, __ATOMIC_RELAXED);
-    dm_log(DM_LOG_WARNING,
-           "%u peer gateway(s) stopped updating the clock board for %u ms: repairing what "
-           "they may have left behind",
-           dead, 2 * DM_CLOCK_STALE_MS);
+    if (dead) {
+        __atomic_fetch_add(&stats.dead_found, dead, __ATOMIC_RELAXED);
+        dm_log(DM_LOG_WARNING,
+               "%u peer gateway(s) stopped updating the clock board for %u ms: repairing what "
+               "they may have left behind",
+               dead, 2 * DM_CLOCK_STALE_MS);
+    }
+    if (redialed) {
+        __atomic_fetch_add(&stats.redial_recounts, 1, __ATOMIC_RELAXED);
+        dm_log(DM_LOG_NOTICE, "a connection to a memory node was opened again after it failed: "
+                              "recounting the keys (a counter update in flight on it may have "
+                              "been lost)");
+    }
     if (running) {
         again = 1;
         return;
@@ -139,4 +152,5 @@ void gw_dead_repair_stats(gw_dead_repair_stats_t *s)
     s->count_drift = __atomic_load_n(&stats.count_drift, __ATOMIC_RELAXED);
     s->repairs_failed = __atomic_load_n(&stats.repairs_failed, __ATOMIC_RELAXED);
     s->running = __atomic_load_n(&stats.running, __ATOMIC_RELAXED);
+    s->redial_recounts = __atomic_load_n(&stats.redial_recounts, __ATOMIC_RELAXED);
 }

@@ -70,6 +70,12 @@ void dm_chain_stats(uint64_t *posted, uint64_t *skipped);
  * batches_reposted). */
 uint64_t dm_post_retries(void);
 
+/* Connections to memory nodes opened again after one failed (a fence, a lost link or a
+ * node restarted on its --dir), by all workers (process total, INFO memnode_redials). A
+ * write in flight on the failed one may have landed without the key counter's FAA that
+ * travels apart from it, so the gateway recounts (server/dead_repair.h). */
+uint64_t dm_pool_redials(void);
+
 /* The earlier of two send_by_us bounds (0: none). */
 static inline uint64_t dm_send_by_earlier(uint64_t a, uint64_t b)
 {
