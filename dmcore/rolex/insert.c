@@ -1,8 +1,15 @@
-/* ROLEX insert and remove (§3.4, §4.3, §4.5): under the covering primary leaf's lock (which covers
- * its synonym chain), re-read the chain, change one leaf with one WRITE, keeping the chain sorted
- * across its leaves; where the leaves around a new key are full, keys move forward into the next
- * leaves, or a new synonym leaf from the leaf region (FAA) takes the upper part of one, written
- * before it is linked. */
+/* ROLEX insert and remove (§3.4, §4.3, §4.5): under the lock of the covering entry's chain head
+ * (which covers its whole chain), re-read the chain from the entry's leaf as far as the key's
+ * successor, change one leaf with one WRITE, keeping the chain sorted across its leaves; where
+ * that leaf is full, keys move forward into the next leaves, or a new synonym leaf from the leaf
+ * region (FAA) takes the upper part of one, written before it is linked.
+ *
+ * A key goes into the leaf of its successor (the first leaf whose last key is above it), or
+ * into the chain's last leaf when it has none, never into an earlier leaf with room: so a
+ * key's leaf is never before its successor's, and a leaf that had no key of image >= b
+ * before some leaf S never gets one (keys only move forward). That keeps I(e) of every LT
+ * entry of every model, those of a retrain in progress included (retrain.c), without a
+ * writer knowing the entries. */
 #include "dmkv/rolex.h"
 
 #include "dmkv/errors.h"
@@ -48,23 +55,47 @@ static void leaf_insert(rx_leaf_t *l, const void *key, size_t len)
     l->count++;
 }
 
-/* Where key goes in a chain sorted across its leaves: *t is the first non-empty leaf whose
- * last key is above key (n if none). When t's first key is below key too, key goes into t
- * (*p = t); else *p is the last non-empty leaf before t (-1 if none), the leaves between
- * them are empty, and key may go into any of p..t without breaking the order. */
-static void place(const rx_leaf_t *v, unsigned n, const void *key, size_t len, int *p, unsigned *t)
+/* The leaves of a chain read under its lock, from the covering entry's leaf on: v[0..n),
+ * ad[] their gaddrs. */
+typedef struct run {
+    rx_leaf_t *v;
+    dm_gaddr_t *ad;
+    unsigned n, cap;
+} run_t;
+
+/* Read the leaf after the run's last (1 RTT). */
+static int run_more(dm_ctx_t *ctx, run_t *c)
 {
-    *p = -1;
-    for (*t = 0; *t < n; ++*t) {
-        const rx_leaf_t *l = &v[*t];
-        if (!l->count) continue;
-        const rx_entry_t *last = &l->e[l->count - 1];
-        if (rx_key_cmp(last->key, last->len, key, len) > 0) {
-            if (rx_key_cmp(l->e[0].key, l->e[0].len, key, len) < 0) *p = (int)*t;
-            return;
-        }
-        *p = (int)*t;
+    if (c->n >= RX_CHAIN_MAX) return DM_ECORRUPT;
+    if (c->n == c->cap) {
+        unsigned cap = c->cap ? 2 * c->cap : 8;
+        rx_leaf_t *nv = realloc(c->v, cap * sizeof(*nv));
+        if (nv) c->v = nv;
+        dm_gaddr_t *na = realloc(c->ad, cap * sizeof(*na));
+        if (na) c->ad = na;
+        if (!nv || !na) return DM_ENOMEM;
+        c->cap = cap;
     }
+    c->ad[c->n] = c->v[c->n - 1].next;
+    int rc = rx_read_leaf(ctx, c->ad[c->n], &c->v[c->n]);
+    if (!rc) c->n++;
+    return rc;
+}
+
+/* 1 when the run reaches the end of its chain. */
+static int run_complete(const run_t *c)
+{
+    return !c->v[c->n - 1].next;
+}
+
+/* Where key goes: the first leaf of the run whose last key is above key (its successor's
+ * leaf), or n when there is none. */
+static unsigned place(const run_t *c, const void *key, size_t len)
+{
+    unsigned t = 0;
+    while (t < c->n && !rx_leaf_above(&c->v[t], key, len))
+        t++;
+    return t;
 }
 
 /* A leaf from the leaf region (FAA on alloc_num: ROLEX §3.3, no memory-node CPU): 1 RTT. */
@@ -141,20 +172,23 @@ static void shift(dm_batch_t *b, rx_leaf_t *v, dm_gaddr_t *ad, unsigned t, unsig
     put_body(b, ad[t], &v[t]);
 }
 
-/* Under the lock, with the chain read: insert (add) or remove key, keeping the chain sorted
- * across its leaves (ROLEX §3.3: "the data of synonym leaves move within each other"). One
- * leaf changes with one WRITE; where the leaves around key are full, keys move forward into the
- * next leaves up to one with room (RX_SHIFT_MAX at most) or, all full, a leaf splits (an FAA,
- * then two WRITEs). Returns as the API. */
-static int change(dm_ctx_t *ctx, dm_rolex_t *r, const rx_hold_t *hd, rx_leaf_t *v, dm_gaddr_t *ad,
-                  unsigned n, const void *key, size_t len, int add, int *unlocked)
+/* Under the lock, with the run read up to key's successor (or to the chain's end): insert
+ * (add) or remove key, keeping the chain sorted across its leaves (ROLEX §3.3: "the data of
+ * synonym leaves move within each other"). One leaf changes with one WRITE; where key's leaf
+ * is full, keys move forward into the next leaves up to one with room (RX_SHIFT_MAX at most,
+ * read now if need be) or, all full, the leaf splits (an FAA, then two WRITEs). Returns as the
+ * API. */
+static int change(dm_ctx_t *ctx, dm_rolex_t *r, const rx_hold_t *hd, run_t *c, const void *key,
+                  size_t len, int add, int *unlocked)
 {
     dm_batch_t b;
     dm_batch_init(&b);
     b.send_by_us = hd->until_us; /* no write after the hold: DM_ERETRY, nothing written */
+    rx_leaf_t *v = c->v;
+    dm_gaddr_t *ad = c->ad;
     int pos = -1;
     unsigned k = 0;
-    for (; k < n && pos < 0; k++)
+    for (; k < c->n && pos < 0; k++) /* key is in its successor's leaf or before */
         pos = rx_leaf_find(&v[k], key, len);
     if (pos >= 0) {
         if (add) return 1;
@@ -166,49 +200,65 @@ static int change(dm_ctx_t *ctx, dm_rolex_t *r, const rx_hold_t *hd, rx_leaf_t *
         return rc ? rc : 1;
     }
     if (!add) return 0;
-    int p;
-    unsigned t;
-    place(v, n, key, len, &p, &t);
-    unsigned last = t < n ? t : n - 1;
-    for (k = p < 0 ? 0 : (unsigned)p; k <= last && v[k].count >= DM_ROLEX_SLOTS; k++)
-        ;
-    if (k <= last) { /* room in leaf k: insert in order */
-        leaf_insert(&v[k], key, len);
-        put_body(&b, ad[k], &v[k]);
+    unsigned n = c->n, t = place(c, key, len), at = t < n ? t : n - 1;
+    if (v[at].count < DM_ROLEX_SLOTS) { /* room in its leaf: insert in order */
+        leaf_insert(&v[at], key, len);
+        put_body(&b, ad[at], &v[at]);
         return write_unlock(ctx, &b, hd, unlocked);
     }
     unsigned u = t + 1; /* the first leaf with room after t, within reach */
-    while (u < n && u <= t + RX_SHIFT_MAX && v[u].count >= DM_ROLEX_SLOTS)
-        u++;
-    if (u < n && u <= t + RX_SHIFT_MAX) {
+    for (; t < n && u <= t + RX_SHIFT_MAX; u++) {
+        if (u == c->n && !run_complete(c)) {
+            int rc = run_more(ctx, c);
+            if (rc) return rc;
+            v = c->v, ad = c->ad;
+        }
+        if (u == c->n || v[u].count < DM_ROLEX_SLOTS) break;
+    }
+    if (t < n && u < c->n && u <= t + RX_SHIFT_MAX) {
         shift(&b, v, ad, t, u, key, len);
         return write_unlock(ctx, &b, hd, unlocked);
     }
-    int rc = split(ctx, r, &b, v, ad, n, t, key, len);
+    int rc = split(ctx, r, &b, v, ad, c->n, t < n ? t : c->n, key, len);
     return rc ? rc : write_unlock(ctx, &b, hd, unlocked);
 }
 
+/* Lock the chain of the entry covering key's image and read its run up to key's successor:
+ * the head's lock CAS with the head read behind it when the entry is a head, else the
+ * entry's leaf read after the lock (1 more RTT: dm_lease_lock_try reads behind the lock word
+ * only). */
 static int update(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len, int add)
 {
     if (!len) return DM_EINVAL;
     if (len > DM_ROLEX_KEY_MAX) return add ? DM_ETOOBIG : 0;
-    uint64_t j;
-    rx_leaf_t l;
-    int rc = rx_locate(ctx, r, dm_rolex_image(key, len), &j, &l);
+    rx_win_t w;
+    int rc = rx_win_read(ctx, r, dm_rolex_image(key, len), 0, &w);
     if (rc) return rc;
+    const rx_lt_t e = r->lt[w.j];
+    free(w.buf);
+    run_t c = {malloc(8 * sizeof(rx_leaf_t)), malloc(8 * sizeof(dm_gaddr_t)), 1, 8};
+    if (!c.v || !c.ad) {
+        free(c.v), free(c.ad);
+        return DM_ENOMEM;
+    }
     rx_hold_t hd;
-    dm_gaddr_t at = rx_leaf_addr(r, j);
-    rc = rx_lock(ctx, at, &hd, &l); /* and the leaf as the last holder left it */
-    if (rc) return rc;
-    if (rx_test_hook && rx_test_hook(RX_SITE_LOCKED)) return DM_EIO; /* "dies" holding it */
-    rx_leaf_t *v = NULL;
-    dm_gaddr_t *ad = NULL;
-    unsigned n = 0;
-    if (!rx_leaf_ok(&l)) rc = rx_read_leaf(ctx, at, &l); /* torn: only after a takeover */
-    if (!rc) rc = rx_read_chain(ctx, &l, at, &v, &ad, &n);
+    c.ad[0] = rx_leaf_addr(r, e.leaf);
+    rc = rx_lock(ctx, rx_leaf_addr(r, e.head), &hd, e.head == e.leaf ? &c.v[0] : NULL);
+    if (rc) {
+        free(c.v), free(c.ad);
+        return rc;
+    }
+    if (rx_test_hook && rx_test_hook(RX_SITE_LOCKED)) { /* "dies" holding it */
+        free(c.v), free(c.ad);
+        return DM_EIO;
+    }
+    /* Torn only after a takeover (or not read yet: a promoted entry). */
+    if (e.head != e.leaf || !rx_leaf_ok(&c.v[0])) rc = rx_read_leaf(ctx, c.ad[0], &c.v[0]);
+    while (!rc && !run_complete(&c) && place(&c, key, len) == c.n)
+        rc = run_more(ctx, &c);
     int unlocked = 0;
-    if (!rc) rc = change(ctx, r, &hd, v, ad, n, key, len, add, &unlocked);
-    free(v), free(ad);
+    if (!rc) rc = change(ctx, r, &hd, &c, key, len, add, &unlocked);
+    free(c.v), free(c.ad);
     int urc = unlocked ? 0 : rx_unlock(ctx, &hd);
     return rc ? rc : urc;
 }

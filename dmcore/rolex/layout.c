@@ -1,5 +1,6 @@
-/* ROLEX bulk build and handles (§3.2, §4.1 training; §3.3 leaves): lays out primary leaves and
- * their synonym chains in one leaf region and writes the model region. */
+/* ROLEX bulk build and handles (§3.2, §4.1 training; §3.3 leaves and models): lays out primary
+ * leaves and their synonym chains in one leaf region, writes a model (segments and the identity
+ * leaf table) and the root that points to it; reads them back into a handle. */
 #include "dmkv/rolex.h"
 
 #include "dmkv/alloc.h"
@@ -9,8 +10,6 @@
 #include <string.h>
 
 #include "rolex_internal.h"
-
-#define RX_EPS_MAX 16u /* window of 2 eps + 2 leaves fits one batch */
 
 static void fill_leaf(rx_leaf_t *l, uint64_t lo, const char *const *keys, const size_t *lens,
                       size_t from, size_t to)
@@ -54,7 +53,9 @@ int dm_rolex_build(dm_ctx_t *ctx, const char *const *keys, const size_t *lens, s
     uint64_t *lo = malloc(L * sizeof(*lo));
     rx_seg_t *segs = malloc(L * sizeof(*segs));
     rx_leaf_t *leaves = calloc(L + S, sizeof(*leaves));
+    rx_lt_t *lt = NULL;
     int rc = DM_ENOMEM;
+    if (cap >> 32) goto out; /* leaf numbers are u32 in the LT */
     if (!lo || !segs || !leaves) goto out;
     dm_gaddr_t region, rt;
     rc = dm_alloc_block(ctx, cap * RX_LEAF_BYTES, &region);
@@ -75,27 +76,70 @@ int dm_rolex_build(dm_ctx_t *ctx, const char *const *keys, const size_t *lens, s
         }
         l->sum = rx_leaf_sum(l);
     }
+    lt = malloc(L * sizeof(*lt));
+    rc = DM_ENOMEM;
+    if (!lt) goto out;
+    for (uint64_t j = 0; j < L; j++) /* the identity LT: leaf j at position j, its own head */
+        lt[j] = (rx_lt_t){lo[j], (uint32_t)j, (uint32_t)j};
     uint64_t ns = rx_train(lo, L, eps, segs);
-    rx_hdr_t h = {RX_MAGIC, 1, L, ns, eps, region, L + S, cap};
-    dm_rolex_t r = {0, h, segs};
-    for (uint64_t j = 0; j < L; j++) { /* the bound holds with the reader's arithmetic */
-        uint64_t a, b;
-        rx_window(&r, lo[j], &a, &b);
-        if (j < a || j > b) {
-            rc = DM_ECORRUPT;
-            goto out;
-        }
-    }
-    rc = dm_write_span(ctx, region, leaves, (L + S) * RX_LEAF_BYTES);
-    if (rc) goto out;
-    rc = dm_alloc_block(ctx, RX_HDR_BYTES + RX_SEG_BYTES * ns, &rt);
-    if (rc) goto out;
-    rc = dm_write_span(ctx, rt + RX_HDR_BYTES, segs, RX_SEG_BYTES * ns);
-    if (!rc) rc = dm_write_span(ctx, rt, &h, sizeof(h)); /* the magic last */
+    dm_rolex_t r = {0, 0, {.entries = L, .segments = ns, .eps = eps}, segs, lt};
+    rc = rx_check_model(&r);
+    if (!rc) rc = dm_write_span(ctx, region, leaves, (L + S) * RX_LEAF_BYTES);
+    if (!rc) rc = dm_alloc_block(ctx, RX_ROOT_BYTES, &rt);
+    dm_gaddr_t m = 0;
+    if (!rc) rc = rx_write_model(ctx, rt, 1, segs, ns, lt, L, &m);
+    rx_root_t h = {RX_MAGIC, m, L, 0, eps, region, L + S, cap};
+    if (!rc) rc = dm_write_span(ctx, rt, &h, sizeof(h));
     if (!rc) *root = rt;
 out:
-    free(start), free(lo), free(segs), free(leaves);
+    free(start), free(lo), free(segs), free(leaves), free(lt);
     return rc;
+}
+
+int rx_write_model(dm_ctx_t *ctx, dm_gaddr_t root, uint64_t version, const rx_seg_t *segs,
+                   uint64_t ns, const rx_lt_t *lt, uint64_t n, dm_gaddr_t *at)
+{
+    uint64_t sb = RX_SEG_BYTES * ns, bytes = RX_MODEL_HDR + sb + RX_LT_BYTES * n;
+    uint8_t *buf = calloc(1, bytes);
+    if (!buf) return DM_ENOMEM;
+    rx_mhdr_t h = {RX_MODEL_MAGIC, version, n, ns, root, {0}};
+    memcpy(buf, &h, sizeof(h));
+    memcpy(buf + RX_MODEL_HDR, segs, sb);
+    memcpy(buf + RX_MODEL_HDR + sb, lt, RX_LT_BYTES * n);
+    int rc = dm_alloc_block(ctx, bytes, at);
+    if (!rc) rc = dm_write_span(ctx, *at, buf, bytes);
+    free(buf);
+    return rc;
+}
+
+int rx_load_model(dm_ctx_t *ctx, dm_rolex_t *r, dm_gaddr_t m)
+{
+    rx_mhdr_t h;
+    int rc = dm_read_span(ctx, m, &h, sizeof(h));
+    if (rc) return rc;
+    if (h.magic != RX_MODEL_MAGIC || h.root != r->root || !h.entries || !h.segments ||
+        h.segments > h.entries || h.entries < r->hdr.primaries || h.entries > r->hdr.capacity)
+        return DM_ECORRUPT;
+    uint64_t sb = RX_SEG_BYTES * h.segments, lb = RX_LT_BYTES * h.entries;
+    uint8_t *buf = malloc(sb + lb);
+    rx_seg_t *segs = malloc(sb);
+    rx_lt_t *lt = malloc(lb);
+    rc = buf && segs && lt ? dm_read_span(ctx, m + RX_MODEL_HDR, buf, sb + lb) : DM_ENOMEM;
+    if (!rc) {
+        memcpy(segs, buf, sb);
+        memcpy(lt, buf + sb, lb);
+        for (uint64_t j = 0; j < h.entries && !rc; j++)
+            if (lt[j].leaf >= r->hdr.capacity || lt[j].head >= r->hdr.primaries) rc = DM_ECORRUPT;
+    }
+    free(buf);
+    if (rc) {
+        free(segs), free(lt);
+        return rc;
+    }
+    free(r->segs), free(r->lt);
+    r->segs = segs, r->lt = lt, r->model = m;
+    r->hdr.entries = h.entries, r->hdr.segments = h.segments, r->hdr.version = h.version;
+    return 0;
 }
 
 int dm_rolex_open(dm_ctx_t *ctx, dm_gaddr_t root, dm_rolex_t **out)
@@ -103,15 +147,15 @@ int dm_rolex_open(dm_ctx_t *ctx, dm_gaddr_t root, dm_rolex_t **out)
     dm_rolex_t *r = calloc(1, sizeof(*r));
     if (!r) return DM_ENOMEM;
     r->root = root;
-    int rc = dm_read_span(ctx, root, &r->hdr, sizeof(r->hdr));
-    if (!rc && (r->hdr.magic != RX_MAGIC || !r->hdr.primaries || !r->hdr.segments ||
-                r->hdr.segments > r->hdr.primaries || r->hdr.eps > RX_EPS_MAX))
+    rx_root_t h;
+    int rc = dm_read_span(ctx, root, &h, sizeof(h));
+    if (!rc && (h.magic != RX_MAGIC || !h.primaries || h.primaries > h.capacity ||
+                h.eps > RX_EPS_MAX || !h.model))
         rc = DM_ECORRUPT;
     if (!rc) {
-        r->segs = malloc(r->hdr.segments * sizeof(*r->segs));
-        rc = r->segs
-                 ? dm_read_span(ctx, root + RX_HDR_BYTES, r->segs, RX_SEG_BYTES * r->hdr.segments)
-                 : DM_ENOMEM;
+        r->hdr = (rx_view_t){
+            .primaries = h.primaries, .eps = h.eps, .region = h.region, .capacity = h.capacity};
+        rc = rx_load_model(ctx, r, h.model);
     }
     if (rc) {
         dm_rolex_close(r);
@@ -125,6 +169,7 @@ void dm_rolex_close(dm_rolex_t *r)
 {
     if (!r) return;
     free(r->segs);
+    free(r->lt);
     free(r);
 }
 

@@ -1,5 +1,5 @@
 /* ROLEX leaves (§3.3): addresses, checksums, ordered entries, and the reads of predicted
- * leaves and synonym chains. */
+ * leaves (a window of LT positions) and synonym chains. */
 #include "dmkv/rolex.h"
 
 #include "dmkv/errors.h"
@@ -52,6 +52,12 @@ int rx_leaf_find(const rx_leaf_t *l, const void *key, size_t len)
     return -(int)a - 1;
 }
 
+int rx_leaf_above(const rx_leaf_t *l, const void *key, size_t len)
+{
+    const rx_entry_t *last = l->count ? &l->e[l->count - 1] : NULL;
+    return last && rx_key_cmp(last->key, last->len, key, len) > 0;
+}
+
 int rx_read_leaves(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t a, uint64_t b, rx_leaf_t *out)
 {
     if (b < a || b - a >= DM_BATCH_MAX) return DM_EINVAL;
@@ -80,74 +86,64 @@ int rx_read_leaf(dm_ctx_t *ctx, dm_gaddr_t at, rx_leaf_t *out)
     return DM_ECORRUPT;
 }
 
-int rx_read_chain(dm_ctx_t *ctx, const rx_leaf_t *first, dm_gaddr_t first_at, rx_leaf_t **out,
-                  dm_gaddr_t **addrs, unsigned *n)
+int rx_read_positions(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t a, uint64_t b, rx_leaf_t *out)
 {
-    unsigned cap = 4, k = 1;
-    rx_leaf_t *v = malloc(cap * sizeof(*v));
-    dm_gaddr_t *ad = malloc(cap * sizeof(*ad));
-    if (!v || !ad) {
-        free(v), free(ad);
-        return DM_ENOMEM;
+    if (b < a || b - a >= DM_BATCH_MAX || b >= r->hdr.entries) return DM_EINVAL;
+    for (int t = 0; t < RX_TORN_TRIES; t++) {
+        dm_batch_t bt;
+        dm_batch_init(&bt);
+        for (uint64_t p = a; p <= b; p++) /* ascending: chain order in time */
+            dm_batch_read(&bt, rx_leaf_addr(r, r->lt[p].leaf), &out[p - a], RX_LEAF_BYTES);
+        int rc = dm_batch_exec(ctx, &bt);
+        if (rc) return rc;
+        int torn = 0;
+        for (uint64_t p = a; p <= b; p++)
+            torn |= !rx_leaf_ok(&out[p - a]);
+        if (!torn) return 0;
     }
-    v[0] = *first;
-    ad[0] = first_at;
-    while (v[k - 1].next) {
-        if (k >= RX_CHAIN_MAX) {
-            free(v), free(ad);
-            return DM_ECORRUPT;
-        }
-        if (k == cap) {
-            cap *= 2;
-            rx_leaf_t *nv = realloc(v, cap * sizeof(*v));
-            if (nv) v = nv;
-            dm_gaddr_t *na = realloc(ad, cap * sizeof(*ad));
-            if (na) ad = na;
-            if (!nv || !na) {
-                free(v), free(ad);
-                return DM_ENOMEM;
-            }
-        }
-        ad[k] = v[k - 1].next;
-        int rc = rx_read_leaf(ctx, ad[k], &v[k]);
-        if (rc) {
-            free(v), free(ad);
-            return rc;
-        }
-        k++;
-    }
-    *out = v;
-    *n = k;
-    if (addrs)
-        *addrs = ad;
-    else
-        free(ad);
-    return 0;
+    return DM_ECORRUPT;
 }
 
-/* The last leaf of the window whose low image is <= x covers x (rx_window's bound). */
-int rx_locate(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t x, uint64_t *leaf, rx_leaf_t *out)
+int rx_win_read(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t x, uint64_t extra, rx_win_t *w)
 {
-    uint64_t a, b;
-    rx_window(r, x, &a, &b);
-    rx_leaf_t *buf = malloc((b - a + 1) * sizeof(*buf)); /* coroutine stacks are small */
-    if (!buf) return DM_ENOMEM;
-    int rc = rx_read_leaves(ctx, r, a, b, buf);
-    if (rc) {
-        free(buf);
-        return rc;
-    }
-    uint64_t j = a;
-    for (uint64_t i = a; i <= b; i++)
-        if (buf[i - a].lo <= x) j = i;
-    rc = buf[j - a].lo > x ? DM_ECORRUPT : 0; /* else the model's bound failed */
-    *leaf = j;
-    *out = buf[j - a];
-    free(buf);
+    rx_window(r, x, &w->a, &w->b);
+    uint64_t last = r->hdr.entries - 1, e = w->b + extra;
+    e = e > last ? last : e;
+    w->e = e - w->a >= DM_BATCH_MAX ? w->a + DM_BATCH_MAX - 1 : e;
+    w->buf = malloc((w->e - w->a + 1) * sizeof(*w->buf)); /* coroutine stacks are small */
+    if (!w->buf) return DM_ENOMEM;
+    int rc = rx_read_positions(ctx, r, w->a, w->e, w->buf);
+    /* The last position of the window whose low is <= x covers x, by rx_window's bound;
+     * the cached LT tells when the bound failed. */
+    w->j = w->a;
+    for (uint64_t p = w->a; p <= w->b; p++)
+        if (r->lt[p].lo <= x) w->j = p;
+    if (!rc && (r->lt[w->j].lo > x || (w->j < last && r->lt[w->j + 1].lo <= x))) rc = DM_ECORRUPT;
+    if (rc) free(w->buf);
     return rc;
 }
 
-/* The chains of k primaries (k <= DM_BATCH_MAX) read level by level: one batch per hop for
+const rx_leaf_t *rx_win_next(const dm_rolex_t *r, const rx_win_t *w, uint64_t *p)
+{
+    if (*p >= w->e || r->lt[*p + 1].head != r->lt[*p].head ||
+        w->buf[*p - w->a].next != rx_leaf_addr(r, r->lt[*p + 1].leaf))
+        return NULL;
+    ++*p;
+    return &w->buf[*p - w->a];
+}
+
+int rx_locate(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t x, uint64_t *leaf, rx_leaf_t *out)
+{
+    rx_win_t w;
+    int rc = rx_win_read(ctx, r, x, 0, &w);
+    if (rc) return rc;
+    *leaf = r->lt[w.j].leaf;
+    *out = w.buf[w.j - w.a];
+    free(w.buf);
+    return 0;
+}
+
+/* The chains of k leaves (k <= DM_BATCH_MAX) read level by level: one batch per hop for
  * all of them, so a scan pays 1 RTT per level, not per synonym leaf. out[i] is malloc'd
  * (n[i] leaves, heads[i] first); on error none is left allocated. */
 int rx_read_chains(dm_ctx_t *ctx, const rx_leaf_t *heads, unsigned k, rx_leaf_t **out, unsigned *n)

@@ -1,8 +1,10 @@
 /* ROLEX's learned models (§3.2, §4.1): key images, greedy piecewise-linear training with an error
- * bound, prediction and the window of leaves a lookup reads. */
+ * bound, prediction and the window of LT positions a lookup reads. */
 #include "dmkv/rolex.h"
 
 #include <math.h>
+
+#include "dmkv/errors.h"
 
 #include "rolex_internal.h"
 
@@ -50,13 +52,13 @@ double rx_predict(const rx_seg_t *segs, uint64_t nsegs, uint64_t x)
             b = m;
     }
     const rx_seg_t *s = &segs[a];
-    if (x < s->first_img) return (double)s->first_leaf;
-    double f = (double)s->first_leaf + s->slope * (double)(x - s->first_img);
-    if (f > (double)s->last_leaf) f = (double)s->last_leaf;
+    if (x < s->first_img) return (double)s->first_pos;
+    double f = (double)s->first_pos + s->slope * (double)(x - s->first_img);
+    if (f > (double)s->last_pos) f = (double)s->last_pos;
     return f;
 }
 
-/* The covering leaf j of x has lo(j) <= x < lo(j + 1): x's segment is lo(j)'s, f is
+/* The covering position j of x has lo(j) <= x < lo(j + 1): x's segment is lo(j)'s, f is
  * monotone and clamped there, so f(lo(j)) <= f(x) <= max(f(lo(j + 1)), j), hence
  * f(x) - eps - 1 <= j <= f(x) + eps. */
 static int64_t rx_floor(double v) /* no libm in dmcore */
@@ -69,7 +71,17 @@ void rx_window(const dm_rolex_t *r, uint64_t x, uint64_t *a, uint64_t *b)
 {
     double f = rx_predict(r->segs, r->hdr.segments, x);
     int64_t lo = -rx_floor(-(f - (double)r->hdr.eps - 1)), hi = rx_floor(f + (double)r->hdr.eps);
-    int64_t last = (int64_t)r->hdr.primaries - 1;
+    int64_t last = (int64_t)r->hdr.entries - 1;
     *a = (uint64_t)(lo < 0 ? 0 : lo > last ? last : lo);
     *b = (uint64_t)(hi < 0 ? 0 : hi > last ? last : hi);
+}
+
+int rx_check_model(const dm_rolex_t *r)
+{
+    for (uint64_t j = 0; j < r->hdr.entries; j++) { /* with the reader's arithmetic */
+        uint64_t a, b;
+        rx_window(r, r->lt[j].lo, &a, &b);
+        if (j < a || j > b || (j && r->lt[j - 1].lo >= r->lt[j].lo)) return DM_ECORRUPT;
+    }
+    return 0;
 }

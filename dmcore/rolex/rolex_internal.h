@@ -1,27 +1,37 @@
-/* ROLEX internals shared by layout.c, model.c, leaf.c, lease.c, search.c, insert.c and
- * scan.c.
+/* ROLEX internals shared by the files of dmcore/rolex/.
  *
  * Pool layout (little-endian; sizes in bytes):
  *
- * Model region, at the root (RX_HDR_BYTES + 32 * segments, 64-aligned):
- *   [0]  u64 magic  [8] u64 version (1; retraining would bump it)  [16] u64 primaries (L)
- *   [24] u64 segments  [32] u64 eps (leaves)  [40] u64 leaf region gaddr
+ * Root (RX_ROOT_BYTES = 64, fixed for the index's life; its gaddr is the index's root):
+ *   [0]  u64 magic  [8] u64 model: gaddr of the current model (swung by one CAS: retrain.c)
+ *   [16] u64 primaries (L: leaves 0..L-1, the chain heads, laid out by the build)
+ *   [24] u64 reserved  [32] u64 eps (LT positions)  [40] u64 leaf region gaddr
  *   [48] u64 alloc_num: leaves taken from the leaf region (FAA; primaries first)
  *   [56] u64 capacity: leaves the region holds
- *   [64] segments, 32 bytes each, ascending: u64 first image, u64 first leaf,
- *        u64 last leaf, f64 slope (leaves per image unit).
- *   A segment predicts leaf(x) = first leaf + slope * (x - first image), clamped to
- *   [first leaf, last leaf]; the segment of x is the last whose first image <= x.
  *
- * Leaf region (RX_LEAF_BYTES * capacity): leaf i at region + i * RX_LEAF_BYTES. Primary leaves
+ * Model (RX_MODEL_HDR + 32 * segments + 16 * entries, 64-aligned; written whole before the
+ * root points to it, never changed after):
+ *   [0]  u64 magic  [8] u64 version (1 at build, +1 per retrain)  [16] u64 entries (n, the
+ *   LT's length)  [24] u64 segments  [32] u64 root (back pointer)  [40..64) reserved
+ *   [64] segments, 32 bytes each, ascending: u64 first image, u64 first position,
+ *        u64 last position, f64 slope (positions per image unit).
+ *   A segment predicts pos(x) = first position + slope * (x - first image), clamped to
+ *   [first position, last position]; the segment of x is the last whose first image <= x.
+ *   Then the leaf table (LT), n entries of 16 ascending by low: u64 low image, u32 leaf
+ *   number, u32 head (the leaf number of the chain head whose lock covers this leaf).
+ *   Entry e covers images [low(e), low(e + 1)). Every head is an entry, with low = its
+ *   leaf's lo; a synonym leaf promoted by a retrain is an entry with head != leaf.
+ *
+ * Leaf region (RX_LEAF_BYTES * capacity): leaf i at region + i * RX_LEAF_BYTES. The heads
  * are 0..L-1 in key order; synonym leaves follow, taken by FAA on alloc_num (ROLEX §3.3:
- * no RPC, no memory-node CPU).
+ * no RPC, no memory-node CPU). One block: one memory node, whose verbs run in posting order.
  *
  * Leaf (RX_LEAF_BYTES = 48 + 16 * 48 = 816):
- *   [0]  u64 lock: 0 free, else lease token << 1 | 1 (dmkv/lease.h). Only a primary's is
- *        used: it covers its synonym chain (the paper's LT entry lock covers synonyms too).
- *   [8]  u64 low image: the primary covers keys with lo(i) <= image < lo(i + 1); lo(0) = 0.
- *        Immutable; a synonym leaf repeats its primary's.
+ *   [0]  u64 lock: 0 free, else lease token << 1 | 1 (dmkv/lease.h). Only a head's is
+ *        used: it covers its whole chain (the paper's LT entry lock covers synonyms too).
+ *   [8]  u64 low image of the chain: its head covers keys with lo(h) <= image < lo(h + 1);
+ *        lo(0) = 0. Immutable; every synonym leaf repeats its head's, promoted or not (a
+ *        promoted leaf's own low lives in the LT: a leaf serves every model at once).
  *   [16] u64 next: gaddr of the next synonym leaf, 0 = end of chain
  *   [24] u64 count: entries in use (a prefix, sorted by key; the chain's leaves in chain
  *        order are sorted as a whole: every key of a leaf is below every key of the leaves
@@ -31,31 +41,39 @@
  *   [48] 16 entries of 48: u16 key length, 46 key bytes (zero padded)
  *   A writer holding the lock rewrites [16, 816) with one WRITE.
  *
- * Invariants: a key lives in the chain of the primary covering its image. Within the chain it
- * moves only forward (an insert shifts keys into the next leaves or splits a leaf into a new
- * one linked after it; the later leaf is written first), so a reader walking the chain that
- * sees each leaf at some instant sees every key present throughout, and a search may stop at
- * the first leaf whose last key is above its key.
+ * Invariants: a key lives in the chain of the head covering its image; chains are never
+ * cut (no leaf is unlinked, moved or copied). Within a chain a key moves only forward (an
+ * insert shifts keys into the next leaves or splits a leaf into a new one linked after it;
+ * the later leaf is written first), so a reader walking the chain that sees each leaf at
+ * some instant sees every key present throughout, and a search may stop at the first leaf
+ * whose last key is above its key. An insert puts its key into the leaf of its successor
+ * (the first leaf whose last key is above it), or into the chain's last leaf when it has
+ * none (insert.c). Hence for every LT entry e of every model: every key of e's chain whose
+ * image is >= low(e) is in leaf(e) or after it (I(e), retrain.c argues it), so a search
+ * walks forward from leaf(e) alone, and a model never goes wrong while the leaves change.
  *
  * Deviations from the paper (why):
- *  - Models predict the covering primary leaf directly (trained over the leaves' low
+ *  - Models predict the LT position covering an image (trained over the entries' low
  *    images), not a slot position divided by delta: leaves are never re-split, and keys
  *    with equal images must stay in one chain. Clamping to the segment and a monotone
- *    slope bound any image's covering leaf j to ceil(f - eps - 1) <= j <= floor(f + eps).
- *  - No LT/SLT tables: primaries are contiguous (LT is the identity without retraining) and
- *    synonyms are linked from their leaf (the SLT): a search pays one RTT per synonym hop,
- *    where the paper's cached SLT lets it read them in the first batch.
+ *    slope bound any image's covering position j to ceil(f - eps - 1) <= j <= floor(f + eps).
+ *  - The LT holds each entry's low image and head too, and gateways cache all of it
+ *    (16 bytes a leaf): a promoted synonym's low cannot live in its leaf.
+ *  - No SLT: synonyms are linked from their leaf; a search pays one RTT per synonym hop
+ *    past the leaves of its window (the paper's cached SLT reads them in the first batch).
+ *    Retraining promotes synonyms to LT entries; the chains stay linked.
+ *  - Retraining takes no lock (retrain.c): synonyms made meanwhile are linked after a leaf
+ *    the new LT reaches, and I(e) holds for every new entry from the moment it was read.
  *  - Chains are kept sorted as the paper's are, but keys move only forward: a full leaf
  *    shifts its last key into the next leaf with room (up to 4 leaves on) or splits into a
  *    new leaf after it, and never gives keys to an earlier leaf (a reader walking forward
- *    would miss them). The price: a range filled in ascending order leaves fuller leaves
- *    behind it less often (test_rolex: 396 synonym leaves for 6300 inserts against 268 when
- *    any leaf with room took a key). Scans still sort and deduplicate each chain's keys
- *    (leaves are read at different instants).
+ *    would miss them). Scans still sort and deduplicate each chain's keys (leaves are read
+ *    at different instants).
  *  - Keys are byte strings stored inline (<= 46 bytes), not 8-byte integers, and a leaf
  *    holds keys only (values live in the point index).
  *  - The build fills primaries to cfg.fill (12 of 16) to leave room for inserts.
- *  - No reclaiming queue for emptied leaves (§3.3): removes never empty a chain out.
+ *  - No reclaiming queue for emptied leaves (§3.3): removes never empty a chain out, and
+ *    a head stays an LT entry even when empty.
  *  - The upper model is a binary search over the cached segments.
  */
 #ifndef DMKV_ROLEX_INTERNAL_H
@@ -67,24 +85,38 @@
 #include "dmkv/lease_lock.h"
 #include "dmkv/rolex.h"
 
-#define RX_MAGIC 0x31584c4f52534d44ull /* "DMSROLX1" */
-#define RX_HDR_BYTES 64ull
+#define RX_MAGIC 0x32584c4f52534d44ull       /* "DMSROLX2" (the root) */
+#define RX_MODEL_MAGIC 0x4c444f4d58524d44ull /* "DMRXMODL" */
+#define RX_ROOT_BYTES 64ull
+#define RX_MODEL_HDR 64ull
 #define RX_SEG_BYTES 32ull
+#define RX_LT_BYTES 16ull
+#define RX_OFF_MODEL 8ull
 #define RX_OFF_ALLOC 48ull
 #define RX_ENTRY_BYTES 48u
 #define RX_LEAF_HDR 48u
 #define RX_LEAF_BYTES (RX_LEAF_HDR + DM_ROLEX_SLOTS * RX_ENTRY_BYTES)
 #define RX_LEAF_BODY 16u   /* the WRITE of a locked leaf starts here */
 #define RX_CHAIN_MAX 4096u /* hops before a chain is taken as corrupt */
+#define RX_EPS_MAX 16u     /* window of 2 eps + 2 leaves fits one batch */
 
-typedef struct rx_hdr {
-    uint64_t magic, version, primaries, segments, eps, region, alloc_num, capacity;
-} rx_hdr_t;
+typedef struct rx_root {
+    uint64_t magic, model, primaries, reserved, eps, region, alloc_num, capacity;
+} rx_root_t;
+
+typedef struct rx_mhdr {
+    uint64_t magic, version, entries, segments, root, reserved[3];
+} rx_mhdr_t;
 
 typedef struct rx_seg {
-    uint64_t first_img, first_leaf, last_leaf;
+    uint64_t first_img, first_pos, last_pos;
     double slope;
 } rx_seg_t;
+
+typedef struct rx_lt {
+    uint64_t lo;
+    uint32_t leaf, head;
+} rx_lt_t;
 
 typedef struct rx_entry {
     uint16_t len;
@@ -98,23 +130,36 @@ typedef struct rx_leaf {
 
 _Static_assert(sizeof(rx_entry_t) == RX_ENTRY_BYTES, "entry layout");
 _Static_assert(sizeof(rx_leaf_t) == RX_LEAF_BYTES, "leaf layout");
-_Static_assert(sizeof(rx_hdr_t) == RX_HDR_BYTES, "header layout");
+_Static_assert(sizeof(rx_root_t) == RX_ROOT_BYTES, "root layout");
+_Static_assert(sizeof(rx_mhdr_t) == RX_MODEL_HDR, "model header layout");
 _Static_assert(sizeof(rx_seg_t) == RX_SEG_BYTES, "segment layout");
+_Static_assert(sizeof(rx_lt_t) == RX_LT_BYTES, "LT entry layout");
+
+/* What a handle caches of the root and its model (as read at open; alloc_num is not kept:
+ * read the pool's). */
+typedef struct rx_view {
+    uint64_t primaries, entries, segments, eps, region, capacity, version;
+} rx_view_t;
 
 struct dm_rolex {
-    dm_gaddr_t root;
-    rx_hdr_t hdr; /* as read at open (alloc_num is stale: read the pool's) */
+    dm_gaddr_t root, model;
+    rx_view_t hdr;
     rx_seg_t *segs;
+    rx_lt_t *lt;
 };
 
 /* model.c */
 /* Greedy PLA (a shrinking cone from each segment's first point) over n strictly ascending
- * images x[i] -> leaf i, error eps leaves. segs holds n; returns the segments written. */
+ * images x[i] -> position i, error eps positions. segs holds n; returns the segments
+ * written. */
 uint64_t rx_train(const uint64_t *x, uint64_t n, unsigned eps, rx_seg_t *segs);
-/* The predicted leaf (real) of image x. */
+/* The predicted position (real) of image x. */
 double rx_predict(const rx_seg_t *segs, uint64_t nsegs, uint64_t x);
-/* Leaves [*a, *b] that hold the covering leaf of x. */
+/* LT positions [*a, *b] that hold the covering entry of x. */
 void rx_window(const dm_rolex_t *r, uint64_t x, uint64_t *a, uint64_t *b);
+/* 0 when every entry's low predicts a window holding it (the bound the readers rely on),
+ * else DM_ECORRUPT. */
+int rx_check_model(const dm_rolex_t *r);
 
 /* leaf.c */
 dm_gaddr_t rx_leaf_addr(const dm_rolex_t *r, uint64_t i);
@@ -123,18 +168,41 @@ int rx_leaf_ok(const rx_leaf_t *l);
 int rx_key_cmp(const void *a, size_t alen, const void *b, size_t blen);
 /* Index in l of key, or -(insertion point) - 1. */
 int rx_leaf_find(const rx_leaf_t *l, const void *key, size_t len);
-/* Read leaves [a, b] in one batch (b - a < DM_BATCH_MAX), re-reading torn ones. */
+/* 1 when l's last key is above key: key is not in a leaf after l (sorted chains). */
+int rx_leaf_above(const rx_leaf_t *l, const void *key, size_t len);
+/* Read leaves numbered [a, b] in one batch (b - a < DM_BATCH_MAX), re-reading torn ones. */
 int rx_read_leaves(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t a, uint64_t b, rx_leaf_t *out);
+/* Read the leaves of LT positions [a, b] in one batch, ascending, re-reading torn ones. */
+int rx_read_positions(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t a, uint64_t b, rx_leaf_t *out);
 /* Read one leaf at gaddr, re-reading a torn one. */
 int rx_read_leaf(dm_ctx_t *ctx, dm_gaddr_t at, rx_leaf_t *out);
-/* A chain read: the primary (already read, in *first) and its synonyms. *out is malloc'd
- * (n leaves, addrs their gaddrs). */
-int rx_read_chain(dm_ctx_t *ctx, const rx_leaf_t *first, dm_gaddr_t first_at, rx_leaf_t **out,
-                  dm_gaddr_t **addrs, unsigned *n);
-/* The chains of k primaries, one batch per hop over all of them (scan). */
+/* The chains of k leaves (heads, already read), one batch per hop over all of them. out[i]
+ * is malloc'd (n[i] leaves, heads[i] first). */
 int rx_read_chains(dm_ctx_t *ctx, const rx_leaf_t *heads, unsigned k, rx_leaf_t **out, unsigned *n);
-/* The covering primary of image x and its leaf (1 RTT). */
+
+/* A window: the leaves of LT positions [a, e] read in one batch (ascending, so in chain
+ * order in time), j the position covering the image asked for (a <= j <= b <= e). */
+typedef struct rx_win {
+    uint64_t a, b, e, j;
+    rx_leaf_t *buf; /* malloc'd: position p's leaf is buf[p - a] */
+} rx_win_t;
+/* Read the window of image x and `extra` positions after it (at most DM_BATCH_MAX in
+ * all): 1 RTT. Returns 0 (free w->buf) or DM_E*; DM_ECORRUPT when the model's bound
+ * failed. */
+int rx_win_read(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t x, uint64_t extra, rx_win_t *w);
+/* The leaf after *p's in w, when it is position *p + 1's leaf of the same chain: a walker
+ * that has read nothing since the window may take it (its reads stay in chain order in
+ * time). Advances *p and returns it, else NULL. */
+const rx_leaf_t *rx_win_next(const dm_rolex_t *r, const rx_win_t *w, uint64_t *p);
+/* The covering LT position of image x and its leaf (1 RTT); *leaf its leaf number. */
 int rx_locate(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t x, uint64_t *leaf, rx_leaf_t *out);
+
+/* layout.c */
+/* Read the model at m (header, segments, LT) into r: 2 RTTs. */
+int rx_load_model(dm_ctx_t *ctx, dm_rolex_t *r, dm_gaddr_t m);
+/* Write a model (segs, lt) into new space: *at its gaddr. Not yet published. */
+int rx_write_model(dm_ctx_t *ctx, dm_gaddr_t root, uint64_t version, const rx_seg_t *segs,
+                   uint64_t ns, const rx_lt_t *lt, uint64_t n, dm_gaddr_t *at);
 
 /* lease.c */
 typedef dm_lease_hold_t rx_hold_t; /* until_us: no write is sent after it */
@@ -142,7 +210,7 @@ extern uint32_t rx_lease_ms, rx_hold_ms;
 /* Test hook: returns nonzero at site to make the caller "die" there (its lock stays held). */
 extern int (*rx_test_hook)(int site);
 enum { RX_SITE_LOCKED = 1 };
-/* Take the lock of the primary leaf at addr (waits; takes a dead holder's lease over) and,
+/* Take the lock of the head leaf at addr (waits; takes a dead holder's lease over) and,
  * with leaf non-NULL, read the leaf in the same batch, after the CAS. */
 int rx_lock(dm_ctx_t *ctx, dm_gaddr_t addr, rx_hold_t *hd, rx_leaf_t *leaf);
 int rx_unlock(dm_ctx_t *ctx, const rx_hold_t *hd);

@@ -1,8 +1,7 @@
-/* ROLEX range query (§4.2, SCAN): the predicted leaves and the next ones in one batch, the
- * synonym chains of the covering leaf and those after it one batch per hop, then more
- * primaries a batch at a time if needed. A primary's chain
- * holds exactly the keys of its image range, so sorting each chain and concatenating in leaf order
- * is sorted. */
+/* ROLEX range query (§4.2, SCAN): the window's leaves and the LT positions after it in one batch,
+ * then the chains they start, walked forward all at once, one batch per hop, then more positions
+ * a batch at a time if needed. A chain holds exactly the keys of its head's image range, so
+ * sorting each chain's keys and concatenating in LT order is sorted. */
 #include "dmkv/rolex.h"
 
 #include "dmkv/errors.h"
@@ -18,43 +17,144 @@ static int cmp_entry(const void *a, const void *b)
     return rx_key_cmp(x->key, x->len, y->key, y->len);
 }
 
-/* Append chain v's keys >= from (all when from is NULL), sorted, to out. Leaves read at
- * different instants can repeat a key (removed from one leaf and inserted into a later one
- * meanwhile): it is taken once. */
-static int take_chain(const rx_leaf_t *v, unsigned n, const void *from, size_t flen, size_t max,
-                      dm_rolex_key_t *out, size_t *got)
+/* Chain v's keys >= from (all when from is NULL), sorted and each once, into a malloc'd *e:
+ * leaves read at different instants can repeat a key (removed from one leaf and inserted
+ * into a later one meanwhile). Returns how many, or -1 out of memory. */
+static long chain_keys(const rx_leaf_t *v, unsigned n, const void *from, size_t flen,
+                       rx_entry_t **e)
 {
-    rx_entry_t *e = malloc((size_t)n * DM_ROLEX_SLOTS * sizeof(*e));
-    if (!e) return DM_ENOMEM;
+    *e = malloc(((size_t)n * DM_ROLEX_SLOTS + 1) * sizeof(**e));
+    if (!*e) return -1;
     size_t m = 0;
     for (unsigned k = 0; k < n; k++)
         for (unsigned i = 0; i < v[k].count; i++)
             if (!from || rx_key_cmp(v[k].e[i].key, v[k].e[i].len, from, flen) >= 0)
-                e[m++] = v[k].e[i];
-    qsort(e, m, sizeof(*e), cmp_entry);
-    for (size_t i = 0; i < m && *got < max; i++) {
-        if (i && !cmp_entry(&e[i - 1], &e[i])) continue;
-        out[*got].len = e[i].len;
-        memcpy(out[*got].key, e[i].key, e[i].len);
-        ++*got;
-    }
-    free(e);
-    return 0;
+                (*e)[m++] = v[k].e[i];
+    qsort(*e, m, sizeof(**e), cmp_entry);
+    size_t d = 0;
+    for (size_t i = 0; i < m; i++)
+        if (!d || cmp_entry(&(*e)[d - 1], &(*e)[i])) (*e)[d++] = (*e)[i];
+    return (long)d;
 }
 
-/* Chains of heads[0..k) in order, keys >= from. */
-static int take_leaves(dm_ctx_t *ctx, const rx_leaf_t *heads, unsigned k, const void *from,
-                       size_t flen, size_t max, dm_rolex_key_t *out, size_t *got)
+/* A chain walked forward from an LT position: its leaves so far, in order. */
+typedef struct walk {
+    rx_leaf_t *v;
+    unsigned n, cap;
+    uint64_t pos; /* the position of v[n - 1] while nothing was read since the window */
+    int fresh;    /* a leaf was read after the window: no more leaves from it */
+    int done;
+    const void *from; /* keys >= from count (NULL: all) */
+    size_t flen;
+} walk_t;
+
+/* Distinct keys >= from the walk holds so far (-1 out of memory). */
+static long walk_keys(const walk_t *k)
 {
-    rx_leaf_t *ch[DM_BATCH_MAX];
-    unsigned n[DM_BATCH_MAX];
-    int rc = rx_read_chains(ctx, heads, k, ch, n);
-    if (rc) return rc;
-    for (unsigned i = 0; i < k; i++) {
-        if (!rc) rc = take_chain(ch[i], n[i], from, flen, max, out, got);
-        from = NULL; /* later primaries hold larger images only */
-        free(ch[i]);
+    rx_entry_t *e;
+    long d = chain_keys(k->v, k->n, k->from, k->flen, &e);
+    free(e);
+    return d;
+}
+
+/* Done: the chain's end, or max distinct keys >= from in the walks up to this one (chains
+ * hold disjoint keys; the earlier walks only grow). Stopping there is safe: a key present
+ * throughout and not seen was, at each leaf's read, in a later leaf, so above every key read
+ * in it (chains are sorted at every instant): above the max keys taken. */
+static int walk_done(walk_t *k, long before, size_t max)
+{
+    if (!k->v[k->n - 1].next || before >= (long)max) return 1;
+    size_t raw = 0;
+    for (unsigned i = 0; i < k->n; i++)
+        raw += k->v[i].count;
+    return before + (long)raw >= (long)max && before + walk_keys(k) >= (long)max;
+}
+
+static rx_leaf_t *walk_slot(walk_t *k)
+{
+    if (k->n == k->cap) {
+        rx_leaf_t *nv = realloc(k->v, 2 * k->cap * sizeof(*nv));
+        if (!nv) return NULL;
+        k->v = nv, k->cap *= 2;
     }
+    return &k->v[k->n];
+}
+
+/* Walk ks[0..m) forward: from the window while each has read nothing since it (the window's
+ * later positions were read later: chain order in time), else one batch per hop for all. */
+static int walk_all(dm_ctx_t *ctx, const dm_rolex_t *r, const rx_win_t *w, walk_t *ks, unsigned m,
+                    size_t max)
+{
+    for (unsigned hop = 0;; hop++) {
+        dm_batch_t b;
+        dm_batch_init(&b);
+        unsigned who[DM_BATCH_MAX];
+        long before = 0; /* distinct keys of the walks before ks[i] */
+        for (unsigned i = 0; i < m; before += walk_keys(&ks[i]), i++) {
+            walk_t *k = &ks[i];
+            while (!k->done && !(k->done = walk_done(k, before, max)) && !k->fresh) {
+                rx_leaf_t *s = walk_slot(k);
+                if (!s) return DM_ENOMEM;
+                const rx_leaf_t *nx = rx_win_next(r, w, &k->pos);
+                if (!nx) break;
+                *s = *nx;
+                k->n++;
+            }
+            if (k->done) continue;
+            rx_leaf_t *s = walk_slot(k);
+            if (!s) return DM_ENOMEM;
+            k->fresh = 1;
+            who[b.n] = i;
+            dm_batch_read(&b, k->v[k->n - 1].next, s, RX_LEAF_BYTES);
+        }
+        if (!b.n) return 0;
+        if (hop >= RX_CHAIN_MAX) return DM_ECORRUPT;
+        int rc = dm_batch_exec(ctx, &b);
+        for (unsigned v = 0; !rc && v < b.n; v++) {
+            walk_t *k = &ks[who[v]];
+            if (!rx_leaf_ok(&k->v[k->n])) /* torn: re-read this one */
+                rc = rx_read_leaf(ctx, k->v[k->n - 1].next, &k->v[k->n]);
+            k->n++;
+        }
+        if (rc) return rc;
+    }
+}
+
+/* The chains starting in w at positions p0 (the first, from `from`) and at every head after
+ * it up to w->e, walked and appended to out. *next: the first head after w->e. */
+static int take_window(dm_ctx_t *ctx, const dm_rolex_t *r, const rx_win_t *w, uint64_t p0,
+                       const void *from, size_t flen, size_t max, dm_rolex_key_t *out, size_t *got,
+                       uint64_t *next)
+{
+    walk_t ks[DM_BATCH_MAX];
+    unsigned m = 0;
+    int rc = 0;
+    for (uint64_t p = p0; p <= w->e; p++) {
+        if (p != p0 && r->lt[p].leaf != r->lt[p].head) continue;
+        walk_t *k = &ks[m++];
+        *k = (walk_t){malloc(4 * sizeof(rx_leaf_t)), 1, 4, p, 0, 0, p == p0 ? from : NULL, flen};
+        if (!k->v)
+            rc = DM_ENOMEM;
+        else
+            k->v[0] = w->buf[p - w->a];
+    }
+    if (!rc) rc = walk_all(ctx, r, w, ks, m, max - *got);
+    for (unsigned i = 0; i < m; i++) {
+        rx_entry_t *e = NULL;
+        long d = rc || !ks[i].v ? 0 : chain_keys(ks[i].v, ks[i].n, ks[i].from, flen, &e);
+        if (d < 0) rc = DM_ENOMEM;
+        for (long q = 0; !rc && q < d && *got < max; q++) {
+            out[*got].len = e[q].len;
+            memcpy(out[*got].key, e[q].key, e[q].len);
+            ++*got;
+        }
+        free(e);
+        free(ks[i].v);
+    }
+    uint64_t p = w->e + 1;
+    while (p < r->hdr.entries && r->lt[p].leaf != r->lt[p].head)
+        p++;
+    *next = p;
     return rc;
 }
 
@@ -63,32 +163,24 @@ int dm_rolex_scan(dm_ctx_t *ctx, dm_rolex_t *r, const void *from, size_t len, si
 {
     *got = 0;
     if (!max) return 0;
-    uint64_t x = len ? dm_rolex_image(from, len) : 0, a, b;
-    rx_window(r, x, &a, &b);
-    rx_leaf_t *buf = malloc(DM_BATCH_MAX * sizeof(*buf));
-    if (!buf) return DM_ENOMEM;
     /* The predicted leaves and the ones after them in the first batch (ROLEX §4.2: it "reads N
      * subsequent data" in the READ phase): about max / 8 leaves (leaves are 1/2 to full). */
-    uint64_t last = r->hdr.primaries - 1;
-    uint64_t e = b + max / (DM_ROLEX_SLOTS / 2) + 1;
-    e = e > last ? last : e;
-    e = e - a >= DM_BATCH_MAX ? a + DM_BATCH_MAX - 1 : e;
-    int rc = rx_read_leaves(ctx, r, a, e, buf);
-    uint64_t j = a;
-    for (uint64_t i = a; !rc && i <= b; i++)
-        if (buf[i - a].lo <= x) j = i;
-    if (!rc && buf[j - a].lo > x) rc = DM_ECORRUPT; /* the model's bound failed */
-    if (!rc)
-        rc = take_leaves(ctx, &buf[j - a], (unsigned)(e - j + 1), len ? from : NULL, len, max, out,
-                         got);
-    for (uint64_t next = e + 1; !rc && *got < max && next <= last;) {
-        uint64_t k = (max - *got) / (DM_ROLEX_SLOTS / 2) + 1, left = last + 1 - next;
+    rx_win_t w;
+    uint64_t next, x = len ? dm_rolex_image(from, len) : 0;
+    int rc = rx_win_read(ctx, r, x, max / (DM_ROLEX_SLOTS / 2) + 1, &w);
+    if (rc) return rc;
+    rc = take_window(ctx, r, &w, w.j, len ? from : NULL, len, max, out, got, &next);
+    free(w.buf);
+    while (!rc && *got < max && next < r->hdr.entries) { /* next is a head */
+        uint64_t k = (max - *got) / (DM_ROLEX_SLOTS / 2) + 1, left = r->hdr.entries - next;
         k = k > DM_BATCH_MAX ? DM_BATCH_MAX : k;
-        k = k > left ? left : k;
-        rc = rx_read_leaves(ctx, r, next, next + k - 1, buf);
-        if (!rc) rc = take_leaves(ctx, buf, (unsigned)k, NULL, 0, max, out, got);
-        next += k;
+        w.a = w.b = w.j = next;
+        w.e = next + (k > left ? left : k) - 1;
+        w.buf = malloc((w.e - w.a + 1) * sizeof(*w.buf));
+        rc = w.buf ? 0 : DM_ENOMEM;
+        if (!rc) rc = rx_read_positions(ctx, r, w.a, w.e, w.buf);
+        if (!rc) rc = take_window(ctx, r, &w, next, NULL, 0, max, out, got, &next);
+        free(w.buf);
     }
-    free(buf);
     return rc;
 }

@@ -1,10 +1,15 @@
-/* ROLEX search (§3.4, §4.2): predict, read the predicted leaves in one batch, then the covering
- * leaf's synonym chain as far as the leaf whose keys reach past the key. Stopping there is safe:
- * the chain is sorted across its leaves and keys only move forward in it (insert.c), so a key
- * present throughout the search is in that leaf or in one read before it. */
+/* ROLEX search (§3.4, §4.2): predict, read the window's leaves in one batch (LT positions), then
+ * walk forward from the covering entry's leaf along its chain as far as the leaf whose keys reach
+ * past the key. Starting there is safe: every key of the chain with an image >= the entry's low
+ * is in that leaf or after it (rolex_internal.h, I(e)). Stopping is safe: the chain is sorted
+ * across its leaves and keys only move forward in it (insert.c), so a key present throughout the
+ * search is in that leaf or in one read before it. Keys sharing an image sit in one chain, from
+ * the entry whose low is at or below their image on: the walk passes through all of them. */
 #include "dmkv/rolex.h"
 
 #include "dmkv/errors.h"
+
+#include <stdlib.h>
 
 #include "rolex_internal.h"
 
@@ -12,16 +17,33 @@ int dm_rolex_search(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len)
 {
     if (!len) return DM_EINVAL;
     if (len > DM_ROLEX_KEY_MAX) return 0; /* never stored */
-    uint64_t j;
-    rx_leaf_t l;
-    int rc = rx_locate(ctx, r, dm_rolex_image(key, len), &j, &l);
-    for (unsigned hops = 0; !rc; hops++) {
-        if (rx_leaf_find(&l, key, len) >= 0) return 1;
-        if (!l.next) return 0;
-        const rx_entry_t *last = l.count ? &l.e[l.count - 1] : NULL;
-        if (last && rx_key_cmp(last->key, last->len, key, len) > 0) return 0;
-        if (hops >= RX_CHAIN_MAX) return DM_ECORRUPT;
-        rc = rx_read_leaf(ctx, l.next, &l);
+    rx_win_t w;
+    int rc = rx_win_read(ctx, r, dm_rolex_image(key, len), 0, &w);
+    if (rc) return rc;
+    uint64_t p = w.j;
+    const rx_leaf_t *l = &w.buf[p - w.a];
+    rx_leaf_t fresh;
+    for (unsigned hops = 0;; hops++) {
+        if (rx_leaf_find(l, key, len) >= 0) {
+            rc = 1;
+            break;
+        }
+        if (!l->next || rx_leaf_above(l, key, len)) break;
+        if (hops >= RX_CHAIN_MAX) {
+            rc = DM_ECORRUPT;
+            break;
+        }
+        /* The next leaf from the window while the walk has read nothing since (a later
+         * position was read later: chain order in time), else read now. */
+        const rx_leaf_t *nx = l != &fresh ? rx_win_next(r, &w, &p) : NULL;
+        if (nx) {
+            l = nx;
+            continue;
+        }
+        rc = rx_read_leaf(ctx, l->next, &fresh);
+        if (rc) break;
+        l = &fresh;
     }
+    free(w.buf);
     return rc;
 }

@@ -1,12 +1,16 @@
 /* ROLEX unit tests on the local transport (dmcore/rolex/): key images; bulk build and
  * search of numeric-like keys and keys sharing their first 8 bytes (one image: a synonym
- * chain), present and absent; inserts that fill leaves and chain synonym leaves, removes,
+ * chain), present and absent; the leaf table of a build (one entry per primary, in the
+ * pool); inserts that fill leaves and chain synonym leaves, removes,
  * and scans against a sorted reference; a chain kept sorted across its leaves through random
  * inserts and removes, and a search for an absent key that stops early in it; round trips
  * per search and per scan of 100 keys;
  * two threads' coroutines inserting into the same leaves with delayed completions while a
  * scan checks order; a torn leaf read is read again; a holder that dies holding a leaf
- * lock is taken over after the lease. */
+ * lock is taken over after the lease; retraining (long chains listed in a new LT: every key
+ * found and scanned through the old and the new model, fewer round trips), and a retrain
+ * running over and over while two threads' coroutines insert and remove. */
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
@@ -105,6 +109,56 @@ static void check_chains_sorted(const char *region, dm_rolex_t *r)
             at = l->next;
         }
     }
+}
+
+/* The LT (rolex_internal.h): lows ascending; a head is an entry of its own leaf, below the
+ * primaries; a promoted synonym is reachable from its head, and every key before it in the
+ * chain has an image below its low (I(e), read in the region at rest). */
+static void check_lt(const char *region, dm_rolex_t *r)
+{
+    uint8_t *base = dm_local_region_base(region, NULL);
+    uint64_t heads = 0;
+    for (uint64_t p = 0; p < r->hdr.entries; p++) {
+        const rx_lt_t *e = &r->lt[p];
+        CHECKF(!p || r->lt[p - 1].lo < e->lo, "LT position %lu: lows not ascending",
+               (unsigned long)p);
+        CHECK(e->head < r->hdr.primaries);
+        if (e->leaf == e->head) {
+            CHECK(e->head == heads);
+            const rx_leaf_t *l = (const rx_leaf_t *)(base + dm_gaddr_off(rx_leaf_addr(r, e->leaf)));
+            CHECKF(l->lo == e->lo, "head %lu: LT low %lx, leaf low %lx", (unsigned long)e->leaf,
+                   (unsigned long)e->lo, (unsigned long)l->lo);
+            heads++;
+            continue;
+        }
+        CHECK(e->head + 1 == heads); /* after its head, before the next */
+        dm_gaddr_t at = rx_leaf_addr(r, e->head), want = rx_leaf_addr(r, e->leaf);
+        for (unsigned hops = 0; at && at != want; hops++) {
+            const rx_leaf_t *l = (const rx_leaf_t *)(base + dm_gaddr_off(at));
+            CHECK(hops < RX_CHAIN_MAX);
+            for (unsigned i = 0; i < l->count; i++)
+                CHECKF(dm_rolex_image(l->e[i].key, l->e[i].len) < e->lo,
+                       "LT position %lu: %.*s before its leaf", (unsigned long)p, l->e[i].len,
+                       l->e[i].key);
+            at = l->next;
+        }
+        CHECKF(at == want, "LT position %lu: leaf %lu not in head %lu's chain", (unsigned long)p,
+               (unsigned long)e->leaf, (unsigned long)e->head);
+    }
+    CHECK(heads == r->hdr.primaries);
+}
+
+/* Round trips per search of keys [lo, hi) (each must be found or not as in[]). */
+static double search_rtts(dm_worker_t *w, dm_rolex_t *r, const char *in, int lo, int hi)
+{
+    dm_cls_stats_t s0, s1;
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_GET);
+    dm_stats_get(DM_CLS_GET, &s0);
+    for (int i = lo; i < hi; i++)
+        CHECKF(search(&ctx, r, i) == in[i], "key %d: want %d", i, in[i]);
+    dm_stats_get(DM_CLS_GET, &s1);
+    return (double)(s1.rtts - s0.rtts) / (hi - lo);
 }
 
 /* Round trips of a scan of 100 keys from 100 numeric keys (each scan must return 100). */
@@ -324,6 +378,311 @@ static void test_chain_order(void)
     worker_done(w, &loop);
 }
 
+/* A build's LT is the identity: one entry per primary, in the pool behind the root's model
+ * pointer as the handle caches it. */
+static void test_lt(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:rxlt");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    static char in[NALL];
+    for (int i = 0; i < NALL; i++)
+        in[i] = i % 3 == 0 || i >= NK;
+    dm_rolex_cfg_t cfg = {.eps = 2, .fill = 10};
+    dm_gaddr_t root = build(&ctx, in, &cfg);
+    dm_rolex_t *r;
+    CHECK(dm_rolex_open(&ctx, root, &r) == 0);
+    CHECK(r->hdr.entries == r->hdr.primaries && r->hdr.version == 1);
+    uint8_t *base = dm_local_region_base("rxlt", NULL);
+    const rx_root_t *rt = (const rx_root_t *)(base + dm_gaddr_off(root));
+    CHECK(rt->model == r->model && rt->primaries == r->hdr.primaries);
+    const uint8_t *m = base + dm_gaddr_off(r->model);
+    const rx_mhdr_t *mh = (const rx_mhdr_t *)m;
+    CHECK(mh->entries == r->hdr.primaries && mh->segments == r->hdr.segments);
+    const rx_lt_t *lt = (const rx_lt_t *)(m + RX_MODEL_HDR + RX_SEG_BYTES * mh->segments);
+    for (uint64_t j = 0; j < r->hdr.primaries; j++) {
+        CHECKF(lt[j].leaf == j && lt[j].head == j, "LT[%lu] = leaf %u head %u", (unsigned long)j,
+               lt[j].leaf, lt[j].head);
+        CHECK(!memcmp(&lt[j], &r->lt[j], sizeof(lt[j])));
+    }
+    check_lt("rxlt", r);
+    for (int i = 0; i < NALL; i++)
+        CHECKF(search(&ctx, r, i) == in[i], "key %d: want %d", i, in[i]);
+    check_scan(&ctx, r, in, -1, NALL);
+    fprintf(stderr, "  %lu primaries: %lu LT entries, %lu segments\n",
+            (unsigned long)r->hdr.primaries, (unsigned long)r->hdr.entries,
+            (unsigned long)r->hdr.segments);
+    dm_rolex_close(r);
+    worker_done(w, &loop);
+}
+
+/* Every key of in[] is found and scanned in order through handle r. */
+static void check_all(dm_ctx_t *ctx, dm_rolex_t *r, const char *in)
+{
+    for (int i = 0; i < NALL; i++)
+        CHECKF(search(ctx, r, i) == in[i], "key %d: want %d", i, in[i]);
+    const char *absent[] = {
+        "prefix00", "prefix0000000x", "prefix01", "user:", "user:0000000100", "a", "zzz",
+        "k",        "k9999999"};
+    for (unsigned i = 0; i < sizeof(absent) / sizeof(absent[0]); i++)
+        CHECKF(dm_rolex_search(ctx, r, absent[i], strlen(absent[i])) == 0, "%s found", absent[i]);
+    check_scan(ctx, r, in, -1, NALL);
+    unsigned seed = 3;
+    for (int t = 0; t < 100; t++)
+        check_scan(ctx, r, in, (int)(rand_r(&seed) % NALL), 1 + rand_r(&seed) % 300);
+    check_scan(ctx, r, in, NK - 5, 400); /* across the one-image chains */
+}
+
+/* Long chains (every key inserted into leaves built with a quarter of them), then a retrain:
+ * every key found and scanned through the model of the build (a stale handle) and through the
+ * new one, in fewer round trips with the new; then inserts and removes through both, a
+ * refresh of the stale handle and a second retrain. */
+static void test_retrain(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:rxretrain");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    static char in[NALL];
+    for (int i = 0; i < NALL; i++)
+        in[i] = i % 4 == 0;
+    dm_rolex_cfg_t cfg = {.eps = 1, .fill = 12, .spare = 4000};
+    dm_gaddr_t root = build(&ctx, in, &cfg);
+    dm_rolex_t *r0, *r1;
+    CHECK(dm_rolex_open(&ctx, root, &r0) == 0);
+    char k[32];
+    for (int i = 0; i < NALL; i++) {
+        key_of(i, k, sizeof(k));
+        CHECK(dm_rolex_insert(&ctx, r0, k, strlen(k)) == in[i]);
+        in[i] = 1;
+    }
+    double before = search_rtts(w, r0, in, 0, NALL), scan_before = scan_rtts(w, r0);
+    double num_before = search_rtts(w, r0, in, 0, NK);
+    dm_rolex_retrain_stats_t st;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    CHECK(dm_rolex_retrain(&ctx, root, &st) == 0);
+    fprintf(stderr, "  retrain: %lu leaves read, LT %lu -> %lu entries, %lu segments\n",
+            (unsigned long)st.leaves, (unsigned long)st.entries_before, (unsigned long)st.entries,
+            (unsigned long)st.segments);
+    CHECK(st.version == 2 && st.entries_before == r0->hdr.primaries);
+    CHECK(st.entries > 2 * st.entries_before && st.entries <= st.leaves);
+    CHECK(dm_rolex_open(&ctx, root, &r1) == 0);
+    CHECK(r1->hdr.version == 2 && r1->hdr.entries == st.entries && r0->hdr.version == 1);
+    check_lt("rxretrain", r1);
+    check_all(&ctx, r0, in); /* the stale model */
+    check_all(&ctx, r1, in);
+    double after = search_rtts(w, r1, in, 0, NALL), stale = search_rtts(w, r0, in, 0, NALL);
+    double num_after = search_rtts(w, r1, in, 0, NK), scan_after = scan_rtts(w, r1);
+    fprintf(stderr,
+            "  search: %.2f RTTs before, %.2f after (%.2f with the stale model; numeric keys "
+            "%.2f before, %.2f after); scan of 100: %.2f before, %.2f after\n",
+            before, after, stale, num_before, num_after, scan_before, scan_after);
+    CHECK(after < before && num_after < 1.1 && scan_after < scan_before);
+    /* Inserts and removes through both models, then both find every key. */
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    for (int h = 0; h < 2; h++) { /* odd keys through the stale model, even ones the new */
+        dm_cls_stats_t s0, s1;
+        dm_stats_get(DM_CLS_SET, &s0);
+        int m = 0;
+        for (int i = h; i < NALL; i += 2) {
+            if (i % 3) continue;
+            key_of(i, k, sizeof(k));
+            CHECKF(dm_rolex_remove(&ctx, h ? r0 : r1, k, strlen(k)) == 1, "remove %s", k);
+            in[i] = 0, m++;
+        }
+        dm_stats_get(DM_CLS_SET, &s1);
+        fprintf(stderr, "  remove through the %s model: %.2f RTTs\n", h ? "stale" : "new",
+                (double)(s1.rtts - s0.rtts) / m);
+    }
+    for (int i = 0; i < NALL; i += 6) {
+        key_of(i, k, sizeof(k));
+        CHECKF(dm_rolex_insert(&ctx, i % 12 ? r1 : r0, k, strlen(k)) == 0, "insert %s", k);
+        in[i] = 1;
+    }
+    check_chains_sorted("rxretrain", r1);
+    check_lt("rxretrain", r1);
+    check_all(&ctx, r0, in);
+    check_all(&ctx, r1, in);
+    /* A second retrain; the stale handle catches up by a refresh. */
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    CHECK(dm_rolex_retrain(&ctx, root, &st) == 0 && st.version == 3);
+    CHECK(dm_rolex_refresh(&ctx, r0) == 1 && r0->hdr.version == 3);
+    CHECK(dm_rolex_refresh(&ctx, r0) == 0);
+    CHECK(r0->hdr.entries == st.entries);
+    check_lt("rxretrain", r0);
+    check_all(&ctx, r0, in);
+    check_all(&ctx, r1, in); /* version 2 now stale */
+    fprintf(stderr, "  second retrain: %lu entries; search %.2f RTTs\n", (unsigned long)st.entries,
+            search_rtts(w, r0, in, 0, NALL));
+    dm_rolex_close(r0);
+    dm_rolex_close(r1);
+    worker_done(w, &loop);
+}
+
+/* ---- a retrain over and over while 2 threads x 2 coroutines insert and remove ---- */
+enum { RT_THREADS = 2, RT_COROS = 2, RT_N = 2000 };
+static dm_gaddr_t rt_root;
+static char rt_in[RT_N];
+static atomic_int rt_running, rt_retrains;
+
+typedef struct rt_coro {
+    dm_worker_t *w;
+    int id;
+    int *done;
+} rt_coro_t;
+
+static void rt_key(int i, char *k, size_t cap)
+{
+    snprintf(k, cap, "r%07d", i / 40 * 40 + (i % 40 < 20 ? 0 : 19)); /* 20 keys, one image */
+    snprintf(k + 8, cap - 8, "%04d", i % 40);
+}
+
+/* Each coroutine its own handle: ids 0 and 2 keep the model they opened before any retrain,
+ * 1 and 3 refresh theirs every 50 keys. Each key is searched after its insert, and every
+ * fifth removed again and searched for. */
+static void rt_run(void *arg)
+{
+    rt_coro_t *c = arg;
+    char k[32];
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, c->w, DM_CLS_ADMIN);
+    dm_rolex_t *r;
+    CHECK(dm_rolex_open(&ctx, rt_root, &r) == 0);
+    int ops = 0;
+    for (int i = c->id; i < RT_N; i += RT_THREADS * RT_COROS) {
+        if (i % 8 == 0) continue; /* built in */
+        dm_ctx_init(&ctx, c->w, DM_CLS_SET);
+        rt_key(i, k, sizeof(k));
+        int rc = dm_rolex_insert(&ctx, r, k, strlen(k));
+        CHECKF(rc == 0, "insert %s rc=%d", k, rc);
+        rt_in[i] = 1;
+        CHECKF(dm_rolex_search(&ctx, r, k, strlen(k)) == 1, "%s after its insert", k);
+        if (i % 5 == 0) {
+            CHECKF(dm_rolex_remove(&ctx, r, k, strlen(k)) == 1, "remove %s", k);
+            rt_in[i] = 0;
+            CHECKF(dm_rolex_search(&ctx, r, k, strlen(k)) == 0, "%s after its remove", k);
+        }
+        if (c->id % 2 && ++ops % 50 == 0) CHECK(dm_rolex_refresh(&ctx, r) >= 0);
+    }
+    dm_rolex_close(r);
+    (*c->done)++;
+}
+
+static void *rt_thread(void *arg)
+{
+    int tid = (int)(intptr_t)arg;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:rxrtc");
+    int done = 0;
+    rt_coro_t cs[RT_COROS];
+    for (int i = 0; i < RT_COROS; i++) {
+        cs[i] = (rt_coro_t){.w = w, .id = tid * RT_COROS + i, .done = &done};
+        dm_coro_spawn(rt_run, &cs[i]);
+    }
+    while (done < RT_COROS)
+        uv_run(&loop, UV_RUN_ONCE);
+    worker_done(w, &loop);
+    return NULL;
+}
+
+static void *rt_retrainer(void *arg)
+{
+    (void)arg;
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:rxrtc");
+    dm_ctx_t ctx;
+    while (atomic_load(&rt_running)) {
+        dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+        int rc = dm_rolex_retrain(&ctx, rt_root, NULL);
+        CHECKF(rc == 0, "retrain rc=%d", rc);
+        atomic_fetch_add(&rt_retrains, 1);
+        dm_ctx_sleep(&ctx, 5000);
+    }
+    worker_done(w, &loop);
+    return NULL;
+}
+
+static void test_retrain_concurrent(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:rxrtc");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    static char kb[RT_N][32];
+    static const char *keys[RT_N];
+    static size_t lens[RT_N];
+    size_t n = 0;
+    for (int i = 0; i < RT_N; i += 8) {
+        rt_key(i, kb[n], sizeof(kb[n]));
+        keys[n] = kb[n], lens[n] = strlen(kb[n]), n++;
+        rt_in[i] = 1;
+    }
+    dm_rolex_cfg_t cfg = {.eps = 1, .fill = 4, .spare = 3000};
+    CHECK(dm_rolex_build(&ctx, keys, lens, n, &cfg, &rt_root) == 0);
+    dm_rolex_t *stale, *fresh;
+    CHECK(dm_rolex_open(&ctx, rt_root, &stale) == 0);
+    /* Completions 1-3 ms late, in random order: the retrain interleaves with every batch. */
+    dm_local_inject(2000, 0, NULL, NULL);
+    atomic_store(&rt_running, 1);
+    atomic_store(&rt_retrains, 0);
+    pthread_t rt, th[RT_THREADS];
+    pthread_create(&rt, NULL, rt_retrainer, NULL);
+    for (int i = 0; i < RT_THREADS; i++)
+        pthread_create(&th[i], NULL, rt_thread, (void *)(intptr_t)i);
+    for (int i = 0; i < RT_THREADS; i++)
+        pthread_join(th[i], NULL);
+    int during = atomic_load(&rt_retrains);
+    atomic_store(&rt_running, 0);
+    pthread_join(rt, NULL);
+    dm_local_inject(0, 0, NULL, NULL);
+    CHECK(dm_rolex_open(&ctx, rt_root, &fresh) == 0);
+    fprintf(stderr, "  %d retrains during the inserts; LT %lu -> %lu entries\n", during,
+            (unsigned long)stale->hdr.entries, (unsigned long)fresh->hdr.entries);
+    CHECK(during >= 2 && fresh->hdr.version >= 3 && stale->hdr.version == 1);
+    static dm_rolex_key_t out[RT_N + 1];
+    char k[32];
+    dm_rolex_t *hs[2] = {stale, fresh};
+    for (int h = 0; h < 2; h++) {
+        size_t got, m = 0;
+        CHECK(dm_rolex_scan(&ctx, hs[h], "", 0, RT_N + 1, out, &got) == 0);
+        for (int i = 0; i < RT_N; i++) {
+            rt_key(i, k, sizeof(k));
+            CHECKF(dm_rolex_search(&ctx, hs[h], k, strlen(k)) == rt_in[i], "%s: want %d", k,
+                   rt_in[i]);
+            if (!rt_in[i]) continue;
+            CHECKF(m < got && out[m].len == strlen(k) && !memcmp(out[m].key, k, out[m].len),
+                   "scan key %zu: want %s", m, k);
+            m++;
+        }
+        CHECKF(got == m, "scan: %zu keys, want %zu", got, m);
+    }
+    uint8_t *base = dm_local_region_base("rxrtc", NULL);
+    for (uint64_t j = 0; j < fresh->hdr.primaries; j++) {
+        uint64_t lock;
+        memcpy(&lock, base + dm_gaddr_off(rx_leaf_addr(fresh, j)), 8);
+        CHECKF(lock == 0, "leaf %lu locked at rest", (unsigned long)j);
+    }
+    check_chains_sorted("rxrtc", fresh);
+    check_lt("rxrtc", fresh);
+    /* One more retrain at rest: the keys inserted during the last one are listed too. */
+    CHECK(dm_rolex_retrain(&ctx, rt_root, NULL) == 0);
+    CHECK(dm_rolex_refresh(&ctx, fresh) == 1);
+    check_lt("rxrtc", fresh);
+    for (int i = 0; i < RT_N; i++) {
+        rt_key(i, k, sizeof(k));
+        CHECKF(dm_rolex_search(&ctx, fresh, k, strlen(k)) == rt_in[i], "%s", k);
+    }
+    dm_rolex_close(stale);
+    dm_rolex_close(fresh);
+    worker_done(w, &loop);
+}
+
 /* ---- concurrency: 2 threads x 2 coroutines insert interleaved keys into the same leaves */
 enum { CT_THREADS = 2, CT_COROS = 2, CT_N = 1600 };
 static dm_gaddr_t ct_root;
@@ -540,11 +899,14 @@ int main(void)
     dm_local_set_size(256ull << 20);
     RUN(test_image);
     RUN(test_build_search);
+    RUN(test_lt);
     RUN(test_insert_remove_scan);
     RUN(test_chain_order);
     RUN(test_concurrent);
     RUN(test_torn_leaf);
     RUN(test_lease);
+    RUN(test_retrain);
+    RUN(test_retrain_concurrent);
     fprintf(stderr, "test_rolex: all passed\n");
     return 0;
 }
