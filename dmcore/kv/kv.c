@@ -77,6 +77,11 @@ void dm_kv_prefetch(dm_worker_t *w, const void *key, size_t klen)
     point_role()->cache_prefetch(w, key, klen);
 }
 
+int dm_kv_cache_knows(dm_worker_t *w, const void *key, size_t klen)
+{
+    return point_role()->cache_knows(w, key, klen);
+}
+
 int dm_kv_exists(dm_ctx_t *ctx, const void *key, size_t klen)
 {
     return dm_kv_get(ctx, key, klen, NULL);

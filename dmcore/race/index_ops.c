@@ -1,6 +1,7 @@
 /* RACE as the point role (dmkv/index.h): the table kv/engines.c lists. */
 #include "dmkv/index.h"
 #include "dmkv/race.h"
+#include "race_internal.h"
 
 static int race_attach(dm_ctx_t *ctx, dm_worker_t *w)
 {
@@ -36,6 +37,13 @@ static void race_cache_prefetch(dm_worker_t *w, const void *key, size_t klen)
     dm_race_addr_cache_prefetch(w->race, key, klen);
 }
 
+static int race_cache_knows(dm_worker_t *w, const void *key, size_t klen)
+{
+    dm_gaddr_t slot;
+    uint64_t word;
+    return w->race && race_addr_cache_get(w->race, key, klen, &slot, &word, NULL, NULL);
+}
+
 /* A key's slot: its share of a bucket, header included. */
 static uint64_t race_key_bytes(void)
 {
@@ -58,6 +66,7 @@ const dm_point_index_ops_t dm_race_point_index = {.engine = {"race", 1},
                                                   .search = dm_race_search,
                                                   .search_cached = dm_race_search_hot,
                                                   .cache_prefetch = race_cache_prefetch,
+                                                  .cache_knows = race_cache_knows,
                                                   .set = dm_race_set_carry,
                                                   .set_blind = dm_race_update_blind,
                                                   .del = dm_race_delete_carry,

@@ -232,6 +232,12 @@ static void sh_cache_prefetch(dm_worker_t *w, const void *key, size_t klen)
     (void)w, (void)key, (void)klen;
 }
 
+static int sh_cache_knows(dm_worker_t *w, const void *key, size_t klen)
+{
+    (void)w, (void)key, (void)klen;
+    return 0; /* no per-key cache: every SET counts as a possible insert */
+}
+
 /* A key's MainSegment entry and its fp2 byte (its CurSegment entries are transient). */
 static uint64_t sh_key_bytes(void)
 {
@@ -253,6 +259,7 @@ const dm_point_index_ops_t dm_sephash_point_index = {.engine = {"sephash", 2},
                                                      .search = sh_role_search,
                                                      .search_cached = sh_role_search,
                                                      .cache_prefetch = sh_cache_prefetch,
+                                                     .cache_knows = sh_cache_knows,
                                                      .set = sh_role_set,
                                                      .set_blind = sh_set_blind,
                                                      .del = sh_role_del,

@@ -131,6 +131,9 @@ typedef struct dm_point_index_ops {
     int (*search_cached)(dm_ctx_t *ctx, const void *key, size_t klen, dm_point_item_t *item);
     /* A hint that key will be looked up soon (may do nothing). */
     void (*cache_prefetch)(dm_worker_t *w, const void *key, size_t klen);
+    /* 1 when the engine's cache remembers where key was (a write of it is then likely an
+     * update, not an insert), 0 otherwise; local, no verbs. A hint only. */
+    int (*cache_knows)(dm_worker_t *w, const void *key, size_t klen);
     /* Insert or update key with block (block_len bytes, serialized): decide() sees the
      * current value and may veto; keep_ttl keeps the current expiry; *old (if not NULL)
      * receives the replaced item. carry (NULL: none) keeps a vetoed attempt's written block

@@ -71,6 +71,11 @@ int dm_kv_del(dm_ctx_t *ctx, const void *key, size_t klen);
  * operation will touch first (the address-cache entry, race.h). No effect on results. */
 void dm_kv_prefetch(dm_worker_t *w, const void *key, size_t klen);
 
+/* 1 when w's point index caches where key was (its address cache): a SET of it is then
+ * most likely an update, whose commit rarely fails; 0 otherwise. Local, a few hundred ns
+ * after dm_kv_prefetch. A hint for how deep a pipeline may run (gateway/net/conn.c). */
+int dm_kv_cache_knows(dm_worker_t *w, const void *key, size_t klen);
+
 /* EXISTS for one key: 1, 0 or DM_E*. */
 int dm_kv_exists(dm_ctx_t *ctx, const void *key, size_t klen);
 
