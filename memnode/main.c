@@ -10,7 +10,11 @@
  * (SIGKILL included) comes back with every byte the verbs wrote and the same incarnation,
  * and the gateways carry on. --appendfsync says what survives a crash of the machine:
  * everysec (default) writes dirty pages back every second from a thread of its own, no
- * leaves it to the kernel; a clean shutdown (SIGINT/SIGTERM) writes everything back. */
+ * leaves it to the kernel; a clean shutdown (SIGINT/SIGTERM) writes everything back.
+ *
+ * A thread of its own hosts the retraining of a ROLEX index once node 0's superblock names
+ * one (mn_retrainer.h: the only index code a memory node runs); until then it reads that word
+ * every 100 ms and does nothing else. */
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
@@ -25,6 +29,7 @@
 #include "dmkv/log.h"
 #include "mn_fence.h"
 #include "mn_region.h"
+#include "mn_retrainer.h"
 #include "rdma_server.h"
 #include "tcp_server.h"
 
@@ -261,8 +266,12 @@ int main(int argc, char **argv)
     dm_log(DM_LOG_NOTICE, "Server initialized: tcp transport on %s:%d%s", o.bind,
            mn_tcp_port(&server), server.auth[0] ? " (auth required)" : "");
     dm_log(DM_LOG_NOTICE, "Ready to accept connections tcp");
+    mn_retrainer_t retrainer;
+    if (mn_retrainer_start(&retrainer, region.base, region.size, "memnode"))
+        dm_log(DM_LOG_WARNING, "ROLEX retrainer not started: %s", strerror(errno));
     uv_run(loop, UV_RUN_DEFAULT);
 
+    mn_retrainer_stop(&retrainer); /* joined before the region goes */
     uv_loop_close(loop);
     sync_stop();
     if (region.fd >= 0) dm_log(DM_LOG_NOTICE, "Writing the region back to its file...");

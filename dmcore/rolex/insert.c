@@ -235,6 +235,7 @@ static int update(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len, int
     int rc = rx_win_read(ctx, r, dm_rolex_image(key, len), 0, &w);
     if (rc) return rc;
     const rx_lt_t e = r->lt[w.j];
+    uint64_t word = w.model; /* a new model is loaded after the unlock (sync.c) */
     free(w.buf);
     run_t c = {malloc(8 * sizeof(rx_leaf_t)), malloc(8 * sizeof(dm_gaddr_t)), 1, 8};
     if (!c.v || !c.ad) {
@@ -260,6 +261,7 @@ static int update(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len, int
     if (!rc) rc = change(ctx, r, &hd, &c, key, len, add, &unlocked);
     free(c.v), free(c.ad);
     int urc = unlocked ? 0 : rx_unlock(ctx, &hd);
+    rx_notice(ctx, r, word);
     return rc ? rc : urc;
 }
 

@@ -1,6 +1,7 @@
 /* ROLEX bulk build and handles (§3.2, §4.1 training; §3.3 leaves and models): lays out primary
- * leaves and their synonym chains in one leaf region, writes a model (segments and the identity
- * leaf table) and the root that points to it; reads them back into a handle. */
+ * leaves and their synonym chains in one leaf region, reserves the model arena (two slots),
+ * writes a model (segments and the identity leaf table) into slot 0 and the root that names
+ * it; reads them back into a handle, checking each model against its checksum. */
 #include "dmkv/rolex.h"
 
 #include "dmkv/alloc.h"
@@ -8,6 +9,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <xxhash.h>
 
 #include "rolex_internal.h"
 
@@ -82,13 +84,14 @@ int dm_rolex_build(dm_ctx_t *ctx, const char *const *keys, const size_t *lens, s
     for (uint64_t j = 0; j < L; j++) /* the identity LT: leaf j at position j, its own head */
         lt[j] = (rx_lt_t){lo[j], (uint32_t)j, (uint32_t)j};
     uint64_t ns = rx_train(lo, L, eps, segs);
-    dm_rolex_t r = {0, 0, {.entries = L, .segments = ns, .eps = eps}, segs, lt};
+    dm_rolex_t r = {.hdr = {.entries = L, .segments = ns, .eps = eps}, .segs = segs, .lt = lt};
     rc = rx_check_model(&r);
     if (!rc) rc = dm_write_span(ctx, region, leaves, (L + S) * RX_LEAF_BYTES);
     if (!rc) rc = dm_alloc_block(ctx, RX_ROOT_BYTES, &rt);
-    dm_gaddr_t m = 0;
-    if (!rc) rc = rx_write_model(ctx, rt, 1, segs, ns, lt, L, &m);
-    rx_root_t h = {RX_MAGIC, m, L, 0, eps, region, L + S, cap};
+    if (!rc) rc = dm_alloc_block(ctx, 2 * rx_slot_bytes(cap), &r.hdr.arena);
+    r.root = rt, r.hdr.capacity = cap;
+    if (!rc) rc = rx_write_model(ctx, &r, 1, 0, L + S, segs, ns, lt, L);
+    rx_root_t h = {RX_MAGIC, 1ull << 1 | 0, L, r.hdr.arena, eps, region, L + S, cap};
     if (!rc) rc = dm_write_span(ctx, rt, &h, sizeof(h));
     if (!rc) *root = rt;
 out:
@@ -96,35 +99,55 @@ out:
     return rc;
 }
 
-int rx_write_model(dm_ctx_t *ctx, dm_gaddr_t root, uint64_t version, const rx_seg_t *segs,
-                   uint64_t ns, const rx_lt_t *lt, uint64_t n, dm_gaddr_t *at)
+uint64_t rx_slot_bytes(uint64_t capacity)
+{
+    return dm_alloc_block_bytes(RX_MODEL_HDR + (RX_SEG_BYTES + RX_LT_BYTES) * capacity);
+}
+
+dm_gaddr_t rx_model_addr(const dm_rolex_t *r, uint64_t word)
+{
+    return r->hdr.arena + (word & 1) * rx_slot_bytes(r->hdr.capacity);
+}
+
+uint64_t rx_model_sum(const rx_mhdr_t *h, const void *body, uint64_t len)
+{
+    return XXH3_64bits_withSeed(body, len, XXH3_64bits(&h->version, 40)) | 1;
+}
+
+int rx_write_model(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t version, unsigned slot,
+                   uint64_t taken, const rx_seg_t *segs, uint64_t ns, const rx_lt_t *lt, uint64_t n)
 {
     uint64_t sb = RX_SEG_BYTES * ns, bytes = RX_MODEL_HDR + sb + RX_LT_BYTES * n;
+    if (ns > n || n > r->hdr.capacity) return DM_EINVAL; /* the slot holds no more */
     uint8_t *buf = calloc(1, bytes);
     if (!buf) return DM_ENOMEM;
-    rx_mhdr_t h = {RX_MODEL_MAGIC, version, n, ns, root, {0}};
-    memcpy(buf, &h, sizeof(h));
+    rx_mhdr_t h = {RX_MODEL_MAGIC, version, n, ns, r->root, taken, 0, 0};
     memcpy(buf + RX_MODEL_HDR, segs, sb);
     memcpy(buf + RX_MODEL_HDR + sb, lt, RX_LT_BYTES * n);
-    int rc = dm_alloc_block(ctx, bytes, at);
-    if (!rc) rc = dm_write_span(ctx, *at, buf, bytes);
+    h.sum = rx_model_sum(&h, buf + RX_MODEL_HDR, bytes - RX_MODEL_HDR);
+    memcpy(buf, &h, sizeof(h));
+    int rc = dm_write_span(ctx, rx_model_addr(r, slot), buf, bytes);
     free(buf);
     return rc;
 }
 
-int rx_load_model(dm_ctx_t *ctx, dm_rolex_t *r, dm_gaddr_t m)
+int rx_load_model(dm_ctx_t *ctx, dm_rolex_t *r, uint64_t word)
 {
     rx_mhdr_t h;
-    int rc = dm_read_span(ctx, m, &h, sizeof(h));
+    int rc = dm_read_span(ctx, rx_model_addr(r, word), &h, sizeof(h));
     if (rc) return rc;
-    if (h.magic != RX_MODEL_MAGIC || h.root != r->root || !h.entries || !h.segments ||
-        h.segments > h.entries || h.entries < r->hdr.primaries || h.entries > r->hdr.capacity)
-        return DM_ECORRUPT;
+    /* Another version, or a header torn by its rewrite: the word moved on since it was read. */
+    if (h.magic != RX_MODEL_MAGIC || h.version != word >> 1) return DM_ERETRY;
+    if (h.root != r->root || !h.entries || !h.segments || h.segments > h.entries ||
+        h.entries < r->hdr.primaries || h.entries > r->hdr.capacity)
+        return DM_ERETRY; /* torn as well: the sum decides once it fits the slot */
     uint64_t sb = RX_SEG_BYTES * h.segments, lb = RX_LT_BYTES * h.entries;
     uint8_t *buf = malloc(sb + lb);
     rx_seg_t *segs = malloc(sb);
     rx_lt_t *lt = malloc(lb);
-    rc = buf && segs && lt ? dm_read_span(ctx, m + RX_MODEL_HDR, buf, sb + lb) : DM_ENOMEM;
+    rc = buf && segs && lt ? dm_read_span(ctx, rx_model_addr(r, word) + RX_MODEL_HDR, buf, sb + lb)
+                           : DM_ENOMEM;
+    if (!rc && rx_model_sum(&h, buf, sb + lb) != h.sum) rc = DM_ERETRY; /* being rewritten */
     if (!rc) {
         memcpy(segs, buf, sb);
         memcpy(lt, buf + sb, lb);
@@ -137,8 +160,9 @@ int rx_load_model(dm_ctx_t *ctx, dm_rolex_t *r, dm_gaddr_t m)
         return rc;
     }
     free(r->segs), free(r->lt);
-    r->segs = segs, r->lt = lt, r->model = m;
+    r->segs = segs, r->lt = lt, r->model = word;
     r->hdr.entries = h.entries, r->hdr.segments = h.segments, r->hdr.version = h.version;
+    r->hdr.taken = h.taken;
     return 0;
 }
 
@@ -150,12 +174,16 @@ int dm_rolex_open(dm_ctx_t *ctx, dm_gaddr_t root, dm_rolex_t **out)
     rx_root_t h;
     int rc = dm_read_span(ctx, root, &h, sizeof(h));
     if (!rc && (h.magic != RX_MAGIC || !h.primaries || h.primaries > h.capacity ||
-                h.eps > RX_EPS_MAX || !h.model))
+                h.eps > RX_EPS_MAX || !(h.model >> 1) || !h.arena))
         rc = DM_ECORRUPT;
     if (!rc) {
-        r->hdr = (rx_view_t){
-            .primaries = h.primaries, .eps = h.eps, .region = h.region, .capacity = h.capacity};
-        rc = rx_load_model(ctx, r, h.model);
+        r->hdr = (rx_view_t){.primaries = h.primaries,
+                             .eps = h.eps,
+                             .region = h.region,
+                             .capacity = h.capacity,
+                             .arena = h.arena};
+        rc = rx_sync_model(ctx, r, h.model);
+        rc = rc == 1 ? 0 : rc ? rc : DM_ECORRUPT;
     }
     if (rc) {
         dm_rolex_close(r);

@@ -86,12 +86,15 @@ int rx_read_leaf(dm_ctx_t *ctx, dm_gaddr_t at, rx_leaf_t *out)
     return DM_ECORRUPT;
 }
 
-int rx_read_positions(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t a, uint64_t b, rx_leaf_t *out)
+int rx_read_positions(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t a, uint64_t b, rx_leaf_t *out,
+                      uint64_t *model)
 {
-    if (b < a || b - a >= DM_BATCH_MAX || b >= r->hdr.entries) return DM_EINVAL;
+    if (b < a || b - a >= DM_BATCH_MAX - !!model || b >= r->hdr.entries) return DM_EINVAL;
     for (int t = 0; t < RX_TORN_TRIES; t++) {
         dm_batch_t bt;
         dm_batch_init(&bt);
+        if (model) /* 8 bytes more, no round trip more: a new model is noticed (sync.c) */
+            dm_batch_read(&bt, r->root + RX_OFF_MODEL, model, 8);
         for (uint64_t p = a; p <= b; p++) /* ascending: chain order in time */
             dm_batch_read(&bt, rx_leaf_addr(r, r->lt[p].leaf), &out[p - a], RX_LEAF_BYTES);
         int rc = dm_batch_exec(ctx, &bt);
@@ -109,10 +112,11 @@ int rx_win_read(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t x, uint64_t extra, 
     rx_window(r, x, &w->a, &w->b);
     uint64_t last = r->hdr.entries - 1, e = w->b + extra;
     e = e > last ? last : e;
-    w->e = e - w->a >= DM_BATCH_MAX ? w->a + DM_BATCH_MAX - 1 : e;
+    w->e = e - w->a >= DM_BATCH_MAX - 1 ? w->a + DM_BATCH_MAX - 2 : e; /* + the model word */
+    w->model = 0;
     w->buf = malloc((w->e - w->a + 1) * sizeof(*w->buf)); /* coroutine stacks are small */
     if (!w->buf) return DM_ENOMEM;
-    int rc = rx_read_positions(ctx, r, w->a, w->e, w->buf);
+    int rc = rx_read_positions(ctx, r, w->a, w->e, w->buf, r->pinned ? NULL : &w->model);
     /* The last position of the window whose low is <= x covers x, by rx_window's bound;
      * the cached LT tells when the bound failed. */
     w->j = w->a;

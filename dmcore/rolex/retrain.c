@@ -1,9 +1,9 @@
 /* ROLEX retraining with shadow redirection (§3.5, §4.6), data-movement-free: read every chain in
  * place, list its head and the synonym leaves that can start a range of their own in a new leaf
  * table (LT) in key order, train segments over the entries' low images, write the new model into
- * fresh space and swing the root's model pointer with one CAS. No leaf is written, moved, copied
- * or unlinked, so readers and writers go on meanwhile, and a handle keeps its old model for as
- * long as it likes.
+ * the model arena slot the current one is not in and swing the root's model word with one CAS.
+ * No leaf is written, moved, copied or unlinked, so readers and writers go on meanwhile, and a
+ * pinned handle keeps its old model for as long as it likes.
  *
  * Why a promoted leaf S of low b keeps I(S) (every key of its chain of image >= b is in S or
  * after it) from the moment it was read, with no lock:
@@ -21,12 +21,29 @@
  * the first leaf holding them and walks through all of them.
  *
  * An old model stays right for ever: its entries keep I(e) by the same argument, and the chains
- * it walks are never cut. A new model is used by the handles opened or refreshed after the
- * swing (dm_rolex_refresh). */
+ * it walks are never cut. A new model is used by the handles opened after the swing, and by
+ * every other handle from its next operation on (sync.c).
+ *
+ * Where a new model goes: the root's arena of two slots, each as large as the largest model
+ * (every leaf an LT entry: 48 bytes a leaf, against 816 for the leaf itself), written in the
+ * slot the model word does not name, then the word swung to it. No allocation: dm_alloc takes
+ * chunks by FAA on node 0's alloc_ptr, which gateways FAA too, and a memory node's CPU atomics
+ * are not atomic with an RNIC's on the same word. Nor is anything freed: a handle caches its
+ * model whole and never reads its slot again, and one that loads a slot while it is rewritten
+ * (two retrains after the word it read) finds another version or a failed checksum and reads
+ * the word again (rx_sync_model). The model word carries the version, so a word naming the
+ * slot of two versions ago is still seen as new.
+ *
+ * One retrainer at a time per index: the slots assume it. Once node 0's rolex_root names the
+ * root, that is the memory node (memnode/mn_retrainer.c, through host.c), and
+ * dm_rolex_retrain refuses it; before, the caller sees to it. The word is swung by CAS (from
+ * the model this one was built against) by that one writer: on the memory node a CPU atomic,
+ * which is safe because gateways only ever read the word. */
 #include "dmkv/rolex.h"
 
-#include "dmkv/alloc.h"
+#include "dmkv/batch.h"
 #include "dmkv/errors.h"
+#include "dmkv/superblock.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -103,11 +120,23 @@ static int list_all(dm_ctx_t *ctx, const dm_rolex_t *r, const uint64_t *hlo, lt_
     return rc;
 }
 
-int dm_rolex_retrain(dm_ctx_t *ctx, dm_gaddr_t root, dm_rolex_retrain_stats_t *st)
+int rx_retrain(dm_ctx_t *ctx, dm_gaddr_t root, int hosted, dm_rolex_retrain_stats_t *st)
 {
-    dm_rolex_t *r;
-    int rc = dm_rolex_open(ctx, root, &r);
+    /* Node 0's host record and the leaves taken so far (before any chain is read: the new
+     * model's trigger base, host.c). */
+    uint64_t host = 0, taken = 0;
+    dm_batch_t hb;
+    dm_batch_init(&hb);
+    dm_batch_read(&hb, dm_gaddr_make(0, DM_SB_OFF(rolex_root)), &host, 8);
+    dm_batch_read(&hb, root + RX_OFF_ALLOC, &taken, 8);
+    int rc = dm_batch_exec(ctx, &hb);
     if (rc) return rc;
+    if (!hosted && host == root) return DM_EINVAL; /* the memory node's to retrain */
+    dm_rolex_t *r;
+    rc = dm_rolex_open(ctx, root, &r);
+    if (rc) return rc;
+    dm_rolex_follow(r, 0);
+    if (taken > r->hdr.capacity) taken = r->hdr.capacity; /* FAAs past the end count too */
     uint64_t L = r->hdr.primaries, leaves = 0, *hlo = calloc(L, sizeof(*hlo)), *lows = NULL;
     lt_vec_t t = {0};
     rx_seg_t *segs = NULL;
@@ -126,17 +155,15 @@ int dm_rolex_retrain(dm_ctx_t *ctx, dm_gaddr_t root, dm_rolex_retrain_stats_t *s
     dm_rolex_t nr = *r;
     nr.hdr.entries = t.n, nr.hdr.segments = ns, nr.segs = segs, nr.lt = t.e;
     if (!rc) rc = rx_check_model(&nr);
-    dm_gaddr_t m = 0;
-    if (!rc) rc = rx_write_model(ctx, root, r->hdr.version + 1, segs, ns, t.e, t.n, &m);
+    unsigned slot = (unsigned)(~r->model & 1); /* the slot the current model is not in */
+    uint64_t word = (r->hdr.version + 1) << 1 | slot;
+    if (!rc) rc = rx_write_model(ctx, r, r->hdr.version + 1, slot, taken, segs, ns, t.e, t.n);
     if (!rc) { /* shadow redirection: one CAS, from the model this one was built against */
         dm_batch_t b;
         dm_batch_init(&b);
-        dm_verb_t *cas = dm_batch_cas(&b, root + RX_OFF_MODEL, r->model, m);
+        dm_verb_t *cas = dm_batch_cas(&b, root + RX_OFF_MODEL, r->model, word);
         rc = dm_batch_exec(ctx, &b);
-        if (!rc && cas->result != r->model) {
-            dm_alloc_unused(ctx->w->alloc, m, RX_MODEL_HDR + RX_SEG_BYTES * ns + RX_LT_BYTES * t.n);
-            rc = DM_ERETRY; /* another retrain swung it first */
-        }
+        if (!rc && cas->result != r->model) rc = DM_ERETRY; /* another retrainer: misuse */
     }
     if (!rc && st)
         *st = (dm_rolex_retrain_stats_t){r->hdr.version + 1, leaves, r->hdr.entries, t.n, ns};
@@ -145,12 +172,7 @@ int dm_rolex_retrain(dm_ctx_t *ctx, dm_gaddr_t root, dm_rolex_retrain_stats_t *s
     return rc;
 }
 
-int dm_rolex_refresh(dm_ctx_t *ctx, dm_rolex_t *r)
+int dm_rolex_retrain(dm_ctx_t *ctx, dm_gaddr_t root, dm_rolex_retrain_stats_t *st)
 {
-    uint64_t m;
-    int rc = dm_read_span(ctx, r->root + RX_OFF_MODEL, &m, 8);
-    if (rc) return rc;
-    if (m == r->model) return 0;
-    rc = rx_load_model(ctx, r, m);
-    return rc ? rc : 1;
+    return rx_retrain(ctx, root, 0, st);
 }

@@ -3,16 +3,24 @@
  * Pool layout (little-endian; sizes in bytes):
  *
  * Root (RX_ROOT_BYTES = 64, fixed for the index's life; its gaddr is the index's root):
- *   [0]  u64 magic  [8] u64 model: gaddr of the current model (swung by one CAS: retrain.c)
+ *   [0]  u64 magic  [8] u64 model word: version << 1 | slot, the current model (version v
+ *        lives in arena slot `slot`); only a retrainer changes it (retrain.c), gateways read
+ *        it, in the batch of every operation's predicted leaves (sync.c)
  *   [16] u64 primaries (L: leaves 0..L-1, the chain heads, laid out by the build)
- *   [24] u64 reserved  [32] u64 eps (LT positions)  [40] u64 leaf region gaddr
+ *   [24] u64 model arena gaddr: two slots of rx_slot_bytes(capacity) each, written only by
+ *        the one retrainer of the index (retrain.c: why two, and why no allocation)
+ *   [32] u64 eps (LT positions)  [40] u64 leaf region gaddr
  *   [48] u64 alloc_num: leaves taken from the leaf region (FAA; primaries first)
  *   [56] u64 capacity: leaves the region holds
  *
- * Model (RX_MODEL_HDR + 32 * segments + 16 * entries, 64-aligned; written whole before the
- * root points to it, never changed after):
+ * Model (RX_MODEL_HDR + 32 * segments + 16 * entries, at most rx_slot_bytes(capacity): the
+ * LT lists each leaf at most once; written whole into the slot the model word does not
+ * name, then the word swung to it; rewritten two retrains later):
  *   [0]  u64 magic  [8] u64 version (1 at build, +1 per retrain)  [16] u64 entries (n, the
- *   LT's length)  [24] u64 segments  [32] u64 root (back pointer)  [40..64) reserved
+ *   LT's length)  [24] u64 segments  [32] u64 root (back pointer)  [40] u64 taken: the
+ *   root's alloc_num when its chains were read (the trigger's base: host.c)  [48] u64 sum:
+ *   checksum over [8, 48) and the body (a reader of a slot being rewritten reads again)
+ *   [56] reserved
  *   [64] segments, 32 bytes each, ascending: u64 first image, u64 first position,
  *        u64 last position, f64 slope (positions per image unit).
  *   A segment predicts pos(x) = first position + slope * (x - first image), clamped to
@@ -64,6 +72,15 @@
  *    Retraining promotes synonyms to LT entries; the chains stay linked.
  *  - Retraining takes no lock (retrain.c): synonyms made meanwhile are linked after a leaf
  *    the new LT reaches, and I(e) holds for every new entry from the moment it was read.
+ *  - Retraining is whole-index and hosted by node 0's memory node (host.c, memnode/
+ *    mn_retrainer.c), triggered by the growth of alloc_num it polls, not by a CirQ that
+ *    compute nodes append to. A model goes into one of two fixed arena slots per index, not
+ *    into allocated space: the host must not FAA node 0's alloc_ptr, which gateways FAA by
+ *    RNIC (CPU and RNIC atomics do not mix); models carry a checksum and the model word its
+ *    version, so a load of a slot being rewritten is seen and read again.
+ *  - Compute nodes notice a new model by the model word read in the batch of every
+ *    operation's predicted leaves and load it after the operation (sync.c); the paper says
+ *    only that they update the cached models on seeing the model pointer change.
  *  - Chains are kept sorted as the paper's are, but keys move only forward: a full leaf
  *    shifts its last key into the next leaf with room (up to 4 leaves on) or splits into a
  *    new leaf after it, and never gives keys to an earlier leaf (a reader walking forward
@@ -85,7 +102,7 @@
 #include "dmkv/lease_lock.h"
 #include "dmkv/rolex.h"
 
-#define RX_MAGIC 0x32584c4f52534d44ull       /* "DMSROLX2" (the root) */
+#define RX_MAGIC 0x33584c4f52534d44ull       /* "DMSROLX3" (the root; 3: model arena) */
 #define RX_MODEL_MAGIC 0x4c444f4d58524d44ull /* "DMRXMODL" */
 #define RX_ROOT_BYTES 64ull
 #define RX_MODEL_HDR 64ull
@@ -99,13 +116,15 @@
 #define RX_LEAF_BODY 16u   /* the WRITE of a locked leaf starts here */
 #define RX_CHAIN_MAX 4096u /* hops before a chain is taken as corrupt */
 #define RX_EPS_MAX 16u     /* window of 2 eps + 2 leaves fits one batch */
+#define RX_OFF_ARENA 24ull
+#define RX_LOAD_TRIES 64u /* model loads that found their slot rewritten, before DM_ERETRY */
 
 typedef struct rx_root {
-    uint64_t magic, model, primaries, reserved, eps, region, alloc_num, capacity;
+    uint64_t magic, model, primaries, arena, eps, region, alloc_num, capacity;
 } rx_root_t;
 
 typedef struct rx_mhdr {
-    uint64_t magic, version, entries, segments, root, reserved[3];
+    uint64_t magic, version, entries, segments, root, taken, sum, reserved;
 } rx_mhdr_t;
 
 typedef struct rx_seg {
@@ -138,14 +157,16 @@ _Static_assert(sizeof(rx_lt_t) == RX_LT_BYTES, "LT entry layout");
 /* What a handle caches of the root and its model (as read at open; alloc_num is not kept:
  * read the pool's). */
 typedef struct rx_view {
-    uint64_t primaries, entries, segments, eps, region, capacity, version;
+    uint64_t primaries, entries, segments, eps, region, capacity, version, arena, taken;
 } rx_view_t;
 
 struct dm_rolex {
-    dm_gaddr_t root, model;
+    dm_gaddr_t root;
+    uint64_t model; /* the model word of the cached model (version << 1 | slot) */
     rx_view_t hdr;
     rx_seg_t *segs;
     rx_lt_t *lt;
+    int pinned; /* dm_rolex_follow(r, 0): keeps its model, reads no model word */
 };
 
 /* model.c */
@@ -172,8 +193,10 @@ int rx_leaf_find(const rx_leaf_t *l, const void *key, size_t len);
 int rx_leaf_above(const rx_leaf_t *l, const void *key, size_t len);
 /* Read leaves numbered [a, b] in one batch (b - a < DM_BATCH_MAX), re-reading torn ones. */
 int rx_read_leaves(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t a, uint64_t b, rx_leaf_t *out);
-/* Read the leaves of LT positions [a, b] in one batch, ascending, re-reading torn ones. */
-int rx_read_positions(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t a, uint64_t b, rx_leaf_t *out);
+/* Read the leaves of LT positions [a, b] in one batch, ascending, re-reading torn ones; with
+ * model non-NULL (then b - a < DM_BATCH_MAX - 1), the root's model word too, in the batch. */
+int rx_read_positions(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t a, uint64_t b, rx_leaf_t *out,
+                      uint64_t *model);
 /* Read one leaf at gaddr, re-reading a torn one. */
 int rx_read_leaf(dm_ctx_t *ctx, dm_gaddr_t at, rx_leaf_t *out);
 /* The chains of k leaves (heads, already read), one batch per hop over all of them. out[i]
@@ -185,10 +208,12 @@ int rx_read_chains(dm_ctx_t *ctx, const rx_leaf_t *heads, unsigned k, rx_leaf_t 
 typedef struct rx_win {
     uint64_t a, b, e, j;
     rx_leaf_t *buf; /* malloc'd: position p's leaf is buf[p - a] */
+    uint64_t model; /* the root's model word read in the same batch (0: pinned handle) */
 } rx_win_t;
-/* Read the window of image x and `extra` positions after it (at most DM_BATCH_MAX in
- * all): 1 RTT. Returns 0 (free w->buf) or DM_E*; DM_ECORRUPT when the model's bound
- * failed. */
+/* Read the window of image x and `extra` positions after it (at most DM_BATCH_MAX - 1 in
+ * all) and, unless r is pinned, the root's model word (step 4 of DESIGN.md's plan): 1 RTT.
+ * Returns 0 (free w->buf; pass w->model to rx_notice once done) or DM_E*; DM_ECORRUPT when
+ * the model's bound failed. */
 int rx_win_read(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t x, uint64_t extra, rx_win_t *w);
 /* The leaf after *p's in w, when it is position *p + 1's leaf of the same chain: a walker
  * that has read nothing since the window may take it (its reads stay in chain order in
@@ -198,11 +223,36 @@ const rx_leaf_t *rx_win_next(const dm_rolex_t *r, const rx_win_t *w, uint64_t *p
 int rx_locate(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t x, uint64_t *leaf, rx_leaf_t *out);
 
 /* layout.c */
-/* Read the model at m (header, segments, LT) into r: 2 RTTs. */
-int rx_load_model(dm_ctx_t *ctx, dm_rolex_t *r, dm_gaddr_t m);
-/* Write a model (segs, lt) into new space: *at its gaddr. Not yet published. */
-int rx_write_model(dm_ctx_t *ctx, dm_gaddr_t root, uint64_t version, const rx_seg_t *segs,
-                   uint64_t ns, const rx_lt_t *lt, uint64_t n, dm_gaddr_t *at);
+/* Bytes of one arena slot: the largest model (every leaf an LT entry and a segment). */
+uint64_t rx_slot_bytes(uint64_t capacity);
+/* The gaddr of the slot that model word `word` names. */
+dm_gaddr_t rx_model_addr(const dm_rolex_t *r, uint64_t word);
+/* The checksum of model header h (its [8, 48)) and body (segments, LT: len bytes). */
+uint64_t rx_model_sum(const rx_mhdr_t *h, const void *body, uint64_t len);
+/* Read the model that word names (header, then segments and LT: 2 RTTs) into r. DM_ERETRY
+ * when its slot holds another version or fails its checksum (rewritten since the word was
+ * read: read the word again), DM_ECORRUPT, or DM_E*; r unchanged on error. */
+int rx_load_model(dm_ctx_t *ctx, dm_rolex_t *r, uint64_t word);
+/* Write model `version` (segs, lt; taken: the alloc_num its chains were read at) into slot
+ * `slot` of r's arena (1 RTT per 4 MB). Not yet published. */
+int rx_write_model(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t version, unsigned slot,
+                   uint64_t taken, const rx_seg_t *segs, uint64_t ns, const rx_lt_t *lt,
+                   uint64_t n);
+
+/* sync.c */
+/* Load the model word names into r, reading the root's word again while its slot was
+ * rewritten meanwhile (RX_LOAD_TRIES): 1 loaded, 0 r already had it, DM_E* (r keeps its
+ * model). 2 RTTs, +1 per retry. */
+int rx_sync_model(dm_ctx_t *ctx, dm_rolex_t *r, uint64_t word);
+/* After an operation that read the model word (0: not read) with its predicted leaves:
+ * a word other than r's loads the new model (ROLEX §3.5's lazy synchronisation, counted in
+ * dm_rolex_stats). The operation's result stands either way. */
+void rx_notice(dm_ctx_t *ctx, dm_rolex_t *r, uint64_t word);
+
+/* retrain.c */
+/* dm_rolex_retrain; hosted: called by the index's host (host.c), which may retrain a root
+ * recorded in node 0's rolex_root. */
+int rx_retrain(dm_ctx_t *ctx, dm_gaddr_t root, int hosted, dm_rolex_retrain_stats_t *st);
 
 /* lease.c */
 typedef dm_lease_hold_t rx_hold_t; /* until_us: no write is sent after it */

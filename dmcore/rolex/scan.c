@@ -171,6 +171,7 @@ int dm_rolex_scan(dm_ctx_t *ctx, dm_rolex_t *r, const void *from, size_t len, si
     if (rc) return rc;
     rc = take_window(ctx, r, &w, w.j, len ? from : NULL, len, max, out, got, &next);
     free(w.buf);
+    uint64_t word = w.model; /* noticed once the scan is done: it walks this model's LT */
     while (!rc && *got < max && next < r->hdr.entries) { /* next is a head */
         uint64_t k = (max - *got) / (DM_ROLEX_SLOTS / 2) + 1, left = r->hdr.entries - next;
         k = k > DM_BATCH_MAX ? DM_BATCH_MAX : k;
@@ -178,9 +179,10 @@ int dm_rolex_scan(dm_ctx_t *ctx, dm_rolex_t *r, const void *from, size_t len, si
         w.e = next + (k > left ? left : k) - 1;
         w.buf = malloc((w.e - w.a + 1) * sizeof(*w.buf));
         rc = w.buf ? 0 : DM_ENOMEM;
-        if (!rc) rc = rx_read_positions(ctx, r, w.a, w.e, w.buf);
+        if (!rc) rc = rx_read_positions(ctx, r, w.a, w.e, w.buf, NULL);
         if (!rc) rc = take_window(ctx, r, &w, next, NULL, 0, max, out, got, &next);
         free(w.buf);
     }
+    rx_notice(ctx, r, word);
     return rc;
 }

@@ -45,5 +45,6 @@ int dm_rolex_search(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len)
         l = &fresh;
     }
     free(w.buf);
+    rx_notice(ctx, r, w.model); /* after: the answer above stands (sync.c) */
     return rc;
 }

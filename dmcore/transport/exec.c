@@ -75,16 +75,23 @@ static int region_exec(uint8_t *base, uint64_t size, dm_verb_t *v, int locked)
     }
     if (v->len != 8) return DM_EINVAL;
     if (v->offset & 7) return DM_EALIGN;
+    /* CPU atomics even when serial: a memory node's own threads (the ROLEX retrainer,
+     * memnode/mn_retrainer.c) read and swing words beside its executor. */
     uint64_t *w = (uint64_t *)(base + v->offset);
-    uint64_t line = v->offset / LINE;
+    uint64_t line = v->offset / LINE, old;
     if (locked) line_lock(line);
-    uint64_t old = *w;
     if (v->op == DM_OP_CAS) {
-        if (old == v->compare) *w = v->swap;
+        old = v->compare; /* the word's value afterwards, whether it swapped or not */
+        __atomic_compare_exchange_n(w, &old, v->swap, 0, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
     } else if (v->op == DM_OP_FAA) {
-        *w = old + v->compare;
-    } else if ((old & v->compare_mask) == (v->compare & v->compare_mask)) {
-        *w = (old & ~v->swap_mask) | (v->swap & v->swap_mask);
+        old = __atomic_fetch_add(w, v->compare, __ATOMIC_ACQ_REL);
+    } else {
+        old = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+        while ((old & v->compare_mask) == (v->compare & v->compare_mask) &&
+               !__atomic_compare_exchange_n(w, &old,
+                                            (old & ~v->swap_mask) | (v->swap & v->swap_mask), 0,
+                                            __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE))
+            ;
     }
     if (locked) line_unlock(line);
     v->result = old;

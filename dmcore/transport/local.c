@@ -120,6 +120,31 @@ static local_region_t *region_find(const char *name, int create)
     return r;
 }
 
+int dm_local_region_adopt(const char *name, uint8_t *base, uint64_t size)
+{
+    if (!name || strlen(name) >= sizeof(((local_region_t *)0)->name) || !base ||
+        size < DM_SB_SIZE || ((const dm_superblock_t *)base)->magic != DM_SB_MAGIC)
+        return DM_EINVAL;
+    pthread_mutex_lock(&regions_lock);
+    local_region_t *r;
+    for (r = regions; r; r = r->next)
+        if (strcmp(r->name, name) == 0) break;
+    int rc = 0;
+    if (r) {
+        rc = r->base == base && r->size == size ? 0 : DM_EINVAL;
+    } else if (!(r = calloc(1, sizeof(*r)))) {
+        rc = DM_ENOMEM;
+    } else { /* not formatted, never unmapped here: the range is the caller's */
+        snprintf(r->name, sizeof(r->name), "%s", name);
+        r->base = base;
+        r->size = size;
+        r->next = regions;
+        regions = r;
+    }
+    pthread_mutex_unlock(&regions_lock);
+    return rc;
+}
+
 uint8_t *dm_local_region_base(const char *name, uint64_t *size)
 {
     local_region_t *r = region_find(name, 0);

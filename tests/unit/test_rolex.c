@@ -9,11 +9,16 @@
  * scan checks order; a torn leaf read is read again; a holder that dies holding a leaf
  * lock is taken over after the lease; retraining (long chains listed in a new LT: every key
  * found and scanned through the old and the new model, fewer round trips), and a retrain
- * running over and over while two threads' coroutines insert and remove. */
+ * running over and over while two threads' coroutines insert and remove; handles that load a
+ * new model by themselves after a search, a scan, an insert (the model word read with the
+ * leaves), a model slot rewritten under a load; the host's trigger; and the memory node's
+ * retrainer thread (memnode/mn_retrainer.c) hosting the retraining on a local region while
+ * another thread inserts and removes. */
 #include <stdatomic.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "dmkv/coro.h"
 #include "dmkv/errors.h"
@@ -23,6 +28,7 @@
 #include "dmkv/transport.h"
 #include "harness.h"
 #include "worker_util.h"
+#include "mn_retrainer.h"
 #include "../dmcore/rolex/rolex_internal.h"
 
 /* The key set: i in [0, NK) -> "k%07d" (numeric, images differ), then "prefix00%05d"
@@ -397,8 +403,8 @@ static void test_lt(void)
     CHECK(r->hdr.entries == r->hdr.primaries && r->hdr.version == 1);
     uint8_t *base = dm_local_region_base("rxlt", NULL);
     const rx_root_t *rt = (const rx_root_t *)(base + dm_gaddr_off(root));
-    CHECK(rt->model == r->model && rt->primaries == r->hdr.primaries);
-    const uint8_t *m = base + dm_gaddr_off(r->model);
+    CHECK(rt->model == r->model && r->model == (1u << 1 | 0) && rt->primaries == r->hdr.primaries);
+    const uint8_t *m = base + dm_gaddr_off(rx_model_addr(r, r->model));
     const rx_mhdr_t *mh = (const rx_mhdr_t *)m;
     CHECK(mh->entries == r->hdr.primaries && mh->segments == r->hdr.segments);
     const rx_lt_t *lt = (const rx_lt_t *)(m + RX_MODEL_HDR + RX_SEG_BYTES * mh->segments);
@@ -453,6 +459,7 @@ static void test_retrain(void)
     dm_gaddr_t root = build(&ctx, in, &cfg);
     dm_rolex_t *r0, *r1;
     CHECK(dm_rolex_open(&ctx, root, &r0) == 0);
+    dm_rolex_follow(r0, 0); /* the stale model: test_notice has handles that follow */
     char k[32];
     for (int i = 0; i < NALL; i++) {
         key_of(i, k, sizeof(k));
@@ -470,6 +477,7 @@ static void test_retrain(void)
     CHECK(st.version == 2 && st.entries_before == r0->hdr.primaries);
     CHECK(st.entries > 2 * st.entries_before && st.entries <= st.leaves);
     CHECK(dm_rolex_open(&ctx, root, &r1) == 0);
+    dm_rolex_follow(r1, 0);
     CHECK(r1->hdr.version == 2 && r1->hdr.entries == st.entries && r0->hdr.version == 1);
     check_lt("rxretrain", r1);
     check_all(&ctx, r0, in); /* the stale model */
@@ -526,7 +534,7 @@ static void test_retrain(void)
 enum { RT_THREADS = 2, RT_COROS = 2, RT_N = 2000 };
 static dm_gaddr_t rt_root;
 static char rt_in[RT_N];
-static atomic_int rt_running, rt_retrains;
+static atomic_int rt_running, rt_retrains, rt_followed;
 
 typedef struct rt_coro {
     dm_worker_t *w;
@@ -540,9 +548,10 @@ static void rt_key(int i, char *k, size_t cap)
     snprintf(k + 8, cap - 8, "%04d", i % 40);
 }
 
-/* Each coroutine its own handle: ids 0 and 2 keep the model they opened before any retrain,
- * 1 and 3 refresh theirs every 50 keys. Each key is searched after its insert, and every
- * fifth removed again and searched for. */
+/* Each coroutine its own handle: ids 0 and 2 keep the model they opened before any retrain
+ * (pinned), 1 refreshes its own every 50 keys, 3 follows the root by itself (sync.c: a model
+ * slot may be rewritten while it loads it, every 5 ms here). Each key is searched after its
+ * insert, and every fifth removed again and searched for. */
 static void rt_run(void *arg)
 {
     rt_coro_t *c = arg;
@@ -551,6 +560,7 @@ static void rt_run(void *arg)
     dm_ctx_init(&ctx, c->w, DM_CLS_ADMIN);
     dm_rolex_t *r;
     CHECK(dm_rolex_open(&ctx, rt_root, &r) == 0);
+    if (c->id != 3) dm_rolex_follow(r, 0);
     int ops = 0;
     for (int i = c->id; i < RT_N; i += RT_THREADS * RT_COROS) {
         if (i % 8 == 0) continue; /* built in */
@@ -565,8 +575,9 @@ static void rt_run(void *arg)
             rt_in[i] = 0;
             CHECKF(dm_rolex_search(&ctx, r, k, strlen(k)) == 0, "%s after its remove", k);
         }
-        if (c->id % 2 && ++ops % 50 == 0) CHECK(dm_rolex_refresh(&ctx, r) >= 0);
+        if (c->id == 1 && ++ops % 50 == 0) CHECK(dm_rolex_refresh(&ctx, r) >= 0);
     }
+    if (c->id == 3) atomic_store(&rt_followed, (int)dm_rolex_model_version(r));
     dm_rolex_close(r);
     (*c->done)++;
 }
@@ -627,6 +638,7 @@ static void test_retrain_concurrent(void)
     CHECK(dm_rolex_build(&ctx, keys, lens, n, &cfg, &rt_root) == 0);
     dm_rolex_t *stale, *fresh;
     CHECK(dm_rolex_open(&ctx, rt_root, &stale) == 0);
+    dm_rolex_follow(stale, 0);
     /* Completions 1-3 ms late, in random order: the retrain interleaves with every batch. */
     dm_local_inject(2000, 0, NULL, NULL);
     atomic_store(&rt_running, 1);
@@ -642,9 +654,13 @@ static void test_retrain_concurrent(void)
     pthread_join(rt, NULL);
     dm_local_inject(0, 0, NULL, NULL);
     CHECK(dm_rolex_open(&ctx, rt_root, &fresh) == 0);
+    dm_rolex_follow(fresh, 0); /* refreshed by hand below */
     fprintf(stderr, "  %d retrains during the inserts; LT %lu -> %lu entries\n", during,
             (unsigned long)stale->hdr.entries, (unsigned long)fresh->hdr.entries);
     CHECK(during >= 2 && fresh->hdr.version >= 3 && stale->hdr.version == 1);
+    fprintf(stderr, "  the coroutine that follows ended on model version %d of %lu\n",
+            atomic_load(&rt_followed), (unsigned long)fresh->hdr.version);
+    CHECK(atomic_load(&rt_followed) >= 3); /* it loaded new models by itself */
     static dm_rolex_key_t out[RT_N + 1];
     char k[32];
     dm_rolex_t *hs[2] = {stale, fresh};
@@ -894,6 +910,238 @@ static void test_lease(void)
     worker_done(w, &loop);
 }
 
+/* ---- the host's trigger (host.c) ---- */
+static void test_retrain_due(void)
+{
+    uint64_t now = 10000000, gap = DM_ROLEX_RETRAIN_GAP_US;
+    CHECK(!dm_rolex_retrain_due(100, 100, 50, now, 0));             /* nothing taken */
+    CHECK(!dm_rolex_retrain_due(163, 100, 50, now, 0));             /* 63 < 64 */
+    CHECK(dm_rolex_retrain_due(164, 100, 50, now, 0));              /* 64 */
+    CHECK(!dm_rolex_retrain_due(164, 100, 50, now, now - gap + 1)); /* too soon */
+    CHECK(dm_rolex_retrain_due(164, 100, 50, now, now - gap));
+    CHECK(!dm_rolex_retrain_due(1000 + 124, 1000, 1000, now, 0)); /* 124 < 1000 / 8 = 125 */
+    CHECK(dm_rolex_retrain_due(1000 + 125, 1000, 1000, now, 0));
+    CHECK(!dm_rolex_retrain_due(90, 100, 50, now, 0)); /* below the base (a new model) */
+}
+
+/* ---- step 4: a handle notices a new model by itself ---- */
+static void test_notice(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:rxnotice");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    static char in[NALL];
+    for (int i = 0; i < NALL; i++)
+        in[i] = i % 4 == 0;
+    dm_rolex_cfg_t cfg = {.eps = 1, .fill = 12, .spare = 4000};
+    dm_gaddr_t root = build(&ctx, in, &cfg);
+    dm_rolex_t *r, *stale, *fresh;
+    CHECK(dm_rolex_open(&ctx, root, &r) == 0);
+    CHECK(dm_rolex_open(&ctx, root, &stale) == 0);
+    dm_rolex_follow(stale, 0);
+    char k[32];
+    for (int i = 0; i < NALL; i++) {
+        key_of(i, k, sizeof(k));
+        CHECK(dm_rolex_insert(&ctx, r, k, strlen(k)) == in[i]);
+        in[i] = 1;
+    }
+    CHECK(dm_rolex_retrain(&ctx, root, NULL) == 0);
+    CHECK(dm_rolex_model_version(r) == 1);
+    dm_rolex_stats_t s0, s1;
+    dm_cls_stats_t c0, c1;
+    dm_rolex_stats(&s0);
+    dm_stats_get(DM_CLS_GET, &c0);
+    dm_ctx_init(&ctx, w, DM_CLS_GET);
+    CHECK(search(&ctx, r, 5) == 1); /* through the old model, then the new one is loaded */
+    dm_stats_get(DM_CLS_GET, &c1);
+    dm_rolex_stats(&s1);
+    fprintf(stderr, "  the search that noticed model 2: %lu RTTs\n",
+            (unsigned long)(c1.rtts - c0.rtts));
+    CHECKF(dm_rolex_model_version(r) == 2, "version %lu after a search",
+           (unsigned long)dm_rolex_model_version(r));
+    CHECK(s1.models_noticed == s0.models_noticed + 1 && s1.model_loads == s0.model_loads + 1);
+    CHECK(c1.rtts - c0.rtts >= 3); /* its own + header + body */
+    CHECK(dm_rolex_open(&ctx, root, &fresh) == 0);
+    double after = search_rtts(w, r, in, 0, NALL), old = search_rtts(w, stale, in, 0, NALL);
+    double want = search_rtts(w, fresh, in, 0, NALL);
+    dm_rolex_stats(&s0);
+    fprintf(stderr,
+            "  search: %.2f RTTs after noticing (%.2f through a new handle, %.2f pinned "
+            "to the build's model)\n",
+            after, want, old);
+    CHECK(after == want && after < old);
+    CHECK(s0.models_noticed == s1.models_noticed); /* nothing more to notice */
+    CHECK(dm_rolex_model_version(stale) == 1 && stale->pinned);
+    /* A scan, then an insert and a remove, notice too. */
+    CHECK(dm_rolex_retrain(&ctx, root, NULL) == 0);
+    static dm_rolex_key_t out[50];
+    size_t got;
+    CHECK(dm_rolex_scan(&ctx, r, "k0000100", 8, 50, out, &got) == 0 && got == 50);
+    CHECK(dm_rolex_model_version(r) == 3);
+    CHECK(dm_rolex_retrain(&ctx, root, NULL) == 0);
+    CHECK(dm_rolex_remove(&ctx, r, "k0000007", 8) == 1);
+    in[7] = 0;
+    CHECK(dm_rolex_model_version(r) == 4);
+    CHECK(dm_rolex_retrain(&ctx, root, NULL) == 0);
+    CHECK(dm_rolex_insert(&ctx, r, "k0000007", 8) == 0);
+    in[7] = 1;
+    CHECK(dm_rolex_model_version(r) == 5);
+    check_all(&ctx, r, in);
+    check_lt("rxnotice", r);
+    /* A slot rewritten since its word was read: another version there, or a failed sum. */
+    CHECK(dm_rolex_model_version(fresh) == 2 && (fresh->model & 1) != (r->model & 1));
+    CHECK(rx_load_model(&ctx, stale, fresh->model) == DM_ERETRY); /* holds version 4 now */
+    uint8_t *base = dm_local_region_base("rxnotice", NULL);
+    uint8_t *lt = base + dm_gaddr_off(rx_model_addr(r, r->model)) + RX_MODEL_HDR +
+                  RX_SEG_BYTES * r->hdr.segments;
+    lt[16 * 3] ^= 1; /* a torn LT entry */
+    dm_rolex_t *h;
+    CHECK(dm_rolex_open(&ctx, root, &h) == DM_ERETRY);
+    lt[16 * 3] ^= 1;
+    CHECK(dm_rolex_open(&ctx, root, &h) == 0 && dm_rolex_model_version(h) == 5);
+    dm_rolex_close(h);
+    /* Hosted: once node 0 records the root, only its host retrains it. */
+    CHECK(dm_rolex_host_record(&ctx, root) == 0);
+    CHECK(dm_rolex_host_record(&ctx, root) == 0);
+    CHECK(dm_rolex_host_record(&ctx, root + 64) != 0);
+    CHECK(dm_rolex_retrain(&ctx, root, NULL) == DM_EINVAL);
+    dm_rolex_close(r);
+    dm_rolex_close(stale);
+    dm_rolex_close(fresh);
+    worker_done(w, &loop);
+}
+
+/* ---- the memory node's retrainer thread on a local region ---- */
+enum { HN = 6000 };
+static void host_key(int i, char *k, size_t cap)
+{
+    snprintf(k, cap, "h%07d", i);
+}
+
+/* Every key of in[] is found through r, absent ones are not, and a scan returns exactly them. */
+static void host_check(dm_ctx_t *ctx, dm_rolex_t *r, const char *in)
+{
+    static dm_rolex_key_t out[HN + 1];
+    char k[32];
+    size_t got, m = 0;
+    CHECK(dm_rolex_scan(ctx, r, "", 0, HN + 1, out, &got) == 0);
+    for (int i = 0; i < HN; i++) {
+        host_key(i, k, sizeof(k));
+        CHECKF(dm_rolex_search(ctx, r, k, strlen(k)) == in[i], "%s: want %d", k, in[i]);
+        if (!in[i]) continue;
+        CHECKF(m < got && out[m].len == strlen(k) && !memcmp(out[m].key, k, out[m].len),
+               "scan key %zu: want %s", m, k);
+        m++;
+    }
+    CHECKF(got == m, "scan: %zu keys, want %zu", got, m);
+}
+
+static double host_rtts(dm_worker_t *w, dm_rolex_t *r, const char *in)
+{
+    dm_cls_stats_t s0, s1;
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_GET);
+    char k[32];
+    dm_stats_get(DM_CLS_GET, &s0);
+    for (int i = 0; i < HN; i++) {
+        host_key(i, k, sizeof(k));
+        CHECK(dm_rolex_search(&ctx, r, k, strlen(k)) == in[i]);
+    }
+    dm_stats_get(DM_CLS_GET, &s1);
+    return (double)(s1.rtts - s0.rtts) / HN;
+}
+
+static void test_hosted(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:rxhost");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    static char in[HN], kb[HN][16];
+    static const char *keys[HN];
+    static size_t lens[HN];
+    size_t n = 0;
+    for (int i = 0; i < HN; i += 8) {
+        host_key(i, kb[n], sizeof(kb[n]));
+        keys[n] = kb[n], lens[n] = strlen(kb[n]), n++;
+        in[i] = 1;
+    }
+    dm_rolex_cfg_t cfg = {.eps = 1, .fill = 12, .spare = 3000};
+    dm_gaddr_t root;
+    CHECK(dm_rolex_build(&ctx, keys, lens, n, &cfg, &root) == 0);
+    uint64_t size;
+    uint8_t *base = dm_local_region_base("rxhost", &size);
+    mn_retrainer_t mr;
+    CHECK(mn_retrainer_start(&mr, base, size, "rxhost-mn") == 0);
+    usleep(150 * 1000); /* it idles on the word: nothing happens */
+    CHECK(__atomic_load_n(&mr.root, __ATOMIC_ACQUIRE) == 0 &&
+          __atomic_load_n(&mr.retrains, __ATOMIC_RELAXED) == 0);
+    CHECK(dm_rolex_host_record(&ctx, root) == 0);
+    dm_rolex_t *r, *stale;
+    CHECK(dm_rolex_open(&ctx, root, &r) == 0);
+    CHECK(dm_rolex_open(&ctx, root, &stale) == 0);
+    dm_rolex_follow(stale, 0);
+    /* Inserts (every fifth removed again) from this thread while the host's thread retrains. */
+    unsigned seed = 5;
+    static int order[HN], runs[HN / 40 + 1];
+    int m = 0, nr = 0;
+    for (int i = 0; i < HN; i++)
+        if (!in[i]) order[m++] = i;
+    for (int q = 0; q * 40 < m; q++)
+        runs[nr++] = q;
+    for (int q = nr - 1; q > 0;
+         q--) { /* runs of 40 missing keys ascending, the runs in random order */
+        int j = (int)(rand_r(&seed) % (unsigned)(q + 1)), x = runs[q];
+        runs[q] = runs[j], runs[j] = x;
+    }
+    char k[32];
+    uint64_t t0 = dm_now_us();
+    for (int q = 0; q < nr; q++)
+        for (int t = runs[q] * 40; t < runs[q] * 40 + 40 && t < m; t++) {
+            int i = order[t];
+            dm_ctx_init(&ctx, w, DM_CLS_SET);
+            host_key(i, k, sizeof(k));
+            CHECKF(dm_rolex_insert(&ctx, r, k, strlen(k)) == 0, "insert %s", k);
+            in[i] = 1;
+            if (i % 5 == 0) {
+                CHECKF(dm_rolex_remove(&ctx, r, k, strlen(k)) == 1, "remove %s", k);
+                in[i] = 0;
+            }
+        }
+    uint64_t during = __atomic_load_n(&mr.retrains, __ATOMIC_RELAXED);
+    uint64_t ins_ms = (dm_now_us() - t0) / 1000;
+    /* Up to 1 s for the host to catch up with the last leaves taken (if they are enough). */
+    for (int t = 0; t < 100 && __atomic_load_n(&mr.retrains, __ATOMIC_RELAXED) == during; t++)
+        usleep(10000);
+    mn_retrainer_stop(&mr);
+    uint64_t pool_word;
+    memcpy(&pool_word, base + dm_gaddr_off(root) + RX_OFF_MODEL, 8);
+    fprintf(stderr,
+            "  hosted: %lu retrains (%lu during %lu ms of inserts), %.2f ms each on average, "
+            "%.2f at most; model version %lu, %lu failures\n",
+            (unsigned long)mr.retrains, (unsigned long)during, (unsigned long)ins_ms,
+            mr.retrains ? (double)mr.total_us / 1000 / (double)mr.retrains : 0.0,
+            (double)mr.max_us / 1000, (unsigned long)mr.version, (unsigned long)mr.failures);
+    CHECK(mr.root == root && mr.retrains >= 2 && during >= 1 && mr.failures == 0);
+    CHECK(mr.version == pool_word >> 1 && mr.version >= 3);
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    host_check(&ctx, r, in); /* its first search loads the host's newest model */
+    CHECK(dm_rolex_model_version(r) == mr.version && r->model == pool_word);
+    host_check(&ctx, stale, in);
+    check_chains_sorted("rxhost", r);
+    check_lt("rxhost", r);
+    double after = host_rtts(w, r, in), old = host_rtts(w, stale, in);
+    fprintf(stderr, "  search: %.2f RTTs through the host's model, %.2f through the build's\n",
+            after, old);
+    CHECK(after < old);
+    dm_rolex_close(r);
+    dm_rolex_close(stale);
+    worker_done(w, &loop);
+}
+
 int main(void)
 {
     dm_local_set_size(256ull << 20);
@@ -907,6 +1155,9 @@ int main(void)
     RUN(test_lease);
     RUN(test_retrain);
     RUN(test_retrain_concurrent);
+    RUN(test_retrain_due);
+    RUN(test_notice);
+    RUN(test_hosted);
     fprintf(stderr, "test_rolex: all passed\n");
     return 0;
 }

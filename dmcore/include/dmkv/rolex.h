@@ -9,10 +9,12 @@
  *
  * Inserts into a full leaf chain synonym leaves (one more RTT per hop on search and
  * insert); dm_rolex_retrain (ROLEX §3.5, §4.6) lists them in a new LT without moving them
- * and swings the root's model pointer to it (shadow redirection). Hosting it on the memory
- * node, its queue of models to retrain (CirQ) and gateways noticing a new model by
- * themselves are not built: dm_rolex_refresh does it on demand. An empty synonym leaf is
- * kept, not reclaimed. */
+ * and swings the root's model word to it (shadow redirection). Node 0's memory node hosts
+ * the retraining of a root recorded with dm_rolex_host_record (memnode/mn_retrainer.c runs
+ * dm_rolex_host_step); every operation reads the model word with its predicted leaves and
+ * a handle loads a new model by itself (lazy synchronisation, §3.5). The paper's queue of
+ * models to retrain (CirQ) is not built: the host's trigger polls the leaves taken. An
+ * empty synonym leaf is kept, not reclaimed. */
 #ifndef DMKV_ROLEX_H
 #define DMKV_ROLEX_H
 
@@ -54,11 +56,28 @@ int dm_rolex_build(dm_ctx_t *ctx, const char *const *keys, const size_t *lens, s
 
 /* A worker's handle: reads the root and its current model once (3 RTTs) and caches the
  * segments and the LT (16 bytes per entry), as every compute node does (ROLEX §3.3).
- * Returns 0, DM_ECORRUPT (not a ROLEX root) or DM_E*. One handle per worker; not
- * thread-safe. A handle's model stays usable after any number of retrains (leaves never
- * move); it only gets slower. */
+ * Returns 0, DM_ECORRUPT (not a ROLEX root), DM_ERETRY (the model's slot kept being
+ * rewritten while read) or DM_E*. One handle per worker; not thread-safe. A handle's model
+ * stays usable after any number of retrains (leaves never move); it only gets slower, until
+ * its next operation reads the new model word and loads that model (2 RTTs, after the
+ * operation: dmcore/rolex/sync.c). */
 int dm_rolex_open(dm_ctx_t *ctx, dm_gaddr_t root, dm_rolex_t **out);
 void dm_rolex_close(dm_rolex_t *r);
+
+/* on 0 pins r to the model it has: its operations read no model word and load no new
+ * model (dm_rolex_refresh still does); 1 (the default) follows the root's model. For tests
+ * and measurements that compare models. */
+void dm_rolex_follow(dm_rolex_t *r, int on);
+/* The version of r's model: 1 for a build's, +1 per retrain. */
+uint64_t dm_rolex_model_version(const dm_rolex_t *r);
+
+/* Process-wide counts of the lazy synchronisation (ROLEX §3.5): operations that read a
+ * model word other than their handle's, the new models loaded after them, and loads that
+ * failed (the handle kept its model, still right). Relaxed atomics; thread-safe. */
+typedef struct dm_rolex_stats {
+    uint64_t models_noticed, model_loads, model_load_failures;
+} dm_rolex_stats_t;
+void dm_rolex_stats(dm_rolex_stats_t *out);
 
 /* 1 when key (len bytes) is present, 0 when not, or DM_E*. Reads the predicted leaves in
  * one batch (1 RTT), plus one RTT per synonym leaf walked past them in the covering
@@ -101,17 +120,63 @@ typedef struct dm_rolex_retrain_stats {
 /* Retrain the index at root in place (ROLEX §3.5, §4.6; dmcore/rolex/retrain.c): reads every
  * chain (heads DM_BATCH_MAX at a time, then one batch per hop), lists each head and each
  * non-empty synonym leaf that can start a range of its own in a new LT in key order, trains
- * segments over the entries' low images (rx_train), writes the new model into new space and
- * swings the root's model pointer to it with one CAS (shadow redirection). Moves no data and
- * takes no lock: inserts and removes go on meanwhile, and handles keep their model until
- * dm_rolex_refresh. Runs on any dm_ctx_t (a memory node's local worker, later). st may be
- * NULL. Returns 0, DM_ERETRY (another retrain swung the pointer first: this one's model is
- * dropped), DM_ENOMEM or DM_E*. */
+ * segments over the entries' low images (rx_train), writes the new model into the root's
+ * model arena slot the current one is not in and swings the root's model word to it with one
+ * CAS (shadow redirection). Moves no data, allocates nothing, takes no lock: inserts and
+ * removes go on meanwhile, and handles load the new model after their next operation. One
+ * retrainer at a time per index (the caller's duty; the arena's two slots assume it). st may
+ * be NULL. Returns 0, DM_EINVAL (node 0's rolex_root names root: only its memory node
+ * retrains it, dm_rolex_host_step), DM_ERETRY (the word moved meanwhile: a second
+ * retrainer), DM_ENOMEM or DM_E*. */
 int dm_rolex_retrain(dm_ctx_t *ctx, dm_gaddr_t root, dm_rolex_retrain_stats_t *st);
 
-/* Read the root's model pointer (1 RTT) and, when it moved, load the new model into r (2
- * RTTs more): the lazy synchronisation of ROLEX §3.5 on demand. Returns 1 reloaded, 0
- * unchanged, or DM_E* (r keeps its model). Not while another operation uses r. */
+/* Read the root's model word (1 RTT) and, when it moved, load the new model into r (2 RTTs
+ * more, +1 per retry when its slot was being rewritten): the lazy synchronisation of ROLEX
+ * §3.5 on demand (operations do it by themselves). Returns 1 reloaded, 0 unchanged, or
+ * DM_E* (r keeps its model). Not while another operation uses r. */
 int dm_rolex_refresh(dm_ctx_t *ctx, dm_rolex_t *r);
+
+/* ---- retraining hosted by the memory node (ROLEX §3.5, §4.6; dmcore/rolex/host.c) ---- */
+
+#define DM_ROLEX_RETRAIN_MIN 64        /* synonym leaves taken before a retrain, at least */
+#define DM_ROLEX_RETRAIN_GAP_US 50000u /* between the starts of two hosted retrains */
+
+/* The host's trigger: 1 when taken (the root's alloc_num, clamped to its capacity) exceeds
+ * base (the alloc_num the current model's chains were read at) by max(DM_ROLEX_RETRAIN_MIN,
+ * entries / 8) leaves (entries: the current LT's length) and the last retrain started at
+ * least DM_ROLEX_RETRAIN_GAP_US before now_us (last_us 0: none yet; monotonic us), else 0.
+ * Stands in for the paper's CirQ (compute nodes queue a model whose SLT used 2^7 slots):
+ * no gateway takes part. */
+int dm_rolex_retrain_due(uint64_t taken, uint64_t base, uint64_t entries, uint64_t now_us,
+                         uint64_t last_us);
+
+/* Record root as the index node 0's memory node retrains (one CAS from 0 on node 0's
+ * superblock word rolex_root; by the index's builder, before anyone retrains it). The root,
+ * its leaf region and its model arena must be in node 0's region (the host's local worker
+ * reaches only its own region). 3 RTTs (open) + 1. Returns 0 (recorded, or already this
+ * root), DM_EINVAL (not on node 0), DM_ECONFLICT (another root is recorded: one per pool),
+ * DM_ECORRUPT or DM_E*. */
+int dm_rolex_host_record(dm_ctx_t *ctx, dm_gaddr_t root);
+
+/* The host's state for one root: the model last seen and its trigger base, and what the
+ * retrains cost. */
+typedef struct dm_rolex_host {
+    dm_gaddr_t root;
+    uint64_t model;          /* the model word last seen */
+    uint64_t taken, entries; /* that model's trigger base and LT length */
+    uint64_t last_us;        /* monotonic start of the last retrain tried, 0 none */
+    uint64_t retrains, failures;
+    uint64_t total_us, max_us, last_us_taken; /* durations of the retrains done, us */
+    dm_rolex_retrain_stats_t last;            /* the last retrain's outcome */
+    int last_rc;                              /* the last retrain's return code */
+} dm_rolex_host_t;
+void dm_rolex_host_init(dm_rolex_host_t *h, dm_gaddr_t root);
+
+/* One poll of the host (ROLEX §4.6's loop body): reads the root (1 RTT, in-process on the
+ * memory node's local worker) and, when the model word moved, the model's header (1 more);
+ * retrains when dm_rolex_retrain_due says so (the retrain's own RTTs). Only the index's one
+ * host calls it: it retrains a recorded root. Returns 1 retrained, 0 not due, or DM_E* (a
+ * retrain that failed is counted, and tried again after DM_ROLEX_RETRAIN_GAP_US). */
+int dm_rolex_host_step(dm_ctx_t *ctx, dm_rolex_host_t *h);
 
 #endif

@@ -49,7 +49,11 @@ typedef struct dm_superblock {
                                  2026-11-28: the word was reserved) */
     uint64_t sephash_root;    /* node 0: gaddr of the SepHash table header when SepHash is the
                                  point engine, 0 = not created (2026-11-29: was reserved) */
-    uint64_t reserved[12];
+    uint64_t rolex_root;      /* node 0: gaddr of the ROLEX root whose retraining this memory
+                                 node hosts (memnode/mn_retrainer.c), set by CAS from 0 by the
+                                 index's builder (dm_rolex_host_record), 0 = none; never changed
+                                 after (2026-12-01: was reserved) */
+    uint64_t reserved[11];
     uint64_t alloc_board[32];   /* node 0: per clock-board slot, the gaddr of that gateway's
                                    allocation record (dmkv/alloc.h dm_alloc_register), 0 =
                                    none: a dead gateway's unused chunk tails are found here */
@@ -64,6 +68,8 @@ typedef struct dm_superblock {
 
 #define DM_FENCE_BOX 16 /* entries of fence_box */
 _Static_assert(sizeof(dm_superblock_t) <= DM_SB_SIZE, "superblock fits its reserved bytes");
+_Static_assert(offsetof(dm_superblock_t, alloc_board) == 512,
+               "fields after reserved keep their place");
 
 #define DM_SB_OFF(field) offsetof(dm_superblock_t, field)
 

@@ -115,6 +115,17 @@ void dm_local_inject(uint32_t delay_us, uint32_t fail_every, dm_local_hook_fn ho
  * an RNIC executed a prefix of a posted chain. 0 turns it off. Returns batches cut so far. */
 uint64_t dm_local_inject_cut(uint32_t cut_every);
 
+/* Make size bytes at base, already mapped and formatted (a node header at offset 0,
+ * dm_region_format), the local region `name`, so that "local:name" connections run their
+ * verbs on it (dm_region_exec: memcpy and CPU atomics under line locks). For a memory node
+ * that runs pool code on its own region (memnode/mn_retrainer.c): verbs from its other
+ * executors (tcp, an RNIC) are not under those locks. The caller keeps the memory mapped
+ * for as long as any connection to it is open; the name stays taken for the process's
+ * life. Returns 0 (also when name already names this very range), DM_EINVAL (no node
+ * header, size below DM_SB_SIZE, or name taken by another range, or longer than 63 bytes)
+ * or DM_ENOMEM. */
+int dm_local_region_adopt(const char *name, uint8_t *base, uint64_t size);
+
 /* Pointer to byte 0 of a local region (tests only; NULL if not created). */
 uint8_t *dm_local_region_base(const char *name, uint64_t *size);
 
