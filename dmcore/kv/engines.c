@@ -1,5 +1,6 @@
 /* The one place that names the concrete index engines (dmkv/index.h): which a pool can be
- * made of (each engine's folder exports its role table: race/index_ops.c, chime/index_ops.c),
+ * made of (each engine's folder exports its role table: race/index_ops.c, chime/index_ops.c,
+ * sephash/index_ops.c, rolex/index_ops.c),
  * which this process runs, and their record in the pool (docs/DESIGN.md). dm_kv_worker_create
  * (kv.h) attaches a worker through them; the worker itself knows no index, so pool/ does not
  * depend on race/ or chime/. */
@@ -12,6 +13,7 @@
 #include "dmkv/kv.h"
 #include "dmkv/log.h"
 #include "dmkv/race.h"
+#include "dmkv/rolex.h"
 #include "dmkv/sephash.h"
 #include "dmkv/superblock.h"
 #include "keyq.h"
@@ -22,7 +24,8 @@
  * a pointer to it is a pointer to its table. */
 static const dm_index_engine_t *const point_engines[] = {&dm_race_point_index.engine,
                                                          &dm_sephash_point_index.engine};
-static const dm_index_engine_t *const range_engines[] = {&dm_chime_range_index.engine};
+static const dm_index_engine_t *const range_engines[] = {&dm_chime_range_index.engine,
+                                                         &dm_rolex_range_index.engine};
 #define N_POINT (sizeof(point_engines) / sizeof(point_engines[0]))
 #define N_RANGE (sizeof(range_engines) / sizeof(range_engines[0]))
 

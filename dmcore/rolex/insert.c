@@ -21,17 +21,17 @@
 
 #define RX_SHIFT_MAX 4u /* leaves a key may move through before a full chain splits instead */
 
-/* The body of leaf l (next, count, checksum, entries) to `at`, in b. */
-static void put_body(dm_batch_t *b, dm_gaddr_t at, rx_leaf_t *l)
+void rx_put_body(dm_batch_t *b, dm_gaddr_t at, rx_leaf_t *l)
 {
+    l->reserved++; /* the leaf's version: every write changes it (watch_sig) */
     l->sum = rx_leaf_sum(l);
     dm_batch_write(b, at + RX_LEAF_BODY, &l->next, RX_LEAF_BYTES - RX_LEAF_BODY);
 }
 
-static void entry_set(rx_entry_t *e, const void *key, size_t len)
+static void entry_set(rx_entry_t *e, const void *key, size_t len, uint16_t flags)
 {
     memset(e, 0, sizeof(*e));
-    e->len = (uint16_t)len;
+    e->len = (uint16_t)(len | flags);
     memcpy(e->key, key, len);
 }
 
@@ -47,55 +47,78 @@ static int write_unlock(dm_ctx_t *ctx, dm_batch_t *b, const rx_hold_t *hd, int *
 }
 
 /* Key into leaf l (not full, key absent) at its place in order. */
-static void leaf_insert(rx_leaf_t *l, const void *key, size_t len)
+static void leaf_insert(rx_leaf_t *l, const void *key, size_t len, uint16_t flags)
 {
     int at = -rx_leaf_find(l, key, len) - 1;
     memmove(&l->e[at + 1], &l->e[at], (l->count - (unsigned)at) * sizeof(l->e[0]));
-    entry_set(&l->e[at], key, len);
+    entry_set(&l->e[at], key, len, flags);
     l->count++;
 }
 
-/* The leaves of a chain read under its lock, from the covering entry's leaf on: v[0..n),
- * ad[] their gaddrs. */
-typedef struct run {
-    rx_leaf_t *v;
-    dm_gaddr_t *ad;
-    unsigned n, cap;
-} run_t;
+/* Room for n leaves in the run. */
+static int run_reserve(rx_run_t *c, unsigned n)
+{
+    if (n <= c->cap) return 0;
+    unsigned cap = c->cap ? 2 * c->cap : 8;
+    while (cap < n)
+        cap *= 2;
+    rx_leaf_t *nv = realloc(c->v, cap * sizeof(*nv));
+    if (nv) c->v = nv;
+    dm_gaddr_t *na = realloc(c->ad, cap * sizeof(*na));
+    if (na) c->ad = na;
+    if (!nv || !na) return DM_ENOMEM;
+    c->cap = cap;
+    return 0;
+}
 
-/* Read the leaf after the run's last (1 RTT). */
-static int run_more(dm_ctx_t *ctx, run_t *c)
+int rx_run_more(dm_ctx_t *ctx, rx_run_t *c)
 {
     if (c->n >= RX_CHAIN_MAX) return DM_ECORRUPT;
-    if (c->n == c->cap) {
-        unsigned cap = c->cap ? 2 * c->cap : 8;
-        rx_leaf_t *nv = realloc(c->v, cap * sizeof(*nv));
-        if (nv) c->v = nv;
-        dm_gaddr_t *na = realloc(c->ad, cap * sizeof(*na));
-        if (na) c->ad = na;
-        if (!nv || !na) return DM_ENOMEM;
-        c->cap = cap;
-    }
+    int rc = run_reserve(c, c->n + 1);
+    if (rc) return rc;
     c->ad[c->n] = c->v[c->n - 1].next;
-    int rc = rx_read_leaf(ctx, c->ad[c->n], &c->v[c->n]);
+    rc = rx_read_leaf(ctx, c->ad[c->n], &c->v[c->n]);
     if (!rc) c->n++;
     return rc;
 }
 
-/* 1 when the run reaches the end of its chain. */
-static int run_complete(const run_t *c)
+int rx_run_complete(const rx_run_t *c)
 {
     return !c->v[c->n - 1].next;
 }
 
-/* Where key goes: the first leaf of the run whose last key is above key (its successor's
- * leaf), or n when there is none. */
-static unsigned place(const run_t *c, const void *key, size_t len)
+unsigned rx_run_place(const rx_run_t *c, const void *key, size_t len)
 {
     unsigned t = 0;
     while (t < c->n && !rx_leaf_above(&c->v[t], key, len))
         t++;
     return t;
+}
+
+int rx_run_read(dm_ctx_t *ctx, rx_run_t *c, const void *key, size_t len)
+{
+    int rc = 0;
+    while (!rc && !rx_run_complete(c) && rx_run_place(c, key, len) == c->n)
+        rc = rx_run_more(ctx, c);
+    return rc;
+}
+
+int rx_run_find(const rx_run_t *c, const void *key, size_t len, unsigned *k)
+{
+    for (unsigned i = 0; i < c->n; i++) {
+        int pos = rx_leaf_find(&c->v[i], key, len);
+        if (pos >= 0) {
+            *k = i;
+            return pos;
+        }
+    }
+    return -1;
+}
+
+void rx_run_free(rx_run_t *c)
+{
+    free(c->v), free(c->ad);
+    c->v = NULL, c->ad = NULL, c->n = c->cap = 0;
 }
 
 /* A leaf from the leaf region (FAA on alloc_num: ROLEX §3.3, no memory-node CPU): 1 RTT. */
@@ -115,18 +138,22 @@ static int take_leaf(dm_ctx_t *ctx, dm_rolex_t *r, dm_gaddr_t *at)
  * linked after it (keys only ever move forward in a chain, so a reader walking it never misses
  * a key present throughout). The new leaf is written whole before t links it, in one batch
  * (one node's verbs run in order). t == n (key above every key): the new leaf holds key
- * alone, after the last leaf. */
-static int split(dm_ctx_t *ctx, dm_rolex_t *r, dm_batch_t *b, rx_leaf_t *v, dm_gaddr_t *ad,
-                 unsigned n, unsigned t, const void *key, size_t len)
+ * alone, after the last leaf. The new leaf joins the run after its predecessor (the batch
+ * points into the run: it must not move until b is posted). */
+static int split(dm_ctx_t *ctx, dm_rolex_t *r, dm_batch_t *b, rx_run_t *c, unsigned t,
+                 const void *key, size_t len, uint16_t flags)
 {
-    dm_gaddr_t at;
-    int rc = take_leaf(ctx, r, &at);
+    unsigned n = c->n;
+    int rc = run_reserve(c, n + 1);
     if (rc) return rc;
-    rx_leaf_t nl;
+    dm_gaddr_t at;
+    rc = take_leaf(ctx, r, &at);
+    if (rc) return rc;
+    rx_leaf_t nl, *v = c->v;
     memset(&nl, 0, sizeof(nl));
     nl.lo = v[0].lo;
     if (t == n) {
-        entry_set(&nl.e[0], key, len);
+        entry_set(&nl.e[0], key, len, flags);
         nl.count = 1;
         t = n - 1;
     } else {
@@ -137,7 +164,7 @@ static int split(dm_ctx_t *ctx, dm_rolex_t *r, dm_batch_t *b, rx_leaf_t *v, dm_g
          * arriving in ascending order fill its leaf (measured: fewer leaves than halves). */
         unsigned keep = pos + 1 > (DM_ROLEX_SLOTS + 2) / 2 ? pos + 1 : (DM_ROLEX_SLOTS + 2) / 2;
         memcpy(all, l->e, pos * sizeof(all[0]));
-        entry_set(&all[pos], key, len);
+        entry_set(&all[pos], key, len, flags);
         memcpy(&all[pos + 1], &l->e[pos], (DM_ROLEX_SLOTS - pos) * sizeof(all[0]));
         nl.count = DM_ROLEX_SLOTS + 1 - keep;
         memcpy(nl.e, &all[keep], nl.count * sizeof(all[0]));
@@ -147,9 +174,12 @@ static int split(dm_ctx_t *ctx, dm_rolex_t *r, dm_batch_t *b, rx_leaf_t *v, dm_g
         l->count = keep;
     }
     nl.sum = rx_leaf_sum(&nl);
-    dm_batch_write(b, at, &nl, RX_LEAF_BYTES);
+    memmove(&v[t + 2], &v[t + 1], (n - t - 1) * sizeof(v[0]));
+    memmove(&c->ad[t + 2], &c->ad[t + 1], (n - t - 1) * sizeof(c->ad[0]));
+    v[t + 1] = nl, c->ad[t + 1] = at, c->n++;
+    dm_batch_write(b, at, &v[t + 1], RX_LEAF_BYTES);
     v[t].next = at;
-    put_body(b, ad[t], &v[t]);
+    rx_put_body(b, c->ad[t], &v[t]);
     return 0;
 }
 
@@ -159,17 +189,53 @@ static int split(dm_ctx_t *ctx, dm_rolex_t *r, dm_batch_t *b, rx_leaf_t *v, dm_g
  * batch, so a moved key is in the later leaf before it leaves the earlier one: every move is
  * forward, and a reader walking the chain forward never misses a key present throughout. */
 static void shift(dm_batch_t *b, rx_leaf_t *v, dm_gaddr_t *ad, unsigned t, unsigned u,
-                  const void *key, size_t len)
+                  const void *key, size_t len, uint16_t flags)
 {
     for (unsigned k = u; k > t; k--) {
         rx_leaf_t *l = &v[k - 1], *nx = &v[k];
         memmove(&nx->e[1], &nx->e[0], nx->count * sizeof(nx->e[0]));
         nx->e[0] = l->e[--l->count];
+        memset(&l->e[l->count], 0, sizeof(l->e[0]));
         nx->count++;
-        put_body(b, ad[k], nx);
+        rx_put_body(b, ad[k], nx);
     }
-    leaf_insert(&v[t], key, len);
-    put_body(b, ad[t], &v[t]);
+    leaf_insert(&v[t], key, len, flags);
+    rx_put_body(b, ad[t], &v[t]);
+}
+
+int rx_run_add(dm_ctx_t *ctx, dm_rolex_t *r, dm_batch_t *b, rx_run_t *c, const void *key,
+               size_t len, uint16_t flags)
+{
+    /* Room for a split's leaf first: b points into the run, which must not move after. */
+    int rc = run_reserve(c, c->n + RX_SHIFT_MAX + 2);
+    if (rc) return rc;
+    unsigned n = c->n, t = rx_run_place(c, key, len), at = t < n ? t : n - 1;
+    if (c->v[at].count < DM_ROLEX_SLOTS) { /* room in its leaf: insert in order */
+        leaf_insert(&c->v[at], key, len, flags);
+        rx_put_body(b, c->ad[at], &c->v[at]);
+        return 0;
+    }
+    unsigned u = t + 1; /* the first leaf with room after t, within reach */
+    for (; t < n && u <= t + RX_SHIFT_MAX; u++) {
+        if (u == c->n && !rx_run_complete(c)) {
+            rc = rx_run_more(ctx, c);
+            if (rc) return rc;
+        }
+        if (u == c->n || c->v[u].count < DM_ROLEX_SLOTS) break;
+    }
+    if (t < n && u < c->n && u <= t + RX_SHIFT_MAX) {
+        shift(b, c->v, c->ad, t, u, key, len, flags);
+        return 0;
+    }
+    return split(ctx, r, b, c, t < n ? t : c->n, key, len, flags);
+}
+
+void rx_run_drop(dm_batch_t *b, rx_run_t *c, unsigned k, unsigned pos)
+{
+    rx_leaf_t *l = &c->v[k];
+    memmove(&l->e[pos], &l->e[pos + 1], (l->count - pos - 1) * sizeof(l->e[0]));
+    memset(&l->e[--l->count], 0, sizeof(l->e[0]));
+    rx_put_body(b, c->ad[k], l);
 }
 
 /* Under the lock, with the run read up to key's successor (or to the chain's end): insert
@@ -178,48 +244,22 @@ static void shift(dm_batch_t *b, rx_leaf_t *v, dm_gaddr_t *ad, unsigned t, unsig
  * is full, keys move forward into the next leaves up to one with room (RX_SHIFT_MAX at most,
  * read now if need be) or, all full, the leaf splits (an FAA, then two WRITEs). Returns as the
  * API. */
-static int change(dm_ctx_t *ctx, dm_rolex_t *r, const rx_hold_t *hd, run_t *c, const void *key,
+static int change(dm_ctx_t *ctx, dm_rolex_t *r, const rx_hold_t *hd, rx_run_t *c, const void *key,
                   size_t len, int add, int *unlocked)
 {
     dm_batch_t b;
     dm_batch_init(&b);
     b.send_by_us = hd->until_us; /* no write after the hold: DM_ERETRY, nothing written */
-    rx_leaf_t *v = c->v;
-    dm_gaddr_t *ad = c->ad;
-    int pos = -1;
     unsigned k = 0;
-    for (; k < c->n && pos < 0; k++) /* key is in its successor's leaf or before */
-        pos = rx_leaf_find(&v[k], key, len);
+    int pos = rx_run_find(c, key, len, &k); /* in its successor's leaf or before */
     if (pos >= 0) {
         if (add) return 1;
-        rx_leaf_t *l = &v[--k];
-        memmove(&l->e[pos], &l->e[pos + 1], (l->count - (unsigned)pos - 1) * sizeof(l->e[0]));
-        memset(&l->e[--l->count], 0, sizeof(l->e[0]));
-        put_body(&b, ad[k], l);
+        rx_run_drop(&b, c, k, (unsigned)pos);
         int rc = write_unlock(ctx, &b, hd, unlocked);
         return rc ? rc : 1;
     }
     if (!add) return 0;
-    unsigned n = c->n, t = place(c, key, len), at = t < n ? t : n - 1;
-    if (v[at].count < DM_ROLEX_SLOTS) { /* room in its leaf: insert in order */
-        leaf_insert(&v[at], key, len);
-        put_body(&b, ad[at], &v[at]);
-        return write_unlock(ctx, &b, hd, unlocked);
-    }
-    unsigned u = t + 1; /* the first leaf with room after t, within reach */
-    for (; t < n && u <= t + RX_SHIFT_MAX; u++) {
-        if (u == c->n && !run_complete(c)) {
-            int rc = run_more(ctx, c);
-            if (rc) return rc;
-            v = c->v, ad = c->ad;
-        }
-        if (u == c->n || v[u].count < DM_ROLEX_SLOTS) break;
-    }
-    if (t < n && u < c->n && u <= t + RX_SHIFT_MAX) {
-        shift(&b, v, ad, t, u, key, len);
-        return write_unlock(ctx, &b, hd, unlocked);
-    }
-    int rc = split(ctx, r, &b, v, ad, c->n, t < n ? t : c->n, key, len);
+    int rc = rx_run_add(ctx, r, &b, c, key, len, 0);
     return rc ? rc : write_unlock(ctx, &b, hd, unlocked);
 }
 
@@ -237,7 +277,7 @@ static int update(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len, int
     const rx_lt_t e = r->lt[w.j];
     uint64_t word = w.model; /* a new model is loaded after the unlock (sync.c) */
     free(w.buf);
-    run_t c = {malloc(8 * sizeof(rx_leaf_t)), malloc(8 * sizeof(dm_gaddr_t)), 1, 8};
+    rx_run_t c = {malloc(8 * sizeof(rx_leaf_t)), malloc(8 * sizeof(dm_gaddr_t)), 1, 8};
     if (!c.v || !c.ad) {
         free(c.v), free(c.ad);
         return DM_ENOMEM;
@@ -255,8 +295,7 @@ static int update(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len, int
     }
     /* Torn only after a takeover (or not read yet: a promoted entry). */
     if (e.head != e.leaf || !rx_leaf_ok(&c.v[0])) rc = rx_read_leaf(ctx, c.ad[0], &c.v[0]);
-    while (!rc && !run_complete(&c) && place(&c, key, len) == c.n)
-        rc = run_more(ctx, &c);
+    if (!rc) rc = rx_run_read(ctx, &c, key, len);
     int unlocked = 0;
     if (!rc) rc = change(ctx, r, &hd, &c, key, len, add, &unlocked);
     free(c.v), free(c.ad);

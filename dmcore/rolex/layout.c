@@ -25,6 +25,27 @@ static void fill_leaf(rx_leaf_t *l, uint64_t lo, const char *const *keys, const 
     l->count = to - from;
 }
 
+/* A block for the index; with node0, on node 0 (the memory node that hosts retraining:
+ * dm_rolex_host_record): the allocator takes nodes round robin, so within a turn or two of
+ * them. Blocks taken elsewhere were never published: they go back once done (not before,
+ * or the allocator would hand the same one out again). */
+static int alloc_on(dm_ctx_t *ctx, uint64_t bytes, int node0, dm_gaddr_t *out)
+{
+    if (!node0) return dm_alloc_block(ctx, bytes, out);
+    dm_gaddr_t other[2 * DM_GADDR_MAX_NODES + 2];
+    unsigned n = 0, tries = 2 * ctx->w->n_nodes + 2;
+    int rc = DM_ENOMEM;
+    while (n < tries) {
+        rc = dm_alloc_block(ctx, bytes, out);
+        if (rc || !dm_gaddr_node(*out)) break;
+        other[n++] = *out;
+        rc = DM_ENOMEM;
+    }
+    for (unsigned i = 0; i < n; i++)
+        dm_alloc_unused(ctx->w->alloc, other[i], bytes);
+    return rc;
+}
+
 int dm_rolex_build(dm_ctx_t *ctx, const char *const *keys, const size_t *lens, size_t n,
                    const dm_rolex_cfg_t *cfg, dm_gaddr_t *root)
 {
@@ -60,7 +81,8 @@ int dm_rolex_build(dm_ctx_t *ctx, const char *const *keys, const size_t *lens, s
     if (cap >> 32) goto out; /* leaf numbers are u32 in the LT */
     if (!lo || !segs || !leaves) goto out;
     dm_gaddr_t region, rt;
-    rc = dm_alloc_block(ctx, cap * RX_LEAF_BYTES, &region);
+    int node0 = cfg && cfg->node0;
+    rc = alloc_on(ctx, cap * RX_LEAF_BYTES, node0, &region);
     if (rc) goto out;
     uint64_t syn = L; /* next synonym leaf */
     for (uint64_t j = 0; j < L; j++) {
@@ -87,8 +109,8 @@ int dm_rolex_build(dm_ctx_t *ctx, const char *const *keys, const size_t *lens, s
     dm_rolex_t r = {.hdr = {.entries = L, .segments = ns, .eps = eps}, .segs = segs, .lt = lt};
     rc = rx_check_model(&r);
     if (!rc) rc = dm_write_span(ctx, region, leaves, (L + S) * RX_LEAF_BYTES);
-    if (!rc) rc = dm_alloc_block(ctx, RX_ROOT_BYTES, &rt);
-    if (!rc) rc = dm_alloc_block(ctx, 2 * rx_slot_bytes(cap), &r.hdr.arena);
+    if (!rc) rc = alloc_on(ctx, RX_ROOT_BYTES, node0, &rt);
+    if (!rc) rc = alloc_on(ctx, 2 * rx_slot_bytes(cap), node0, &r.hdr.arena);
     r.root = rt, r.hdr.capacity = cap;
     if (!rc) rc = rx_write_model(ctx, &r, 1, 0, L + S, segs, ns, lt, L);
     rx_root_t h = {RX_MAGIC, 1ull << 1 | 0, L, r.hdr.arena, eps, region, L + S, cap};
@@ -97,6 +119,16 @@ int dm_rolex_build(dm_ctx_t *ctx, const char *const *keys, const size_t *lens, s
 out:
     free(start), free(lo), free(segs), free(leaves), free(lt);
     return rc;
+}
+
+void rx_discard(dm_ctx_t *ctx, dm_gaddr_t root)
+{
+    dm_rolex_t *r;
+    if (dm_rolex_open(ctx, root, &r)) return; /* left to dmkv-pool-reclaim */
+    dm_alloc_unused(ctx->w->alloc, r->hdr.region, r->hdr.capacity * RX_LEAF_BYTES);
+    dm_alloc_unused(ctx->w->alloc, r->hdr.arena, 2 * rx_slot_bytes(r->hdr.capacity));
+    dm_alloc_unused(ctx->w->alloc, root, RX_ROOT_BYTES);
+    dm_rolex_close(r);
 }
 
 uint64_t rx_slot_bytes(uint64_t capacity)

@@ -28,7 +28,10 @@ uint64_t rx_leaf_sum(const rx_leaf_t *l)
 
 int rx_leaf_ok(const rx_leaf_t *l)
 {
-    return l->sum == rx_leaf_sum(l) && l->count <= DM_ROLEX_SLOTS;
+    if (l->sum != rx_leaf_sum(l) || l->count > DM_ROLEX_SLOTS) return 0;
+    for (unsigned i = 0; i < l->count; i++) /* every reader copies rx_elen bytes */
+        if (rx_elen(&l->e[i]) > DM_ROLEX_KEY_MAX) return 0;
+    return 1;
 }
 
 int rx_key_cmp(const void *a, size_t alen, const void *b, size_t blen)
@@ -42,7 +45,7 @@ int rx_leaf_find(const rx_leaf_t *l, const void *key, size_t len)
     unsigned a = 0, b = (unsigned)l->count;
     while (a < b) {
         unsigned m = (a + b) / 2;
-        int c = rx_key_cmp(l->e[m].key, l->e[m].len, key, len);
+        int c = rx_key_cmp(l->e[m].key, rx_elen(&l->e[m]), key, len);
         if (c == 0) return (int)m;
         if (c < 0)
             a = m + 1;
@@ -55,7 +58,7 @@ int rx_leaf_find(const rx_leaf_t *l, const void *key, size_t len)
 int rx_leaf_above(const rx_leaf_t *l, const void *key, size_t len)
 {
     const rx_entry_t *last = l->count ? &l->e[l->count - 1] : NULL;
-    return last && rx_key_cmp(last->key, last->len, key, len) > 0;
+    return last && rx_key_cmp(last->key, rx_elen(last), key, len) > 0;
 }
 
 int rx_read_leaves(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t a, uint64_t b, rx_leaf_t *out)

@@ -78,7 +78,7 @@ static int list_chain(const dm_rolex_t *r, lt_vec_t *t, uint64_t h, uint64_t lo,
     for (unsigned s = 0; !rc && s < n; s++) {
         const rx_leaf_t *l = &v[s];
         if (!l->count) continue;
-        uint64_t f = dm_rolex_image(l->e[0].key, l->e[0].len);
+        uint64_t f = dm_rolex_image(l->e[0].key, rx_elen(&l->e[0]));
         uint64_t b = seen && top >= f ? top + 1 : f;
         if (s && (!seen || top != UINT64_MAX) && b > last && (!hi || b < hi)) {
             uint64_t off = v[s - 1].next - r->hdr.region, leaf = off / RX_LEAF_BYTES;
@@ -88,7 +88,7 @@ static int list_chain(const dm_rolex_t *r, lt_vec_t *t, uint64_t h, uint64_t lo,
             last = b;
         }
         const rx_entry_t *e = &l->e[l->count - 1];
-        uint64_t li = dm_rolex_image(e->key, e->len);
+        uint64_t li = dm_rolex_image(e->key, rx_elen(e));
         top = seen && top > li ? top : li;
         seen = 1;
     }

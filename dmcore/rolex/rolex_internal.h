@@ -45,8 +45,10 @@
  *        order are sorted as a whole: every key of a leaf is below every key of the leaves
  *        after it, empty leaves aside)
  *   [32] u64 checksum over [16, 32) and [40, 816) (a reader re-reads a torn leaf)
- *   [40] u64 reserved
- *   [48] 16 entries of 48: u16 key length, 46 key bytes (zero padded)
+ *   [40] u64 version: +1 on every write of the leaf's body (rx_put_body; WATCH signatures
+ *        of the range role), 0 in a build
+ *   [48] 16 entries of 48: u16 key length (bit 15: RX_PENDING, the range role's pending
+ *        flag), 46 key bytes (zero padded)
  *   A writer holding the lock rewrites [16, 816) with one WRITE.
  *
  * Invariants: a key lives in the chain of the head covering its image; chains are never
@@ -96,6 +98,7 @@
 #ifndef DMKV_ROLEX_INTERNAL_H
 #define DMKV_ROLEX_INTERNAL_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "dmkv/batch.h"
@@ -113,9 +116,10 @@
 #define RX_ENTRY_BYTES 48u
 #define RX_LEAF_HDR 48u
 #define RX_LEAF_BYTES (RX_LEAF_HDR + DM_ROLEX_SLOTS * RX_ENTRY_BYTES)
-#define RX_LEAF_BODY 16u   /* the WRITE of a locked leaf starts here */
-#define RX_CHAIN_MAX 4096u /* hops before a chain is taken as corrupt */
-#define RX_EPS_MAX 16u     /* window of 2 eps + 2 leaves fits one batch */
+#define RX_LEAF_BODY 16u /* the WRITE of a locked leaf starts here */
+/* Hops before a chain is taken as corrupt (a cycle): an index built empty is one chain. */
+#define RX_CHAIN_MAX (1u << 26)
+#define RX_EPS_MAX 16u /* window of 2 eps + 2 leaves fits one batch */
 #define RX_OFF_ARENA 24ull
 #define RX_LOAD_TRIES 64u /* model loads that found their slot rewritten, before DM_ERETRY */
 
@@ -141,6 +145,15 @@ typedef struct rx_entry {
     uint16_t len;
     char key[DM_ROLEX_KEY_MAX];
 } rx_entry_t;
+
+/* The entry's length word: the key's bytes, and RX_PENDING on an entry of the range role
+ * (range.c) whose key's presence in the point index is not settled yet. */
+#define RX_PENDING 0x8000u
+#define RX_LEN_MASK 0x7fffu
+static inline unsigned rx_elen(const rx_entry_t *e)
+{
+    return e->len & RX_LEN_MASK;
+}
 
 typedef struct rx_leaf {
     uint64_t lock, lo, next, count, sum, reserved;
@@ -222,7 +235,41 @@ const rx_leaf_t *rx_win_next(const dm_rolex_t *r, const rx_win_t *w, uint64_t *p
 /* The covering LT position of image x and its leaf (1 RTT); *leaf its leaf number. */
 int rx_locate(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t x, uint64_t *leaf, rx_leaf_t *out);
 
+/* insert.c: a chain's leaves read under its lock, from an entry's leaf on (v[0..n), ad[]
+ * their gaddrs), and the changes made to it. */
+typedef struct rx_run {
+    rx_leaf_t *v;
+    dm_gaddr_t *ad;
+    unsigned n, cap;
+} rx_run_t;
+/* Read the leaf after the run's last (1 RTT). */
+int rx_run_more(dm_ctx_t *ctx, rx_run_t *c);
+/* 1 when the run reaches the end of its chain. */
+int rx_run_complete(const rx_run_t *c);
+/* Where key goes: the first leaf of the run whose last key is above key (its successor's
+ * leaf), or n when there is none. */
+unsigned rx_run_place(const rx_run_t *c, const void *key, size_t len);
+/* Read on until the run holds key's successor's leaf or the chain's end (1 RTT a leaf). */
+int rx_run_read(dm_ctx_t *ctx, rx_run_t *c, const void *key, size_t len);
+/* Position of key in leaf *k of the run (the first leaf holding it), or -1. */
+int rx_run_find(const rx_run_t *c, const void *key, size_t len, unsigned *k);
+void rx_run_free(rx_run_t *c);
+/* The body of leaf l (next, count, version, checksum, entries) to at, in b; the leaf's
+ * version (its reserved word) goes up by one. */
+void rx_put_body(dm_batch_t *b, dm_gaddr_t at, rx_leaf_t *l);
+/* Add key (absent from the run, read by rx_run_read) with flags (RX_PENDING or 0) to the
+ * run under its lock: the leaves' WRITEs go into b, in the order they must land (a new
+ * leaf before the link to it), pointing into the run (it must stay as it is until b is
+ * posted). May read leaves (to shift into) and take a synonym leaf (FAA). 0 or DM_E*. */
+int rx_run_add(dm_ctx_t *ctx, dm_rolex_t *r, dm_batch_t *b, rx_run_t *c, const void *key,
+               size_t len, uint16_t flags);
+/* Remove entry pos of the run's leaf k, its WRITE into b. */
+void rx_run_drop(dm_batch_t *b, rx_run_t *c, unsigned k, unsigned pos);
+
 /* layout.c */
+/* Give back the blocks of an index built and never published (no reader knows its root: a
+ * gateway that lost the race to record its own). */
+void rx_discard(dm_ctx_t *ctx, dm_gaddr_t root);
 /* Bytes of one arena slot: the largest model (every leaf an LT entry and a segment). */
 uint64_t rx_slot_bytes(uint64_t capacity);
 /* The gaddr of the slot that model word `word` names. */

@@ -14,7 +14,7 @@
 static int cmp_entry(const void *a, const void *b)
 {
     const rx_entry_t *x = a, *y = b;
-    return rx_key_cmp(x->key, x->len, y->key, y->len);
+    return rx_key_cmp(x->key, rx_elen(x), y->key, rx_elen(y));
 }
 
 /* Chain v's keys >= from (all when from is NULL), sorted and each once, into a malloc'd *e:
@@ -28,7 +28,7 @@ static long chain_keys(const rx_leaf_t *v, unsigned n, const void *from, size_t 
     size_t m = 0;
     for (unsigned k = 0; k < n; k++)
         for (unsigned i = 0; i < v[k].count; i++)
-            if (!from || rx_key_cmp(v[k].e[i].key, v[k].e[i].len, from, flen) >= 0)
+            if (!from || rx_key_cmp(v[k].e[i].key, rx_elen(&v[k].e[i]), from, flen) >= 0)
                 (*e)[m++] = v[k].e[i];
     qsort(*e, m, sizeof(**e), cmp_entry);
     size_t d = 0;
@@ -144,8 +144,8 @@ static int take_window(dm_ctx_t *ctx, const dm_rolex_t *r, const rx_win_t *w, ui
         long d = rc || !ks[i].v ? 0 : chain_keys(ks[i].v, ks[i].n, ks[i].from, flen, &e);
         if (d < 0) rc = DM_ENOMEM;
         for (long q = 0; !rc && q < d && *got < max; q++) {
-            out[*got].len = e[q].len;
-            memcpy(out[*got].key, e[q].key, e[q].len);
+            out[*got].len = (uint16_t)rx_elen(&e[q]);
+            memcpy(out[*got].key, e[q].key, rx_elen(&e[q]));
             ++*got;
         }
         free(e);

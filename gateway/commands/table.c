@@ -150,6 +150,13 @@ void gw_reply_dm_error(gw_conn_t *c, int rc)
 {
     if (rc == DM_ENOMEM || rc == DM_EFULL)
         reply_error(gw_conn_out(c), "OOM command not allowed when used memory > 'maxmemory'.");
+    else if (rc == DM_ETOOBIG && dm_kv_range_index()->engine.max_key)
+        /* ROLEX stores keys inline: a longer key is refused, nothing written (DESIGN.md) */
+        reply_errorf(gw_conn_out(c),
+                     "ERR dmkv: %s (this pool's range index, %s, stores keys of at most %u "
+                     "bytes)",
+                     dm_strerror(rc), dm_kv_range_index()->engine.name,
+                     dm_kv_range_index()->engine.max_key);
     else
         reply_errorf(gw_conn_out(c), "ERR dmkv: %s", dm_strerror(rc));
 }
@@ -214,6 +221,17 @@ static void count_error(gw_conn_t *c, size_t at)
 
 /* A command rejected before running (its error reply starts at byte `at` of the output;
  * gc NULL when unknown): inside MULTI it also dooms the transaction. */
+/* Whether a key of cmd is longer than the pool's range engine holds (engine.max_key). */
+static bool long_key(const gw_command_t *gc, const gw_cmd_t *cmd)
+{
+    uint32_t max = dm_kv_range_index()->engine.max_key;
+    if (!max) return false;
+    int last = gc->last < 0 ? cmd->argc + gc->last : gc->last;
+    for (int i = gc->first; i <= last && i<cmd->argc; i += gc->step> 0 ? gc->step : 1)
+        if (cmd->argvlen[i] > max) return true;
+    return false;
+}
+
 static void rejected(gw_conn_t *c, const gw_command_t *gc, size_t at)
 {
     if (c->in_multi) c->multi_dirty = true;
@@ -327,6 +345,16 @@ static bool exec_one(gw_conn_t *c, gw_cmd_t *cmd)
                  (long long)cs.lo_ms, (long long)cs.hi_ms, cs.far_peers, cs.peers,
                  dm_clock_bound_ms());
         reply_error(gw_conn_out(c), msg);
+        rejected(c, gc, at);
+        return false;
+    }
+    if (gc->first > 0 && strstr(gc->flags, "write") && long_key(gc, cmd)) {
+        /* Refused whole before anything runs: an MSET must not write the keys before it. */
+        const dm_index_engine_t *re = &dm_kv_range_index()->engine;
+        reply_errorf(gw_conn_out(c),
+                     "ERR dmkv: key too long (this pool's range index, %s, stores keys of at "
+                     "most %u bytes)",
+                     re->name, re->max_key);
         rejected(c, gc, at);
         return false;
     }

@@ -325,6 +325,12 @@ void it_gateway_start(it_proc_t *gw, const char *const *uris, int nuris, int thr
             argv[n++] = "--point-index";
             argv[n++] = (char *)point;
         }
+        /* DMKV_IT_RANGE_INDEX=name: the same for the range engine. */
+        const char *range = getenv("DMKV_IT_RANGE_INDEX");
+        if (range && *range) {
+            argv[n++] = "--range-index";
+            argv[n++] = (char *)range;
+        }
         for (int i = 0; extra && extra[i] && n < 62; i++)
             argv[n++] = (char *)extra[i];
         argv[n] = NULL;

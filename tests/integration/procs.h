@@ -64,7 +64,7 @@ void it_gateways_start(const it_pool_t *pool, it_proc_t *gw, int n, int threads_
 
 /* Start dmkv-gateway on a free port with the given memory-node URIs and threads, plus
  * extra arguments (NULL-terminated list, may be NULL), and --point-index $DMKV_IT_POINT_INDEX
- * when that is set. Aborts the test on failure. */
+ * and --range-index $DMKV_IT_RANGE_INDEX when those are set. Aborts the test on failure. */
 void it_gateway_start(it_proc_t *gw, const char *const *uris, int nuris, int threads,
                       const char *const *extra);
 

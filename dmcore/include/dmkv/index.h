@@ -106,6 +106,7 @@ static inline dm_index_stat_t dm_index_ratio(const char *name, uint64_t a, uint6
 typedef struct dm_index_engine {
     const char *name; /* "race", "chime" (--point-index, --range-index, INFO) */
     uint8_t id;       /* its number in the pool's superblock record (engines): never reused */
+    uint32_t max_key; /* bytes of the longest key it can hold, 0: any (ROLEX: inline keys) */
 } dm_index_engine_t;
 
 typedef struct dm_point_index_ops {

@@ -1,6 +1,8 @@
 /* ROLEX (ACM TOS'23 / FAST'23) on the pool: a learned range index over byte-string keys,
  * the core data structure only (dmcore/rolex/; rolex_internal.h has the pool layout). It
- * holds keys, no values (those live in the point index). Not wired as an engine yet.
+ * holds keys, no values (those live in the point index). As the range role of the hybrid
+ * index (dm_rolex_range_index, `--range-index rolex`: rolex/range*.c), it keeps a pending
+ * flag per entry and settles it by the point index.
  *
  * Keys map to an order-preserving 8-byte image (dm_rolex_image); piecewise-linear models
  * with error bound eps map an image to a position in the model's leaf table (LT), whose
@@ -22,12 +24,21 @@
 #include <stdint.h>
 
 #include "dmkv/gaddr.h"
+#include "dmkv/index.h"
 #include "dmkv/worker.h"
 
 #define DM_ROLEX_KEY_MAX 46u /* bytes of a key, stored inline in a leaf entry */
 #define DM_ROLEX_SLOTS 16u   /* entries per leaf (the paper's delta) */
 
 typedef struct dm_rolex dm_rolex_t;
+
+/* ROLEX as the range role (dmkv/index.h; engine "rolex", id 2 in the pool's engines record):
+ * the index recorded in node 0's rolex_root (a new pool's first gateway builds an empty one,
+ * DMKV_ROLEX_LEAVES leaves of room, default 16384, on node 0), each worker its own handle;
+ * locks are chain heads' leases, pending entries a flag in the entry's length word, SCAN
+ * cursors keyed leaf numbers. Keys longer than DM_ROLEX_KEY_MAX are refused (DM_ETOOBIG
+ * from lock and mark_pending, nothing written). docs/DESIGN.md "ROLEX as the range role". */
+extern const dm_range_index_ops_t dm_rolex_range_index;
 
 /* A key returned by a scan. */
 typedef struct dm_rolex_key {
@@ -39,6 +50,8 @@ typedef struct dm_rolex_cfg {
     unsigned eps;   /* error bound of the models, in leaves (>= 1; 0: 1) */
     unsigned fill;  /* keys per primary leaf at build (1..DM_ROLEX_SLOTS; 0: 12) */
     uint64_t spare; /* synonym leaves the leaf region has room for (0: primaries + 64) */
+    int node0;      /* 1: root, leaf region and arena on node 0, where its memory node can
+                       host the retraining (dm_rolex_host_record); 0: any node */
 } dm_rolex_cfg_t;
 
 /* The order-preserving image of a key: its first 8 bytes big-endian, zero-padded. For

@@ -1,0 +1,464 @@
+/* ROLEX as the range role, the locked path (docs/DESIGN.md "The hybrid index" and "ROLEX: the
+ * path to a range engine"): a worker's handle, the covering chain head's lease held across
+ * the hybrid protocol's steps, pending entries, settling.
+ *
+ * lock: the window of the key's image gives the covering LT entry (1 RTT, lock-free), then
+ * the head's lease CAS with the entry's leaf read behind it when it is the head (1 RTT), and
+ * the chain from that leaf up to the key's successor (1 RTT a hop). After a takeover the
+ * whole chain's pending entries are settled first, as CHIME settles a leaf. The command
+ * waits for its whole turn before it locks (no early locks: a later command of the
+ * connection never holds a chain an earlier one needs), and the point role's reads are not
+ * sent with the lock (*fresh = 0: it reads them itself). lock_insert takes the lock alone
+ * (no shared holds).
+ * mark_pending: the key's entry flagged RX_PENDING (inserted, shifting or splitting as
+ * insert.c does, or flagged in place), its WRITEs riding with the point role's next batch
+ * (ahead of its slot CAS: dm_ctx_ride_before), or sent at once when nothing rides.
+ * unlock(present): 1 clears the flag, 0 removes the entry (and any copy a cut shift left
+ * in the run), -1 leaves it; the WRITE and the lease's CAS posted together without
+ * waiting. Nothing is written once the hold is no longer valid or a ride failed: the lease
+ * goes back and the entry stays pending, for the next holder after a takeover or for
+ * readers, who resolve it by the point index. */
+#include "rolex_range.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "dmkv/batch.h"
+#include "dmkv/coro.h"
+#include "dmkv/errors.h"
+#include "dmkv/lease_lock.h"
+#include "dmkv/superblock.h"
+
+rr_counters_t rr_stats;
+
+/* ---- the worker's handle ---- */
+
+#define RR_WORKERS 1024 /* workers of a process attached at once */
+
+static struct {
+    dm_worker_t *w;
+    rr_role_t *rr;
+} reg[RR_WORKERS];
+static unsigned reg_n;   /* slots ever used (lookups scan these) */
+static uint64_t reg_gen; /* bumped by every detach: thread-local caches go stale */
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_mutex_t create_mu = PTHREAD_MUTEX_INITIALIZER; /* one new index per process */
+
+static _Thread_local struct {
+    dm_worker_t *w;
+    rr_role_t *rr;
+    uint64_t gen;
+} tl;
+
+rr_role_t *rr_of(dm_worker_t *w)
+{
+    uint64_t gen = __atomic_load_n(&reg_gen, __ATOMIC_ACQUIRE);
+    if (tl.w == w && tl.gen == gen) return tl.rr;
+    unsigned n = __atomic_load_n(&reg_n, __ATOMIC_ACQUIRE);
+    for (unsigned i = 0; i < n; i++)
+        if (__atomic_load_n(&reg[i].w, __ATOMIC_ACQUIRE) == w) {
+            tl.w = w, tl.rr = reg[i].rr, tl.gen = gen;
+            return reg[i].rr;
+        }
+    return NULL;
+}
+
+void rr_note_model(const dm_rolex_t *r)
+{
+    rr_max(&rr_stats.model_version, r->hdr.version);
+    __atomic_store_n(&rr_stats.lt_entries, r->hdr.entries, __ATOMIC_RELAXED);
+}
+
+/* The pool's recorded root, or a new empty one recorded now (node 0's rolex_root, CAS from
+ * 0: dm_rolex_host_record). A gateway that loses the race to another gives its own index
+ * back (never published) and opens the winner's. */
+static int find_or_create(dm_ctx_t *ctx, dm_gaddr_t *root, uint64_t *secret)
+{
+    uint64_t sb[2] = {0, 0};
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(rolex_root)), &sb[0], 8);
+    dm_batch_read(&b, dm_gaddr_make(0, DM_SB_OFF(cursor_secret)), &sb[1], 8);
+    int rc = dm_batch_exec(ctx, &b);
+    if (rc) return rc;
+    *secret = sb[1];
+    if (sb[0]) {
+        *root = sb[0];
+        return 0;
+    }
+    pthread_mutex_lock(&create_mu); /* this process's other workers wait for the first */
+    rc = dm_read_span(ctx, dm_gaddr_make(0, DM_SB_OFF(rolex_root)), root, 8);
+    if (!rc && !*root) {
+        dm_gaddr_t mine;
+        rc = rr_build_empty(ctx, &mine);
+        if (!rc) rc = dm_rolex_host_record(ctx, mine);
+        if (rc == DM_ECONFLICT) { /* another gateway's is recorded */
+            rx_discard(ctx, mine);
+            rc = dm_read_span(ctx, dm_gaddr_make(0, DM_SB_OFF(rolex_root)), root, 8);
+        } else if (!rc) {
+            *root = mine;
+        }
+    }
+    pthread_mutex_unlock(&create_mu);
+    return rc;
+}
+
+int rr_attach(dm_ctx_t *ctx, dm_worker_t *w)
+{
+    rr_role_t *rr = calloc(1, sizeof(*rr));
+    if (!rr) return DM_ENOMEM;
+    dm_gaddr_t root = 0;
+    int rc = find_or_create(ctx, &root, &rr->secret);
+    if (!rc) rc = dm_rolex_open(ctx, root, &rr->r);
+    if (!rc && rr->r->hdr.capacity > RR_CURSOR_LEAVES) rc = DM_EINVAL; /* cursors hold 2^26 */
+    if (!rc) {
+        rr_note_model(rr->r);
+        rr_max(&rr_stats.leaves_seen, rr->r->hdr.primaries);
+    }
+    pthread_mutex_lock(&reg_mu);
+    unsigned i = 0;
+    while (!rc && i < reg_n && reg[i].w)
+        i++;
+    if (!rc && i == RR_WORKERS) rc = DM_ENOMEM;
+    if (!rc) {
+        reg[i].rr = rr;
+        __atomic_store_n(&reg[i].w, w, __ATOMIC_RELEASE);
+        if (i == reg_n) __atomic_store_n(&reg_n, i + 1, __ATOMIC_RELEASE);
+    }
+    pthread_mutex_unlock(&reg_mu);
+    if (rc) {
+        dm_rolex_close(rr->r);
+        free(rr);
+    }
+    return rc;
+}
+
+void rr_set_presence(dm_worker_t *w, dm_point_probe_fn probe)
+{
+    rr_role_t *rr = rr_of(w);
+    if (rr) rr->presence = probe;
+}
+
+void rr_detach(dm_worker_t *w)
+{
+    rr_role_t *rr = NULL;
+    pthread_mutex_lock(&reg_mu);
+    for (unsigned i = 0; i < reg_n; i++)
+        if (reg[i].w == w) {
+            rr = reg[i].rr;
+            __atomic_store_n(&reg[i].w, NULL, __ATOMIC_RELEASE);
+            reg[i].rr = NULL;
+        }
+    __atomic_add_fetch(&reg_gen, 1, __ATOMIC_RELEASE);
+    pthread_mutex_unlock(&reg_mu);
+    if (!rr) return;
+    dm_rolex_close(rr->r);
+    free(rr);
+}
+
+/* ---- the lease ---- */
+
+#define RR_WAIT_US 200 /* between tries on a held lock */
+
+int rr_take(dm_ctx_t *ctx, dm_gaddr_t head, rx_hold_t *hd, rx_leaf_t *behind, int *took_over,
+            uint64_t *async_failures)
+{
+    for (;;) {
+        uint64_t af = dm_async_failures();
+        int rc = dm_lease_lock_try(ctx, head, rx_lease_ms, rx_hold_ms, behind,
+                                   behind ? RX_LEAF_BYTES : 0, hd, took_over);
+        if (rc < 0) return rc;
+        if (rc == 1) {
+            *async_failures = af;
+            if (*took_over) rr_count(&rr_stats.takeovers, 1);
+            return 0;
+        }
+        rr_count(&rr_stats.lock_waits, 1);
+        dm_ctx_sleep(ctx, RR_WAIT_US);
+    }
+}
+
+int rr_hold_ok(const rx_hold_t *hd, uint64_t async_failures)
+{
+    return dm_now_us() < hd->until_us && dm_async_failures() == async_failures;
+}
+
+/* Settle one leaf read under the lease (in l, at at): its keys probed, the leaf rewritten
+ * when something changed. Entries removed, or DM_E* (DM_ETIMEDOUT: the hold ended first,
+ * nothing written). */
+static int settle_leaf(dm_ctx_t *ctx, rr_role_t *rr, dm_gaddr_t at, rx_leaf_t *l, int all,
+                       const rx_hold_t *hd)
+{
+    const uint8_t *keys[DM_ROLEX_SLOTS];
+    size_t lens[DM_ROLEX_SLOTS];
+    unsigned idx[DM_ROLEX_SLOTS], m = 0;
+    for (unsigned i = 0; i < l->count; i++)
+        if (all || (l->e[i].len & RX_PENDING)) {
+            keys[m] = (const uint8_t *)l->e[i].key;
+            lens[m] = rx_elen(&l->e[i]);
+            idx[m++] = i;
+        }
+    if (!m) return 0;
+    if (!rr->presence) return DM_EINVAL; /* set_presence comes right after attach */
+    uint8_t present[DM_ROLEX_SLOTS];
+    int rc = rr->presence(ctx, keys, lens, m, present, NULL);
+    if (rc) return rc;
+    rx_leaf_t nl = *l;
+    unsigned keep = 0, j = 0, removed = 0;
+    int changed = 0;
+    for (unsigned i = 0; i < l->count; i++) {
+        rx_entry_t e = l->e[i];
+        if (j < m && idx[j] == i) {
+            if (!present[j++]) {
+                removed++;
+                continue;
+            }
+            changed |= (e.len & RX_PENDING) != 0;
+            e.len &= RX_LEN_MASK;
+        }
+        nl.e[keep++] = e;
+    }
+    if (!removed && !changed) return 0;
+    memset(&nl.e[keep], 0, (DM_ROLEX_SLOTS - keep) * sizeof(nl.e[0]));
+    nl.count = keep;
+    dm_batch_t b;
+    dm_batch_init(&b);
+    b.send_by_us = hd->until_us; /* never after the hold: a taker may have rewritten it */
+    rx_put_body(&b, at, &nl);
+    rc = dm_batch_exec(ctx, &b);
+    if (rc) return rc;
+    *l = nl;
+    rr_count(&rr_stats.settled, m), rr_count(&rr_stats.removed, removed);
+    return (int)removed;
+}
+
+int64_t rr_settle_chain(dm_ctx_t *ctx, rr_role_t *rr, dm_gaddr_t head, int all, rx_hold_t *hd,
+                        uint64_t *async_failures)
+{
+    int64_t removed = 0;
+    dm_gaddr_t at = head;
+    for (unsigned hops = 0; at; hops++) {
+        if (hops > RX_CHAIN_MAX) return DM_ECORRUPT;
+        /* A quarter of the hold left: give it back and take it again (1 RTT), so that the
+         * next leaf's probe and write fit well inside it. */
+        if (hd->until_us - dm_now_us() < (uint64_t)rx_hold_ms * 250 ||
+            !rr_hold_ok(hd, *async_failures)) {
+            int took;
+            rx_unlock(ctx, hd);
+            int rc = rr_take(ctx, head, hd, NULL, &took, async_failures);
+            if (rc) return rc;
+        }
+        rx_leaf_t l;
+        int rc = rx_read_leaf(ctx, at, &l);
+        if (!rc) rc = settle_leaf(ctx, rr, at, &l, all, hd);
+        if (rc == DM_ETIMEDOUT && !rr_hold_ok(hd, *async_failures)) continue; /* again */
+        if (rc < 0) return rc;
+        removed += rc;
+        at = l.next;
+    }
+    return removed;
+}
+
+/* ---- the lock ---- */
+
+static void lock_free(rr_lock_t *lk)
+{
+    rx_run_free(&lk->run);
+    free(lk);
+}
+
+/* Lock the chain covering key and read its run (see the file's comment). Returns 1 key has
+ * an entry, 0 not, DM_E*. */
+static int lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int existing, rr_lock_t **out)
+{
+    rr_role_t *rr = rr_of(ctx->w);
+    *out = NULL;
+    if (!rr) return DM_EINVAL;
+    if (klen > DM_ROLEX_KEY_MAX) {
+        rr_count(&rr_stats.too_long, 1);
+        if (!existing) return DM_ETOOBIG; /* nothing written: SET answers an error */
+    }
+    rr_lock_t *lk = calloc(1, sizeof(*lk));
+    if (!lk) return DM_ENOMEM;
+    if (klen > DM_ROLEX_KEY_MAX) { /* DEL of a key never stored: no entry, nothing to lock */
+        lk->keyless = 1;
+        *out = lk;
+        return 0;
+    }
+    memcpy(lk->key, key, klen);
+    lk->klen = klen;
+    int rc = dm_coro_wait_turn(); /* no early lock: see the file's comment */
+    rx_win_t w;
+    if (!rc) rc = rx_win_read(ctx, rr->r, dm_rolex_image(key, klen), 0, &w);
+    if (rc) {
+        free(lk);
+        return rc;
+    }
+    const rx_lt_t e = rr->r->lt[w.j];
+    lk->model = w.model;
+    free(w.buf);
+    rx_run_t *c = &lk->run;
+    c->v = malloc(8 * sizeof(rx_leaf_t)), c->ad = malloc(8 * sizeof(dm_gaddr_t));
+    c->n = 1, c->cap = 8;
+    if (!c->v || !c->ad) {
+        lock_free(lk);
+        return DM_ENOMEM;
+    }
+    dm_gaddr_t head = rx_leaf_addr(rr->r, e.head);
+    c->ad[0] = rx_leaf_addr(rr->r, e.leaf);
+    rc = rr_take(ctx, head, &lk->hd, e.head == e.leaf ? &c->v[0] : NULL, &lk->took_over,
+                 &lk->async_failures);
+    if (rc) {
+        lock_free(lk);
+        return rc;
+    }
+    if (lk->took_over) /* its holder died: its pending entries are settled first */
+        rc = (int)rr_settle_chain(ctx, rr, head, 0, &lk->hd, &lk->async_failures);
+    rc = rc < 0 ? rc : 0;
+    lk->posted_us = lk->hd.until_us - (uint64_t)rx_hold_ms * 1000; /* the hold's start */
+    if (!rc && (lk->took_over || e.head != e.leaf || !rx_leaf_ok(&c->v[0])))
+        rc = rx_read_leaf(ctx, c->ad[0], &c->v[0]);
+    if (!rc) rc = rx_run_read(ctx, c, key, klen);
+    if (rc) {
+        rx_unlock(ctx, &lk->hd);
+        lock_free(lk);
+        return rc;
+    }
+    unsigned k;
+    *out = lk;
+    return rx_run_find(c, key, klen, &k) >= 0;
+}
+
+int rr_lock(dm_ctx_t *ctx, const void *key, size_t klen, int existing, const dm_batch_t *extra,
+            int *fresh, dm_range_lock_t **out)
+{
+    (void)extra; /* not sent with the lock: the point role reads them itself (*fresh 0) */
+    if (fresh) *fresh = 0;
+    rr_lock_t *lk;
+    int rc = lock_key(ctx, key, klen, existing, &lk);
+    *out = (dm_range_lock_t *)(void *)lk;
+    return rc;
+}
+
+int rr_lock_insert(dm_ctx_t *ctx, const void *key, size_t klen, const dm_batch_t *extra, int *fresh,
+                   dm_range_lock_t **out)
+{
+    return rr_lock(ctx, key, klen, 0, extra, fresh, out); /* alone: no shared holds */
+}
+
+int rr_lock_valid(const dm_range_lock_t *l)
+{
+    const rr_lock_t *lk = rr_clk(l);
+    return !lk->keyless && !lk->abandoned && rr_hold_ok(&lk->hd, lk->async_failures);
+}
+
+uint64_t rr_lock_posted_us(const dm_range_lock_t *l)
+{
+    const rr_lock_t *lk = rr_clk(l);
+    return lk->keyless ? dm_now_us() : lk->posted_us;
+}
+
+uint64_t rr_lock_hold_until(const dm_range_lock_t *l)
+{
+    return rr_clk(l)->keyless ? 0 : rr_clk(l)->hd.until_us;
+}
+
+uint64_t rr_lock_sure_until(const dm_range_lock_t *l)
+{
+    const rr_lock_t *lk = rr_clk(l);
+    return lk->keyless || lk->took_over ? 0 : rr_lock_posted_us(l) + (uint64_t)rx_lease_ms * 1000;
+}
+
+int rr_lock_in_doubt(const dm_range_lock_t *l)
+{
+    return dm_now_us() - rr_lock_posted_us(l) > (uint64_t)rx_lease_ms * 1000;
+}
+
+uint64_t rr_lock_range(const dm_range_lock_t *l)
+{
+    return rr_clk(l)->hd.addr;
+}
+
+/* b's WRITEs with the point role's next batch when something rides (never after the hold:
+ * ride_until_us), else now. */
+static int send_writes(dm_ctx_t *ctx, rr_lock_t *lk, dm_batch_t *b)
+{
+    if (!b->n) return 0;
+    dm_batch_t *ride = ctx->ride;
+    if (ride && ride->n + b->n <= DM_BATCH_MAX) {
+        ctx->ride_until_us = lk->hd.until_us;
+        for (unsigned i = 0; i < b->n; i++) {
+            ride->v[ride->n] = b->v[i];
+            ride->node[ride->n++] = b->node[i];
+        }
+        return 0;
+    }
+    b->send_by_us = lk->hd.until_us;
+    return dm_batch_exec(ctx, b);
+}
+
+int rr_mark_pending(dm_ctx_t *ctx, dm_range_lock_t *l)
+{
+    rr_lock_t *lk = rr_lk(l);
+    if (lk->keyless) return DM_ETOOBIG;
+    if (!rr_lock_valid(l)) return DM_ERETRY;
+    rr_role_t *rr = rr_of(ctx->w);
+    dm_batch_t b;
+    dm_batch_init(&b);
+    unsigned k;
+    int pos = rx_run_find(&lk->run, lk->key, lk->klen, &k);
+    if (pos >= 0) { /* pending from a dead gateway or an earlier attempt, or a present key */
+        rx_entry_t *e = &lk->run.v[k].e[pos];
+        if (e->len & RX_PENDING) return 0;
+        e->len |= RX_PENDING;
+        rx_put_body(&b, lk->run.ad[k], &lk->run.v[k]);
+    } else {
+        int rc = rx_run_add(ctx, rr->r, &b, &lk->run, lk->key, lk->klen, RX_PENDING);
+        if (rc) return rc;
+    }
+    if (!rr_lock_valid(l)) return DM_ERETRY; /* a split's FAA ran long: nothing sent */
+    return send_writes(ctx, lk, &b);
+}
+
+int rr_unlock(dm_ctx_t *ctx, dm_range_lock_t *l, int present)
+{
+    rr_lock_t *lk = rr_lk(l);
+    if (lk->keyless) {
+        free(lk);
+        return 0;
+    }
+    rr_role_t *rr = rr_of(ctx->w);
+    if (ctx->ride_failed) lk->abandoned = 1; /* which of its writes landed is unknown */
+    if (!rr_lock_valid(l)) {
+        rx_unlock(ctx, &lk->hd); /* may have been taken over: touch nothing */
+        if (rr) rx_notice(ctx, rr->r, lk->model);
+        lock_free(lk);
+        return DM_ERETRY;
+    }
+    dm_batch_t b;
+    dm_batch_init(&b);
+    b.send_by_us = lk->hd.until_us;
+    unsigned k;
+    int pos;
+    if (present == 1 && (pos = rx_run_find(&lk->run, lk->key, lk->klen, &k)) >= 0 &&
+        (lk->run.v[k].e[pos].len & RX_PENDING)) {
+        lk->run.v[k].e[pos].len &= RX_LEN_MASK;
+        rx_put_body(&b, lk->run.ad[k], &lk->run.v[k]);
+    }
+    /* Every copy goes (a shift cut short leaves the moved key in two leaves). */
+    while (present == 0 && b.n < DM_BATCH_MAX - 2 &&
+           (pos = rx_run_find(&lk->run, lk->key, lk->klen, &k)) >= 0)
+        rx_run_drop(&b, &lk->run, k, (unsigned)pos);
+    dm_batch_cas(&b, lk->hd.addr, lk->hd.word, 0);
+    int rc = dm_batch_post_async(ctx, &b);
+    if (rr) rx_notice(ctx, rr->r, lk->model); /* a new model: loaded after the unlock */
+    if (rr) rr_note_model(rr->r);
+    lock_free(lk);
+    return rc;
+}
+
+void rr_lock_forget(dm_range_lock_t *l)
+{
+    lock_free(rr_lk(l));
+}

@@ -1,0 +1,260 @@
+/* ROLEX as the range role, the lock-free reads: search (ROLEX §3.4's path, with the pending
+ * flag), WATCH signatures, SCAN pages with cursors, RANDOMKEY's cursor, MEMORY USAGE.
+ *
+ * SCAN (ROLEX §4.2, by pages): a cursor names a leaf (cursor.c); a page is whole leaves read
+ * one after another along the chain from it and, past a chain's end, from the head of the
+ * next chain (the next head in the LT: heads' lows are immutable and every model lists
+ * every head), until it holds about count keys; the next cursor names the leaf after the
+ * last one read. Keys only move forward in a chain (insert.c), so a key present for the
+ * whole iteration and not yet returned is always in the cursor's leaf or after it: each is
+ * returned at least once. Keys are sorted and deduplicated per page (leaves read at
+ * different instants can both hold a key a shift moved); across pages they ascend, since
+ * every key of a leaf is below every key of the leaves after it at every instant. */
+#include "rolex_range.h"
+
+#include <stdlib.h>
+#include <string.h>
+#include <xxhash.h>
+
+#include "dmkv/errors.h"
+
+/* Lock-free walk from the covering entry of key's image to the leaf that holds key or, when
+ * absent, the leaf an insert would put it in (the first whose last key is above it, or the
+ * chain's last): *l, its gaddr *at; returns the entry's position in it, or -1 (absent). */
+static int walk_to(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t klen, rx_leaf_t *l,
+                   dm_gaddr_t *at)
+{
+    rx_win_t w;
+    int rc = rx_win_read(ctx, r, dm_rolex_image(key, klen), 0, &w);
+    if (rc) return rc;
+    uint64_t p = w.j;
+    *l = w.buf[p - w.a];
+    *at = rx_leaf_addr(r, r->lt[p].leaf);
+    int fresh = 0;
+    for (unsigned hops = 0;; hops++) {
+        int pos = rx_leaf_find(l, key, klen);
+        if (pos >= 0) {
+            rc = pos;
+            break;
+        }
+        if (!l->next || rx_leaf_above(l, key, klen)) {
+            rc = -1;
+            break;
+        }
+        if (hops >= RX_CHAIN_MAX) {
+            rc = DM_ECORRUPT;
+            break;
+        }
+        /* The next leaf from the window while nothing was read since (search.c). */
+        const rx_leaf_t *nx = fresh ? NULL : rx_win_next(r, &w, &p);
+        dm_gaddr_t next = l->next;
+        if (nx) {
+            *l = *nx;
+        } else {
+            fresh = 1;
+            rc = rx_read_leaf(ctx, next, l);
+            if (rc) break;
+        }
+        *at = next;
+    }
+    free(w.buf);
+    rx_notice(ctx, r, w.model);
+    return rc;
+}
+
+int rr_search(dm_ctx_t *ctx, const void *key, size_t klen, int *pending)
+{
+    rr_role_t *rr = rr_of(ctx->w);
+    if (pending) *pending = 0;
+    if (!rr) return DM_EINVAL;
+    if (klen > DM_ROLEX_KEY_MAX) return 0; /* never stored */
+    rx_leaf_t l;
+    dm_gaddr_t at;
+    int pos = walk_to(ctx, rr->r, key, klen, &l, &at);
+    if (pos < -1) return pos;
+    if (pos >= 0 && pending) *pending = (l.e[pos].len & RX_PENDING) != 0;
+    return pos >= 0;
+}
+
+/* The leaf key is in or would go to, and its version (every write of it changes the
+ * version: rx_put_body): creating key writes that leaf (its entry, a shift or a split of
+ * it), so a create and a delete between two reads always change the signature. */
+int rr_watch_sig(dm_ctx_t *ctx, const void *key, size_t klen, uint64_t *sig)
+{
+    rr_role_t *rr = rr_of(ctx->w);
+    if (!rr) return DM_EINVAL;
+    if (klen > DM_ROLEX_KEY_MAX) { /* never stored: never changes */
+        *sig = 1;
+        return 0;
+    }
+    rx_leaf_t l;
+    dm_gaddr_t at;
+    int pos = walk_to(ctx, rr->r, key, klen, &l, &at);
+    if (pos < -1) return pos;
+    uint64_t v[2] = {at, l.reserved};
+    *sig = XXH3_64bits(v, sizeof(v));
+    return 0;
+}
+
+uint64_t rr_key_bytes(dm_ctx_t *ctx, size_t klen)
+{
+    (void)ctx, (void)klen;
+    /* An entry (48 bytes, any key length) and its share of a leaf: leaves are 3/4 full on
+     * average (a build fills them to 12 of 16, splits leave at least half). */
+    return RX_LEAF_BYTES * 4 / (DM_ROLEX_SLOTS * 3);
+}
+
+static uint64_t rng_next(void)
+{
+    static _Thread_local uint64_t s;
+    if (!s) s = dm_now_us() * 0x9E3779B97F4A7C15ull | 1;
+    s ^= s << 13, s ^= s >> 7, s ^= s << 17;
+    return s;
+}
+
+int rr_random_cursor(dm_ctx_t *ctx, uint64_t *cursor)
+{
+    rr_role_t *rr = rr_of(ctx->w);
+    if (!rr) return DM_EINVAL;
+    /* A leaf the cached LT lists (no read): heads and promoted synonyms. */
+    const dm_rolex_t *r = rr->r;
+    *cursor = rr_cursor_of(rr->secret, r->root, r->lt[rng_next() % r->hdr.entries].leaf);
+    return 0;
+}
+
+/* The leaf number at gaddr at (a `next` pointer read from a leaf), or DM_ECORRUPT. */
+static int leaf_no(const dm_rolex_t *r, dm_gaddr_t at, uint64_t *leaf)
+{
+    uint64_t off = at - r->hdr.region;
+    if (at < r->hdr.region || off % RX_LEAF_BYTES || off / RX_LEAF_BYTES >= r->hdr.capacity)
+        return DM_ECORRUPT;
+    *leaf = off / RX_LEAF_BYTES;
+    return 0;
+}
+
+/* The head of the chain after the one of low image lo (LT order), or UINT64_MAX. */
+static uint64_t next_head(const dm_rolex_t *r, uint64_t lo)
+{
+    uint64_t a = 0, b = r->hdr.entries; /* the first position with low > lo */
+    while (a < b) {
+        uint64_t m = a + (b - a) / 2;
+        if (r->lt[m].lo <= lo)
+            a = m + 1;
+        else
+            b = m;
+    }
+    for (; a < r->hdr.entries; a++)
+        if (r->lt[a].leaf == r->lt[a].head) return r->lt[a].leaf;
+    return UINT64_MAX;
+}
+
+/* 1 when key is past every key that starts with prefix (plen > 0). */
+static int past_prefix(const rx_entry_t *e, const void *prefix, size_t plen)
+{
+    size_t n = rx_elen(e) < plen ? rx_elen(e) : plen;
+    int c = memcmp(e->key, prefix, n);
+    return c > 0; /* shorter and equal: below the prefixed keys, not past them */
+}
+
+static int cmp_key(const void *a, const void *b)
+{
+    const dm_range_key_t *x = a, *y = b;
+    int c = memcmp(x->data, y->data, x->len < y->len ? x->len : y->len);
+    return c ? c : x->len < y->len ? -1 : x->len > y->len;
+}
+
+/* Append leaf l's keys >= from (from NULL: all) to *keys. */
+static int take_keys(const rx_leaf_t *l, const void *from, size_t flen, dm_range_key_t **keys,
+                     size_t *n, size_t *cap)
+{
+    for (unsigned i = 0; i < l->count; i++) {
+        const rx_entry_t *e = &l->e[i];
+        if (from && rx_key_cmp(e->key, rx_elen(e), from, flen) < 0) continue;
+        if (*n == *cap) {
+            size_t c = *cap ? 2 * *cap : 64;
+            dm_range_key_t *nk = realloc(*keys, c * sizeof(*nk));
+            if (!nk) return DM_ENOMEM;
+            *keys = nk, *cap = c;
+        }
+        dm_range_key_t *k = &(*keys)[*n];
+        k->len = rx_elen(e);
+        k->data = malloc(k->len ? k->len : 1);
+        if (!k->data) return DM_ENOMEM;
+        memcpy(k->data, e->key, k->len);
+        k->pending = (e->len & RX_PENDING) != 0;
+        ++*n;
+    }
+    return 0;
+}
+
+/* Sort keys[from..n) and drop repeats (a repeat keeps pending if either copy had it). */
+static void sort_page(dm_range_key_t *keys, size_t from, size_t *n)
+{
+    if (*n - from < 2) return;
+    qsort(keys + from, *n - from, sizeof(*keys), cmp_key);
+    size_t d = from;
+    for (size_t i = from; i < *n; i++) {
+        if (d > from && !cmp_key(&keys[d - 1], &keys[i])) {
+            keys[d - 1].pending |= keys[i].pending;
+            free(keys[i].data);
+            continue;
+        }
+        keys[d++] = keys[i];
+    }
+    *n = d;
+}
+
+int rr_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *prefix, size_t plen,
+            dm_range_key_t **keys, size_t *n, size_t *cap, uint64_t *next)
+{
+    rr_role_t *rr = rr_of(ctx->w);
+    *next = 0;
+    if (!rr) return DM_EINVAL;
+    dm_rolex_t *r = rr->r;
+    rx_leaf_t l;
+    dm_gaddr_t at;
+    uint64_t leaf, word = 0;
+    const void *from = NULL;
+    int rc;
+    if (!cursor) { /* the leaf covering the prefix (1 RTT: the window) */
+        from = plen ? prefix : NULL;
+        rx_win_t w;
+        rc = rx_win_read(ctx, r, plen ? dm_rolex_image(prefix, plen) : 0, 0, &w);
+        if (rc) return rc;
+        leaf = r->lt[w.j].leaf;
+        l = w.buf[w.j - w.a];
+        word = w.model;
+        free(w.buf);
+    } else {
+        rc = rr_cursor_leaf(rr->secret, r->root, r->hdr.capacity, cursor, &leaf);
+        if (!rc) rc = rx_read_leaf(ctx, rx_leaf_addr(r, leaf), &l);
+        if (rc == DM_ECORRUPT) rc = DM_EINVAL; /* not a leaf ever written */
+        if (rc) return rc;
+    }
+    at = rx_leaf_addr(r, leaf);
+    size_t first = *n, want = count ? count : 10;
+    for (unsigned leaves = 0;; leaves++) {
+        rr_count(&rr_stats.scan_leaves, 1);
+        rc = take_keys(&l, from, plen, keys, n, cap);
+        if (rc) break;
+        int past = plen && l.count && past_prefix(&l.e[l.count - 1], prefix, plen);
+        uint64_t nl = UINT64_MAX; /* the next leaf to read */
+        if (l.next)
+            rc = leaf_no(r, l.next, &nl);
+        else
+            nl = next_head(r, l.lo);
+        if (rc) break;
+        if (past || nl == UINT64_MAX) break; /* *next 0: the walk is done */
+        /* Empty leaves (FLUSHALL leaves them linked) bound a page too. */
+        if (*n - first >= want || leaves >= 16 + want / 4) {
+            *next = rr_cursor_of(rr->secret, r->root, nl);
+            break;
+        }
+        at = rx_leaf_addr(r, nl);
+        rc = rx_read_leaf(ctx, at, &l);
+        if (rc) break;
+    }
+    if (!rc) sort_page(*keys, first, n);
+    if (word) rx_notice(ctx, r, word); /* after: the page walked this model's LT */
+    return rc;
+}

@@ -1,0 +1,278 @@
+/* ROLEX as the range role (dmcore/rolex/range*.c, cursor.c) on the local transport: SCAN
+ * cursors (every leaf's round-trips, forged and out-of-range ones refused with DM_EINVAL,
+ * below 2^53); the hybrid index on RACE + ROLEX through the KV layer (an empty index created
+ * and recorded in rolex_root, sets that fill a chain with synonym leaves, GET/DEL, a SCAN
+ * walked page by page with cursors against a sorted reference, a prefix scan that ends
+ * early, FLUSHALL leaving no entry, a key over 46 bytes refused with DM_ETOOBIG and nothing
+ * written, a WATCH signature that changes on a create and delete); the pending flag through
+ * the role's own calls (mark_pending shows it to search and scan, unlock(1) clears it,
+ * unlock(0) removes the entry, unlock(-1) leaves it); and a holder that dies with a pending
+ * entry whose key the point index lacks: the next locker takes the lease over and settles
+ * it away, while a pending entry of a present key is kept unflagged; a worker asked for
+ * CHIME on a ROLEX pool is refused, one asked for ROLEX joins it. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "dmkv/errors.h"
+#include "dmkv/kv.h"
+#include "dmkv/rolex.h"
+#include "dmkv/superblock.h"
+#include "dmkv/transport.h"
+#include "harness.h"
+#include "worker_util.h"
+#include "../dmcore/rolex/rolex_range.h"
+
+enum { N = 3000 };
+
+static void key_of(int i, char *k, size_t cap)
+{
+    snprintf(k, cap, "key:%06d", i);
+}
+
+static const dm_range_index_ops_t *role(void)
+{
+    return &dm_rolex_range_index;
+}
+
+static void test_cursor(void)
+{
+    uint64_t secret = 0x1234567890abcdefull, root = 0x40000ull;
+    for (uint64_t leaf = 0; leaf < 5000; leaf += 7) {
+        uint64_t c = rr_cursor_of(secret, root, leaf), got = 0;
+        CHECK(c && c < (1ull << 53));
+        CHECK(rr_cursor_leaf(secret, root, 5000, c, &got) == 0 && got == leaf);
+        CHECK(rr_cursor_leaf(secret, root, leaf, c, &got) == DM_EINVAL);      /* past capacity */
+        CHECK(rr_cursor_leaf(secret ^ 1, root, 5000, c, &got) == DM_EINVAL);  /* other pool */
+        CHECK(rr_cursor_leaf(secret, root + 64, 5000, c, &got) == DM_EINVAL); /* other index */
+        CHECK(rr_cursor_leaf(secret, root, 5000, c ^ (1ull << 40), &got) == DM_EINVAL);
+        CHECK(rr_cursor_leaf(secret, root, 5000, c + 1, &got) == DM_EINVAL);
+        CHECK(rr_cursor_leaf(secret, root, 5000, c | 1ull << 60, &got) == DM_EINVAL);
+    }
+    uint64_t got;
+    int passed = 0;
+    for (uint64_t f = 1; f < 200000; f++) /* forged: small numbers, as a client would try */
+        passed += rr_cursor_leaf(secret, root, 5000, f, &got) == 0;
+    CHECKF(passed == 0, "%d forged cursors passed", passed);
+}
+
+/* Every key of the pool by SCAN pages of count keys: ascending, equal to in[]. */
+static void check_scan(dm_ctx_t *ctx, const char *in, size_t count)
+{
+    uint64_t cursor = 0;
+    int next_i = 0, pages = 0;
+    char prev[32] = "";
+    do {
+        dm_keylist_t l = {0};
+        uint64_t next;
+        int rc = dm_kv_scan(ctx, cursor, count, NULL, 0, &l, &next);
+        CHECKF(rc == 0, "scan rc=%d", rc);
+        for (size_t i = 0; i < l.n; i++) {
+            char k[32];
+            CHECK(l.keys[i].len < sizeof(k));
+            memcpy(k, l.keys[i].data, l.keys[i].len);
+            k[l.keys[i].len] = 0;
+            CHECKF(strcmp(prev, k) < 0, "scan: %s after %s", k, prev);
+            strcpy(prev, k);
+            while (next_i < N && !in[next_i])
+                next_i++;
+            char want[32];
+            key_of(next_i, want, sizeof(want));
+            CHECKF(!strcmp(k, want), "scan: %s, want %s", k, want);
+            next_i++;
+        }
+        dm_keylist_free(&l);
+        cursor = next;
+        pages++;
+    } while (cursor);
+    while (next_i < N && !in[next_i])
+        next_i++;
+    CHECKF(next_i == N, "scan ended before key %d", next_i);
+    CHECK(pages > 1 || count >= (size_t)N);
+}
+
+static void test_hybrid(void)
+{
+    char err[256];
+    CHECK(dm_kv_choose_engines("race", "rolex", err, sizeof(err)) == 0);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = worker_on(&loop, "local:rxrange");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    uint64_t rec = 0, root = 0;
+    CHECK(dm_read_span(&ctx, dm_gaddr_make(0, DM_SB_OFF(engines)), &rec, 8) == 0);
+    CHECK(dm_read_span(&ctx, dm_gaddr_make(0, DM_SB_OFF(rolex_root)), &root, 8) == 0);
+    CHECKF(rec == (1 | 2 << 8), "engines record %#lx", (unsigned long)rec);
+    CHECK(root != 0);
+    static char in[N];
+    char k[32], v[32];
+    /* Shuffled inserts of every other key: one chain, many synonym leaves. */
+    for (int j = 0; j < N; j++) {
+        int i = (int)((uint64_t)j * 7919 % N);
+        if (i % 2) continue;
+        key_of(i, k, sizeof(k));
+        snprintf(v, sizeof(v), "v%d", i);
+        dm_ctx_init(&ctx, w, DM_CLS_SET);
+        int rc = dm_kv_set(&ctx, k, strlen(k), v, strlen(v), 0, 0, NULL);
+        CHECKF(rc == 1, "set %s rc=%d", k, rc);
+        in[i] = 1;
+    }
+    CHECK(dm_kv_dbsize(&ctx) == N / 2);
+    for (int i = 0; i < N; i += 97) {
+        key_of(i, k, sizeof(k));
+        int pending = 1;
+        CHECK(role()->search(&ctx, k, strlen(k), &pending) == in[i]);
+        CHECK(!pending); /* every unlock settled its entry */
+    }
+    check_scan(&ctx, in, 10);
+    check_scan(&ctx, in, 500);
+    /* Deletes, then a scan again. */
+    for (int i = 0; i < N; i += 6) {
+        key_of(i, k, sizeof(k));
+        dm_ctx_init(&ctx, w, DM_CLS_DEL);
+        CHECK(dm_kv_del(&ctx, k, strlen(k)) == 1);
+        in[i] = 0;
+    }
+    check_scan(&ctx, in, 37);
+    /* A prefix scan ends once past its keys: key:0010xx only. */
+    dm_keylist_t l = {0};
+    uint64_t next = 1;
+    CHECK(dm_kv_scan(&ctx, 0, 1000, "key:0010", 8, &l, &next) == 0);
+    CHECK(next == 0);
+    size_t want = 0;
+    for (int i = 1000; i < 1100; i++)
+        want += in[i];
+    CHECKF(l.n == want, "prefix scan: %zu keys, want %zu", l.n, want);
+    dm_keylist_free(&l);
+    /* A forged cursor is refused, without reading anything but a leaf. */
+    CHECK(dm_kv_scan(&ctx, 12345, 10, NULL, 0, &l, &next) == DM_EINVAL);
+    CHECK(dm_kv_scan(&ctx, (1ull << 53) - 1, 10, NULL, 0, &l, &next) == DM_EINVAL);
+    /* WATCH of an absent key: its signature moves when it is created and deleted. */
+    uint64_t s0, s1;
+    key_of(1, k, sizeof(k));
+    CHECK(role()->watch_sig(&ctx, k, strlen(k), &s0) == 0);
+    CHECK(dm_kv_set(&ctx, k, strlen(k), "x", 1, 0, 0, NULL) == 1);
+    CHECK(dm_kv_del(&ctx, k, strlen(k)) == 1);
+    CHECK(role()->watch_sig(&ctx, k, strlen(k), &s1) == 0);
+    CHECK(s0 != s1);
+    /* A key over 46 bytes: refused before anything is written. */
+    char lk[64];
+    memset(lk, 'L', sizeof(lk));
+    int64_t before = dm_kv_dbsize(&ctx);
+    CHECK(dm_kv_set(&ctx, lk, 47, "x", 1, 0, 0, NULL) == DM_ETOOBIG);
+    CHECK(dm_kv_dbsize(&ctx) == before);
+    dm_value_t val;
+    CHECK(dm_kv_get(&ctx, lk, 47, &val) == 0);
+    CHECK(dm_kv_del(&ctx, lk, 47) == 0);                     /* never stored: nothing to delete */
+    CHECK(dm_kv_set(&ctx, lk, 46, "x", 1, 0, 0, NULL) == 1); /* 46 fits */
+    CHECK(dm_kv_del(&ctx, lk, 46) == 1);
+    /* FLUSHALL: no key, no entry. */
+    CHECK(dm_kv_flushall(&ctx) == 0);
+    CHECK(dm_kv_dbsize(&ctx) == 0);
+    memset(in, 0, sizeof(in));
+    check_scan(&ctx, in, 100);
+    dm_index_stat_t st[DM_INDEX_STATS_MAX];
+    size_t ns = role()->stats(st);
+    CHECK(ns > 0 && ns <= DM_INDEX_STATS_MAX);
+    /* A worker asked for CHIME on this ROLEX pool is refused, naming the pool's engines. */
+    CHECK(dm_kv_choose_engines("race", "chime", err, sizeof(err)) == 0);
+    const char *uris[1] = {"local:rxrange"};
+    char err2[512];
+    dm_worker_t *w2 = dm_kv_worker_create(&loop, uris, 1, err2, sizeof(err2));
+    CHECKF(!w2 && strstr(err2, "race (point) and rolex (range)"), "%s", w2 ? "joined" : err2);
+    CHECK(dm_kv_choose_engines("race", "rolex", err, sizeof(err)) == 0);
+    w2 = worker_on(&loop, "local:rxrange"); /* joins, opening the recorded root */
+    dm_worker_destroy(w2);
+    worker_done(w, &loop);
+}
+
+/* The pending flag through the role's calls, and a dead holder's entries settled. */
+static void test_pending(void)
+{
+    char err[256];
+    CHECK(dm_kv_choose_engines("race", "rolex", err, sizeof(err)) == 0);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = worker_on(&loop, "local:rxpending");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    const dm_range_index_ops_t *ro = role();
+    dm_range_lock_t *lk;
+    int pending;
+    /* mark_pending inserts the entry flagged; unlock(1) clears it. */
+    CHECK(ro->lock(&ctx, "a1", 2, 0, NULL, NULL, &lk) == 0);
+    CHECK(ro->lock_valid(lk) && ro->lock_hold_until(lk) > ro->lock_posted_us(lk));
+    CHECK(ro->mark_pending(&ctx, lk) == 0);
+    CHECK(ro->search(&ctx, "a1", 2, &pending) == 1 && pending);
+    dm_range_key_t *keys = NULL;
+    size_t n = 0, cap = 0;
+    uint64_t next;
+    CHECK(ro->scan(&ctx, 0, 10, NULL, 0, &keys, &n, &cap, &next) == 0);
+    CHECK(n == 1 && keys[0].len == 2 && keys[0].pending);
+    free(keys[0].data);
+    free(keys);
+    CHECK(ro->unlock(&ctx, lk, 1) == 0);
+    CHECK(ro->search(&ctx, "a1", 2, &pending) == 1 && !pending);
+    /* unlock(0) removes it; unlock(-1) leaves a pending entry pending. */
+    CHECK(ro->lock(&ctx, "a1", 2, 1, NULL, NULL, &lk) == 1);
+    CHECK(ro->mark_pending(&ctx, lk) == 0);
+    CHECK(ro->unlock(&ctx, lk, 0) == 0);
+    CHECK(ro->search(&ctx, "a1", 2, &pending) == 0);
+    CHECK(ro->lock(&ctx, "a2", 2, 0, NULL, NULL, &lk) == 0);
+    CHECK(ro->mark_pending(&ctx, lk) == 0);
+    CHECK(ro->unlock(&ctx, lk, -1) == 0);
+    CHECK(ro->search(&ctx, "a2", 2, &pending) == 1 && pending);
+    /* A later holder keeps it pending (no takeover: readers resolve it). */
+    CHECK(ro->lock(&ctx, "a2", 2, 0, NULL, NULL, &lk) == 1);
+    CHECK(ro->unlock(&ctx, lk, -1) == 0);
+    CHECK(ro->search(&ctx, "a2", 2, &pending) == 1 && pending);
+    /* A holder dies with a2 pending (absent from RACE) and a3 pending (present in RACE):
+     * the next locker takes the lease over and settles both. */
+    CHECK(dm_kv_set(&ctx, "a3", 2, "v", 1, 0, 0, NULL) == 1);
+    uint32_t lease = rx_lease_ms, hold = rx_hold_ms;
+    rx_lease_ms = 300, rx_hold_ms = 200;
+    CHECK(ro->lock(&ctx, "a3", 2, 0, NULL, NULL, &lk) == 1);
+    CHECK(ro->mark_pending(&ctx, lk) == 0);
+    rr_lock_forget(lk); /* dies holding it */
+    CHECK(ro->search(&ctx, "a3", 2, &pending) == 1 && pending);
+    uint64_t t0 = dm_now_us();
+    CHECK(ro->lock(&ctx, "b9", 2, 0, NULL, NULL, &lk) == 0);
+    CHECK(dm_now_us() - t0 >= 1000ull * rx_lease_ms);
+    CHECK(ro->lock_sure_until(lk) == 0); /* taken over */
+    CHECK(ro->unlock(&ctx, lk, -1) == 0);
+    CHECK(ro->search(&ctx, "a2", 2, &pending) == 0);
+    CHECK(ro->search(&ctx, "a3", 2, &pending) == 1 && !pending);
+    /* A hold over writes nothing: mark_pending and unlock answer DM_ERETRY. */
+    rx_hold_ms = 0;
+    CHECK(ro->lock(&ctx, "a4", 2, 0, NULL, NULL, &lk) == 0);
+    CHECK(!ro->lock_valid(lk));
+    CHECK(ro->mark_pending(&ctx, lk) == DM_ERETRY);
+    CHECK(ro->unlock(&ctx, lk, 1) == DM_ERETRY);
+    CHECK(ro->search(&ctx, "a4", 2, &pending) == 0);
+    rx_lease_ms = lease, rx_hold_ms = hold;
+    /* Long keys: DM_ETOOBIG from lock, a keyless lock for a DEL. */
+    char lk47[47];
+    memset(lk47, 'x', sizeof(lk47));
+    CHECK(ro->lock_insert(&ctx, lk47, 47, NULL, NULL, &lk) == DM_ETOOBIG);
+    CHECK(ro->lock(&ctx, lk47, 47, 1, NULL, NULL, &lk) == 0);
+    CHECK(ro->mark_pending(&ctx, lk) == DM_ETOOBIG);
+    CHECK(ro->unlock(&ctx, lk, -1) == 0);
+    /* settle_all drops entries the point index lacks. */
+    CHECK(ro->lock(&ctx, "c1", 2, 0, NULL, NULL, &lk) == 0);
+    CHECK(ro->mark_pending(&ctx, lk) == 0);
+    CHECK(ro->unlock(&ctx, lk, 1) == 0); /* unflagged, yet RACE lacks it */
+    CHECK(ro->settle_all(&ctx) == 1);
+    CHECK(ro->search(&ctx, "c1", 2, &pending) == 0);
+    CHECK(ro->search(&ctx, "a3", 2, &pending) == 1);
+    worker_done(w, &loop);
+}
+
+int main(void)
+{
+    dm_local_set_size(256ull << 20);
+    RUN(test_cursor);
+    RUN(test_hybrid);
+    RUN(test_pending);
+    fprintf(stderr, "test_rolex_range: all passed\n");
+    return 0;
+}
