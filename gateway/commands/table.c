@@ -227,7 +227,8 @@ static bool long_key(const gw_command_t *gc, const gw_cmd_t *cmd)
     uint32_t max = dm_kv_range_index()->engine.max_key;
     if (!max) return false;
     int last = gc->last < 0 ? cmd->argc + gc->last : gc->last;
-    for (int i = gc->first; i <= last && i<cmd->argc; i += gc->step> 0 ? gc->step : 1)
+    int step = gc->step > 0 ? gc->step : 1;
+    for (int i = gc->first; i <= last && i < cmd->argc; i += step)
         if (cmd->argvlen[i] > max) return true;
     return false;
 }

@@ -273,11 +273,11 @@ void gw_conn_flush_pending(gw_thread_t *th)
 
 /* Concurrent commands per connection. A run of SETs of keys the address cache knows (most
  * likely updates) goes to 256: a deeper window puts more commits in each memory-node
- * message (redis-benchmark -c 1 -P 1000 SET of present keys, one worker over tcp: 108-121k/s
- * at 64, 134-141k/s at 256, 2026-12-01). A SET of a key it does not know (maybe an insert)
- * starts only below 64 in flight: an insert's commit fails more often (a slot taken, a split
- * under way), and each failed commit makes the memory node skip every later one of the
- * connection's chain; at 256 for inserts those skips went up twelvefold and the load lost
+ * message (redis-benchmark -c 1 -P 1000 SET of present keys, one worker over tcp, four
+ * alternating pairs: 145-157k/s at 64, 145-205k/s at 256, 2026-12-01). A SET of a key it does not
+ * know (maybe an insert) starts only below 64 in flight: an insert's commit fails more often (a
+ * slot taken, a split under way), and each failed commit makes the memory node skip every later one
+ * of the connection's chain; at 256 for inserts those skips went up twelvefold and the load lost
  * 20% (stop 44). Reads stay at 64: each holds its value and its reply until its turn to be
  * written (64 MB at 1 MB values), and GET gained nothing from more. */
 #define GW_SLOTS_MAX 64
