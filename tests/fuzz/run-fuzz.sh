@@ -2,7 +2,8 @@
 # run-fuzz.sh BUILD_DIR [SECONDS]: build the libFuzzer targets (fuzz_resp: the RESP parser;
 # fuzz_glob: MATCH patterns; fuzz_chime: SCAN cursors and CHIME inner-node, leaf and key-record images as
 # read from the pool; fuzz_kvblock: KV block images as read from the pool; fuzz_memnode:
-# the memory node's tcp request stream, parser and verb execution against a region) with
+# the memory node's tcp request stream, parser and verb execution against a region;
+# fuzz_rolex: ROLEX leaf images and SCAN cursors) with
 # clang, AddressSanitizer and UBSan into BUILD_DIR/fuzz and run each for SECONDS (default 20) from its seed corpus (tests/fuzz/corpus/<name>; new
 # inputs go to BUILD_DIR/fuzz/corpus-<name>, not into the repository). A crash, leak or
 # sanitizer report fails (the reproducer is left in BUILD_DIR/fuzz). Exit 77 (skipped)
@@ -37,10 +38,12 @@ $CC $FLAGS -I"$SRC/dmcore/include" -o "$OUT/fuzz_kvblock" "$HERE/fuzz_kvblock.c"
 $CC $FLAGS -I"$SRC/dmcore/include" -I"$SRC/memnode" -o "$OUT/fuzz_memnode" \
     "$HERE/fuzz_memnode.c" "$SRC/memnode/mn_request.c" "$SRC/dmcore/transport/exec.c" \
     "$SRC/dmcore/util/log.c"
+$CC $FLAGS -I"$SRC/dmcore/include" -I"$SRC/dmcore/rolex" -o "$OUT/fuzz_rolex" \
+    "$HERE/fuzz_rolex.c" "$SRC/dmcore/rolex/leaf_image.c" "$SRC/dmcore/rolex/cursor.c" -lxxhash
 # resp_oom: the RESP parser again with every allocation over 300 bytes failing
 # (DMKV_TEST_ALLOC_MAX, gateway/util/oom.h): its out-of-memory paths.
 ln -sf fuzz_resp "$OUT/fuzz_resp_oom"
-for t in resp resp_oom glob chime kvblock memnode; do
+for t in resp resp_oom glob chime kvblock memnode rolex; do
     mkdir -p "$OUT/corpus-$t"
     echo "fuzz_$t: $SECS s"
     rc=0
