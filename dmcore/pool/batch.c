@@ -452,7 +452,8 @@ static int exec_one_node(dm_ctx_t *ctx, dm_batch_t *b, unsigned node, const dm_c
 {
     int refused;
     int rc = post_one_node(ctx, b, node, chain, &refused);
-    if (rc != DM_EIO || chain || b->place) return rc; /* the usual path: nothing more */
+    if (rc != DM_EIO || chain || b->place || ctx->w->stopping)
+        return rc; /* the usual path, or a stop: nothing more */
     int reads = reads_only(b);
     if (!refused && !reads) return rc;
     uint64_t give_up = dm_now_us() + POST_RETRY_US;

@@ -87,6 +87,7 @@ static void on_stop(uv_async_t *a)
     gw_thread_t *th = a->data;
     if (th->stopping) return;
     th->stopping = true;
+    if (th->w) th->w->stopping = 1; /* no redial waits for the last batches */
     th->stop_started_ms = dm_now_us() / 1000;
     gw_cron_stop(th);
     close_listeners(th);

@@ -38,6 +38,9 @@ typedef struct dm_worker {
     char *uris[DM_GADDR_MAX_NODES];           /* to open a failed connection again */
     uint64_t redial_at_us[DM_GADDR_MAX_NODES]; /* no reconnect attempt before (monotonic us) */
     uint64_t lost[DM_GADDR_MAX_NODES]; /* a reconnect found this other incarnation: refused */
+    int stopping; /* the process is stopping: a batch whose connection failed is not posted
+                     again after a redial (pool/batch.c exec_one_node), so a stop with a
+                     memory node down does not wait for it */
 } dm_worker_t;
 
 /* Per-operation context: which worker, which counters, when it started. */
