@@ -34,34 +34,11 @@ rr_counters_t rr_stats;
 
 /* ---- the worker's handle ---- */
 
-#define RR_WORKERS 1024 /* workers of a process attached at once */
-
-static struct {
-    dm_worker_t *w;
-    rr_role_t *rr;
-} reg[RR_WORKERS];
-static unsigned reg_n;   /* slots ever used (lookups scan these) */
-static uint64_t reg_gen; /* bumped by every detach: thread-local caches go stale */
-static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_mutex_t create_mu = PTHREAD_MUTEX_INITIALIZER; /* one new index per process */
-
-static _Thread_local struct {
-    dm_worker_t *w;
-    rr_role_t *rr;
-    uint64_t gen;
-} tl;
 
 rr_role_t *rr_of(dm_worker_t *w)
 {
-    uint64_t gen = __atomic_load_n(&reg_gen, __ATOMIC_ACQUIRE);
-    if (tl.w == w && tl.gen == gen) return tl.rr;
-    unsigned n = __atomic_load_n(&reg_n, __ATOMIC_ACQUIRE);
-    for (unsigned i = 0; i < n; i++)
-        if (__atomic_load_n(&reg[i].w, __ATOMIC_ACQUIRE) == w) {
-            tl.w = w, tl.rr = reg[i].rr, tl.gen = gen;
-            return reg[i].rr;
-        }
-    return NULL;
+    return w->rolex;
 }
 
 void rr_note_model(const dm_rolex_t *r)
@@ -116,17 +93,7 @@ int rr_attach(dm_ctx_t *ctx, dm_worker_t *w)
         rr_note_model(rr->r);
         rr_max(&rr_stats.leaves_seen, rr->r->hdr.primaries);
     }
-    pthread_mutex_lock(&reg_mu);
-    unsigned i = 0;
-    while (!rc && i < reg_n && reg[i].w)
-        i++;
-    if (!rc && i == RR_WORKERS) rc = DM_ENOMEM;
-    if (!rc) {
-        reg[i].rr = rr;
-        __atomic_store_n(&reg[i].w, w, __ATOMIC_RELEASE);
-        if (i == reg_n) __atomic_store_n(&reg_n, i + 1, __ATOMIC_RELEASE);
-    }
-    pthread_mutex_unlock(&reg_mu);
+    if (!rc) w->rolex = rr;
     if (rc) {
         dm_rolex_close(rr->r);
         free(rr);
@@ -142,16 +109,8 @@ void rr_set_presence(dm_worker_t *w, dm_point_probe_fn probe)
 
 void rr_detach(dm_worker_t *w)
 {
-    rr_role_t *rr = NULL;
-    pthread_mutex_lock(&reg_mu);
-    for (unsigned i = 0; i < reg_n; i++)
-        if (reg[i].w == w) {
-            rr = reg[i].rr;
-            __atomic_store_n(&reg[i].w, NULL, __ATOMIC_RELEASE);
-            reg[i].rr = NULL;
-        }
-    __atomic_add_fetch(&reg_gen, 1, __ATOMIC_RELEASE);
-    pthread_mutex_unlock(&reg_mu);
+    rr_role_t *rr = w->rolex;
+    w->rolex = NULL;
     if (!rr) return;
     dm_rolex_close(rr->r);
     free(rr);

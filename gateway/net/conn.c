@@ -566,7 +566,8 @@ static void prefetch_next(const gw_conn_t *c)
 /* How many commands of cmd's run may be in flight when cmd starts (see GW_SLOTS_MAX). */
 static int slot_window(const gw_conn_t *c, const gw_cmd_t *cmd, int kind)
 {
-    if (kind != GW_SLOT_WRITE || cmd->argc < 2) return GW_SLOTS_MAX;
+    /* Below GW_SLOTS_MAX both windows let cmd start: no cache lookup (-P 16 never needs one). */
+    if (kind != GW_SLOT_WRITE || cmd->argc < 2 || c->sinflight < GW_SLOTS_MAX) return GW_SLOTS_MAX;
     return dm_kv_cache_knows(c->th->w, cmd->argv[1], cmd->argvlen[1]) ? GW_SLOTS_MAX_UPDATES
                                                                       : GW_SLOTS_MAX;
 }

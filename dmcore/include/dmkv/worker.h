@@ -26,6 +26,7 @@ typedef struct dm_worker {
     dm_race_t *race;                     /* per-worker RACE handle: directory cache (race.h) */
     struct dm_chime *chime;              /* per-worker CHIME handle: inner-node cache (chime.h) */
     struct dm_sephash_role *sephash;     /* per-worker SepHash point role (sephash/index_ops.c) */
+    struct rr_role *rolex;               /* per-worker ROLEX range role (rolex/range.c) */
     struct dm_keyq *keyq;                /* writes in flight per key on this worker (kv/keyq.c) */
     void (*detach)(struct dm_worker *w); /* set by whoever attached the above (kv/engines.c):
                                             run first by dm_worker_destroy */
