@@ -14,18 +14,6 @@
 #include "integration/it_check.h"
 #include "integration/procs.h"
 
-static int count_log(const it_proc_t *p, const char *text)
-{
-    FILE *f = fopen(p->log, "r");
-    CHECK(f);
-    char line[1024];
-    int n = 0;
-    while (fgets(line, sizeof(line), f))
-        n += strstr(line, text) != NULL;
-    fclose(f);
-    return n;
-}
-
 static void fill(redisContext *c)
 {
     for (int i = 0; i < 100; i++) {
@@ -69,7 +57,7 @@ static bool test_empty_restart(void)
     redisReply *r = it_cmd(c, "INFO server");
     CHECK(r && r->type == REDIS_REPLY_STRING);
     freeReplyObject(r);
-    int said = count_log(&gw, "came back as a new incarnation");
+    int said = it_log_count(&gw, "came back as a new incarnation");
     CHECKF(said == 1, "the gateway logged the new incarnation %d times", said);
     redisFree(c);
     CHECK(it_proc_stop(&gw) == 0);
@@ -127,7 +115,7 @@ static bool test_dir_restart(void)
         freeReplyObject(r);
     } while (strcmp(cursor, "0") != 0);
     CHECKF(seen == 101, "SCAN after the restart saw %lld keys, want 101", seen);
-    CHECK(count_log(&gw, "new incarnation") == 0);
+    CHECK(it_log_count(&gw, "new incarnation") == 0);
     /* A GET while the node is down fails (after waiting for it); one sent right after the
      * node is back is answered, though the gateway's last redial failed less than a second
      * before (batch.c: a batch of READs only is posted again on the new connection; before,

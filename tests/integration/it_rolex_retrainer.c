@@ -28,18 +28,6 @@ static void key_of(int i, char *k, size_t cap)
     snprintf(k, cap, "rx%07d", i);
 }
 
-static int count_log(const it_proc_t *p, const char *text)
-{
-    FILE *f = fopen(p->log, "r");
-    CHECK(f);
-    char line[1024];
-    int n = 0;
-    while (fgets(line, sizeof(line), f))
-        n += strstr(line, text) != NULL;
-    fclose(f);
-    return n;
-}
-
 /* Every key as in[] through r, and a scan of everything returns exactly the keys present. */
 static void check_keys(dm_worker_t *w, dm_rolex_t *r)
 {
@@ -133,7 +121,7 @@ int main(void)
 
     /* The node retrains by itself; this handle notices the new model on a search. */
     long long w0 = it_now_ms();
-    while (dm_rolex_model_version(r) < 2 || !count_log(&pool.memnode, "ROLEX retrain ")) {
+    while (dm_rolex_model_version(r) < 2 || !it_log_count(&pool.memnode, "ROLEX retrain ")) {
         CHECKF(it_now_ms() - w0 < 30000, "no retrain after 30 s (model version %llu)",
                (unsigned long long)dm_rolex_model_version(r));
         usleep(100 * 1000);
@@ -143,10 +131,10 @@ int main(void)
     usleep(300 * 1000); /* let a retrain under way (taken grew since the last) finish */
     dm_ctx_init(&ctx, w, DM_CLS_GET);
     CHECK(dm_rolex_search(&ctx, r, "rx0000000", 9) == 1);
-    int logged = count_log(&pool.memnode, "ROLEX retrain ");
+    int logged = it_log_count(&pool.memnode, "ROLEX retrain ");
     fprintf(stderr, "model version %llu after %lld ms; the memory node logged %d retrains\n",
             (unsigned long long)dm_rolex_model_version(r), it_now_ms() - w0, logged);
-    CHECK(count_log(&pool.memnode, "ROLEX retrainer: hosting") == 1);
+    CHECK(it_log_count(&pool.memnode, "ROLEX retrainer: hosting") == 1);
     CHECK(logged >= 1 && dm_rolex_model_version(stale) == 1);
 
     check_keys(w, r);
@@ -163,7 +151,7 @@ int main(void)
     uv_loop_close(&loop);
     int st = it_proc_stop(&pool.memnode);
     CHECKF(st == 0, "memory node exit status %d", st);
-    CHECK(count_log(&pool.memnode, "ROLEX retrainer stopped") == 1);
+    CHECK(it_log_count(&pool.memnode, "ROLEX retrainer stopped") == 1);
     fprintf(stderr, "it_rolex_retrainer: all passed\n");
     return 0;
 }

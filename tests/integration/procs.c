@@ -589,3 +589,15 @@ void it_tool_path(const char *env, const char *rel, char *out, size_t n)
         abort();
     }
 }
+
+int it_log_count(const it_proc_t *p, const char *text)
+{
+    FILE *f = fopen(p->log, "r");
+    CHECK(f);
+    char line[1024];
+    int n = 0;
+    while (fgets(line, sizeof(line), f))
+        n += strstr(line, text) != NULL;
+    fclose(f);
+    return n;
+}

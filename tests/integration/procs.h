@@ -79,6 +79,9 @@ int it_proc_stop(it_proc_t *p);
 /* Print the last lines of p's log to stderr (on failures). */
 void it_proc_dump_log(const it_proc_t *p);
 
+/* Lines of p's log that contain text (aborts when the log cannot be read). */
+int it_log_count(const it_proc_t *p, const char *text);
+
 /* hiredis connection to 127.0.0.1:port with a 30 s timeout; aborts on failure. */
 redisContext *it_connect(int port);
 /* The same with a timeout_ms connect and command timeout; NULL on failure (a gateway that
