@@ -221,11 +221,9 @@ static void count_error(gw_conn_t *c, size_t at)
 
 /* A command rejected before running (its error reply starts at byte `at` of the output;
  * gc NULL when unknown): inside MULTI it also dooms the transaction. */
-/* Whether a key of cmd is longer than the pool's range engine holds (engine.max_key). */
-static bool long_key(const gw_command_t *gc, const gw_cmd_t *cmd)
+/* Whether a key of cmd is longer than max bytes (the range engine's engine.max_key). */
+static bool long_key(const gw_command_t *gc, const gw_cmd_t *cmd, uint32_t max)
 {
-    uint32_t max = dm_kv_range_index()->engine.max_key;
-    if (!max) return false;
     int last = gc->last < 0 ? cmd->argc + gc->last : gc->last;
     int step = gc->step > 0 ? gc->step : 1;
     for (int i = gc->first; i <= last && i < cmd->argc; i += step)
@@ -349,7 +347,8 @@ static bool exec_one(gw_conn_t *c, gw_cmd_t *cmd)
         rejected(c, gc, at);
         return false;
     }
-    if (gc->first > 0 && strstr(gc->flags, "write") && long_key(gc, cmd)) {
+    uint32_t max_key = dm_kv_range_index()->engine.max_key; /* 0: any length */
+    if (max_key && gc->first > 0 && strstr(gc->flags, "write") && long_key(gc, cmd, max_key)) {
         /* Refused whole before anything runs: an MSET must not write the keys before it. */
         const dm_index_engine_t *re = &dm_kv_range_index()->engine;
         reply_errorf(gw_conn_out(c),
