@@ -66,8 +66,9 @@ static int scan_slot(dm_ctx_t *ctx, dm_sephash_t *h, uint64_t j, dm_sephash_emit
             rc = dm_read_span(ctx, sh_meta_main(m1) + SH_MAIN_HDR, words + fe, 8ull * cnt);
         }
         if (!rc) rc = sh_read_blocks(ctx, words, fe + cnt, bufs, lens);
-        /* Blocks freed by a later merge are reused only after DM_GRACE_US. */
-        int again = !rc && dm_now_us() - t0 > DM_OP_TIMEOUT_US;
+        /* Blocks freed by a later merge are reused only after DM_GRACE_US; past it the
+         * reads stand while the round is unchanged (sh_round_unchanged). */
+        int again = !rc && dm_now_us() - t0 > DM_OP_TIMEOUT_US && !sh_round_unchanged(ctx, seg, m1);
         dm_kv_view_t *vs = again || rc ? NULL : calloc(fe + cnt + 1, sizeof(*vs));
         if (!rc && !again && !vs) rc = DM_ENOMEM;
         for (uint32_t i = 0; vs && !rc && i < fe + cnt; i++)

@@ -31,6 +31,12 @@
  * unchanged round means no merge in between (sephash_internal.h), and the entries read
  * full below the first one read empty were full when it was read, the later ones not (in
  * order appends): that prefix and the MainSegment are the state at that instant. */
+int sh_round_unchanged(dm_ctx_t *ctx, dm_gaddr_t seg, uint64_t m)
+{
+    uint64_t now = 0;
+    return dm_read_span(ctx, seg, &now, 8) == 0 && sh_round(now) == sh_round(m);
+}
+
 static void look_free(sh_look_t *o)
 {
     free(o->block);
@@ -190,8 +196,11 @@ int sh_lookup_eval(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen,
     free(words);
     free(addrs);
     /* A block freed by a merge is reused only after DM_GRACE_US: reads younger than
-     * DM_OP_TIMEOUT_US cannot have seen a reused one. */
+     * DM_OP_TIMEOUT_US cannot have seen a reused one. An older one (a large value's
+     * transfer on a slow link) stands when the round is still the one read: blocks are freed
+     * only by a merge, after its commit changed the round (issue 12, item 7). */
     int old = dm_now_us() - t0 > DM_OP_TIMEOUT_US;
+    if (old && rc != DM_ENOMEM && sh_round_unchanged(ctx, loc->seg, r->m1)) old = 0;
     if (rc == 1 || rc == 0 || (rc == DM_ECORRUPT && old)) rc = 0;
     if (!rc && old) rc = DM_ERETRY;
     if (rc) look_free(out);

@@ -361,6 +361,12 @@ int sh_look_item(sh_look_t *o, dm_point_item_t *item);
  * room. eval: decide from reads that ran, the first of them posted at t0 (monotonic
  * µs): 0 with *out (as sh_lookup), DM_ERETRY when they are stale (look again), DM_E*.
  * May read the CurSegment (not full_cur, the filter set) and the candidates' blocks. */
+/* 1 when the meta word of segment seg still names the round of m (1 RTT): no merge
+ * committed since m was read, so no block an entry of that round names has been freed
+ * (merges are the only point that frees them, merge.c). 0 when it moved or the read
+ * failed. Lets a lookup or walk whose block reads outlasted DM_OP_TIMEOUT_US stand. */
+int sh_round_unchanged(dm_ctx_t *ctx, dm_gaddr_t seg, uint64_t m);
+
 typedef struct sh_reads sh_reads_t;
 int sh_lookup_issue(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen, int full_cur,
                     int may_load, dm_batch_t *b, sh_reads_t **out);
