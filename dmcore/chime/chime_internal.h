@@ -29,8 +29,8 @@
  * high fence (key, or +inf), then entries {child, separator}: child i covers
  * [sep i, sep i+1); sep 0 is the node's low fence.
  *
- * Key record (immutable; long keys and fences): [0..3] magic [4..7] length [8..15] XXH3 of
- * the key, then the key; 64-byte units. */
+ * Key record (immutable; long keys and fences): dmkv/key_record.h, shared with ROLEX:
+ * [0..3] magic [4..7] length [8..15] XXH3 of the key, then the key; 64-byte units. */
 #ifndef DMKV_CHIME_INTERNAL_H
 #define DMKV_CHIME_INTERNAL_H
 
@@ -39,6 +39,7 @@
 
 #include "dmkv/chime.h"
 #include "dmkv/gaddr.h"
+#include "dmkv/key_record.h"
 
 #define CH_OBJ 32u /* bytes per leaf object (entry or replica) */
 #define CH_LINE 64u
@@ -54,8 +55,6 @@
 #define CH_INNER_PAYLOAD (CH_INNER_BYTES / CH_LINE * (CH_LINE - 1))
 #define CH_INNER_MAGIC 0x4e494b44u /* "DKIN" */
 #define CH_INNER_HDR 40u
-#define CH_REC_MAGIC 0x43524b44u /* "DKRC" */
-#define CH_REC_HDR 16u
 
 #define CH_LEASE_MS 3000u    /* a lock word seen unchanged this long is presumed dead */
 #define CH_HOLD_MAX_MS 2000u /* a holder that held it this long gives up before writing */
@@ -190,15 +189,11 @@ static inline unsigned ch_vac_hi(const ch_geo_t *g, unsigned bit)
 }
 
 /* ---- key records ---- */
-/* Serialized record of key (malloc'd, *bytes set). */
-uint8_t *ch_record_build(const void *key, size_t klen, uint32_t *bytes);
-/* Record bytes for a key length. */
-static inline uint32_t ch_record_bytes(size_t klen)
+/* The format and its I/O are shared with ROLEX: dmkv/key_record.h (dm_keyrec_*). */
+static inline long ch_record_check(const uint8_t *r, uint32_t bytes) /* tests/fuzz/fuzz_chime.c */
 {
-    return (uint32_t)((CH_REC_HDR + klen + 63) / 64 * 64);
+    return dm_keyrec_check(r, bytes);
 }
-/* Check a read record; returns the key length or -1 when torn/freed. */
-long ch_record_check(const uint8_t *r, uint32_t bytes);
 
 /* ---- inner nodes (parsed) ---- */
 typedef struct ch_sep {
@@ -320,14 +315,6 @@ int ch_propagate(dm_ctx_t *ctx, unsigned level, dm_gaddr_t left, const uint8_t *
 
 /* Fence of a leaf (cached record read). *has = 0 for +inf. */
 int ch_fence_get(dm_ctx_t *ctx, dm_gaddr_t rec, uint8_t **key, uint32_t *len);
-
-/* Read records for long-key entries: recs[i] (gaddr) -> keys[i] (malloc'd). One batch
- * per DM_BATCH_MAX records; re-read while torn. */
-int ch_records_read(dm_ctx_t *ctx, const dm_gaddr_t *recs, unsigned n, uint8_t **keys,
-                    uint32_t *lens);
-
-/* Allocate and write a key record for key. */
-int ch_record_write(dm_ctx_t *ctx, const void *key, size_t klen, dm_gaddr_t *out);
 
 /* Hotspot buffer (hotspot.c, §4.3). */
 void ch_hot_touch(dm_chime_t *c, dm_gaddr_t leaf, unsigned idx, uint16_t fp);

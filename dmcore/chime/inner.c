@@ -292,83 +292,6 @@ int ch_find_leaf(dm_ctx_t *ctx, const void *key, size_t klen, int fresh, ch_path
 
 /* ---- records and fences ---- */
 
-int ch_record_write(dm_ctx_t *ctx, const void *key, size_t klen, dm_gaddr_t *out)
-{
-    uint32_t bytes;
-    uint8_t *r = ch_record_build(key, klen, &bytes);
-    if (!r) return DM_ENOMEM;
-    int rc = dm_alloc_block(ctx, bytes, out);
-    if (!rc) {
-        dm_batch_t b;
-        dm_batch_init(&b);
-        dm_batch_write(&b, *out, r, bytes);
-        rc = dm_batch_exec(ctx, &b);
-    }
-    free(r);
-    return rc;
-}
-
-int ch_records_read(dm_ctx_t *ctx, const dm_gaddr_t *recs, unsigned n, uint8_t **keys,
-                    uint32_t *lens)
-{
-    /* First 256 bytes of each; longer keys get a second read of the rest. */
-    enum { HEAD = 256 };
-    for (unsigned i = 0; i < n; i++)
-        keys[i] = NULL;
-    for (int attempt = 0; attempt < MAX_TORN_READS; attempt++) {
-        int torn = 0;
-        for (unsigned i0 = 0; i0 < n; i0 += DM_BATCH_MAX) {
-            unsigned cnt = n - i0 < DM_BATCH_MAX ? n - i0 : DM_BATCH_MAX;
-            uint8_t *buf[DM_BATCH_MAX];
-            dm_batch_t b;
-            dm_batch_init(&b);
-            for (unsigned k = 0; k < cnt; k++) {
-                buf[k] = keys[i0 + k] ? NULL : malloc(HEAD);
-                if (buf[k]) dm_batch_read(&b, recs[i0 + k], buf[k], HEAD);
-            }
-            int rc = dm_batch_exec(ctx, &b);
-            for (unsigned k = 0; k < cnt && !rc; k++) {
-                if (!buf[k]) continue;
-                uint32_t len;
-                memcpy(&len, buf[k] + 4, 4);
-                uint32_t total = ch_record_bytes(len);
-                if (len > DM_KV_MAX_KEY || total > HEAD) {
-                    uint8_t *full = len > DM_KV_MAX_KEY ? NULL : malloc(total);
-                    if (full) {
-                        dm_batch_t b2;
-                        dm_batch_init(&b2);
-                        dm_batch_read(&b2, recs[i0 + k], full, total);
-                        rc = dm_batch_exec(ctx, &b2);
-                    }
-                    free(buf[k]);
-                    buf[k] = full;
-                    if (!full) {
-                        torn = 1;
-                        continue;
-                    }
-                }
-                long kl = ch_record_check(buf[k], total);
-                if (kl < 0) {
-                    torn = 1;
-                    free(buf[k]);
-                    buf[k] = NULL;
-                    continue;
-                }
-                memmove(buf[k], buf[k] + CH_REC_HDR, (size_t)kl);
-                keys[i0 + k] = buf[k];
-                lens[i0 + k] = (uint32_t)kl;
-                buf[k] = NULL;
-            }
-            for (unsigned k = 0; k < cnt; k++)
-                if (buf[k] && !keys[i0 + k]) free(buf[k]);
-            if (rc) return rc;
-        }
-        if (!torn) return 0;
-        dm_ctx_yield(ctx);
-    }
-    return DM_ECORRUPT; /* a record kept failing its checksum: freed under us */
-}
-
 int ch_fence_get(dm_ctx_t *ctx, dm_gaddr_t rec, uint8_t **key, uint32_t *len)
 {
     dm_chime_t *c = ctx->w->chime;
@@ -376,7 +299,7 @@ int ch_fence_get(dm_ctx_t *ctx, dm_gaddr_t rec, uint8_t **key, uint32_t *len)
     if (f->addr != rec || !f->key) {
         uint8_t *k;
         uint32_t l;
-        int rc = ch_records_read(ctx, &rec, 1, &k, &l);
+        int rc = dm_keyrec_read(ctx, &rec, 1, DM_KV_MAX_KEY, NULL, &k, &l);
         if (rc) return rc;
         free(f->key);
         f->addr = rec;

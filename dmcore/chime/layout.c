@@ -103,32 +103,8 @@ uint64_t dm_chime_key_bytes(dm_ctx_t *ctx, size_t klen)
 {
     const ch_geo_t *g = &ctx->w->chime->geo;
     uint64_t b = (g->bytes + g->span - 1) / g->span;
-    if (klen > DM_CHIME_INLINE) b += (ch_record_bytes(klen) + DM_UNIT - 1) / DM_UNIT * DM_UNIT;
+    if (klen > DM_CHIME_INLINE) b += (dm_keyrec_bytes(klen) + DM_UNIT - 1) / DM_UNIT * DM_UNIT;
     return b;
-}
-
-uint8_t *ch_record_build(const void *key, size_t klen, uint32_t *bytes)
-{
-    *bytes = ch_record_bytes(klen);
-    uint8_t *r = calloc(1, *bytes);
-    if (!r) return NULL;
-    uint32_t magic = CH_REC_MAGIC, len = (uint32_t)klen;
-    memcpy(r, &magic, 4);
-    memcpy(r + 4, &len, 4);
-    ch_put_u64(r + 8, XXH3_64bits(key, klen));
-    memcpy(r + CH_REC_HDR, key, klen);
-    return r;
-}
-
-long ch_record_check(const uint8_t *r, uint32_t bytes)
-{
-    uint32_t magic, len;
-    if (bytes < CH_REC_HDR) return -1; /* not even a header (fuzz_chime) */
-    memcpy(&magic, r, 4);
-    memcpy(&len, r + 4, 4);
-    if (magic != CH_REC_MAGIC || CH_REC_HDR + (uint64_t)len > bytes) return -1;
-    if (ch_u64(r + 8) != XXH3_64bits(r + CH_REC_HDR, len)) return -1;
-    return len;
 }
 
 int ch_leaf_check(const ch_geo_t *g, const uint8_t *img, const uint8_t *have, int home)

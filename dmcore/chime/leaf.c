@@ -279,7 +279,7 @@ int ch_find_entry(dm_ctx_t *ctx, const ch_geo_t *g, const uint8_t *img, const ui
     if (!nrec) return -1;
     uint8_t *keys[16];
     uint32_t lens[16];
-    int rc = ch_records_read(ctx, recs, nrec, keys, lens);
+    int rc = dm_keyrec_read(ctx, recs, nrec, DM_KV_MAX_KEY, NULL, keys, lens);
     if (rc) return rc;
     int found = -1;
     for (unsigned k = 0; k < nrec; k++) {
@@ -715,7 +715,7 @@ int ch_mark_pending_own(dm_ctx_t *ctx, dm_chime_lock_t *lk)
         return ch_write_dirty(ctx, lk, 0, 1);
     }
     if (lk->klen > DM_CHIME_INLINE && !lk->rec) {
-        int rc = ch_record_write(ctx, lk->key, lk->klen, &lk->rec);
+        int rc = dm_keyrec_write(ctx, lk->key, lk->klen, &lk->rec);
         if (rc) return rc;
     }
     for (int splits = 0; splits < 16; splits++) {
@@ -764,7 +764,7 @@ void ch_settle_entry(dm_ctx_t *ctx, dm_chime_lock_t *lk, int present)
     ch_touch(lk, g, i);
     ch_touch(lk, g, home);
     update_vacancy(lk, g, i);
-    if (rec) dm_alloc_free(ctx->w->alloc, rec, ch_record_bytes(lk->klen));
+    if (rec) dm_alloc_free(ctx->w->alloc, rec, dm_keyrec_bytes(lk->klen));
     ch_hot_forget(ctx->w->chime, lk->leaf, i);
 }
 

@@ -155,16 +155,16 @@ static int emit_records(dm_ctx_t *ctx, walk_t *cw)
     const addrs_t *recs = &cw->recs;
     for (size_t i = 0; i < recs->n; i += DM_BATCH_MAX) {
         size_t n = recs->n - i < DM_BATCH_MAX ? recs->n - i : DM_BATCH_MAX;
-        uint32_t hdr[DM_BATCH_MAX][CH_REC_HDR / 4];
+        uint32_t hdr[DM_BATCH_MAX][DM_KEYREC_HDR / 4];
         dm_batch_t b;
         dm_batch_init(&b);
         for (size_t k = 0; k < n; k++)
-            dm_batch_read(&b, recs->v[i + k], hdr[k], CH_REC_HDR);
+            dm_batch_read(&b, recs->v[i + k], hdr[k], DM_KEYREC_HDR);
         int rc = dm_batch_exec(ctx, &b);
         for (size_t k = 0; k < n && !rc; k++) {
             uint64_t len = DM_UNIT;
-            if (hdr[k][0] == CH_REC_MAGIC && hdr[k][1] <= DM_KV_MAX_KEY)
-                len = ch_record_bytes(hdr[k][1]);
+            if (hdr[k][0] == DM_KEYREC_MAGIC && hdr[k][1] <= DM_KV_MAX_KEY)
+                len = dm_keyrec_bytes(hdr[k][1]);
             rc = cw->fn(cw->arg, recs->v[i + k], len);
         }
         if (rc) return rc;

@@ -28,7 +28,7 @@ static int speculate(dm_ctx_t *ctx, dm_gaddr_t leaf, unsigned idx, const ch_khas
         dm_gaddr_t rec = ch_u64(e + 8);
         uint8_t *k;
         uint32_t l;
-        rc = ch_records_read(ctx, &rec, 1, &k, &l);
+        rc = dm_keyrec_read(ctx, &rec, 1, DM_KV_MAX_KEY, NULL, &k, &l);
         if (rc) return rc;
         r = ch_key_cmp(k, l, key, klen);
         free(k);

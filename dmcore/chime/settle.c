@@ -53,7 +53,7 @@ int ch_settle_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk, int all)
             continue;
         }
         if (e[7] == CH_KLEN_RECORD)
-            dm_alloc_free(ctx->w->alloc, ch_u64(e + 8), ch_record_bytes(pl[j]));
+            dm_alloc_free(ctx->w->alloc, ch_u64(e + 8), dm_keyrec_bytes(pl[j]));
         e[1] = 0;
         memset(e + 4, 0, CH_OBJ - 4);
         removed++;

@@ -95,7 +95,7 @@ int ch_leaf_keys(dm_ctx_t *ctx, const ch_geo_t *g, const uint8_t *img, unsigned 
     if (nrec) {
         uint8_t *rk[CH_MAX_SPAN];
         uint32_t rl[CH_MAX_SPAN];
-        int rc = ch_records_read(ctx, recs, nrec, rk, rl);
+        int rc = dm_keyrec_read(ctx, recs, nrec, DM_KV_MAX_KEY, NULL, rk, rl);
         if (rc) {
             for (unsigned k = 0; k < n; k++)
                 free(keys[k]);
@@ -250,7 +250,7 @@ int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_chime_lock_t *rk, uin
         goto out;
     }
     uint32_t recbytes;
-    recbuf = ch_record_build(sep, sl, &recbytes);
+    recbuf = dm_keyrec_build(sep, sl, &recbytes);
     right = malloc(g->bytes);
     left = malloc(g->bytes); /* lk->img stays as the pool has it until both writes are done */
     dm_gaddr_t ra = 0, rec = 0;

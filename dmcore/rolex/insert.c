@@ -12,7 +12,9 @@
  * writer knowing the entries. */
 #include "dmkv/rolex.h"
 
+#include "dmkv/alloc.h"
 #include "dmkv/errors.h"
+#include "dmkv/key_record.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -28,11 +30,60 @@ void rx_put_body(dm_batch_t *b, dm_gaddr_t at, rx_leaf_t *l)
     dm_batch_write(b, at + RX_LEAF_BODY, &l->next, RX_LEAF_BYTES - RX_LEAF_BODY);
 }
 
-static void entry_set(rx_entry_t *e, const void *key, size_t len, uint16_t flags)
+uint64_t rx_recs_written, rx_recs_freed;
+
+int rx_rec_write(dm_ctx_t *ctx, const void *key, size_t len, dm_gaddr_t *rec)
 {
-    memset(e, 0, sizeof(*e));
-    e->len = (uint16_t)(len | flags);
-    memcpy(e->key, key, len);
+    *rec = 0;
+    int rc = dm_keyrec_write(ctx, key, len, rec);
+    if (*rec) __atomic_fetch_add(&rx_recs_written, 1, __ATOMIC_RELAXED); /* allocated */
+    return rc;
+}
+
+int rx_rec_stage(dm_ctx_t *ctx, const dm_rolex_t *r, dm_batch_t *b, const void *key, size_t len,
+                 dm_gaddr_t *rec, uint8_t **buf)
+{
+    uint32_t bytes;
+    *rec = 0;
+    *buf = dm_keyrec_build(key, len, &bytes);
+    if (!*buf) return DM_ENOMEM;
+    int rc = dm_alloc_block(ctx, bytes, rec);
+    if (rc) {
+        *rec = 0;
+        return rc;
+    }
+    __atomic_fetch_add(&rx_recs_written, 1, __ATOMIC_RELAXED);
+    /* The leaf region is one block, on one memory node: a record on that node goes ahead of
+     * the leaf WRITEs in their batch (one node's verbs run in posting order), no RTT. */
+    if (dm_gaddr_node(*rec) == dm_gaddr_node(r->hdr.region)) {
+        dm_batch_write(b, *rec, *buf, bytes);
+        return 0;
+    }
+    dm_batch_t own; /* elsewhere: written and waited for first (1 RTT) */
+    dm_batch_init(&own);
+    dm_batch_write(&own, *rec, *buf, bytes);
+    return dm_batch_exec(ctx, &own);
+}
+
+void rx_rec_free(dm_ctx_t *ctx, const rx_entry_t *e)
+{
+    if (!rx_elong(e)) return;
+    dm_alloc_free(ctx->w->alloc, rx_erec(e), dm_keyrec_bytes(rx_elen(e)));
+    __atomic_fetch_add(&rx_recs_freed, 1, __ATOMIC_RELAXED);
+}
+
+void rx_rec_give_back(dm_ctx_t *ctx, dm_gaddr_t rec, size_t len)
+{
+    dm_alloc_free(ctx->w->alloc, rec, dm_keyrec_bytes(len));
+    __atomic_fetch_add(&rx_recs_freed, 1, __ATOMIC_RELAXED);
+}
+
+int rx_run_names(const rx_run_t *c, const rx_entry_t *e)
+{
+    for (unsigned k = 0; rx_elong(e) && k < c->n; k++)
+        for (unsigned i = 0; i < c->v[k].count; i++)
+            if (rx_elong(&c->v[k].e[i]) && rx_erec(&c->v[k].e[i]) == rx_erec(e)) return 1;
+    return 0;
 }
 
 /* b's writes and, after them in the same batch, the unlock (one node's verbs run in order:
@@ -46,12 +97,12 @@ static int write_unlock(dm_ctx_t *ctx, dm_batch_t *b, const rx_hold_t *hd, int *
     return rc;
 }
 
-/* Key into leaf l (not full, key absent) at its place in order. */
-static void leaf_insert(rx_leaf_t *l, const void *key, size_t len, uint16_t flags)
+/* The probe's key into leaf l (not full, key absent) at its place in order. */
+static void leaf_insert(rx_leaf_t *l, rx_probe_t *p, uint16_t flags, dm_gaddr_t rec)
 {
-    int at = -rx_leaf_find(l, key, len) - 1;
+    int at = -rx_leaf_find(l, p) - 1;
     memmove(&l->e[at + 1], &l->e[at], (l->count - (unsigned)at) * sizeof(l->e[0]));
-    entry_set(&l->e[at], key, len, flags);
+    rx_entry_set(&l->e[at], p->key, p->len, flags, rec);
     l->count++;
 }
 
@@ -78,6 +129,7 @@ int rx_run_more(dm_ctx_t *ctx, rx_run_t *c)
     if (rc) return rc;
     c->ad[c->n] = c->v[c->n - 1].next;
     rc = rx_read_leaf(ctx, c->ad[c->n], &c->v[c->n]);
+    if (!rc && c->pr) rc = rx_probe_prepare(ctx, c->pr, &c->v[c->n], 1);
     if (!rc) c->n++;
     return rc;
 }
@@ -87,26 +139,26 @@ int rx_run_complete(const rx_run_t *c)
     return !c->v[c->n - 1].next;
 }
 
-unsigned rx_run_place(const rx_run_t *c, const void *key, size_t len)
+unsigned rx_run_place(const rx_run_t *c)
 {
     unsigned t = 0;
-    while (t < c->n && !rx_leaf_above(&c->v[t], key, len))
+    while (t < c->n && !rx_leaf_above(&c->v[t], c->pr))
         t++;
     return t;
 }
 
-int rx_run_read(dm_ctx_t *ctx, rx_run_t *c, const void *key, size_t len)
+int rx_run_read(dm_ctx_t *ctx, rx_run_t *c)
 {
-    int rc = 0;
-    while (!rc && !rx_run_complete(c) && rx_run_place(c, key, len) == c->n)
+    int rc = rx_probe_prepare(ctx, c->pr, c->v, c->n);
+    while (!rc && !rx_run_complete(c) && rx_run_place(c) == c->n)
         rc = rx_run_more(ctx, c);
     return rc;
 }
 
-int rx_run_find(const rx_run_t *c, const void *key, size_t len, unsigned *k)
+int rx_run_find(const rx_run_t *c, unsigned *k)
 {
     for (unsigned i = 0; i < c->n; i++) {
-        int pos = rx_leaf_find(&c->v[i], key, len);
+        int pos = rx_leaf_find(&c->v[i], c->pr);
         if (pos >= 0) {
             *k = i;
             return pos;
@@ -141,7 +193,7 @@ static int take_leaf(dm_ctx_t *ctx, dm_rolex_t *r, dm_gaddr_t *at)
  * alone, after the last leaf. The new leaf joins the run after its predecessor (the batch
  * points into the run: it must not move until b is posted). */
 static int split(dm_ctx_t *ctx, dm_rolex_t *r, dm_batch_t *b, rx_run_t *c, unsigned t,
-                 const void *key, size_t len, uint16_t flags)
+                 uint16_t flags, dm_gaddr_t rec)
 {
     unsigned n = c->n;
     int rc = run_reserve(c, n + 1);
@@ -153,18 +205,18 @@ static int split(dm_ctx_t *ctx, dm_rolex_t *r, dm_batch_t *b, rx_run_t *c, unsig
     memset(&nl, 0, sizeof(nl));
     nl.lo = v[0].lo;
     if (t == n) {
-        entry_set(&nl.e[0], key, len, flags);
+        rx_entry_set(&nl.e[0], c->pr->key, c->pr->len, flags, rec);
         nl.count = 1;
         t = n - 1;
     } else {
         rx_leaf_t *l = &v[t];
         rx_entry_t all[DM_ROLEX_SLOTS + 1];
-        unsigned pos = (unsigned)(-rx_leaf_find(l, key, len) - 1);
+        unsigned pos = (unsigned)(-rx_leaf_find(l, c->pr) - 1);
         /* At least half stays; a key in the upper half splits right after it, so that keys
          * arriving in ascending order fill its leaf (measured: fewer leaves than halves). */
         unsigned keep = pos + 1 > (DM_ROLEX_SLOTS + 2) / 2 ? pos + 1 : (DM_ROLEX_SLOTS + 2) / 2;
         memcpy(all, l->e, pos * sizeof(all[0]));
-        entry_set(&all[pos], key, len, flags);
+        rx_entry_set(&all[pos], c->pr->key, c->pr->len, flags, rec);
         memcpy(&all[pos + 1], &l->e[pos], (DM_ROLEX_SLOTS - pos) * sizeof(all[0]));
         nl.count = DM_ROLEX_SLOTS + 1 - keep;
         memcpy(nl.e, &all[keep], nl.count * sizeof(all[0]));
@@ -189,7 +241,7 @@ static int split(dm_ctx_t *ctx, dm_rolex_t *r, dm_batch_t *b, rx_run_t *c, unsig
  * batch, so a moved key is in the later leaf before it leaves the earlier one: every move is
  * forward, and a reader walking the chain forward never misses a key present throughout. */
 static void shift(dm_batch_t *b, rx_leaf_t *v, dm_gaddr_t *ad, unsigned t, unsigned u,
-                  const void *key, size_t len, uint16_t flags)
+                  rx_probe_t *p, uint16_t flags, dm_gaddr_t rec)
 {
     for (unsigned k = u; k > t; k--) {
         rx_leaf_t *l = &v[k - 1], *nx = &v[k];
@@ -199,19 +251,21 @@ static void shift(dm_batch_t *b, rx_leaf_t *v, dm_gaddr_t *ad, unsigned t, unsig
         nx->count++;
         rx_put_body(b, ad[k], nx);
     }
-    leaf_insert(&v[t], key, len, flags);
+    leaf_insert(&v[t], p, flags, rec);
     rx_put_body(b, ad[t], &v[t]);
 }
 
-int rx_run_add(dm_ctx_t *ctx, dm_rolex_t *r, dm_batch_t *b, rx_run_t *c, const void *key,
-               size_t len, uint16_t flags)
+int rx_run_add(dm_ctx_t *ctx, dm_rolex_t *r, dm_batch_t *b, rx_run_t *c, uint16_t flags,
+               dm_gaddr_t rec)
 {
     /* Room for a split's leaf first: b points into the run, which must not move after. */
     int rc = run_reserve(c, c->n + RX_SHIFT_MAX + 2);
+    /* The new entry is the key itself: later finds in the run match it without a read. */
+    if (!rc && c->pr->len > DM_ROLEX_INLINE) rc = rx_probe_set(c->pr, rec, 0);
     if (rc) return rc;
-    unsigned n = c->n, t = rx_run_place(c, key, len), at = t < n ? t : n - 1;
+    unsigned n = c->n, t = rx_run_place(c), at = t < n ? t : n - 1;
     if (c->v[at].count < DM_ROLEX_SLOTS) { /* room in its leaf: insert in order */
-        leaf_insert(&c->v[at], key, len, flags);
+        leaf_insert(&c->v[at], c->pr, flags, rec);
         rx_put_body(b, c->ad[at], &c->v[at]);
         return 0;
     }
@@ -224,10 +278,10 @@ int rx_run_add(dm_ctx_t *ctx, dm_rolex_t *r, dm_batch_t *b, rx_run_t *c, const v
         if (u == c->n || c->v[u].count < DM_ROLEX_SLOTS) break;
     }
     if (t < n && u < c->n && u <= t + RX_SHIFT_MAX) {
-        shift(b, c->v, c->ad, t, u, key, len, flags);
+        shift(b, c->v, c->ad, t, u, c->pr, flags, rec);
         return 0;
     }
-    return split(ctx, r, b, c, t < n ? t : c->n, key, len, flags);
+    return split(ctx, r, b, c, t < n ? t : c->n, flags, rec);
 }
 
 void rx_run_drop(dm_batch_t *b, rx_run_t *c, unsigned k, unsigned pos)
@@ -244,23 +298,39 @@ void rx_run_drop(dm_batch_t *b, rx_run_t *c, unsigned k, unsigned pos)
  * is full, keys move forward into the next leaves up to one with room (RX_SHIFT_MAX at most,
  * read now if need be) or, all full, the leaf splits (an FAA, then two WRITEs). Returns as the
  * API. */
-static int change(dm_ctx_t *ctx, dm_rolex_t *r, const rx_hold_t *hd, rx_run_t *c, const void *key,
-                  size_t len, int add, int *unlocked)
+static int change(dm_ctx_t *ctx, dm_rolex_t *r, const rx_hold_t *hd, rx_run_t *c, int add,
+                  int *unlocked)
 {
     dm_batch_t b;
     dm_batch_init(&b);
     b.send_by_us = hd->until_us; /* no write after the hold: DM_ERETRY, nothing written */
     unsigned k = 0;
-    int pos = rx_run_find(c, key, len, &k); /* in its successor's leaf or before */
+    int pos = rx_run_find(c, &k); /* in its successor's leaf or before */
     if (pos >= 0) {
         if (add) return 1;
+        rx_entry_t gone = c->v[k].e[pos];
         rx_run_drop(&b, c, k, (unsigned)pos);
         int rc = write_unlock(ctx, &b, hd, unlocked);
+        /* No leaf names it now (a copy a cut shift left would: then it stays); quarantined
+         * for the readers that may still hold the entry. */
+        if (!rc && !rx_run_names(c, &gone)) rx_rec_free(ctx, &gone);
         return rc ? rc : 1;
     }
     if (!add) return 0;
-    int rc = rx_run_add(ctx, r, &b, c, key, len, 0);
-    return rc ? rc : write_unlock(ctx, &b, hd, unlocked);
+    /* A long key's record lands before the leaf WRITE that names it (rx_rec_stage: first in
+     * b on the leaves' node, else its own batch before). */
+    dm_gaddr_t rec = 0;
+    uint8_t *rbuf = NULL;
+    size_t len = c->pr->len;
+    int rc = len > DM_ROLEX_INLINE ? rx_rec_stage(ctx, r, &b, c->pr->key, len, &rec, &rbuf) : 0;
+    if (!rc) rc = rx_run_add(ctx, r, &b, c, 0, rec);
+    int sent = 0;
+    if (!rc) sent = 1, rc = write_unlock(ctx, &b, hd, unlocked);
+    free(rbuf);
+    /* Given up with nothing sent (an error before the WRITE, or the hold over): the record
+     * goes back; after any other error the WRITE may have landed, and it stays. */
+    if (rec && rc && (!sent || rc == DM_ERETRY)) rx_rec_give_back(ctx, rec, len);
+    return rc;
 }
 
 /* Lock the chain of the entry covering key's image and read its run up to key's successor:
@@ -277,7 +347,9 @@ static int update(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len, int
     const rx_lt_t e = r->lt[w.j];
     uint64_t word = w.model; /* a new model is loaded after the unlock (sync.c) */
     free(w.buf);
-    rx_run_t c = {malloc(8 * sizeof(rx_leaf_t)), malloc(8 * sizeof(dm_gaddr_t)), 1, 8};
+    rx_probe_t pr; /* a long key's records are read once, by rx_run_read and its hops */
+    rx_probe_init(&pr, key, len);
+    rx_run_t c = {malloc(8 * sizeof(rx_leaf_t)), malloc(8 * sizeof(dm_gaddr_t)), 1, 8, &pr};
     if (!c.v || !c.ad) {
         free(c.v), free(c.ad);
         return DM_ENOMEM;
@@ -285,20 +357,18 @@ static int update(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len, int
     rx_hold_t hd;
     c.ad[0] = rx_leaf_addr(r, e.leaf);
     rc = rx_lock(ctx, rx_leaf_addr(r, e.head), &hd, e.head == e.leaf ? &c.v[0] : NULL);
-    if (rc) {
+    if (rc || (rx_test_hook && rx_test_hook(RX_SITE_LOCKED))) { /* the hook: "dies" holding it */
         free(c.v), free(c.ad);
-        return rc;
-    }
-    if (rx_test_hook && rx_test_hook(RX_SITE_LOCKED)) { /* "dies" holding it */
-        free(c.v), free(c.ad);
-        return DM_EIO;
+        rx_probe_free(&pr);
+        return rc ? rc : DM_EIO;
     }
     /* Torn only after a takeover (or not read yet: a promoted entry). */
     if (e.head != e.leaf || !rx_leaf_ok(&c.v[0])) rc = rx_read_leaf(ctx, c.ad[0], &c.v[0]);
-    if (!rc) rc = rx_run_read(ctx, &c, key, len);
+    if (!rc) rc = rx_run_read(ctx, &c);
     int unlocked = 0;
-    if (!rc) rc = change(ctx, r, &hd, &c, key, len, add, &unlocked);
+    if (!rc) rc = change(ctx, r, &hd, &c, add, &unlocked);
     free(c.v), free(c.ad);
+    rx_probe_free(&pr);
     int urc = unlocked ? 0 : rx_unlock(ctx, &hd);
     rx_notice(ctx, r, word);
     return rc ? rc : urc;

@@ -6,6 +6,7 @@
 
 #include "dmkv/alloc.h"
 #include "dmkv/errors.h"
+#include "dmkv/key_record.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -14,15 +15,36 @@
 #include "rolex_internal.h"
 
 static void fill_leaf(rx_leaf_t *l, uint64_t lo, const char *const *keys, const size_t *lens,
-                      size_t from, size_t to)
+                      const dm_gaddr_t *recs, size_t from, size_t to)
 {
     memset(l, 0, sizeof(*l));
     l->lo = lo;
-    for (size_t i = from; i < to; i++) {
-        l->e[i - from].len = (uint16_t)lens[i];
-        memcpy(l->e[i - from].key, keys[i], lens[i]);
-    }
+    for (size_t i = from; i < to; i++)
+        rx_entry_set(&l->e[i - from], keys[i], lens[i], 0, recs ? recs[i] : 0);
     l->count = to - from;
+}
+
+/* The key records of the long keys (recs[i], 0 for short ones), written before any leaf
+ * that names them (1 RTT each). On error none is left. */
+static int write_records(dm_ctx_t *ctx, const char *const *keys, const size_t *lens, size_t n,
+                         dm_gaddr_t **recs)
+{
+    *recs = NULL;
+    size_t i = 0;
+    while (i < n && lens[i] <= DM_ROLEX_INLINE)
+        i++;
+    if (i == n) return 0;
+    *recs = calloc(n, sizeof(**recs));
+    int rc = *recs ? 0 : DM_ENOMEM;
+    for (; !rc && i < n; i++)
+        if (lens[i] > DM_ROLEX_INLINE) rc = rx_rec_write(ctx, keys[i], lens[i], &(*recs)[i]);
+    for (size_t j = 0; rc && *recs && j < n; j++)
+        if ((*recs)[j]) rx_rec_give_back(ctx, (*recs)[j], lens[j]);
+    if (rc) {
+        free(*recs);
+        *recs = NULL;
+    }
+    return rc;
 }
 
 /* A block for the index; with node0, on node 0 (the memory node that hosts retraining:
@@ -55,7 +77,8 @@ int dm_rolex_build(dm_ctx_t *ctx, const char *const *keys, const size_t *lens, s
     for (size_t i = 0; i < n; i++) {
         if (!lens[i]) return DM_EINVAL;
         if (lens[i] > DM_ROLEX_KEY_MAX) return DM_ETOOBIG;
-        if (i && rx_key_cmp(keys[i - 1], lens[i - 1], keys[i], lens[i]) >= 0) return DM_EINVAL;
+        if (i && dm_rolex_key_cmp(keys[i - 1], lens[i - 1], keys[i], lens[i]) >= 0)
+            return DM_EINVAL;
     }
     /* Primary j holds keys [start[j], start[j + 1]): a new one starts once fill keys are in
      * and the image changes, so equal images share a chain. */
@@ -77,9 +100,12 @@ int dm_rolex_build(dm_ctx_t *ctx, const char *const *keys, const size_t *lens, s
     rx_seg_t *segs = malloc(L * sizeof(*segs));
     rx_leaf_t *leaves = calloc(L + S, sizeof(*leaves));
     rx_lt_t *lt = NULL;
+    dm_gaddr_t *recs = NULL;
     int rc = DM_ENOMEM;
     if (cap >> 32) goto out; /* leaf numbers are u32 in the LT */
     if (!lo || !segs || !leaves) goto out;
+    rc = write_records(ctx, keys, lens, n, &recs);
+    if (rc) goto out;
     dm_gaddr_t region, rt;
     int node0 = cfg && cfg->node0;
     rc = alloc_on(ctx, cap * RX_LEAF_BYTES, node0, &region);
@@ -91,7 +117,7 @@ int dm_rolex_build(dm_ctx_t *ctx, const char *const *keys, const size_t *lens, s
         rx_leaf_t *l = &leaves[j];
         for (;;) {
             size_t to = e - s > DM_ROLEX_SLOTS ? s + DM_ROLEX_SLOTS : e;
-            fill_leaf(l, lo[j], keys, lens, s, to);
+            fill_leaf(l, lo[j], keys, lens, recs, s, to);
             s = to;
             if (s == e) break;
             l->next = region + syn * RX_LEAF_BYTES;
@@ -117,7 +143,8 @@ int dm_rolex_build(dm_ctx_t *ctx, const char *const *keys, const size_t *lens, s
     if (!rc) rc = dm_write_span(ctx, rt, &h, sizeof(h));
     if (!rc) *root = rt;
 out:
-    free(start), free(lo), free(segs), free(leaves), free(lt);
+    /* Records of a build that failed stay allocated (a leaf may have been written). */
+    free(start), free(lo), free(segs), free(leaves), free(lt), free(recs);
     return rc;
 }
 

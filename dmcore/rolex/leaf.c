@@ -3,6 +3,7 @@
 #include "dmkv/rolex.h"
 
 #include "dmkv/errors.h"
+#include "dmkv/key_record.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -157,4 +158,76 @@ int rx_read_chains(dm_ctx_t *ctx, const rx_leaf_t *heads, unsigned k, rx_leaf_t 
             out[i] = NULL;
         }
     return rc;
+}
+
+/* A record read for entry e is e's key: its length, first RX_PREFIX bytes and hash agree
+ * (a block freed and reused under a reader holds another key, or none). */
+static int rec_matches(const rx_entry_t *e, const uint8_t *key, uint32_t len)
+{
+    return len == rx_elen(e) && !memcmp(key, e->key, RX_PREFIX) &&
+           rx_key_hash(key, len) == rx_ehash(e);
+}
+
+int rx_entries_read(dm_ctx_t *ctx, const rx_entry_t *const *e, unsigned n, uint8_t **keys)
+{
+    dm_gaddr_t *recs = malloc((n ? n : 1) * sizeof(*recs));
+    uint32_t *lens = malloc((n ? n : 1) * sizeof(*lens));
+    uint8_t **got = malloc((n ? n : 1) * sizeof(*got));
+    unsigned *who = malloc((n ? n : 1) * sizeof(*who));
+    uint32_t *want = malloc((n ? n : 1) * sizeof(*want));
+    int rc = recs && lens && got && who && want ? 0 : DM_ENOMEM;
+    unsigned m = 0;
+    for (unsigned i = 0; i < n; i++) {
+        keys[i] = NULL;
+        if (!rc && rx_elong(e[i])) who[m] = i, want[m] = rx_elen(e[i]), recs[m++] = rx_erec(e[i]);
+    }
+    /* The entries know the lengths: one read of each whole record, none past its block. */
+    if (!rc && m) rc = dm_keyrec_read(ctx, recs, m, DM_ROLEX_KEY_MAX, want, got, lens);
+    if (rc && got) /* nothing of dm_keyrec_read's is left */
+        for (unsigned j = 0; j < m; j++)
+            got[j] = NULL;
+    for (unsigned j = 0; !rc && j < m; j++)
+        if (!rec_matches(e[who[j]], got[j], lens[j])) rc = DM_ECORRUPT;
+    for (unsigned j = 0; j < m && got; j++) { /* dm_keyrec_read left none on its error */
+        if (rc)
+            free(got[j]);
+        else
+            keys[who[j]] = got[j];
+    }
+    free(recs), free(lens), free(got), free(who), free(want);
+    return rc;
+}
+
+/* Resolve the ties tie[0..m) of p (their records: 1 RTT). */
+static int resolve(dm_ctx_t *ctx, rx_probe_t *p, const rx_entry_t *const *tie, unsigned m)
+{
+    uint8_t *keys[DM_BATCH_MAX];
+    int rc = rx_entries_read(ctx, tie, m, keys);
+    for (unsigned j = 0; j < m && !rc; j++) /* the same length: memcmp is the last step */
+        rc = rx_probe_set(p, rx_erec(tie[j]), rx_key_cmp(keys[j], p->len, p->key, p->len));
+    for (unsigned j = 0; j < m; j++)
+        if (!rc || keys[j]) free(keys[j]);
+    return rc;
+}
+
+int rx_probe_prepare(dm_ctx_t *ctx, rx_probe_t *p, const rx_leaf_t *l, unsigned n)
+{
+    if (p->len <= DM_ROLEX_INLINE) return 0; /* only long keys tie */
+    const rx_entry_t *tie[DM_BATCH_MAX];
+    unsigned m = 0;
+    int rc = 0;
+    for (unsigned k = 0; !rc && k < n; k++)
+        for (unsigned i = 0; !rc && i < l[k].count; i++) {
+            const rx_entry_t *e = &l[k].e[i];
+            int dup = !rx_probe_needs(p, e);
+            for (unsigned j = 0; j < m && !dup; j++)
+                dup = rx_erec(tie[j]) == rx_erec(e);
+            if (dup) continue;
+            tie[m++] = e;
+            if (m == DM_BATCH_MAX) { /* a batch full of collisions (a forced hash tie) */
+                rc = resolve(ctx, p, tie, m);
+                m = 0;
+            }
+        }
+    return rc || !m ? rc : resolve(ctx, p, tie, m);
 }

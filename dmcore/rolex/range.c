@@ -143,34 +143,83 @@ int rr_hold_ok(const rx_hold_t *hd, uint64_t async_failures)
     return dm_now_us() < hd->until_us && dm_async_failures() == async_failures;
 }
 
+/* Long entries of removed keys, their records freed after a chain's settle. */
+typedef struct recs {
+    rx_entry_t *v;
+    size_t n, cap;
+} recs_t;
+
+static int recs_add(recs_t *s, const rx_entry_t *e)
+{
+    for (size_t i = 0; i < s->n; i++)
+        if (rx_erec(&s->v[i]) == rx_erec(e)) return 0; /* a shift's copy: one record */
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 8;
+        rx_entry_t *nv = realloc(s->v, cap * sizeof(*nv));
+        if (!nv) return DM_ENOMEM;
+        s->v = nv, s->cap = cap;
+    }
+    s->v[s->n++] = *e;
+    return 0;
+}
+
+/* Free the records of s's entries that no entry of the chain at head names any more (a
+ * copy left by a shift cut short may still; it keeps its record), then s. */
+static void recs_free(dm_ctx_t *ctx, dm_gaddr_t head, recs_t *s)
+{
+    int rc = 0;
+    for (dm_gaddr_t at = head; s->n && at && !rc;) {
+        rx_leaf_t l;
+        rc = rx_read_leaf(ctx, at, &l);
+        for (unsigned i = 0; !rc && i < l.count; i++)
+            for (size_t j = 0; rx_elong(&l.e[i]) && j < s->n; j++)
+                if (rx_erec(&s->v[j]) == rx_erec(&l.e[i])) s->v[j] = s->v[--s->n];
+        at = rc ? 0 : l.next;
+    }
+    for (size_t j = 0; !rc && j < s->n; j++) /* on an error: kept (a leak, never a reuse) */
+        rx_rec_free(ctx, &s->v[j]);
+    free(s->v);
+}
+
 /* Settle one leaf read under the lease (in l, at at): its keys probed, the leaf rewritten
  * when something changed. Entries removed, or DM_E* (DM_ETIMEDOUT: the hold ended first,
- * nothing written). */
+ * nothing written). Long keys are probed by their records' keys (1 RTT); removed long
+ * entries go into dead. */
 static int settle_leaf(dm_ctx_t *ctx, rr_role_t *rr, dm_gaddr_t at, rx_leaf_t *l, int all,
-                       const rx_hold_t *hd)
+                       const rx_hold_t *hd, recs_t *dead)
 {
     const uint8_t *keys[DM_ROLEX_SLOTS];
+    const rx_entry_t *ents[DM_ROLEX_SLOTS];
+    uint8_t *full[DM_ROLEX_SLOTS];
     size_t lens[DM_ROLEX_SLOTS];
     unsigned idx[DM_ROLEX_SLOTS], m = 0;
     for (unsigned i = 0; i < l->count; i++)
         if (all || (l->e[i].len & RX_PENDING)) {
             keys[m] = (const uint8_t *)l->e[i].key;
+            ents[m] = &l->e[i];
             lens[m] = rx_elen(&l->e[i]);
             idx[m++] = i;
         }
     if (!m) return 0;
-    if (!rr->presence) return DM_EINVAL; /* set_presence comes right after attach */
+    if (!rr->presence) return DM_EINVAL;          /* set_presence comes right after attach */
+    int rc = rx_entries_read(ctx, ents, m, full); /* long keys: their records (1 RTT) */
+    if (rc) return rc;
+    for (unsigned j = 0; j < m; j++)
+        if (full[j]) keys[j] = full[j];
     uint8_t present[DM_ROLEX_SLOTS];
-    int rc = rr->presence(ctx, keys, lens, m, present, NULL);
+    rc = rr->presence(ctx, keys, lens, m, present, NULL);
+    for (unsigned j = 0; j < m; j++)
+        free(full[j]);
     if (rc) return rc;
     rx_leaf_t nl = *l;
+    rx_entry_t gone[DM_ROLEX_SLOTS];
     unsigned keep = 0, j = 0, removed = 0;
     int changed = 0;
     for (unsigned i = 0; i < l->count; i++) {
         rx_entry_t e = l->e[i];
         if (j < m && idx[j] == i) {
             if (!present[j++]) {
-                removed++;
+                gone[removed++] = e;
                 continue;
             }
             changed |= (e.len & RX_PENDING) != 0;
@@ -188,6 +237,8 @@ static int settle_leaf(dm_ctx_t *ctx, rr_role_t *rr, dm_gaddr_t at, rx_leaf_t *l
     rc = dm_batch_exec(ctx, &b);
     if (rc) return rc;
     *l = nl;
+    for (unsigned g = 0; g < removed; g++) /* freed once the walk is over (recs_free) */
+        if (rx_elong(&gone[g]) && recs_add(dead, &gone[g])) return DM_ENOMEM;
     rr_count(&rr_stats.settled, m), rr_count(&rr_stats.removed, removed);
     return (int)removed;
 }
@@ -197,8 +248,12 @@ int64_t rr_settle_chain(dm_ctx_t *ctx, rr_role_t *rr, dm_gaddr_t head, int all, 
 {
     int64_t removed = 0;
     dm_gaddr_t at = head;
+    recs_t dead = {NULL, 0, 0};
     for (unsigned hops = 0; at; hops++) {
-        if (hops > RX_CHAIN_MAX) return DM_ECORRUPT;
+        if (hops > RX_CHAIN_MAX) {
+            free(dead.v);
+            return DM_ECORRUPT;
+        }
         /* A quarter of the hold left: give it back and take it again (1 RTT), so that the
          * next leaf's probe and write fit well inside it. */
         if (hd->until_us - dm_now_us() < (uint64_t)rx_hold_ms * 250 ||
@@ -206,16 +261,23 @@ int64_t rr_settle_chain(dm_ctx_t *ctx, rr_role_t *rr, dm_gaddr_t head, int all, 
             int took;
             rx_unlock(ctx, hd);
             int rc = rr_take(ctx, head, hd, NULL, &took, async_failures);
-            if (rc) return rc;
+            if (rc) {
+                free(dead.v); /* their records are kept: a leak, never a reuse */
+                return rc;
+            }
         }
         rx_leaf_t l;
         int rc = rx_read_leaf(ctx, at, &l);
-        if (!rc) rc = settle_leaf(ctx, rr, at, &l, all, hd);
+        if (!rc) rc = settle_leaf(ctx, rr, at, &l, all, hd, &dead);
         if (rc == DM_ETIMEDOUT && !rr_hold_ok(hd, *async_failures)) continue; /* again */
-        if (rc < 0) return rc;
+        if (rc < 0) {
+            free(dead.v);
+            return rc;
+        }
         removed += rc;
         at = l.next;
     }
+    recs_free(ctx, head, &dead); /* under the lease still: no entry comes back meanwhile */
     return removed;
 }
 
@@ -224,6 +286,9 @@ int64_t rr_settle_chain(dm_ctx_t *ctx, rr_role_t *rr, dm_gaddr_t head, int all, 
 static void lock_free(rr_lock_t *lk)
 {
     rx_run_free(&lk->run);
+    rx_probe_free(&lk->pr);
+    free(lk->key);
+    free(lk->recbuf);
     free(lk);
 }
 
@@ -245,13 +310,20 @@ static int lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int existing, r
         *out = lk;
         return 0;
     }
+    lk->key = malloc(klen ? klen : 1);
+    if (!lk->key) {
+        free(lk);
+        return DM_ENOMEM;
+    }
     memcpy(lk->key, key, klen);
     lk->klen = klen;
+    rx_probe_init(&lk->pr, lk->key, klen);
+    lk->run.pr = &lk->pr;
     int rc = dm_coro_wait_turn(); /* no early lock: see the file's comment */
     rx_win_t w;
     if (!rc) rc = rx_win_read(ctx, rr->r, dm_rolex_image(key, klen), 0, &w);
     if (rc) {
-        free(lk);
+        lock_free(lk);
         return rc;
     }
     const rx_lt_t e = rr->r->lt[w.j];
@@ -278,7 +350,7 @@ static int lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int existing, r
     lk->posted_us = lk->hd.until_us - (uint64_t)rx_hold_ms * 1000; /* the hold's start */
     if (!rc && (lk->took_over || e.head != e.leaf || !rx_leaf_ok(&c->v[0])))
         rc = rx_read_leaf(ctx, c->ad[0], &c->v[0]);
-    if (!rc) rc = rx_run_read(ctx, c, key, klen);
+    if (!rc) rc = rx_run_read(ctx, c); /* a long key's record read if an entry ties */
     if (rc) {
         rx_unlock(ctx, &lk->hd);
         lock_free(lk);
@@ -286,7 +358,7 @@ static int lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int existing, r
     }
     unsigned k;
     *out = lk;
-    return rx_run_find(c, key, klen, &k) >= 0;
+    return rx_run_find(c, &k) >= 0;
 }
 
 int rr_lock(dm_ctx_t *ctx, const void *key, size_t klen, int existing, const dm_batch_t *extra,
@@ -366,18 +438,31 @@ int rr_mark_pending(dm_ctx_t *ctx, dm_range_lock_t *l)
     dm_batch_t b;
     dm_batch_init(&b);
     unsigned k;
-    int pos = rx_run_find(&lk->run, lk->key, lk->klen, &k);
+    int pos = rx_run_find(&lk->run, &k);
     if (pos >= 0) { /* pending from a dead gateway or an earlier attempt, or a present key */
         rx_entry_t *e = &lk->run.v[k].e[pos];
         if (e->len & RX_PENDING) return 0;
         e->len |= RX_PENDING;
         rx_put_body(&b, lk->run.ad[k], &lk->run.v[k]);
-    } else {
-        int rc = rx_run_add(ctx, rr->r, &b, &lk->run, lk->key, lk->klen, RX_PENDING);
-        if (rc) return rc;
+        return send_writes(ctx, lk, &b);
     }
-    if (!rr_lock_valid(l)) return DM_ERETRY; /* a split's FAA ran long: nothing sent */
-    return send_writes(ctx, lk, &b);
+    /* A long key's record lands before the leaf WRITEs that name it: first in b (which may
+     * ride: the ride keeps b's order) on the leaves' node, else its own batch, waited for. */
+    dm_gaddr_t rec = 0;
+    int rc = 0;
+    if (lk->klen > DM_ROLEX_INLINE) {
+        free(lk->recbuf);
+        lk->recbuf = NULL;
+        rc = rx_rec_stage(ctx, rr->r, &b, lk->key, lk->klen, &rec, &lk->recbuf);
+    }
+    if (!rc) rc = rx_run_add(ctx, rr->r, &b, &lk->run, RX_PENDING, rec);
+    if (!rc && !rr_lock_valid(l)) rc = DM_ERETRY; /* a split's FAA ran long: nothing sent */
+    int sent = !rc;
+    if (!rc) rc = send_writes(ctx, lk, &b);
+    /* Given up with nothing sent: the record goes back (quarantined). Sent, or riding, the
+     * entry names it: it goes with the entry (unlock, settle). */
+    if (rec && rc && (!sent || rc == DM_ERETRY)) rx_rec_give_back(ctx, rec, lk->klen);
+    return rc;
 }
 
 int rr_unlock(dm_ctx_t *ctx, dm_range_lock_t *l, int present)
@@ -400,17 +485,27 @@ int rr_unlock(dm_ctx_t *ctx, dm_range_lock_t *l, int present)
     b.send_by_us = lk->hd.until_us;
     unsigned k;
     int pos;
-    if (present == 1 && (pos = rx_run_find(&lk->run, lk->key, lk->klen, &k)) >= 0 &&
+    if (present == 1 && (pos = rx_run_find(&lk->run, &k)) >= 0 &&
         (lk->run.v[k].e[pos].len & RX_PENDING)) {
         lk->run.v[k].e[pos].len &= RX_LEN_MASK;
         rx_put_body(&b, lk->run.ad[k], &lk->run.v[k]);
     }
-    /* Every copy goes (a shift cut short leaves the moved key in two leaves). */
-    while (present == 0 && b.n < DM_BATCH_MAX - 2 &&
-           (pos = rx_run_find(&lk->run, lk->key, lk->klen, &k)) >= 0)
+    /* Every copy goes (a shift cut short leaves the moved key in two leaves); a long key's
+     * copies name one record, freed once after. */
+    rx_entry_t gone[DM_BATCH_MAX];
+    unsigned dropped = 0;
+    while (present == 0 && b.n < DM_BATCH_MAX - 2 && (pos = rx_run_find(&lk->run, &k)) >= 0) {
+        gone[dropped++] = lk->run.v[k].e[pos];
         rx_run_drop(&b, &lk->run, k, (unsigned)pos);
+    }
     dm_batch_cas(&b, lk->hd.addr, lk->hd.word, 0);
     int rc = dm_batch_post_async(ctx, &b);
+    for (unsigned g = 0; !rc && g < dropped; g++) {   /* posted: quarantined past the WRITEs */
+        int again = rx_run_names(&lk->run, &gone[g]); /* a copy left: it keeps the record */
+        for (unsigned h = 0; h < g && !again; h++)
+            again = rx_erec(&gone[h]) == rx_erec(&gone[g]);
+        if (!again) rx_rec_free(ctx, &gone[g]);
+    }
     if (rr) rx_notice(ctx, rr->r, lk->model); /* a new model: loaded after the unlock */
     if (rr) rr_note_model(rr->r);
     lock_free(lk);

@@ -8,6 +8,7 @@
 #include "dmkv/alloc.h"
 #include "dmkv/batch.h"
 #include "dmkv/errors.h"
+#include "dmkv/key_record.h"
 #include "dmkv/superblock.h"
 
 #define RR_LEAVES_DEFAULT 16384u /* leaves of a new index: 13 MB, some 150k-250k keys */
@@ -68,6 +69,61 @@ int rr_reset(dm_ctx_t *ctx)
     return 0;
 }
 
+/* The key records the live chains name (long entries), each once, into *recs (malloc'd):
+ * the leaves taken so far read in spans of 64, the chains followed from the heads in
+ * memory. An unreadable leaf is DM_ECORRUPT: a reclaim must not free what it cannot see. */
+static int chain_records(dm_ctx_t *ctx, const dm_rolex_t *r, dm_gaddr_t **recs, size_t *nrec)
+{
+    uint64_t used;
+    int rc = dm_read_span(ctx, r->root + RX_OFF_ALLOC, &used, 8);
+    if (rc) return rc;
+    used = used < r->hdr.capacity ? used : r->hdr.capacity;
+    rx_leaf_t *v = malloc((used ? used : 1) * sizeof(*v));
+    size_t cap = 0;
+    *recs = NULL, *nrec = 0;
+    if (!v) return DM_ENOMEM;
+    for (uint64_t i = 0; !rc && i < used; i += 64) {
+        uint64_t k = used - i < 64 ? used - i : 64;
+        rc = dm_read_span(ctx, rx_leaf_addr(r, i), &v[i], k * RX_LEAF_BYTES);
+    }
+    for (uint64_t h = 0; !rc && h < r->hdr.primaries; h++) {
+        uint64_t i = h;
+        for (unsigned hops = 0; !rc; hops++) {
+            if (hops >= RX_CHAIN_MAX || i >= used || !rx_leaf_ok(&v[i])) {
+                rc = DM_ECORRUPT;
+                break;
+            }
+            for (unsigned e = 0; !rc && e < v[i].count; e++) {
+                if (!rx_elong(&v[i].e[e])) continue;
+                if (*nrec == cap) {
+                    cap = cap ? 2 * cap : 64;
+                    dm_gaddr_t *n = realloc(*recs, cap * sizeof(*n));
+                    if (!n) rc = DM_ENOMEM;
+                    if (n) *recs = n;
+                }
+                if (!rc) (*recs)[(*nrec)++] = rx_erec(&v[i].e[e]);
+            }
+            dm_gaddr_t nx = v[i].next;
+            if (!nx) break;
+            uint64_t off = nx - r->hdr.region;
+            if (nx < r->hdr.region || off % RX_LEAF_BYTES) rc = DM_ECORRUPT;
+            i = off / RX_LEAF_BYTES;
+        }
+    }
+    free(v);
+    if (rc) {
+        free(*recs);
+        *recs = NULL, *nrec = 0;
+    }
+    return rc;
+}
+
+static int cmp_gaddr(const void *a, const void *b)
+{
+    dm_gaddr_t x = *(const dm_gaddr_t *)a, y = *(const dm_gaddr_t *)b;
+    return x < y ? -1 : x > y;
+}
+
 int rr_objects(dm_ctx_t *ctx, dm_index_object_fn fn, void *arg)
 {
     dm_gaddr_t root = 0;
@@ -80,6 +136,30 @@ int rr_objects(dm_ctx_t *ctx, dm_index_object_fn fn, void *arg)
     rc = fn(arg, root, dm_alloc_block_bytes(RX_ROOT_BYTES));
     if (!rc) rc = fn(arg, r->hdr.region, dm_alloc_block_bytes(r->hdr.capacity * RX_LEAF_BYTES));
     if (!rc) rc = fn(arg, r->hdr.arena, dm_alloc_block_bytes(2 * rx_slot_bytes(r->hdr.capacity)));
+    /* And the key records of long keys, sized from their headers (as CHIME's): one that
+     * cannot be read as a record counts one unit, so no damage frees memory around it. */
+    dm_gaddr_t *recs = NULL;
+    size_t n = 0, d = 0;
+    if (!rc) rc = chain_records(ctx, r, &recs, &n);
+    if (n) qsort(recs, n, sizeof(*recs), cmp_gaddr);
+    for (size_t i = 0; i < n; i++) /* a shift's copy names one record twice */
+        if (!d || recs[d - 1] != recs[i]) recs[d++] = recs[i];
+    for (size_t i = 0; !rc && i < d; i += DM_BATCH_MAX) {
+        size_t k = d - i < DM_BATCH_MAX ? d - i : DM_BATCH_MAX;
+        uint32_t hdr[DM_BATCH_MAX][DM_KEYREC_HDR / 4];
+        dm_batch_t b;
+        dm_batch_init(&b);
+        for (size_t j = 0; j < k; j++)
+            dm_batch_read(&b, recs[i + j], hdr[j], DM_KEYREC_HDR);
+        rc = dm_batch_exec(ctx, &b);
+        for (size_t j = 0; j < k && !rc; j++) {
+            uint64_t len = DM_UNIT;
+            if (hdr[j][0] == DM_KEYREC_MAGIC && hdr[j][1] <= DM_ROLEX_KEY_MAX)
+                len = dm_keyrec_bytes(hdr[j][1]);
+            rc = fn(arg, recs[i + j], len);
+        }
+    }
+    free(recs);
     dm_rolex_close(r);
     return rc;
 }
@@ -111,5 +191,9 @@ size_t rr_stats_get(dm_index_stat_t *out)
     out[n++] = dm_index_count("rolex_entries_removed", c.removed);
     out[n++] = dm_index_count("rolex_scan_leaves", c.scan_leaves);
     out[n++] = dm_index_count("rolex_keys_too_long", c.too_long);
+    out[n++] = dm_index_count("rolex_key_records_written",
+                              __atomic_load_n(&rx_recs_written, __ATOMIC_RELAXED));
+    out[n++] = dm_index_count("rolex_key_records_freed",
+                              __atomic_load_n(&rx_recs_freed, __ATOMIC_RELAXED));
     return n;
 }

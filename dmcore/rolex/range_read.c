@@ -16,7 +16,9 @@
 #include <string.h>
 #include <xxhash.h>
 
+#include "dmkv/alloc.h"
 #include "dmkv/errors.h"
+#include "dmkv/key_record.h"
 
 /* Lock-free walk from the covering entry of key's image to the leaf that holds key or, when
  * absent, the leaf an insert would put it in (the first whose last key is above it, or the
@@ -27,17 +29,21 @@ static int walk_to(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t klen, r
     rx_win_t w;
     int rc = rx_win_read(ctx, r, dm_rolex_image(key, klen), 0, &w);
     if (rc) return rc;
+    rx_probe_t pr; /* a long key's match confirmed by its record (+1 RTT) */
+    rx_probe_init(&pr, key, klen);
     uint64_t p = w.j;
     *l = w.buf[p - w.a];
     *at = rx_leaf_addr(r, r->lt[p].leaf);
     int fresh = 0;
     for (unsigned hops = 0;; hops++) {
-        int pos = rx_leaf_find(l, key, klen);
+        rc = rx_probe_prepare(ctx, &pr, l, 1);
+        if (rc) break;
+        int pos = rx_leaf_find(l, &pr);
         if (pos >= 0) {
             rc = pos;
             break;
         }
-        if (!l->next || rx_leaf_above(l, key, klen)) {
+        if (!l->next || rx_leaf_above(l, &pr)) {
             rc = -1;
             break;
         }
@@ -58,6 +64,7 @@ static int walk_to(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t klen, r
         *at = next;
     }
     free(w.buf);
+    rx_probe_free(&pr);
     rx_notice(ctx, r, w.model);
     return rc;
 }
@@ -98,10 +105,12 @@ int rr_watch_sig(dm_ctx_t *ctx, const void *key, size_t klen, uint64_t *sig)
 
 uint64_t rr_key_bytes(dm_ctx_t *ctx, size_t klen)
 {
-    (void)ctx, (void)klen;
+    (void)ctx;
     /* An entry (48 bytes, any key length) and its share of a leaf: leaves are 3/4 full on
-     * average (a build fills them to 12 of 16, splits leave at least half). */
-    return RX_LEAF_BYTES * 4 / (DM_ROLEX_SLOTS * 3);
+     * average (a build fills them to 12 of 16, splits leave at least half); a long key's
+     * record besides. */
+    uint64_t b = RX_LEAF_BYTES * 4 / (DM_ROLEX_SLOTS * 3);
+    return klen > DM_ROLEX_INLINE ? b + dm_alloc_block_bytes(dm_keyrec_bytes(klen)) : b;
 }
 
 static uint64_t rng_next(void)
@@ -148,10 +157,12 @@ static uint64_t next_head(const dm_rolex_t *r, uint64_t lo)
     return UINT64_MAX;
 }
 
-/* 1 when key is past every key that starts with prefix (plen > 0). */
+/* 1 when key is past every key that starts with prefix (plen > 0). Only the first
+ * RX_PREFIX bytes tell: within a 30-byte group the order is not memcmp's. */
 static int past_prefix(const rx_entry_t *e, const void *prefix, size_t plen)
 {
-    size_t n = rx_elen(e) < plen ? rx_elen(e) : plen;
+    size_t n = rx_einline(e) < plen ? rx_einline(e) : plen;
+    n = n < RX_PREFIX ? n : RX_PREFIX;
     int c = memcmp(e->key, prefix, n);
     return c > 0; /* shorter and equal: below the prefixed keys, not past them */
 }
@@ -163,28 +174,67 @@ static int cmp_key(const void *a, const void *b)
     return c ? c : x->len < y->len ? -1 : x->len > y->len;
 }
 
-/* Append leaf l's keys >= from (from NULL: all) to *keys. */
-static int take_keys(const rx_leaf_t *l, const void *from, size_t flen, dm_range_key_t **keys,
-                     size_t *n, size_t *cap)
+/* The page's long entries, whose keys come from their records once the page's leaves are
+ * read (all in one batch per DM_BATCH_MAX: +1 RTT a page, not one a leaf). */
+typedef struct longs {
+    rx_entry_t *e;
+    size_t *slot; /* its key's index in *keys */
+    size_t n, cap;
+} longs_t;
+
+/* Append leaf l's keys >= from (from NULL: all; from is short: no record decides) to
+ * *keys; a long key's data stays NULL, its entry noted in *lg. */
+static int take_keys(const rx_leaf_t *l, const rx_kview_t *from, dm_range_key_t **keys, size_t *n,
+                     size_t *cap, longs_t *lg)
 {
     for (unsigned i = 0; i < l->count; i++) {
         const rx_entry_t *e = &l->e[i];
-        if (from && rx_key_cmp(e->key, rx_elen(e), from, flen) < 0) continue;
+        rx_kview_t v = rx_entry_view(e);
+        if (from && rx_kview_cmp(&v, from) < 0) continue;
         if (*n == *cap) {
             size_t c = *cap ? 2 * *cap : 64;
             dm_range_key_t *nk = realloc(*keys, c * sizeof(*nk));
             if (!nk) return DM_ENOMEM;
             *keys = nk, *cap = c;
         }
+        if (rx_elong(e) && lg->n == lg->cap) {
+            size_t c = lg->cap ? 2 * lg->cap : 16;
+            rx_entry_t *ne = realloc(lg->e, c * sizeof(*ne));
+            if (ne) lg->e = ne;
+            size_t *ns = realloc(lg->slot, c * sizeof(*ns));
+            if (ns) lg->slot = ns;
+            if (!ne || !ns) return DM_ENOMEM;
+            lg->cap = c;
+        }
         dm_range_key_t *k = &(*keys)[*n];
         k->len = rx_elen(e);
-        k->data = malloc(k->len ? k->len : 1);
-        if (!k->data) return DM_ENOMEM;
-        memcpy(k->data, e->key, k->len);
+        k->data = NULL;
+        if (rx_elong(e)) {
+            lg->e[lg->n] = *e, lg->slot[lg->n++] = *n;
+        } else {
+            k->data = malloc(k->len ? k->len : 1);
+            if (!k->data) return DM_ENOMEM;
+            memcpy(k->data, e->key, k->len);
+        }
         k->pending = (e->len & RX_PENDING) != 0;
         ++*n;
     }
     return 0;
+}
+
+/* The long keys of the page from their records. */
+static int read_longs(dm_ctx_t *ctx, dm_range_key_t *keys, longs_t *lg)
+{
+    const rx_entry_t **ep = malloc((lg->n + 1) * sizeof(*ep));
+    uint8_t **full = malloc((lg->n + 1) * sizeof(*full));
+    int rc = ep && full ? 0 : DM_ENOMEM;
+    for (size_t i = 0; !rc && i < lg->n; i++)
+        ep[i] = &lg->e[i];
+    if (!rc) rc = rx_entries_read(ctx, ep, (unsigned)lg->n, full);
+    for (size_t i = 0; !rc && i < lg->n; i++)
+        keys[lg->slot[i]].data = full[i];
+    free(ep), free(full);
+    return rc;
 }
 
 /* Sort keys[from..n) and drop repeats (a repeat keeps pending if either copy had it). */
@@ -214,10 +264,14 @@ int rr_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *prefix, si
     rx_leaf_t l;
     dm_gaddr_t at;
     uint64_t leaf, word = 0;
-    const void *from = NULL;
+    /* Keys >= the prefix's first RX_PREFIX bytes: a longer prefix's keys are in that 30-byte
+     * group, but not all above the prefix in the order (long keys go by hash in it); the
+     * gateway matches every key against the pattern anyway. */
+    rx_kview_t fv = rx_key_view(prefix, plen < RX_PREFIX ? plen : RX_PREFIX);
+    const rx_kview_t *from = NULL;
     int rc;
     if (!cursor) { /* the leaf covering the prefix (1 RTT: the window) */
-        from = plen ? prefix : NULL;
+        from = plen ? &fv : NULL;
         rx_win_t w;
         rc = rx_win_read(ctx, r, plen ? dm_rolex_image(prefix, plen) : 0, 0, &w);
         if (rc) return rc;
@@ -233,9 +287,10 @@ int rr_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *prefix, si
     }
     at = rx_leaf_addr(r, leaf);
     size_t first = *n, want = count ? count : 10;
+    longs_t lg = {NULL, NULL, 0, 0};
     for (unsigned leaves = 0;; leaves++) {
         rr_count(&rr_stats.scan_leaves, 1);
-        rc = take_keys(&l, from, plen, keys, n, cap);
+        rc = take_keys(&l, from, keys, n, cap, &lg);
         if (rc) break;
         int past = plen && l.count && past_prefix(&l.e[l.count - 1], prefix, plen);
         uint64_t nl = UINT64_MAX; /* the next leaf to read */
@@ -253,6 +308,13 @@ int rr_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *prefix, si
         at = rx_leaf_addr(r, nl);
         rc = rx_read_leaf(ctx, at, &l);
         if (rc) break;
+    }
+    if (!rc && lg.n) rc = read_longs(ctx, *keys, &lg);
+    free(lg.e), free(lg.slot);
+    if (rc) { /* no half page: a long key's data may be missing */
+        for (size_t i = first; i < *n; i++)
+            free((*keys)[i].data);
+        *n = first;
     }
     if (!rc) sort_page(*keys, first, n);
     if (word) rx_notice(ctx, r, word); /* after: the page walked this model's LT */

@@ -48,8 +48,46 @@
  *   [40] u64 version: +1 on every write of the leaf's body (rx_put_body; WATCH signatures
  *        of the range role), 0 in a build
  *   [48] 16 entries of 48: u16 key length (bit 15: RX_PENDING, the range role's pending
- *        flag), 46 key bytes (zero padded)
+ *        flag), then a short key (length <= 46 = DM_ROLEX_INLINE) whole, zero padded, or
+ *        for a long key (47..32767 bytes): its first 30 bytes (RX_PREFIX), u64 XXH3 of the
+ *        whole key (rx_key_hash), u64 gaddr of its key record (below)
  *   A writer holding the lock rewrites [16, 816) with one WRITE.
+ *
+ * Key record (dmkv/key_record.h, CHIME's format and code, shared): u32 magic, u32 length,
+ * u64 XXH3 of the key, the key; 64-byte units from the worker's allocator, anywhere in the
+ * pool. Immutable. Written so that it lands before the leaf WRITE that names it: in the
+ * same batch, ahead of it, when the record is on the leaf region's memory node (one node's
+ * verbs run in posting order; the batch may ride with the point role's: no RTT), else in a
+ * batch of its own, waited for, before (1 RTT: two nodes' verbs are not ordered); freed
+ * with the allocator's quarantine (DM_GRACE_US, longer than any operation lives:
+ * dm_ctx_check) after the WRITE that drops its last entry (remove, unlock(0), a settle), or
+ * when an insert gives up with nothing sent. A copy a shift cut short left names the same
+ * record: it is freed only when no entry of the run (or, for a settle, of the chain) names
+ * it. Readers check magic, length and hash (dm_keyrec_read: torn or freed, read again, then
+ * DM_ECORRUPT) and that it is their entry's key (length, prefix and entry hash agree),
+ * never trusting a length they read.
+ *
+ * Order (leaves, chains, scans; "the order"): compare the first 30 bytes (memcmp, the
+ * shorter first when a key is under 30 bytes); with those equal, short keys come before
+ * long ones; two short keys compare by the rest memcmp-style; two long ones by their entry
+ * hash, then length, then bytes (only the last needs the records). Why: among short keys
+ * it is memcmp order, so pools built before long keys read the same; it is decided from
+ * the entries alone unless two long keys agree in prefix, hash and length, which for
+ * distinct keys takes a 64-bit hash collision (tests force one: rx_hash_hook); and it
+ * refines the 8-byte image order (a < b gives image(a) <= image(b): the first criterion
+ * covers the image's bytes), so models, LT, chains and the scans' guarantees stand as they
+ * were. It is not memcmp order inside a 30-byte group: Redis's SCAN promises no order, and
+ * a prefix seek with a prefix over 30 bytes starts at its 30-byte group and lets the
+ * gateway filter (range_read.c); dm_rolex_scan returns the order.
+ *
+ * Equality of a searched key with a long entry (same prefix, hash and length) is confirmed
+ * from the entry's record, never assumed from the hash: a false match would make an insert
+ * skip the key and a SCAN miss it. rx_probe_t carries the key and the records' answers;
+ * rx_probe_prepare reads the records of all entries of the leaves at hand that tie with the
+ * key in one batch (1 RTT, only when one ties: a search for a present long key, or a
+ * collision), and the pure searches of leaf_image.c then consult the answers. Scans (which
+ * return whole keys) and settles read the records of the long entries they return or probe,
+ * a batch at a time.
  *
  * Invariants: a key lives in the chain of the head covering its image; chains are never
  * cut (no leaf is unlinked, moved or copied). Within a chain a key moves only forward (an
@@ -88,8 +126,9 @@
  *    new leaf after it, and never gives keys to an earlier leaf (a reader walking forward
  *    would miss them). Scans still sort and deduplicate each chain's keys (leaves are read
  *    at different instants).
- *  - Keys are byte strings stored inline (<= 46 bytes), not 8-byte integers, and a leaf
- *    holds keys only (values live in the point index).
+ *  - Keys are byte strings stored inline (<= 46 bytes) or, longer, in key records named by
+ *    their entries (up to 32767 bytes), not 8-byte integers, and a leaf holds keys only
+ *    (values live in the point index).
  *  - The build fills primaries to cfg.fill (12 of 16) to leave room for inserts.
  *  - No reclaiming queue for emptied leaves (§3.3): removes never empty a chain out, and
  *    a head stays an LT entry even when empty.
@@ -100,6 +139,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "dmkv/batch.h"
 #include "dmkv/lease_lock.h"
@@ -143,16 +183,41 @@ typedef struct rx_lt {
 
 typedef struct rx_entry {
     uint16_t len;
-    char key[DM_ROLEX_KEY_MAX];
+    char key[DM_ROLEX_INLINE]; /* a short key whole; a long one: RX_PREFIX bytes, hash, rec */
 } rx_entry_t;
 
 /* The entry's length word: the key's bytes, and RX_PENDING on an entry of the range role
  * (range.c) whose key's presence in the point index is not settled yet. */
 #define RX_PENDING 0x8000u
 #define RX_LEN_MASK 0x7fffu
+#define RX_PREFIX 30u   /* key bytes a long entry holds */
+#define RX_OFF_HASH 30u /* in a long entry's key[]: u64 rx_key_hash of the whole key */
+#define RX_OFF_REC 38u  /* u64 gaddr of its key record */
 static inline unsigned rx_elen(const rx_entry_t *e)
 {
     return e->len & RX_LEN_MASK;
+}
+/* A long entry: its key is over DM_ROLEX_INLINE bytes and lives in a key record. */
+static inline int rx_elong(const rx_entry_t *e)
+{
+    return rx_elen(e) > DM_ROLEX_INLINE;
+}
+static inline uint64_t rx_ehash(const rx_entry_t *e)
+{
+    uint64_t h;
+    memcpy(&h, e->key + RX_OFF_HASH, 8);
+    return h;
+}
+static inline dm_gaddr_t rx_erec(const rx_entry_t *e)
+{
+    dm_gaddr_t a;
+    memcpy(&a, e->key + RX_OFF_REC, 8);
+    return a;
+}
+/* Key bytes of e held inline (the whole key, or RX_PREFIX of a long one). */
+static inline unsigned rx_einline(const rx_entry_t *e)
+{
+    return rx_elong(e) ? RX_PREFIX : rx_elen(e);
 }
 
 typedef struct rx_leaf {
@@ -195,15 +260,67 @@ void rx_window(const dm_rolex_t *r, uint64_t x, uint64_t *a, uint64_t *b);
  * else DM_ECORRUPT. */
 int rx_check_model(const dm_rolex_t *r);
 
+/* leaf_image.c: the order (see "Order" above) and the pure searches of a leaf. */
+/* The hash a long entry keeps: XXH3_64bits of the whole key, or rx_hash_hook's (tests: a
+ * forced tie). */
+uint64_t rx_key_hash(const void *key, size_t len);
+extern uint64_t (*rx_hash_hook)(const void *key, size_t len);
+/* A key as the order sees it: its first bytes (p: the whole key when full is set or len <=
+ * DM_ROLEX_INLINE, else RX_PREFIX bytes), its length, its hash (long keys) and, when known,
+ * its whole bytes. */
+typedef struct rx_kview {
+    const uint8_t *p;
+    size_t len;
+    uint64_t hash;
+    const uint8_t *full;
+} rx_kview_t;
+#define RX_CMP_RECORD 2 /* only the keys' records can tell (equal prefix, hash and length) */
+/* a vs b in the order: -1, 0, 1, or RX_CMP_RECORD when both are long, alike up to their
+ * records, and one's full bytes are not known. */
+int rx_kview_cmp(const rx_kview_t *a, const rx_kview_t *b);
+rx_kview_t rx_entry_view(const rx_entry_t *e);
+rx_kview_t rx_key_view(const void *key, size_t len); /* hash computed when long */
+/* A key searched for in leaves, and what the records it tied with said (entry vs key). */
+typedef struct rx_probe {
+    const uint8_t *key;
+    size_t len;
+    uint64_t hash;
+    unsigned n, cap;
+    dm_gaddr_t *rec;
+    int8_t *cmp;
+    unsigned miss; /* compares that met a tie no rec[] resolves (taken as "entry above") */
+} rx_probe_t;
+void rx_probe_init(rx_probe_t *p, const void *key, size_t len);
+void rx_probe_free(rx_probe_t *p);
+/* Record that the key of record rec compares c (-1, 0, 1) with p's key. 0 or DM_ENOMEM. */
+int rx_probe_set(rx_probe_t *p, dm_gaddr_t rec, int c);
+/* Entry e vs p's key (-1, 0, 1); a tie p has no answer for counts a miss and gives 1. */
+int rx_entry_cmp(const rx_entry_t *e, rx_probe_t *p);
+/* 1 when e ties with p's key and p has no answer for its record. */
+int rx_probe_needs(const rx_probe_t *p, const rx_entry_t *e);
+/* Read the records of the entries of leaves l[0..n) that tie with p's key (a long key
+ * alike in prefix, hash and length: the key itself, or a collision) and p has no answer
+ * for, in one batch (1 RTT; none when no entry ties), checked against their entries.
+ * Returns 0, DM_ECORRUPT (a record unreadable, or of another key) or DM_E*. */
+int rx_probe_prepare(dm_ctx_t *ctx, rx_probe_t *p, const rx_leaf_t *l, unsigned n);
+/* The records of the long entries e[0..n) (recs[i] 0 for the short ones): keys[i] malloc'd
+ * (NULL for short ones), checked against their entries (length, prefix, hash). One batch of
+ * up to DM_BATCH_MAX records at a time. 0, DM_ECORRUPT or DM_E*; on error nothing is left
+ * allocated. */
+int rx_entries_read(dm_ctx_t *ctx, const rx_entry_t *const *e, unsigned n, uint8_t **keys);
+/* Set e for key (len bytes; rec: its record when len > DM_ROLEX_INLINE) with flags. */
+void rx_entry_set(rx_entry_t *e, const void *key, size_t len, uint16_t flags, dm_gaddr_t rec);
+
 /* leaf.c */
 dm_gaddr_t rx_leaf_addr(const dm_rolex_t *r, uint64_t i);
 uint64_t rx_leaf_sum(const rx_leaf_t *l);
 int rx_leaf_ok(const rx_leaf_t *l);
+/* memcmp order, shorter prefix first. */
 int rx_key_cmp(const void *a, size_t alen, const void *b, size_t blen);
-/* Index in l of key, or -(insertion point) - 1. */
-int rx_leaf_find(const rx_leaf_t *l, const void *key, size_t len);
-/* 1 when l's last key is above key: key is not in a leaf after l (sorted chains). */
-int rx_leaf_above(const rx_leaf_t *l, const void *key, size_t len);
+/* Index in l of p's key, or -(insertion point) - 1 (prepare l first: rx_probe_prepare). */
+int rx_leaf_find(const rx_leaf_t *l, rx_probe_t *p);
+/* 1 when l's last key is above p's key: key is not in a leaf after l (sorted chains). */
+int rx_leaf_above(const rx_leaf_t *l, rx_probe_t *p);
 /* Read leaves numbered [a, b] in one batch (b - a < DM_BATCH_MAX), re-reading torn ones. */
 int rx_read_leaves(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t a, uint64_t b, rx_leaf_t *out);
 /* Read the leaves of LT positions [a, b] in one batch, ascending, re-reading torn ones; with
@@ -241,29 +358,50 @@ typedef struct rx_run {
     rx_leaf_t *v;
     dm_gaddr_t *ad;
     unsigned n, cap;
+    rx_probe_t *pr; /* the key the run is read for: every leaf read is prepared for it */
 } rx_run_t;
-/* Read the leaf after the run's last (1 RTT). */
+/* Read the leaf after the run's last (1 RTT, +1 when it holds an entry tying with the key). */
 int rx_run_more(dm_ctx_t *ctx, rx_run_t *c);
 /* 1 when the run reaches the end of its chain. */
 int rx_run_complete(const rx_run_t *c);
-/* Where key goes: the first leaf of the run whose last key is above key (its successor's
- * leaf), or n when there is none. */
-unsigned rx_run_place(const rx_run_t *c, const void *key, size_t len);
-/* Read on until the run holds key's successor's leaf or the chain's end (1 RTT a leaf). */
-int rx_run_read(dm_ctx_t *ctx, rx_run_t *c, const void *key, size_t len);
-/* Position of key in leaf *k of the run (the first leaf holding it), or -1. */
-int rx_run_find(const rx_run_t *c, const void *key, size_t len, unsigned *k);
+/* Where the key goes: the first leaf of the run whose last key is above key (its
+ * successor's leaf), or n when there is none. */
+unsigned rx_run_place(const rx_run_t *c);
+/* Prepare the run's leaves for its key, then read on until the run holds key's successor's
+ * leaf or the chain's end (1 RTT a leaf). */
+int rx_run_read(dm_ctx_t *ctx, rx_run_t *c);
+/* Position of the key in leaf *k of the run (the first leaf holding it), or -1. */
+int rx_run_find(const rx_run_t *c, unsigned *k);
 void rx_run_free(rx_run_t *c);
 /* The body of leaf l (next, count, version, checksum, entries) to at, in b; the leaf's
  * version (its reserved word) goes up by one. */
 void rx_put_body(dm_batch_t *b, dm_gaddr_t at, rx_leaf_t *l);
-/* Add key (absent from the run, read by rx_run_read) with flags (RX_PENDING or 0) to the
- * run under its lock: the leaves' WRITEs go into b, in the order they must land (a new
- * leaf before the link to it), pointing into the run (it must stay as it is until b is
- * posted). May read leaves (to shift into) and take a synonym leaf (FAA). 0 or DM_E*. */
-int rx_run_add(dm_ctx_t *ctx, dm_rolex_t *r, dm_batch_t *b, rx_run_t *c, const void *key,
-               size_t len, uint16_t flags);
-/* Remove entry pos of the run's leaf k, its WRITE into b. */
+/* Add the run's key (absent from the run, read by rx_run_read) with flags (RX_PENDING or
+ * 0) and rec (its key record, written already, when it is long) to the run under its lock:
+ * the leaves' WRITEs go into b, in the order they must land (a new leaf before the link to
+ * it), pointing into the run (it must stay as it is until b is posted). May read leaves (to
+ * shift into) and take a synonym leaf (FAA). 0 or DM_E*. */
+int rx_run_add(dm_ctx_t *ctx, dm_rolex_t *r, dm_batch_t *b, rx_run_t *c, uint16_t flags,
+               dm_gaddr_t rec);
+/* The key record of a long key written (1 RTT; +1 for a chunk): a build's. */
+int rx_rec_write(dm_ctx_t *ctx, const void *key, size_t len, dm_gaddr_t *rec);
+/* The key record of a long key for an insert under the lock: allocated (*rec; 0 when the
+ * allocation failed) and built into *buf (malloc'd: free it once b is sent, or given up);
+ * its WRITE put first into b when it is on the leaf region's memory node (one node's verbs
+ * run in posting order: it lands before the leaf WRITEs added after it, no RTT), else
+ * written now and waited for (1 RTT). 0 or DM_E* (with *rec set: give it back). */
+int rx_rec_stage(dm_ctx_t *ctx, const dm_rolex_t *r, dm_batch_t *b, const void *key, size_t len,
+                 dm_gaddr_t *rec, uint8_t **buf);
+/* Key records written and freed by this process (relaxed atomics; INFO, tests). */
+extern uint64_t rx_recs_written, rx_recs_freed;
+/* Give back the record of a long entry no leaf names any more (quarantined). */
+void rx_rec_free(dm_ctx_t *ctx, const rx_entry_t *e);
+/* The same for the record of len bytes of key at rec that an insert gave up. */
+void rx_rec_give_back(dm_ctx_t *ctx, dm_gaddr_t rec, size_t len);
+/* 1 when a long entry of the run names e's record (a copy a cut shift left). */
+int rx_run_names(const rx_run_t *c, const rx_entry_t *e);
+/* Remove entry pos of the run's leaf k, its WRITE into b (its record, if any, is the
+ * caller's to free once the WRITE is sent). */
 void rx_run_drop(dm_batch_t *b, rx_run_t *c, unsigned k, unsigned pos);
 
 /* layout.c */

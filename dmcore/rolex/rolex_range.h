@@ -31,8 +31,10 @@ typedef struct rr_lock {
     int keyless;             /* a DEL of a key too long to be stored: no lock at all */
     uint64_t model;          /* the model word read with the window (rx_notice at unlock) */
     rx_run_t run;            /* the chain from the covering entry's leaf to key's successor */
+    rx_probe_t pr;           /* the key (run.pr): a long key's record answers, kept */
     size_t klen;
-    uint8_t key[DM_ROLEX_KEY_MAX];
+    uint8_t *key;    /* malloc'd */
+    uint8_t *recbuf; /* a long key's record as written by mark_pending (rides: kept to the end) */
 } rr_lock_t;
 
 static inline rr_lock_t *rr_lk(dm_range_lock_t *lk)

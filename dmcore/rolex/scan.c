@@ -11,29 +11,102 @@
 
 #include "rolex_internal.h"
 
-static int cmp_entry(const void *a, const void *b)
+/* A key of a chain: its entry's view (full bytes once its record is read: own). */
+typedef struct skey {
+    rx_kview_t v;
+    const rx_entry_t *e; /* in the walk's leaves */
+    uint8_t *own;
+} skey_t;
+
+/* The order, a tie of long keys alike but for their records taken as equal: a total
+ * preorder coarser than the order (counting distinct keys with it never counts too many). */
+static int cmp_loose(const void *a, const void *b)
 {
-    const rx_entry_t *x = a, *y = b;
-    return rx_key_cmp(x->key, rx_elen(x), y->key, rx_elen(y));
+    int c = rx_kview_cmp(&((const skey_t *)a)->v, &((const skey_t *)b)->v);
+    return c == RX_CMP_RECORD ? 0 : c;
 }
 
-/* Chain v's keys >= from (all when from is NULL), sorted and each once, into a malloc'd *e:
- * leaves read at different instants can repeat a key (removed from one leaf and inserted
- * into a later one meanwhile). Returns how many, or -1 out of memory. */
-static long chain_keys(const rx_leaf_t *v, unsigned n, const void *from, size_t flen,
-                       rx_entry_t **e)
+/* Chain v's keys, those >= from (all when from is NULL; a tie with from kept when keep_tie),
+ * into a malloc'd *e. Returns how many, or -1 out of memory. */
+static long chain_collect(const rx_leaf_t *v, unsigned n, const rx_kview_t *from, int keep_tie,
+                          skey_t **e)
 {
     *e = malloc(((size_t)n * DM_ROLEX_SLOTS + 1) * sizeof(**e));
     if (!*e) return -1;
     size_t m = 0;
     for (unsigned k = 0; k < n; k++)
-        for (unsigned i = 0; i < v[k].count; i++)
-            if (!from || rx_key_cmp(v[k].e[i].key, rx_elen(&v[k].e[i]), from, flen) >= 0)
-                (*e)[m++] = v[k].e[i];
-    qsort(*e, m, sizeof(**e), cmp_entry);
+        for (unsigned i = 0; i < v[k].count; i++) {
+            rx_kview_t x = rx_entry_view(&v[k].e[i]);
+            int c = from ? rx_kview_cmp(&x, from) : 1;
+            if (c == RX_CMP_RECORD ? keep_tie : c >= 0) (*e)[m++] = (skey_t){x, &v[k].e[i], NULL};
+        }
+    return (long)m;
+}
+
+/* Distinct keys >= from in chain v, never too many (ties left unread: taken as one key, and
+ * below from). -1 out of memory. */
+static long chain_count(const rx_leaf_t *v, unsigned n, const rx_kview_t *from)
+{
+    skey_t *e;
+    long m = chain_collect(v, n, from, 0, &e);
+    if (m > 1) qsort(e, (size_t)m, sizeof(*e), cmp_loose);
+    long d = m > 0;
+    for (long i = 1; i < m; i++)
+        d += cmp_loose(&e[i - 1], &e[i]) != 0;
+    free(e);
+    return m < 0 ? -1 : d;
+}
+
+static int cmp_exact(const void *a, const void *b)
+{
+    return rx_kview_cmp(&((const skey_t *)a)->v, &((const skey_t *)b)->v);
+}
+
+static void skeys_free(skey_t *e, long n)
+{
+    for (long i = 0; i < n; i++)
+        free(e[i].own);
+    free(e);
+}
+
+/* Chain v's keys >= from (all when from is NULL), sorted and each once, into a malloc'd *e
+ * (skeys_free): leaves read at different instants can repeat a key (removed from one leaf
+ * and inserted into a later one meanwhile). Long keys' records are read (a batch of up to
+ * DM_BATCH_MAX a round trip). Returns how many, or DM_E*. */
+static long chain_keys(dm_ctx_t *ctx, const rx_leaf_t *v, unsigned n, const rx_kview_t *from,
+                       skey_t **e)
+{
+    long m = chain_collect(v, n, from, 1, e);
+    if (m < 0) return DM_ENOMEM;
+    const rx_entry_t **ents = malloc(((size_t)m + 1) * sizeof(*ents));
+    uint8_t **full = malloc(((size_t)m + 1) * sizeof(*full));
+    long rc = ents && full ? 0 : DM_ENOMEM;
+    unsigned nl = 0;
+    for (long i = 0; !rc && i < m; i++)
+        if ((*e)[i].v.len > DM_ROLEX_INLINE) ents[nl++] = (*e)[i].e;
+    if (!rc && nl) rc = rx_entries_read(ctx, ents, nl, full);
+    for (long i = 0, j = 0; !rc && i < m; i++)
+        if ((*e)[i].v.len > DM_ROLEX_INLINE) (*e)[i].own = full[j], (*e)[i].v.full = full[j++];
+    free(ents), free(full);
     size_t d = 0;
-    for (size_t i = 0; i < m; i++)
-        if (!d || cmp_entry(&(*e)[d - 1], &(*e)[i])) (*e)[d++] = (*e)[i];
+    for (long i = 0; !rc && i < m; i++) /* ties with from are known now */
+        if (!from || rx_kview_cmp(&(*e)[i].v, from) >= 0)
+            (*e)[d++] = (*e)[i];
+        else
+            free((*e)[i].own);
+    if (rc) { /* no record was handed to an entry */
+        skeys_free(*e, 0);
+        *e = NULL;
+        return rc;
+    }
+    m = (long)d;
+    qsort(*e, (size_t)m, sizeof(**e), cmp_exact);
+    d = 0;
+    for (long i = 0; i < m; i++)
+        if (!d || cmp_exact(&(*e)[d - 1], &(*e)[i]))
+            (*e)[d++] = (*e)[i];
+        else
+            free((*e)[i].own);
     return (long)d;
 }
 
@@ -44,17 +117,13 @@ typedef struct walk {
     uint64_t pos; /* the position of v[n - 1] while nothing was read since the window */
     int fresh;    /* a leaf was read after the window: no more leaves from it */
     int done;
-    const void *from; /* keys >= from count (NULL: all) */
-    size_t flen;
+    const rx_kview_t *from; /* keys >= from count (NULL: all) */
 } walk_t;
 
-/* Distinct keys >= from the walk holds so far (-1 out of memory). */
+/* Distinct keys >= from the walk holds so far, never too many (-1 out of memory). */
 static long walk_keys(const walk_t *k)
 {
-    rx_entry_t *e;
-    long d = chain_keys(k->v, k->n, k->from, k->flen, &e);
-    free(e);
-    return d;
+    return chain_count(k->v, k->n, k->from);
 }
 
 /* Done: the chain's end, or max distinct keys >= from in the walks up to this one (chains
@@ -123,7 +192,7 @@ static int walk_all(dm_ctx_t *ctx, const dm_rolex_t *r, const rx_win_t *w, walk_
 /* The chains starting in w at positions p0 (the first, from `from`) and at every head after
  * it up to w->e, walked and appended to out. *next: the first head after w->e. */
 static int take_window(dm_ctx_t *ctx, const dm_rolex_t *r, const rx_win_t *w, uint64_t p0,
-                       const void *from, size_t flen, size_t max, dm_rolex_key_t *out, size_t *got,
+                       const rx_kview_t *from, size_t max, dm_rolex_key_t *out, size_t *got,
                        uint64_t *next)
 {
     walk_t ks[DM_BATCH_MAX];
@@ -132,7 +201,7 @@ static int take_window(dm_ctx_t *ctx, const dm_rolex_t *r, const rx_win_t *w, ui
     for (uint64_t p = p0; p <= w->e; p++) {
         if (p != p0 && r->lt[p].leaf != r->lt[p].head) continue;
         walk_t *k = &ks[m++];
-        *k = (walk_t){malloc(4 * sizeof(rx_leaf_t)), 1, 4, p, 0, 0, p == p0 ? from : NULL, flen};
+        *k = (walk_t){malloc(4 * sizeof(rx_leaf_t)), 1, 4, p, 0, 0, p == p0 ? from : NULL};
         if (!k->v)
             rc = DM_ENOMEM;
         else
@@ -140,15 +209,22 @@ static int take_window(dm_ctx_t *ctx, const dm_rolex_t *r, const rx_win_t *w, ui
     }
     if (!rc) rc = walk_all(ctx, r, w, ks, m, max - *got);
     for (unsigned i = 0; i < m; i++) {
-        rx_entry_t *e = NULL;
-        long d = rc || !ks[i].v ? 0 : chain_keys(ks[i].v, ks[i].n, ks[i].from, flen, &e);
-        if (d < 0) rc = DM_ENOMEM;
+        skey_t *e = NULL;
+        long d = rc || !ks[i].v ? 0 : chain_keys(ctx, ks[i].v, ks[i].n, ks[i].from, &e);
+        if (d < 0) rc = (int)d, d = 0;
         for (long q = 0; !rc && q < d && *got < max; q++) {
-            out[*got].len = (uint16_t)rx_elen(&e[q]);
-            memcpy(out[*got].key, e[q].key, rx_elen(&e[q]));
+            dm_rolex_key_t *o = &out[*got];
+            o->len = (uint16_t)e[q].v.len;
+            if (e[q].own) { /* handed over */
+                o->key = (char *)e[q].own;
+                e[q].own = NULL;
+            } else {
+                o->key = o->buf;
+                memcpy(o->buf, e[q].v.p, e[q].v.len);
+            }
             ++*got;
         }
-        free(e);
+        if (e) skeys_free(e, d);
         free(ks[i].v);
     }
     uint64_t p = w->e + 1;
@@ -167,9 +243,10 @@ int dm_rolex_scan(dm_ctx_t *ctx, dm_rolex_t *r, const void *from, size_t len, si
      * subsequent data" in the READ phase): about max / 8 leaves (leaves are 1/2 to full). */
     rx_win_t w;
     uint64_t next, x = len ? dm_rolex_image(from, len) : 0;
+    rx_kview_t fv = rx_key_view(from, len);
     int rc = rx_win_read(ctx, r, x, max / (DM_ROLEX_SLOTS / 2) + 1, &w);
     if (rc) return rc;
-    rc = take_window(ctx, r, &w, w.j, len ? from : NULL, len, max, out, got, &next);
+    rc = take_window(ctx, r, &w, w.j, len ? &fv : NULL, max, out, got, &next);
     free(w.buf);
     uint64_t word = w.model; /* noticed once the scan is done: it walks this model's LT */
     while (!rc && *got < max && next < r->hdr.entries) { /* next is a head */
@@ -180,9 +257,22 @@ int dm_rolex_scan(dm_ctx_t *ctx, dm_rolex_t *r, const void *from, size_t len, si
         w.buf = malloc((w.e - w.a + 1) * sizeof(*w.buf));
         rc = w.buf ? 0 : DM_ENOMEM;
         if (!rc) rc = rx_read_positions(ctx, r, w.a, w.e, w.buf, NULL);
-        if (!rc) rc = take_window(ctx, r, &w, next, NULL, 0, max, out, got, &next);
+        if (!rc) rc = take_window(ctx, r, &w, next, NULL, max, out, got, &next);
         free(w.buf);
     }
     rx_notice(ctx, r, word);
+    if (rc) { /* nothing half-returned */
+        dm_rolex_keys_free(out, *got);
+        *got = 0;
+    }
     return rc;
+}
+
+void dm_rolex_keys_free(dm_rolex_key_t *out, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (out[i].key != out[i].buf) {
+            free(out[i].key);
+            out[i].key = out[i].buf;
+        }
 }

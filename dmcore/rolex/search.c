@@ -20,15 +20,19 @@ int dm_rolex_search(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len)
     rx_win_t w;
     int rc = rx_win_read(ctx, r, dm_rolex_image(key, len), 0, &w);
     if (rc) return rc;
+    rx_probe_t pr; /* a long key's match is confirmed by its record (+1 RTT) */
+    rx_probe_init(&pr, key, len);
     uint64_t p = w.j;
     const rx_leaf_t *l = &w.buf[p - w.a];
     rx_leaf_t fresh;
     for (unsigned hops = 0;; hops++) {
-        if (rx_leaf_find(l, key, len) >= 0) {
+        rc = rx_probe_prepare(ctx, &pr, l, 1);
+        if (rc) break;
+        if (rx_leaf_find(l, &pr) >= 0) {
             rc = 1;
             break;
         }
-        if (!l->next || rx_leaf_above(l, key, len)) break;
+        if (!l->next || rx_leaf_above(l, &pr)) break;
         if (hops >= RX_CHAIN_MAX) {
             rc = DM_ECORRUPT;
             break;
@@ -45,6 +49,7 @@ int dm_rolex_search(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len)
         l = &fresh;
     }
     free(w.buf);
+    rx_probe_free(&pr);
     rx_notice(ctx, r, w.model); /* after: the answer above stands (sync.c) */
     return rc;
 }

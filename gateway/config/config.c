@@ -35,7 +35,7 @@ void gw_config_usage(FILE *f, const char *prog)
         "  --point-index <name>   point index engine for a pool this gateway creates; a\n"
         "                         pool made with another one is refused (default race)\n"
         "  --range-index <name>   range index engine, likewise: chime (default) or rolex\n"
-        "                         (keys of at most 46 bytes)\n"
+        "                         (keys of at most 32767 bytes)\n"
         "  --chime-leaf-span <n>  CHIME leaf entries for a pool this gateway creates (default 64)\n"
         "  --chime-neighborhood <n> hopscotch neighborhood H of those leaves (default 8)\n"
         "  --max-clock-skew-ms <ms> refuse key commands while this gateway's clock is surely\n"

@@ -238,14 +238,14 @@ static void test_server_commands(void)
     CHECK(r->type == REDIS_REPLY_STRING && strstr(r->str, "# dmkv") && !strstr(r->str, "# Server"));
     /* The engines, and their statistics reached through dmkv/index.h (the point engine as
      * the harness chose it: DMKV_IT_POINT_INDEX). */
-    const char *pt = getenv("DMKV_IT_POINT_INDEX");
-    int sephash = pt && !strcmp(pt, "sephash");
+    const char *pt = getenv("DMKV_IT_POINT_INDEX"), *rg = getenv("DMKV_IT_RANGE_INDEX");
+    int sephash = pt && !strcmp(pt, "sephash"), rolex = rg && !strcmp(rg, "rolex");
     const char *const engines[] = {sephash ? "point_index:sephash\r\n" : "point_index:race\r\n",
-                                   "range_index:chime\r\n",
+                                   rolex ? "range_index:rolex\r\n" : "range_index:chime\r\n",
                                    sephash ? "sephash_merges:" : "race_splits:",
                                    sephash ? "sephash_conflicts:" : "race_addr_cache_blind_sets:",
-                                   "chime_hotspot_hit_rate:",
-                                   "chime_shared_joins:"};
+                                   rolex ? "rolex_model_version:" : "chime_hotspot_hit_rate:",
+                                   rolex ? "rolex_key_records_written:" : "chime_shared_joins:"};
     for (size_t i = 0; i < sizeof(engines) / sizeof(engines[0]); i++)
         CHECKF(strstr(r->str, engines[i]), "INFO dmkv lacks '%s'", engines[i]);
     freeReplyObject(r);

@@ -11,7 +11,10 @@
  * found and scanned through the old and the new model, fewer round trips), and a retrain
  * running over and over while two threads' coroutines insert and remove; handles that load a
  * new model by themselves after a search, a scan, an insert (the model word read with the
- * leaves), a model slot rewritten under a load; the host's trigger; and the memory node's
+ * leaves), a model slot rewritten under a load; the host's trigger; long keys in key records
+ * (lengths 29-60 and 200, shared 45-byte prefixes, short and long keys in one 30-byte
+ * group, a forced hash tie: search, insert, remove, scan, records freed, round trips, an
+ * insert giving up); and the memory node's
  * retrainer thread (memnode/mn_retrainer.c) hosting the retraining on a local region while
  * another thread inserts and removes. */
 #include <stdatomic.h>
@@ -22,6 +25,7 @@
 
 #include "dmkv/coro.h"
 #include "dmkv/errors.h"
+#include "dmkv/key_record.h"
 #include "dmkv/lease.h"
 #include "dmkv/rolex.h"
 #include "dmkv/stats.h"
@@ -95,6 +99,20 @@ static void check_scan(dm_ctx_t *ctx, dm_rolex_t *r, const char *in, int i, size
     CHECKF(got == m, "scan from %d: %zu keys, want %zu", i, got, m);
 }
 
+/* Entry e's key as the order sees it, its whole bytes from its key record in the region
+ * (checked: a valid record of e's length) when it is long. */
+static rx_kview_t entry_key(const uint8_t *base, const rx_entry_t *e)
+{
+    rx_kview_t v = rx_entry_view(e);
+    if (rx_elong(e)) {
+        const uint8_t *rec = base + dm_gaddr_off(rx_erec(e));
+        CHECKF(dm_keyrec_check(rec, dm_keyrec_bytes(rx_elen(e))) == (long)rx_elen(e),
+               "record of a %u-byte key", rx_elen(e));
+        v.full = rec + DM_KEYREC_HDR;
+    }
+    return v;
+}
+
 /* Every chain's keys ascend across its leaves (insert.c's invariant), read in the region. */
 static void check_chains_sorted(const char *region, dm_rolex_t *r)
 {
@@ -107,9 +125,11 @@ static void check_chains_sorted(const char *region, dm_rolex_t *r)
             CHECK(hops < RX_CHAIN_MAX && l->count <= DM_ROLEX_SLOTS);
             for (unsigned i = 0; i < l->count; i++) {
                 const rx_entry_t *e = &l->e[i];
-                CHECKF(!prev || rx_key_cmp(prev->key, prev->len, e->key, e->len) < 0,
+                rx_kview_t a = prev ? entry_key(base, prev) : entry_key(base, e);
+                rx_kview_t b = entry_key(base, e);
+                CHECKF(!prev || rx_kview_cmp(&a, &b) < 0,
                        "chain of leaf %lu, leaf %u: %.*s after %.*s", (unsigned long)j, hops,
-                       e->len, e->key, prev->len, prev->key);
+                       (int)rx_einline(e), e->key, (int)rx_einline(prev), prev->key);
                 prev = e;
             }
             at = l->next;
@@ -463,7 +483,8 @@ static void test_retrain(void)
     char k[32];
     for (int i = 0; i < NALL; i++) {
         key_of(i, k, sizeof(k));
-        CHECK(dm_rolex_insert(&ctx, r0, k, strlen(k)) == in[i]);
+        int rc = dm_rolex_insert(&ctx, r0, k, strlen(k));
+        CHECKF(rc == in[i], "insert %s rc=%d", k, rc);
         in[i] = 1;
     }
     double before = search_rtts(w, r0, in, 0, NALL), scan_before = scan_rtts(w, r0);
@@ -1142,6 +1163,264 @@ static void test_hosted(void)
     worker_done(w, &loop);
 }
 
+/* ---- long keys (over 46 bytes: key records; rolex_internal.h "Key record", "Order") ---- */
+
+/* The long-key set: lengths 29..60 and 200 (8 keys each, spread over images), 300 keys of 51
+ * bytes sharing a 45-byte prefix (one 30-byte group, one image: a chain ordered by hash),
+ * and 120 keys sharing a 30-byte prefix, 30 to 80 bytes long (short and long in one group). */
+enum { LK_LENS = 33, LK_A = LK_LENS * 8, LK_B = 300, LK_C = 120, LK_N = LK_A + LK_B + LK_C };
+static size_t lk_of(int i, char *k)
+{
+    if (i < LK_A) {
+        int v = i % 8, li = i / 8;
+        size_t len = li < LK_LENS - 1 ? 29 + (size_t)li : 200;
+        for (size_t j = 0; j < len; j++)
+            k[j] = (char)('a' + (j * 7 + (size_t)v * 3 + (size_t)li) % 26);
+        memcpy(k, "lk", 2);
+        k[2] = (char)('0' + v);
+        return len;
+    }
+    if (i < LK_A + LK_B) { /* "shared:" + 38 bytes, then 6 digits */
+        memset(k, 's', 45);
+        memcpy(k, "shared:", 7);
+        snprintf(k + 45, 8, "%06d", i - LK_A);
+        return 51;
+    }
+    int c = i - LK_A - LK_B; /* 30 + (c % 51) bytes: short up to 46, long above */
+    size_t len = 30 + (size_t)(c % 51);
+    memset(k, 'm', len);
+    memcpy(k, "mixed:", 6);
+    k[len > 30 ? 30 : 29] = (char)('A' + c / 51); /* keys of one length differ here */
+    return len;
+}
+
+static char lk_buf[LK_N][200];
+static size_t lk_len[LK_N];
+static int lk_order[LK_N]; /* indexes in the index's order */
+
+static int cmp_lk(const void *a, const void *b)
+{
+    int x = *(const int *)a, y = *(const int *)b;
+    return dm_rolex_key_cmp(lk_buf[x], lk_len[x], lk_buf[y], lk_len[y]);
+}
+
+/* Scan from key `from` (i < 0: from "") of max keys equals the ordered reference. */
+static void check_lk_scan(dm_ctx_t *ctx, dm_rolex_t *r, const char *in, const char *from,
+                          size_t flen, size_t max)
+{
+    static dm_rolex_key_t out[LK_N + 1];
+    size_t got;
+    int rc = dm_rolex_scan(ctx, r, from, flen, max, out, &got);
+    CHECKF(rc == 0, "scan rc=%d", rc);
+    size_t m = 0;
+    for (int o = 0; o < LK_N && m < max; o++) {
+        int i = lk_order[o];
+        if (!in[i] || (flen && dm_rolex_key_cmp(lk_buf[i], lk_len[i], from, flen) < 0)) continue;
+        CHECKF(m < got, "scan: %zu keys, key %d (%zu bytes) missing", got, i, lk_len[i]);
+        CHECKF(out[m].len == lk_len[i] && !memcmp(out[m].key, lk_buf[i], lk_len[i]),
+               "scan: key %zu is %u bytes %.20s, want %d (%zu bytes)", m, out[m].len, out[m].key, i,
+               lk_len[i]);
+        m++;
+    }
+    CHECKF(got == m, "scan: %zu keys, want %zu", got, m);
+    dm_rolex_keys_free(out, got);
+}
+
+static uint64_t tie_hash(const void *key, size_t len)
+{
+    (void)key, (void)len;
+    return 0x5eed; /* every long key alike up to its record */
+}
+
+/* Build with every fourth key, insert the rest, search, scan, remove a third: records
+ * written for each long key and freed with its entry; the chains sorted (their records read
+ * in the region). tie: every long key's hash the same (rx_hash_hook), so every compare of
+ * two long keys of one 30-byte group and length goes to their records. */
+static void long_keys(const char *region, int tie)
+{
+    rx_hash_hook = tie ? tie_hash : NULL;
+    char uri[64];
+    snprintf(uri, sizeof(uri), "local:%s", region);
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, uri);
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    for (int i = 0; i < LK_N; i++)
+        lk_len[i] = lk_of(i, lk_buf[i]), lk_order[i] = i;
+    qsort(lk_order, LK_N, sizeof(int), cmp_lk);
+    for (int o = 1; o < LK_N; o++) /* distinct keys, a strict order */
+        CHECK(cmp_lk(&lk_order[o - 1], &lk_order[o]) < 0);
+    /* The order: memcmp over 30 bytes, then short before long. */
+    CHECK(dm_rolex_key_cmp("mixed:mmmmmmmmmmmmmmmmmmmmmmmmZ", 30, lk_buf[LK_A], 51) < 0);
+    CHECK(dm_rolex_key_cmp(lk_buf[LK_A + LK_B + 80], 59, lk_buf[LK_A + LK_B + 16], 46) > 0);
+    static char in[LK_N];
+    static const char *keys[LK_N];
+    static size_t lens[LK_N];
+    size_t n = 0;
+    uint64_t wr0 = rx_recs_written, fr0 = rx_recs_freed;
+    long longs = 0;
+    for (int o = 0; o < LK_N; o++) {
+        int i = lk_order[o];
+        in[i] = o % 4 == 0;
+        if (!in[i]) continue;
+        keys[n] = lk_buf[i], lens[n++] = lk_len[i];
+        longs += lk_len[i] > DM_ROLEX_INLINE;
+    }
+    dm_rolex_cfg_t cfg = {.eps = 1, .fill = 12, .spare = 400};
+    dm_gaddr_t root;
+    CHECK(dm_rolex_build(&ctx, keys, lens, n, &cfg, &root) == 0);
+    CHECK((long)(rx_recs_written - wr0) == longs);
+    dm_rolex_t *r;
+    CHECK(dm_rolex_open(&ctx, root, &r) == 0);
+    dm_cls_stats_t s0, s1;
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    for (int i = 0; i < LK_N; i++) {
+        int rc = dm_rolex_insert(&ctx, r, lk_buf[i], lk_len[i]);
+        CHECKF(rc == in[i], "insert %d (%zu bytes) rc=%d", i, lk_len[i], rc);
+        if (!in[i]) longs += lk_len[i] > DM_ROLEX_INLINE;
+        in[i] = 1;
+        CHECK(dm_rolex_insert(&ctx, r, lk_buf[i], lk_len[i]) == 1); /* present: no record */
+    }
+    CHECK((long)(rx_recs_written - wr0) == longs && rx_recs_freed == fr0);
+    check_chains_sorted(region, r);
+    dm_ctx_init(&ctx, w, DM_CLS_GET);
+    dm_stats_get(DM_CLS_GET, &s0);
+    for (int i = 0; i < LK_N; i++)
+        CHECKF(dm_rolex_search(&ctx, r, lk_buf[i], lk_len[i]) == 1, "key %d lost", i);
+    dm_stats_get(DM_CLS_GET, &s1);
+    fprintf(stderr, "  search of present keys (%d, most long): %.2f RTTs\n", LK_N,
+            (double)(s1.rtts - s0.rtts) / LK_N);
+    /* Absent keys alike to present ones but for a byte past the prefix (same length and
+     * prefix; with tie also the same hash: only the records tell). */
+    char k[256];
+    dm_stats_get(DM_CLS_GET, &s0);
+    int absent = 0;
+    for (int i = 0; i < LK_N; i += 3) {
+        memcpy(k, lk_buf[i], lk_len[i]);
+        k[lk_len[i] - 1] ^= 0x40;
+        int hit = 0;
+        for (int j = 0; j < LK_N && !hit; j++)
+            hit = lk_len[j] == lk_len[i] && !memcmp(lk_buf[j], k, lk_len[i]);
+        if (hit) continue;
+        CHECKF(dm_rolex_search(&ctx, r, k, lk_len[i]) == 0, "absent key like %d found", i);
+        CHECK(dm_rolex_remove(&ctx, r, k, lk_len[i]) == 0);
+        absent++;
+    }
+    dm_stats_get(DM_CLS_GET, &s1);
+    fprintf(stderr, "  search of absent keys alike to present ones: %.2f RTTs\n",
+            (double)(s1.rtts - s0.rtts) / absent);
+    check_lk_scan(&ctx, r, in, "", 0, LK_N + 1);
+    unsigned seed = 5;
+    for (int t = 0; t < 120; t++) { /* from present keys, and from keys alike to them */
+        int i = (int)(rand_r(&seed) % LK_N);
+        memcpy(k, lk_buf[i], lk_len[i]);
+        if (t % 2) k[lk_len[i] - 1] ^= 1;
+        check_lk_scan(&ctx, r, in, k, lk_len[i], 1 + rand_r(&seed) % 200);
+    }
+    check_lk_scan(&ctx, r, in, "shared:", 7, 50);
+    check_lk_scan(&ctx, r, in, "mixed:", 6, LK_C + 5);
+    /* Remove a third: each long key's record freed once, nothing else. */
+    uint64_t fr1 = rx_recs_freed;
+    long gone = 0;
+    dm_ctx_init(&ctx, w, DM_CLS_DEL);
+    for (int i = 0; i < LK_N; i += 3) {
+        CHECKF(dm_rolex_remove(&ctx, r, lk_buf[i], lk_len[i]) == 1, "remove %d", i);
+        CHECK(dm_rolex_remove(&ctx, r, lk_buf[i], lk_len[i]) == 0);
+        gone += lk_len[i] > DM_ROLEX_INLINE;
+        in[i] = 0;
+    }
+    CHECK((long)(rx_recs_freed - fr1) == gone && rx_recs_written - wr0 == (uint64_t)longs);
+    for (int i = 0; i < LK_N; i++)
+        CHECKF(dm_rolex_search(&ctx, r, lk_buf[i], lk_len[i]) == in[i], "key %d: want %d", i,
+               in[i]);
+    check_chains_sorted(region, r);
+    check_lk_scan(&ctx, r, in, "", 0, LK_N + 1);
+    for (int t = 0; t < 60; t++) {
+        int i = (int)(rand_r(&seed) % LK_N);
+        check_lk_scan(&ctx, r, in, lk_buf[i], lk_len[i], 1 + rand_r(&seed) % 100);
+    }
+    /* A key of 32767 bytes and one over. */
+    static char huge[DM_ROLEX_KEY_MAX + 1];
+    memset(huge, 'h', sizeof(huge));
+    CHECK(dm_rolex_insert(&ctx, r, huge, DM_ROLEX_KEY_MAX + 1) == DM_ETOOBIG);
+    CHECK(dm_rolex_insert(&ctx, r, huge, DM_ROLEX_KEY_MAX) == 0);
+    CHECK(dm_rolex_search(&ctx, r, huge, DM_ROLEX_KEY_MAX) == 1);
+    CHECK(dm_rolex_search(&ctx, r, huge, DM_ROLEX_KEY_MAX - 1) == 0);
+    CHECK(dm_rolex_remove(&ctx, r, huge, DM_ROLEX_KEY_MAX) == 1);
+    dm_rolex_close(r);
+    worker_done(w, &loop);
+    rx_hash_hook = NULL;
+}
+
+static void test_long_keys(void)
+{
+    long_keys("rxlong", 0);
+}
+
+/* Every long key hashing alike: the records decide every compare within a group. */
+static void test_long_keys_hash_tie(void)
+{
+    long_keys("rxtie", 1);
+}
+
+/* A long key's insert that gives up (the hold over before its WRITE) frees its record; the
+ * round trips of long keys against short ones. */
+static void test_long_key_give_up(void)
+{
+    uv_loop_t loop;
+    uv_loop_init(&loop);
+    dm_worker_t *w = bare_worker(&loop, "local:rxgiveup");
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    dm_rolex_cfg_t cfg = {.eps = 1, .fill = 12, .spare = 10};
+    dm_gaddr_t root;
+    CHECK(dm_rolex_build(&ctx, NULL, NULL, 0, &cfg, &root) == 0);
+    dm_rolex_t *r;
+    CHECK(dm_rolex_open(&ctx, root, &r) == 0);
+    char k[100];
+    memset(k, 'g', sizeof(k));
+    uint64_t wr = rx_recs_written, fr = rx_recs_freed, hold = rx_hold_ms;
+    rx_hold_ms = 0; /* every hold is over before its WRITE: nothing written */
+    int rc = dm_rolex_insert(&ctx, r, k, sizeof(k));
+    rx_hold_ms = (uint32_t)hold;
+    CHECKF(rc == DM_ERETRY, "rc=%d", rc);
+    CHECK(rx_recs_written == wr + 1 && rx_recs_freed == fr + 1);
+    CHECK(dm_rolex_search(&ctx, r, k, sizeof(k)) == 0);
+    CHECK(dm_rolex_insert(&ctx, r, k, sizeof(k)) == 0);
+    CHECK(dm_rolex_search(&ctx, r, k, sizeof(k)) == 1);
+    /* Round trips against a short key's, in a leaf with room: the record's WRITE rides
+     * ahead of the leaf's (one memory node); its read on a search or remove of the present
+     * key; none for an absent one. */
+    struct {
+        const char *what;
+        int op; /* 0 insert, 1 search, 2 remove */
+        size_t len;
+        int rc;
+        unsigned rtts;
+    } steps[] = {{"insert short", 0, 20, 0, 3},       {"insert long", 0, 60, 0, 3},
+                 {"search short", 1, 20, 1, 1},       {"search long", 1, 60, 1, 2},
+                 {"search absent long", 1, 61, 0, 1}, {"remove short", 2, 20, 1, 3},
+                 {"remove long", 2, 60, 1, 4}};
+    char key[64];
+    memset(key, 'q', sizeof(key));
+    dm_ctx_init(&ctx, w, DM_CLS_SET);
+    for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+        dm_cls_stats_t s0, s1;
+        dm_stats_get(DM_CLS_SET, &s0);
+        int rc = steps[i].op == 0   ? dm_rolex_insert(&ctx, r, key, steps[i].len)
+                 : steps[i].op == 1 ? dm_rolex_search(&ctx, r, key, steps[i].len)
+                                    : dm_rolex_remove(&ctx, r, key, steps[i].len);
+        dm_stats_get(DM_CLS_SET, &s1);
+        CHECKF(rc == steps[i].rc, "%s rc=%d", steps[i].what, rc);
+        fprintf(stderr, "  %s: %lu RTTs\n", steps[i].what, (unsigned long)(s1.rtts - s0.rtts));
+        CHECKF(s1.rtts - s0.rtts == steps[i].rtts, "%s: %lu RTTs, want %u", steps[i].what,
+               (unsigned long)(s1.rtts - s0.rtts), steps[i].rtts);
+    }
+    dm_rolex_close(r);
+    worker_done(w, &loop);
+}
+
 int main(void)
 {
     dm_local_set_size(256ull << 20);
@@ -1150,6 +1429,9 @@ int main(void)
     RUN(test_lt);
     RUN(test_insert_remove_scan);
     RUN(test_chain_order);
+    RUN(test_long_keys);
+    RUN(test_long_keys_hash_tie);
+    RUN(test_long_key_give_up);
     RUN(test_concurrent);
     RUN(test_torn_leaf);
     RUN(test_lease);

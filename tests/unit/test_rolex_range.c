@@ -3,12 +3,13 @@
  * below 2^53); the hybrid index on RACE + ROLEX through the KV layer (an empty index created
  * and recorded in rolex_root, sets that fill a chain with synonym leaves, GET/DEL, a SCAN
  * walked page by page with cursors against a sorted reference, a prefix scan that ends
- * early, FLUSHALL leaving no entry, a key over 46 bytes refused with DM_ETOOBIG and nothing
- * written, a WATCH signature that changes on a create and delete); the pending flag through
- * the role's own calls (mark_pending shows it to search and scan, unlock(1) clears it,
- * unlock(0) removes the entry, unlock(-1) leaves it); and a holder that dies with a pending
- * entry whose key the point index lacks: the next locker takes the lease over and settles
- * it away, while a pending entry of a present key is kept unflagged; a worker asked for
+ * early, FLUSHALL leaving no entry, keys of 47 and 32,767 bytes held in key records and one
+ * of 32,768 refused with DM_ETOOBIG and nothing written, a WATCH signature that changes on a create
+ * and delete); the pending flag through the role's own calls (mark_pending shows it to search and
+ * scan, unlock(1) clears it, unlock(0) removes the entry, unlock(-1) leaves it; a long key's record
+ * written by mark_pending and freed by unlock(0) and by FLUSHALL's settle); and a holder that dies
+ * with a pending entry whose key the point index lacks: the next locker takes the lease over and
+ * settles it away, while a pending entry of a present key is kept unflagged; a worker asked for
  * CHIME on a ROLEX pool is refused, one asked for ROLEX joins it. */
 #include <stdlib.h>
 #include <string.h>
@@ -155,17 +156,28 @@ static void test_hybrid(void)
     CHECK(dm_kv_del(&ctx, k, strlen(k)) == 1);
     CHECK(role()->watch_sig(&ctx, k, strlen(k), &s1) == 0);
     CHECK(s0 != s1);
-    /* A key over 46 bytes: refused before anything is written. */
-    char lk[64];
+    /* A key over 46 bytes lives in a key record; one over 32767 is refused before anything
+     * is written. */
+    static char lk[DM_ROLEX_KEY_MAX + 2];
     memset(lk, 'L', sizeof(lk));
     int64_t before = dm_kv_dbsize(&ctx);
-    CHECK(dm_kv_set(&ctx, lk, 47, "x", 1, 0, 0, NULL) == DM_ETOOBIG);
+    CHECK(dm_kv_set(&ctx, lk, DM_ROLEX_KEY_MAX + 1, "x", 1, 0, 0, NULL) == DM_ETOOBIG);
     CHECK(dm_kv_dbsize(&ctx) == before);
     dm_value_t val;
-    CHECK(dm_kv_get(&ctx, lk, 47, &val) == 0);
-    CHECK(dm_kv_del(&ctx, lk, 47) == 0);                     /* never stored: nothing to delete */
-    CHECK(dm_kv_set(&ctx, lk, 46, "x", 1, 0, 0, NULL) == 1); /* 46 fits */
-    CHECK(dm_kv_del(&ctx, lk, 46) == 1);
+    CHECK(dm_kv_get(&ctx, lk, DM_ROLEX_KEY_MAX + 1, &val) == 0);
+    CHECK(dm_kv_del(&ctx, lk, DM_ROLEX_KEY_MAX + 1) == 0); /* never stored: nothing to delete */
+    for (size_t len = 46; len <= 48; len++) {              /* inline, and in a record */
+        CHECK(dm_kv_set(&ctx, lk, len, "x", 1, 0, 0, NULL) == 1);
+        CHECK(role()->search(&ctx, lk, len, NULL) == 1);
+    }
+    CHECK(dm_kv_set(&ctx, lk, DM_ROLEX_KEY_MAX, "x", 1, 0, 0, NULL) == 1); /* the longest */
+    CHECK(role()->search(&ctx, lk, DM_ROLEX_KEY_MAX, NULL) == 1);
+    CHECK(role()->search(&ctx, lk, 49, NULL) == 0);
+    CHECK(dm_kv_dbsize(&ctx) == before + 4);
+    CHECK(dm_kv_del(&ctx, lk, DM_ROLEX_KEY_MAX) == 1);
+    for (size_t len = 46; len <= 48; len++)
+        CHECK(dm_kv_del(&ctx, lk, len) == 1);
+    CHECK(dm_kv_dbsize(&ctx) == before);
     /* FLUSHALL: no key, no entry. */
     CHECK(dm_kv_flushall(&ctx) == 0);
     CHECK(dm_kv_dbsize(&ctx) == 0);
@@ -250,19 +262,38 @@ static void test_pending(void)
     CHECK(ro->unlock(&ctx, lk, 1) == DM_ERETRY);
     CHECK(ro->search(&ctx, "a4", 2, &pending) == 0);
     rx_lease_ms = lease, rx_hold_ms = hold;
-    /* Long keys: DM_ETOOBIG from lock, a keyless lock for a DEL. */
-    char lk47[47];
-    memset(lk47, 'x', sizeof(lk47));
-    CHECK(ro->lock_insert(&ctx, lk47, 47, NULL, NULL, &lk) == DM_ETOOBIG);
-    CHECK(ro->lock(&ctx, lk47, 47, 1, NULL, NULL, &lk) == 0);
+    /* Keys over DM_ROLEX_KEY_MAX: DM_ETOOBIG from lock, a keyless lock for a DEL. */
+    static char huge[DM_ROLEX_KEY_MAX + 1];
+    memset(huge, 'x', sizeof(huge));
+    CHECK(ro->lock_insert(&ctx, huge, sizeof(huge), NULL, NULL, &lk) == DM_ETOOBIG);
+    CHECK(ro->lock(&ctx, huge, sizeof(huge), 1, NULL, NULL, &lk) == 0);
     CHECK(ro->mark_pending(&ctx, lk) == DM_ETOOBIG);
     CHECK(ro->unlock(&ctx, lk, -1) == 0);
+    /* A long key's pending entry: its record is written by mark_pending, kept by unlock(1),
+     * freed by unlock(0) and by a settle that drops it. */
+    char lk47[47];
+    memset(lk47, 'x', sizeof(lk47));
+    uint64_t wr = rx_recs_written, fr = rx_recs_freed;
+    CHECK(ro->lock_insert(&ctx, lk47, 47, NULL, NULL, &lk) == 0);
+    CHECK(ro->mark_pending(&ctx, lk) == 0);
+    CHECK(rx_recs_written == wr + 1);
+    CHECK(ro->search(&ctx, lk47, 47, &pending) == 1 && pending);
+    CHECK(ro->unlock(&ctx, lk, 0) == 0);
+    CHECK(ro->search(&ctx, lk47, 47, &pending) == 0);
+    CHECK(rx_recs_freed == fr + 1);
+    CHECK(ro->lock_insert(&ctx, lk47, 47, NULL, NULL, &lk) == 0); /* absent again */
+    CHECK(ro->mark_pending(&ctx, lk) == 0);
+    CHECK(ro->unlock(&ctx, lk, 1) == 0); /* unflagged, yet RACE lacks it: settle drops it */
+    CHECK(ro->search(&ctx, lk47, 47, &pending) == 1 && !pending);
+    CHECK(rx_recs_written == wr + 2 && rx_recs_freed == fr + 1);
     /* settle_all drops entries the point index lacks. */
     CHECK(ro->lock(&ctx, "c1", 2, 0, NULL, NULL, &lk) == 0);
     CHECK(ro->mark_pending(&ctx, lk) == 0);
     CHECK(ro->unlock(&ctx, lk, 1) == 0); /* unflagged, yet RACE lacks it */
-    CHECK(ro->settle_all(&ctx) == 1);
+    CHECK(ro->settle_all(&ctx) == 2);    /* c1 and the long key */
     CHECK(ro->search(&ctx, "c1", 2, &pending) == 0);
+    CHECK(ro->search(&ctx, lk47, 47, &pending) == 0);
+    CHECK(rx_recs_freed == fr + 2);
     CHECK(ro->search(&ctx, "a3", 2, &pending) == 1);
     worker_done(w, &loop);
 }

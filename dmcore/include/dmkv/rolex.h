@@ -27,8 +27,11 @@
 #include "dmkv/index.h"
 #include "dmkv/worker.h"
 
-#define DM_ROLEX_KEY_MAX 46u /* bytes of a key, stored inline in a leaf entry */
-#define DM_ROLEX_SLOTS 16u   /* entries per leaf (the paper's delta) */
+#define DM_ROLEX_KEY_MAX 0x7fffu /* bytes of a key: the entry's 15-bit length */
+#define DM_ROLEX_INLINE                                                                            \
+    46u                    /* a key up to this long is held whole in its leaf entry;               \
+                              a longer one in a key record (rolex_internal.h) */
+#define DM_ROLEX_SLOTS 16u /* entries per leaf (the paper's delta) */
 
 typedef struct dm_rolex dm_rolex_t;
 
@@ -36,15 +39,22 @@ typedef struct dm_rolex dm_rolex_t;
  * the index recorded in node 0's rolex_root (a new pool's first gateway builds an empty one,
  * DMKV_ROLEX_LEAVES leaves of room, default 16384, on node 0), each worker its own handle;
  * locks are chain heads' leases, pending entries a flag in the entry's length word, SCAN
- * cursors keyed leaf numbers. Keys longer than DM_ROLEX_KEY_MAX are refused (DM_ETOOBIG
- * from lock and mark_pending, nothing written). docs/DESIGN.md "ROLEX as the range role". */
+ * cursors keyed leaf numbers. Keys over DM_ROLEX_INLINE bytes live in key records
+ * (dmkv/key_record.h) named by their entries; keys longer than DM_ROLEX_KEY_MAX are refused
+ * (DM_ETOOBIG from lock and mark_pending, nothing written). docs/DESIGN.md "ROLEX as the
+ * range role". */
 extern const dm_range_index_ops_t dm_rolex_range_index;
 
-/* A key returned by a scan. */
+/* A key returned by a scan: key points into buf when the key fits it, else to a malloc'd
+ * copy (dm_rolex_keys_free; do not copy the struct while key points into buf). */
 typedef struct dm_rolex_key {
     uint16_t len;
-    char key[DM_ROLEX_KEY_MAX];
+    char *key;
+    char buf[DM_ROLEX_INLINE];
 } dm_rolex_key_t;
+
+/* Free what a scan malloc'd for the n keys of out (their long keys). */
+void dm_rolex_keys_free(dm_rolex_key_t *out, size_t n);
 
 typedef struct dm_rolex_cfg {
     unsigned eps;   /* error bound of the models, in leaves (>= 1; 0: 1) */
@@ -55,14 +65,16 @@ typedef struct dm_rolex_cfg {
 } dm_rolex_cfg_t;
 
 /* The order-preserving image of a key: its first 8 bytes big-endian, zero-padded. For
- * keys a < b (memcmp order, shorter prefix first) image(a) <= image(b). */
+ * keys a < b (the index's order, rolex_internal.h: memcmp order over the first 30 bytes,
+ * shorter prefix first) image(a) <= image(b). */
 uint64_t dm_rolex_image(const void *key, size_t len);
 
-/* Bulk build from n keys sorted ascending without duplicates (keys[i], lens[i] bytes, each
- * 1..DM_ROLEX_KEY_MAX; n may be 0): trains the models (greedy PLA, ROLEX §3.2, §4.1), lays out
- * the primary leaves filled to cfg->fill, keys sharing an image in one leaf and its synonym
- * chain, and writes the model region. cfg NULL: defaults. A few RTTs per 64 KB written.
- * *root: the index's root (model region). Returns 0, DM_EINVAL (unsorted, empty or long
+/* Bulk build from n keys sorted ascending in the index's order (dm_rolex_key_cmp) without
+ * duplicates (keys[i], lens[i] bytes, each 1..DM_ROLEX_KEY_MAX; n may be 0; each key over
+ * DM_ROLEX_INLINE bytes gets its key record first, 1 RTT each): trains the models (greedy PLA,
+ * ROLEX §3.2, §4.1), lays out the primary leaves filled to cfg->fill, keys sharing an image in one
+ * leaf and its synonym chain, and writes the model region. cfg NULL: defaults. A few RTTs per 64 KB
+ * written. *root: the index's root (model region). Returns 0, DM_EINVAL (unsorted, empty or long
  * keys), DM_ETOOBIG (longer than DM_ROLEX_KEY_MAX), DM_ENOMEM or a verb error. */
 int dm_rolex_build(dm_ctx_t *ctx, const char *const *keys, const size_t *lens, size_t n,
                    const dm_rolex_cfg_t *cfg, dm_gaddr_t *root);
@@ -94,7 +106,8 @@ void dm_rolex_stats(dm_rolex_stats_t *out);
 
 /* 1 when key (len bytes) is present, 0 when not, or DM_E*. Reads the predicted leaves in
  * one batch (1 RTT), plus one RTT per synonym leaf walked past them in the covering
- * entry's chain (ROLEX §3.4, §4.2). */
+ * entry's chain (ROLEX §3.4, §4.2), plus one for a long key (over DM_ROLEX_INLINE bytes)
+ * alike to an entry up to its record (itself, present: the record confirms it). */
 int dm_rolex_search(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len);
 
 /* Insert key under the lock of the covering entry's chain head (a lease, dmkv/lease.h): 0
@@ -103,21 +116,31 @@ int dm_rolex_search(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len);
  * 3 + one per synonym hop up to the key's successor (predicted leaves; lock CAS with the
  * leaf re-read; hops; the leaf WRITE), +1 when the entry is a promoted synonym leaf (read
  * after the lock), +1 for a new synonym leaf (its FAA); the unlock rides with the WRITE.
- * ROLEX §3.4, §4.3. */
+ * A long key's key record rides ahead of the WRITE when on the leaves' memory node, else
+ * +1 (written first); +1 when present (its record read). ROLEX §3.4, §4.3; key records as
+ * CHIME §3.4's (rolex_internal.h). */
 int dm_rolex_insert(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len);
 
-/* Remove key under the covering chain's lock: 1 removed, 0 absent, or as insert (3 RTTs
- * + hops). The entry is removed from its leaf; an emptied synonym leaf stays linked (the
- * paper's reclaiming queue is not built). ROLEX §4.5. */
+/* Remove key under the covering chain's lock: 1 removed, 0 absent, or as insert (3 RTTs +
+ * hops, +1 for a present long key: its record read, then freed with quarantine). The entry
+ * is removed from its leaf; an emptied synonym leaf stays linked (the paper's reclaiming
+ * queue is not built). ROLEX §4.5. */
 int dm_rolex_remove(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len);
 
-/* Up to max keys >= from (len bytes; len 0: from the first key), ascending, into out;
- * *got = how many. Reads the predicted leaves and about max / 8 following LT positions in
- * one batch, walks the chains they start one batch per hop for all (1 RTT + the longest
- * walk's hops past the batch, a walk stopping once it holds max keys), then more
- * positions a batch at a time if needed. Each key present for the
- * whole scan is returned exactly once; keys inserted or removed meanwhile may or may not
- * be. Returns 0 or DM_E*. ROLEX §4.2 (SCAN). */
+/* The index's key order (rolex_internal.h, "Order"): <0, 0, >0 as a is below, equal to or
+ * above b. memcmp order (shorter prefix first) among keys of up to 46 bytes and wherever
+ * the first 30 bytes differ; within a 30-byte group keys of up to 46 bytes come first, then
+ * longer ones by XXH3 hash, length and bytes. Pure. */
+int dm_rolex_key_cmp(const void *a, size_t alen, const void *b, size_t blen);
+
+/* Up to max keys >= from (len bytes; len 0: from the first key), ascending in the index's
+ * order (dm_rolex_key_cmp), into out (free with dm_rolex_keys_free); *got = how many. Long
+ * keys cost their records' reads (one batch of up to 64 per chain walked). Reads the predicted
+ * leaves and about max / 8 following LT positions in one batch, walks the chains they start one
+ * batch per hop for all (1 RTT + the longest walk's hops past the batch, a walk stopping once it
+ * holds max keys), then more positions a batch at a time if needed. Each key present for the whole
+ * scan is returned exactly once; keys inserted or removed meanwhile may or may not be. Returns 0 or
+ * DM_E*. ROLEX §4.2 (SCAN). */
 int dm_rolex_scan(dm_ctx_t *ctx, dm_rolex_t *r, const void *from, size_t len, size_t max,
                   dm_rolex_key_t *out, size_t *got);
 
