@@ -218,12 +218,16 @@ static int run_once(int mode)
         CHECKF(chained > 0, "no commit was chained: the test does not exercise chains");
     if (mode == MODE_COMMIT_MISS)
         CHECKF(skipped > 0, "no chained commit was skipped after a failed one");
-    /* Chunk A's inserts lock their leaves before their turn (dmkv/coro.h "Early locks"). */
+    /* Chunk A's inserts lock their leaves before their turn (dmkv/coro.h "Early locks"),
+     * CHIME's leaves: ROLEX's range role locks a chain head in the turn (its lock has no
+     * early form), so there the order rests on the turns alone. */
     double early = it_info_field(c, "dmkv", "early_leaf_locks");
     fprintf(stderr, "writer's gateway: %.0f early leaf locks, %.0f given back\n", early,
             it_info_field(c, "dmkv", "early_leaf_lock_yields"));
-    const char *early_off = getenv("DMKV_EARLY_LOCK");
-    if (mode != MODE_UNORDERED && !(early_off && !strcmp(early_off, "0")))
+    const char *early_off = getenv("DMKV_EARLY_LOCK"), *range = getenv("DMKV_IT_RANGE_INDEX");
+    int early_locks =
+        !(early_off && !strcmp(early_off, "0")) && !(range && !strcmp(range, "rolex"));
+    if (mode != MODE_UNORDERED && early_locks)
         CHECKF(early > 0, "no insert locked its leaf early: the test does not exercise them");
     redisFree(c);
     for (int i = 0; i < 2; i++)

@@ -67,7 +67,7 @@ static double search_rtts(dm_worker_t *w, dm_rolex_t *r)
 
 int main(void)
 {
-    it_begin("it_rolex_retrainer", 240);
+    it_begin("it_rolex_retrainer", 400);
     it_pool_t pool;
     if (!it_shared_pool_start(&pool)) return IT_SKIP;
     uv_loop_t loop;
@@ -100,9 +100,12 @@ int main(void)
     fprintf(stderr, "built %zu keys, root %#llx recorded for the memory node\n", n,
             (unsigned long long)root);
 
+    /* DMKV_IT_SCALE shortens the inserts (the rxe guest: 52 ms each), down to 60%, which
+     * still takes the synonym leaves a retrain needs. */
+    int upto = it_scaled(N) < N * 3 / 5 ? N * 3 / 5 : it_scaled(N);
     char k[32];
     long long t0 = it_now_ms();
-    for (int i = 0; i < N; i++) {
+    for (int i = 0; i < upto; i++) {
         if (in[i]) continue;
         key_of(i, k, sizeof(k));
         int rc = dm_rolex_insert(&ctx, r, k, strlen(k));

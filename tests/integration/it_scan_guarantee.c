@@ -1,5 +1,5 @@
-/* SCAN's guarantees with the CHIME range index (issue 3); one memory node, gateways A, B, C
- * (and a late gateway D).
+/* SCAN's guarantees with the range index (issue 3): CHIME, or ROLEX when DMKV_IT_RANGE_INDEX
+ * says so; one memory node, gateways A, B, C (and a late gateway D).
  * (a) 5000 stable keys; SCAN COUNT 50 on A (also with MATCH stable:*, and hopping A/B/C)
  *     while a client on B keeps creating and deleting churn:* keys and keys interleaved with
  *     the stable ones (stable:NNNNNN:x): every stable key is returned, no key deleted before
@@ -88,7 +88,10 @@ static int family(const char *k, size_t n, int *idx)
     return 0;
 }
 
-static void scan_during_churn(redisContext **cs, int ncs, const char *match, const char *what)
+/* One iteration, checked; 0 when no churn write was acknowledged while it ran (the
+ * caller iterates again: a range index whose writes are slow, ROLEX's one chain of keys
+ * sharing an image, may finish a 0.1 s iteration between two churn bursts). */
+static long scan_during_churn_once(redisContext **cs, int ncs, const char *match, const char *what)
 {
     su_keys_t got = {0};
     long before = atomic_load(&churn_ops);
@@ -110,8 +113,16 @@ static void scan_during_churn(redisContext **cs, int ncs, const char *match, con
         CHECKF(seen[i], "%s missed stable:%06d, present for the whole iteration", what, i);
     fprintf(stderr, "(a) %s: %zu keys in %zu calls, %.1f s, %ld churn writes meanwhile\n", what,
             it.keys, it.pages, su_now() - t0, during);
-    CHECKF(during > 0, "%s: no churn happened during the iteration", what);
     su_free(&got);
+    return during;
+}
+
+static void scan_during_churn(redisContext **cs, int ncs, const char *match, const char *what)
+{
+    long during = 0;
+    for (int i = 0; i < 20 && !during; i++)
+        during = scan_during_churn_once(cs, ncs, match, what);
+    CHECKF(during > 0, "%s: no churn happened during 20 iterations", what);
 }
 
 static void part_a(void)
