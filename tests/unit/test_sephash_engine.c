@@ -12,7 +12,6 @@
 #include "dmkv/kv.h"
 #include "dmkv/sephash.h"
 #include "dmkv/superblock.h"
-#include "dmkv/transport.h"
 #include "harness.h"
 #include "worker_util.h"
 
@@ -226,28 +225,11 @@ static void test_walk_skips_expired(void)
 static void test_slow_large_get(void)
 {
     CHECK(dm_kv_flushall(&ctx) == 0);
-    size_t n = 200000;
-    uint8_t *buf = malloc(n);
-    CHECK(buf);
-    for (size_t j = 0; j < n; j++)
-        buf[j] = (uint8_t)(j * 7);
-    CHECK(dm_kv_set(&ctx, "slow", 4, buf, n, 0, 0, NULL) == 1);
-    dm_local_inject(800000, 0, NULL, NULL);
-    for (int i = 0; i < 2; i++) {
-        dm_value_t v;
-        dm_ctx_init(&ctx, w, DM_CLS_GET);
-        uint64_t t0 = dm_now_us();
-        int rc = dm_kv_get(&ctx, "slow", 4, &v);
-        fprintf(stderr, "  GET of %zu bytes at 0.4-1.2 s per batch: rc %d after %.1f s\n", n, rc,
-                (double)(dm_now_us() - t0) / 1e6);
-        CHECK(rc == 1 && v.len == n && memcmp(v.data, buf, n) == 0);
-        dm_value_free(&v);
-    }
+    check_slow_large_get(w, "slow");
     dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
     size_t walked = walk_count();
     dm_local_inject(0, 0, NULL, NULL);
     CHECKF(walked == 1, "walked %zu keys with slow batches, want 1", walked);
-    free(buf);
 }
 
 /* A gateway asked for RACE refuses the SepHash pool, naming its engines. */
