@@ -337,8 +337,8 @@ int ch_leaf_tag_ok(const dm_chime_t *c, const uint8_t *img, dm_gaddr_t leaf);
 /* SCAN cursors (scan.c has why): a decimal below 2^53 made of the leaf's offset in 64-byte
  * units (34 bits), its node number (c->node_bits) and a keyed check in the bits left.
  * ch_cursor_of: the cursor that names leaf, 0 for none. ch_cursor_leaf: the leaf a cursor
- * names, 0, or DM_EINVAL when its check fails or its node is not below n_nodes (the leaf
- * itself is checked by its tag once read). */
+ * names, 0, or DM_EINVAL when its check fails, it names gaddr 0 or its node is not below
+ * n_nodes (the leaf itself is checked by its tag once read). */
 uint64_t ch_cursor_of(const dm_chime_t *c, dm_gaddr_t leaf);
 int ch_cursor_leaf(const dm_chime_t *c, unsigned n_nodes, uint64_t cur, dm_gaddr_t *leaf);
 
