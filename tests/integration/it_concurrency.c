@@ -26,7 +26,7 @@ static void *client_main(void *arg)
     int own_last[OWN];
     for (int i = 0; i < OWN; i++)
         own_last[i] = -1;
-    for (int j = 0; j < ops; j++) {
+    for (int j = 0; j < ops; j++) { /* an error reply fails with its text, before its type */
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
@@ -36,39 +36,45 @@ static void *client_main(void *arg)
         case 0:
         case 1:
             r = it_cmd(c, "SET s:%d c%d:%d", k, id, j);
+            CHECKF(r->type != REDIS_REPLY_ERROR, "client %d op %d: %s", id, op, r->str);
             CHECK(r->type == REDIS_REPLY_STATUS);
             break;
         case 2:
             r = it_cmd(c, "GET s:%d", k);
+            CHECKF(r->type != REDIS_REPLY_ERROR, "client %d op %d: %s", id, op, r->str);
             CHECK(r->type == REDIS_REPLY_STRING || r->type == REDIS_REPLY_NIL);
             if (r->type == REDIS_REPLY_STRING)
                 CHECK(r->str[0] == 'c' || r->str[0] == 'm'); /* never torn or foreign */
             break;
         case 3:
             r = it_cmd(c, "DEL s:%d", k);
+            CHECKF(r->type != REDIS_REPLY_ERROR, "client %d op %d: %s", id, op, r->str);
             CHECK(r->type == REDIS_REPLY_INTEGER && (r->integer == 0 || r->integer == 1));
             break;
         case 4:
             r = it_cmd(c, "EXISTS s:%d s:%d", k, (k + 1) % SHARED);
+            CHECKF(r->type != REDIS_REPLY_ERROR, "client %d op %d: %s", id, op, r->str);
             CHECK(r->type == REDIS_REPLY_INTEGER && r->integer >= 0 && r->integer <= 2);
             break;
         case 5:
             r = it_cmd(c, "MSET s:%d m%d s:%d m%d", k, id, (k + 7) % SHARED, id);
+            CHECKF(r->type != REDIS_REPLY_ERROR, "client %d op %d: %s", id, op, r->str);
             CHECK(r->type == REDIS_REPLY_STATUS);
             break;
         case 6:
             r = it_cmd(c, "MGET s:%d s:%d s:%d", k, (k + 1) % SHARED, (k + 2) % SHARED);
+            CHECKF(r->type != REDIS_REPLY_ERROR, "client %d op %d: %s", id, op, r->str);
             CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == 3);
             break;
         default: {
             int o = (int)((x >> 32) % OWN);
             r = it_cmd(c, "SET own:%d:%d %d", id, o, j);
+            CHECKF(r->type != REDIS_REPLY_ERROR, "client %d op %d: %s", id, op, r->str);
             CHECK(r->type == REDIS_REPLY_STATUS);
             own_last[o] = j;
             break;
         }
         }
-        CHECKF(r->type != REDIS_REPLY_ERROR, "client %d op %d: %s", id, op, r->str);
         freeReplyObject(r);
     }
     /* own keys: exactly the last write, seen through the other gateway too */
