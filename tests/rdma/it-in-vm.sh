@@ -145,7 +145,7 @@ done
 # the three took 59, 91 and 64 s here. it_rolex_retrainer is opt-in: it passed once in
 # three runs here; twice its own worker's batch got no completion within 10 s ("rdma:
 # connection to memory node ... failed", insert DM_EIO) a few seconds after the memory
-# node's retrainer thread wrote a model (open, docs/DESIGN.md the ROLEX limits).
+# node's retrainer thread wrote a model (open: docs/DESIGN.md, ROLEX limits).
 # DMKV_VM_ROLEX_TESTS lists the tests, "0" leaves them out (DMKV_VM_SEPHASH=0 too).
 ROLEX_TESTS=${DMKV_VM_ROLEX_TESTS:-it_protocol it_incr_gateways it_memnode_kill}
 [ "$ROLEX_TESTS" = 0 ] || [ "${DMKV_VM_SEPHASH:-1}" = 0 ] && ROLEX_TESTS=""
