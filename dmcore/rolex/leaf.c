@@ -170,6 +170,12 @@ static int rec_matches(const rx_entry_t *e, const uint8_t *key, uint32_t len)
 
 int rx_entries_read(dm_ctx_t *ctx, const rx_entry_t *const *e, unsigned n, uint8_t **keys)
 {
+    unsigned longs = 0;
+    for (unsigned i = 0; i < n; i++) {
+        keys[i] = NULL;
+        longs += rx_elong(e[i]);
+    }
+    if (!longs) return 0; /* short keys only (the common case): nothing to read or allocate */
     dm_gaddr_t *recs = malloc((n ? n : 1) * sizeof(*recs));
     uint32_t *lens = malloc((n ? n : 1) * sizeof(*lens));
     uint8_t **got = malloc((n ? n : 1) * sizeof(*got));

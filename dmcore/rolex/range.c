@@ -287,7 +287,6 @@ static void lock_free(rr_lock_t *lk)
 {
     rx_run_free(&lk->run);
     rx_probe_free(&lk->pr);
-    free(lk->key);
     free(lk->recbuf);
     free(lk);
 }
@@ -303,17 +302,13 @@ static int lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int existing, r
         rr_count(&rr_stats.too_long, 1);
         if (!existing) return DM_ETOOBIG; /* nothing written: SET answers an error */
     }
-    rr_lock_t *lk = calloc(1, sizeof(*lk));
+    int keyless = klen > DM_ROLEX_KEY_MAX; /* a DEL of a key never stored: nothing to lock */
+    rr_lock_t *lk = calloc(1, sizeof(*lk) + (keyless ? 0 : klen));
     if (!lk) return DM_ENOMEM;
-    if (klen > DM_ROLEX_KEY_MAX) { /* DEL of a key never stored: no entry, nothing to lock */
+    if (keyless) {
         lk->keyless = 1;
         *out = lk;
         return 0;
-    }
-    lk->key = malloc(klen ? klen : 1);
-    if (!lk->key) {
-        free(lk);
-        return DM_ENOMEM;
     }
     memcpy(lk->key, key, klen);
     lk->klen = klen;

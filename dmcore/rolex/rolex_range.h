@@ -33,8 +33,8 @@ typedef struct rr_lock {
     rx_run_t run;            /* the chain from the covering entry's leaf to key's successor */
     rx_probe_t pr;           /* the key (run.pr): a long key's record answers, kept */
     size_t klen;
-    uint8_t *key;    /* malloc'd */
     uint8_t *recbuf; /* a long key's record as written by mark_pending (rides: kept to the end) */
+    uint8_t key[];   /* klen bytes, in the lock's own allocation */
 } rr_lock_t;
 
 static inline rr_lock_t *rr_lk(dm_range_lock_t *lk)
