@@ -267,7 +267,7 @@ int main(int argc, char **argv)
            mn_tcp_port(&server), server.auth[0] ? " (auth required)" : "");
     dm_log(DM_LOG_NOTICE, "Ready to accept connections tcp");
     mn_retrainer_t retrainer;
-    if (mn_retrainer_start(&retrainer, region.base, region.size, "memnode"))
+    if (mn_retrainer_start(&retrainer, region.base, region.size, &region.gate, "memnode"))
         dm_log(DM_LOG_WARNING, "ROLEX retrainer not started: %s", strerror(errno));
     uv_run(loop, UV_RUN_DEFAULT);
 

@@ -25,6 +25,7 @@ int mn_region_create(mn_region_t *r, uint64_t size)
     r->size = size;
     r->huge = 0;
     r->fd = -1;
+    r->gate = (mn_exec_gate_t){0, 0};
     r->base = MAP_FAILED;
 #ifdef MAP_HUGETLB
     if (size % HUGE_2M == 0)
@@ -53,6 +54,7 @@ int mn_region_open_file(mn_region_t *r, const char *path, uint64_t size, int *re
 {
     r->size = size;
     r->huge = 0;
+    r->gate = (mn_exec_gate_t){0, 0};
     r->base = NULL;
     r->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (r->fd < 0) {

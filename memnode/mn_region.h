@@ -7,14 +7,17 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "mn_exec_gate.h"
+
 #define MN_REGION_MIN (1ull << 20) /* smallest region: 1 MiB */
 #define MN_REGION_MAX (1ull << 40) /* largest: what a 40-bit global-address offset reaches */
 
 typedef struct mn_region {
     uint8_t *base;
-    uint64_t size; /* bytes, exactly as requested */
-    int huge;      /* 1 when backed by MAP_HUGETLB pages */
-    int fd;        /* the backing file (mn_region_open_file), -1 when anonymous */
+    uint64_t size;       /* bytes, exactly as requested */
+    int huge;            /* 1 when backed by MAP_HUGETLB pages */
+    int fd;              /* the backing file (mn_region_open_file), -1 when anonymous */
+    mn_exec_gate_t gate; /* plain or line-locked copies in the tcp executor (mn_exec_gate.h) */
 } mn_region_t;
 
 /* Map size bytes (MN_REGION_MIN..MN_REGION_MAX), zeroed, and format the node header.

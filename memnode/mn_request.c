@@ -221,7 +221,8 @@ static void do_verbs(mn_req_t *q)
              (unsigned long long)reads);
         return;
     }
-    /* Pass 2: execute in order. */
+    /* Pass 2: execute in order (line-locked once a thread of this node touches the region). */
+    int locked = mn_exec_gate_enter(&rg->gate);
     const uint8_t *wdata = desc + (uint64_t)n * sizeof(dm_tcp_verb_t);
     uint8_t *res = r->data + sizeof(dm_tcp_hdr_t);
     uint8_t *rdata = res + (uint64_t)n * sizeof(dm_tcp_result_t);
@@ -249,7 +250,8 @@ static void do_verbs(mn_req_t *q)
         else if ((tv.op == DM_OP_READ || tv.op == DM_OP_WRITE) && !in_region(rg, tv.offset, tv.len))
             v.status = DM_ERANGE;
         else
-            v.status = dm_region_exec_serial(rg->base, rg->size, &v); /* one loop thread */
+            v.status = locked ? dm_region_exec(rg->base, rg->size, &v)
+                              : dm_region_exec_serial(rg->base, rg->size, &v);
         if (broken && v.status != DM_ESKIPPED && chain_failed(&v))
             *broken = (uint32_t)tv.chain_epoch + 1;
         if (tv.op == DM_OP_READ && v.status == 0) {
@@ -261,6 +263,7 @@ static void do_verbs(mn_req_t *q)
         dm_tcp_result_t tr = {.status = v.status, .result = v.result};
         memcpy(res + i * sizeof(tr), &tr, sizeof(tr));
     }
+    mn_exec_gate_leave(&rg->gate);
     /* READs that did not run (a chain skipped them) carry no payload: the body is what ran. */
     uint64_t body = (uint64_t)(rdata - (r->data + sizeof(dm_tcp_hdr_t)));
     if (body != r->len - sizeof(dm_tcp_hdr_t)) {

@@ -93,6 +93,7 @@ static void *retrainer_main(void *arg)
     const char *uris[1] = {uri};
     uv_loop_t loop;
     dm_worker_t *w = NULL;
+    if (t->gate) mn_exec_gate_lock(t->gate); /* the tcp executor takes line locks from now */
     int rc = dm_local_region_adopt(t->name, t->base, t->size);
     if (!rc && uv_loop_init(&loop) == 0) {
         w = dm_worker_create(&loop, uris, 1, err, sizeof(err));
@@ -117,12 +118,13 @@ static void *retrainer_main(void *arg)
     return NULL;
 }
 
-int mn_retrainer_start(mn_retrainer_t *t, uint8_t *base, uint64_t size, const char *name)
+int mn_retrainer_start(mn_retrainer_t *t, uint8_t *base, uint64_t size, mn_exec_gate_t *gate,
+                       const char *name)
 {
     memset(t, 0, sizeof(*t));
     pthread_mutex_init(&t->lock, NULL);
     pthread_cond_init(&t->cond, NULL);
-    t->base = base, t->size = size;
+    t->base = base, t->size = size, t->gate = gate;
     snprintf(t->name, sizeof(t->name), "%s", name);
     int e = pthread_create(&t->thread, NULL, retrainer_main, t);
     if (e) {

@@ -1096,7 +1096,7 @@ static void test_hosted(void)
     uint64_t size;
     uint8_t *base = dm_local_region_base("rxhost", &size);
     mn_retrainer_t mr;
-    CHECK(mn_retrainer_start(&mr, base, size, "rxhost-mn") == 0);
+    CHECK(mn_retrainer_start(&mr, base, size, NULL, "rxhost-mn") == 0);
     usleep(150 * 1000); /* it idles on the word: nothing happens */
     CHECK(__atomic_load_n(&mr.root, __ATOMIC_ACQUIRE) == 0 &&
           __atomic_load_n(&mr.retrains, __ATOMIC_RELAXED) == 0);
