@@ -222,6 +222,8 @@ int rx_load_model(dm_ctx_t *ctx, dm_rolex_t *r, uint64_t word)
     r->segs = segs, r->lt = lt, r->model = word;
     r->hdr.entries = h.entries, r->hdr.segments = h.segments, r->hdr.version = h.version;
     r->hdr.taken = h.taken;
+    rx_pos_build(r); /* out of memory: scans read leaf by leaf */
+    rx_slt_clear(r);
     return 0;
 }
 
@@ -257,6 +259,8 @@ void dm_rolex_close(dm_rolex_t *r)
     if (!r) return;
     free(r->segs);
     free(r->lt);
+    free(r->pos_of);
+    free(r->slt);
     free(r);
 }
 

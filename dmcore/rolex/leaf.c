@@ -79,10 +79,7 @@ int rx_win_read(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t x, uint64_t extra, 
     int rc = rx_read_positions(ctx, r, w->a, w->e, w->buf, r->pinned ? NULL : &w->model);
     /* The last position of the window whose low is <= x covers x, by rx_window's bound;
      * the cached LT tells when the bound failed. */
-    w->j = w->a;
-    for (uint64_t p = w->a; p <= w->b; p++)
-        if (r->lt[p].lo <= x) w->j = p;
-    if (!rc && (r->lt[w->j].lo > x || (w->j < last && r->lt[w->j + 1].lo <= x))) rc = DM_ECORRUPT;
+    if (!rc) rc = rx_cover(r, x, &w->j);
     if (rc) free(w->buf);
     return rc;
 }
@@ -94,6 +91,48 @@ const rx_leaf_t *rx_win_next(const dm_rolex_t *r, const rx_win_t *w, uint64_t *p
         return NULL;
     ++*p;
     return &w->buf[*p - w->a];
+}
+
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+int rx_pos_build(dm_rolex_t *r)
+{
+    free(r->pos_of);
+    r->pos_of = malloc((r->hdr.entries + 1) * sizeof(*r->pos_of));
+    if (!r->pos_of) return DM_ENOMEM;
+    for (uint64_t p = 0; p < r->hdr.entries; p++)
+        r->pos_of[p] = (uint64_t)r->lt[p].leaf << 32 | p;
+    qsort(r->pos_of, r->hdr.entries, sizeof(*r->pos_of), cmp_u64);
+    return 0;
+}
+
+int64_t rx_leaf_pos(const dm_rolex_t *r, uint64_t leaf)
+{
+    if (!r->pos_of) return -1;
+    uint64_t a = 0, b = r->hdr.entries;
+    while (a < b) { /* the first entry whose leaf is >= leaf */
+        uint64_t m = a + (b - a) / 2;
+        if (r->pos_of[m] >> 32 < leaf)
+            a = m + 1;
+        else
+            b = m;
+    }
+    return a < r->hdr.entries && r->pos_of[a] >> 32 == leaf ? (int64_t)(r->pos_of[a] & 0xffffffffu)
+                                                            : -1;
+}
+
+int rx_cover(const dm_rolex_t *r, uint64_t x, uint64_t *j)
+{
+    uint64_t a, b, last = r->hdr.entries - 1;
+    rx_window(r, x, &a, &b);
+    *j = a;
+    for (uint64_t p = a; p <= b; p++)
+        if (r->lt[p].lo <= x) *j = p;
+    return r->lt[*j].lo > x || (*j < last && r->lt[*j + 1].lo <= x) ? DM_ECORRUPT : 0;
 }
 
 int rx_locate(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t x, uint64_t *leaf, rx_leaf_t *out)

@@ -2,14 +2,16 @@
  * path to a range engine"): a worker's handle, the covering chain head's lease held across
  * the hybrid protocol's steps, pending entries, settling.
  *
- * lock: the window of the key's image gives the covering LT entry (1 RTT, lock-free), then
- * the head's lease CAS with the entry's leaf read behind it when it is the head (1 RTT), and
- * the chain from that leaf up to the key's successor (1 RTT a hop). After a takeover the
- * whole chain's pending entries are settled first, as CHIME settles a leaf. The command
- * waits for its whole turn before it locks (no early locks: a later command of the
- * connection never holds a chain an earlier one needs), and the point role's reads are not
- * sent with the lock (*fresh = 0: it reads them itself). lock_insert takes the lock alone
- * (no shared holds).
+ * lock: the cached model gives the covering LT entry (no read; a synonym this handle
+ * learned from an earlier walk, rolex/slt.c, when one starts closer to the key), then one
+ * batch: the head's lease CAS with, fenced behind it, the start leaf, the root's model word
+ * (a new model is noticed after the operation) and the point role's bucket reads (*fresh
+ * when all went to the head's memory node: they count as read under the lock, as with
+ * CHIME), 1 RTT; then the chain from that leaf up to the key's successor (1 RTT a hop),
+ * whose leaves are learned. After a takeover the whole chain's pending entries are settled
+ * first, as CHIME settles a leaf (and the start leaf read again). The command waits for its
+ * whole turn before it locks (no early locks: a later command of the connection never holds
+ * a chain an earlier one needs). lock_insert takes the lock alone (no shared holds).
  * mark_pending: the key's entry flagged RX_PENDING (inserted, shifting or splitting as
  * insert.c does, or flagged in place), its WRITEs riding with the point role's next batch
  * (ahead of its slot CAS: dm_ctx_ride_before), or sent at once when nothing rides.
@@ -120,13 +122,13 @@ void rr_detach(dm_worker_t *w)
 
 #define RR_WAIT_US 200 /* between tries on a held lock */
 
-int rr_take(dm_ctx_t *ctx, dm_gaddr_t head, rx_hold_t *hd, rx_leaf_t *behind, int *took_over,
-            uint64_t *async_failures)
+int rr_take(dm_ctx_t *ctx, dm_gaddr_t head, rx_hold_t *hd, const dm_lease_read_t *reads, unsigned n,
+            const dm_batch_t *extra, int *extra_fresh, int *took_over, uint64_t *async_failures)
 {
     for (;;) {
         uint64_t af = dm_async_failures();
-        int rc = dm_lease_lock_try(ctx, head, rx_lease_ms, rx_hold_ms, behind,
-                                   behind ? RX_LEAF_BYTES : 0, hd, took_over);
+        int rc = dm_lease_lock_try_reads(ctx, head, rx_lease_ms, rx_hold_ms, reads, n, extra,
+                                         extra_fresh, hd, took_over);
         if (rc < 0) return rc;
         if (rc == 1) {
             *async_failures = af;
@@ -260,7 +262,7 @@ int64_t rr_settle_chain(dm_ctx_t *ctx, rr_role_t *rr, dm_gaddr_t head, int all, 
             !rr_hold_ok(hd, *async_failures)) {
             int took;
             rx_unlock(ctx, hd);
-            int rc = rr_take(ctx, head, hd, NULL, &took, async_failures);
+            int rc = rr_take(ctx, head, hd, NULL, 0, NULL, NULL, &took, async_failures);
             if (rc) {
                 free(dead.v); /* their records are kept: a leak, never a reuse */
                 return rc;
@@ -291,9 +293,11 @@ static void lock_free(rr_lock_t *lk)
     free(lk);
 }
 
-/* Lock the chain covering key and read its run (see the file's comment). Returns 1 key has
- * an entry, 0 not, DM_E*. */
-static int lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int existing, rr_lock_t **out)
+/* Lock the chain covering key and read its run (see the file's comment), with the verbs of
+ * extra (the point role's prefetch) in the lease's batch (*fresh: they count as read under
+ * the lock). Returns 1 key has an entry, 0 not, DM_E*. */
+static int lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int existing,
+                    const dm_batch_t *extra, int *fresh, rr_lock_t **out)
 {
     rr_role_t *rr = rr_of(ctx->w);
     *out = NULL;
@@ -315,15 +319,14 @@ static int lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int existing, r
     rx_probe_init(&lk->pr, lk->key, klen);
     lk->run.pr = &lk->pr;
     int rc = dm_coro_wait_turn(); /* no early lock: see the file's comment */
-    rx_win_t w;
-    if (!rc) rc = rx_win_read(ctx, rr->r, dm_rolex_image(key, klen), 0, &w);
+    uint64_t j = 0; /* the covering LT entry, from the cached model alone (no window read) */
+    if (!rc) rc = rx_cover(rr->r, dm_rolex_image(key, klen), &j);
     if (rc) {
         lock_free(lk);
         return rc;
     }
-    const rx_lt_t e = rr->r->lt[w.j];
-    lk->model = w.model;
-    free(w.buf);
+    rx_lt_t e = rr->r->lt[j];
+    rx_slt_find(rr->r, dm_rolex_image(key, klen), &rr->r->lt[j], &e); /* a closer start */
     rx_run_t *c = &lk->run;
     c->v = malloc(8 * sizeof(rx_leaf_t)), c->ad = malloc(8 * sizeof(dm_gaddr_t));
     c->n = 1, c->cap = 8;
@@ -333,7 +336,10 @@ static int lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int existing, r
     }
     dm_gaddr_t head = rx_leaf_addr(rr->r, e.head);
     c->ad[0] = rx_leaf_addr(rr->r, e.leaf);
-    rc = rr_take(ctx, head, &lk->hd, e.head == e.leaf ? &c->v[0] : NULL, &lk->took_over,
+    /* The entry's leaf and the model word behind the lease's CAS: one round trip. */
+    const dm_lease_read_t rd[2] = {{c->ad[0], &c->v[0], RX_LEAF_BYTES},
+                                   {rr->r->root + RX_OFF_MODEL, &lk->model, 8}};
+    rc = rr_take(ctx, head, &lk->hd, rd, rr->r->pinned ? 1 : 2, extra, fresh, &lk->took_over,
                  &lk->async_failures);
     if (rc) {
         lock_free(lk);
@@ -343,14 +349,14 @@ static int lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int existing, r
         rc = (int)rr_settle_chain(ctx, rr, head, 0, &lk->hd, &lk->async_failures);
     rc = rc < 0 ? rc : 0;
     lk->posted_us = lk->hd.until_us - (uint64_t)rx_hold_ms * 1000; /* the hold's start */
-    if (!rc && (lk->took_over || e.head != e.leaf || !rx_leaf_ok(&c->v[0])))
-        rc = rx_read_leaf(ctx, c->ad[0], &c->v[0]);
+    if (!rc && (lk->took_over || !rx_leaf_ok(&c->v[0]))) rc = rx_read_leaf(ctx, c->ad[0], &c->v[0]);
     if (!rc) rc = rx_run_read(ctx, c); /* a long key's record read if an entry ties */
     if (rc) {
         rx_unlock(ctx, &lk->hd);
         lock_free(lk);
         return rc;
     }
+    rx_slt_learn(rr->r, &e, c->v, c->ad, c->n);
     unsigned k;
     *out = lk;
     return rx_run_find(c, &k) >= 0;
@@ -359,10 +365,9 @@ static int lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int existing, r
 int rr_lock(dm_ctx_t *ctx, const void *key, size_t klen, int existing, const dm_batch_t *extra,
             int *fresh, dm_range_lock_t **out)
 {
-    (void)extra; /* not sent with the lock: the point role reads them itself (*fresh 0) */
     if (fresh) *fresh = 0;
     rr_lock_t *lk;
-    int rc = lock_key(ctx, key, klen, existing, &lk);
+    int rc = lock_key(ctx, key, klen, existing, extra, fresh, &lk);
     *out = (dm_range_lock_t *)(void *)lk;
     return rc;
 }

@@ -35,7 +35,7 @@ int64_t rr_settle_all(dm_ctx_t *ctx)
         uint64_t af;
         int took;
         dm_gaddr_t head = rx_leaf_addr(rr->r, h);
-        int rc = rr_take(ctx, head, &hd, NULL, &took, &af);
+        int rc = rr_take(ctx, head, &hd, NULL, 0, NULL, NULL, &took, &af);
         if (rc) return rc;
         int64_t n = rr_settle_chain(ctx, rr, head, 1, &hd, &af);
         rx_unlock(ctx, &hd);

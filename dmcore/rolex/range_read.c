@@ -1,13 +1,15 @@
 /* ROLEX as the range role, the lock-free reads: search (ROLEX §3.4's path, with the pending
  * flag), WATCH signatures, SCAN pages with cursors, RANDOMKEY's cursor, MEMORY USAGE.
  *
- * SCAN (ROLEX §4.2, by pages): a cursor names a leaf (cursor.c); a page is whole leaves read
- * one after another along the chain from it and, past a chain's end, from the head of the
- * next chain (the next head in the LT: heads' lows are immutable and every model lists
- * every head), until it holds about count keys; the next cursor names the leaf after the
- * last one read. Keys only move forward in a chain (insert.c), so a key present for the
- * whole iteration and not yet returned is always in the cursor's leaf or after it: each is
- * returned at least once. Keys are sorted and deduplicated per page (leaves read at
+ * SCAN (ROLEX §4.2, by pages): a cursor names a leaf (cursor.c); a page is whole leaves walked
+ * along the chain from it and, past a chain's end, from the head of the next chain (the next
+ * head in the LT: heads' lows are immutable and every model lists every head), until it
+ * holds about count keys; the next cursor names the leaf after the last one walked. The
+ * leaves are read by LT positions, a batch of up to count / 8 + 2 at a time (ahead_t: one
+ * round trip a page once a retrain listed the leaves), a synonym no LT entry names alone.
+ * Keys only move forward in a chain (insert.c), so a key present for the whole iteration and
+ * not yet returned is always in the cursor's leaf or after it: each is returned at least
+ * once. Keys are sorted and deduplicated per page (leaves read at
  * different instants can both hold a key a shift moved); across pages they ascend, since
  * every key of a leaf is below every key of the leaves after it at every instant. */
 #include "rolex_range.h"
@@ -254,6 +256,40 @@ static void sort_page(dm_range_key_t *keys, size_t from, size_t *n)
     *n = d;
 }
 
+/* Leaves of a SCAN page read ahead in one batch, at most. */
+#define RR_AHEAD_MAX 32u
+
+/* The leaves a SCAN page walks: LT positions read a batch at a time (1 RTT for up to k
+ * leaves, ascending: chain order in time, as a window's), a leaf that no LT entry names read
+ * alone. A walk takes a buffered leaf only while nothing was read after the buffer: a leaf
+ * read later than one after it in the chain could miss a key that moved forward in between,
+ * so a leaf read alone drops the buffer. */
+typedef struct ahead {
+    rx_leaf_t *buf; /* LT positions pos .. pos + n - 1; k leaves of room */
+    uint64_t pos;
+    unsigned n, i, k; /* i: the buffered leaf the walk is at */
+} ahead_t;
+
+/* Make leaf number nl the walk's leaf *l: the next buffered position's when it is that leaf,
+ * else a batch from nl's LT position, else nl alone. 0 or DM_E*. */
+static int ahead_next(dm_ctx_t *ctx, const dm_rolex_t *r, ahead_t *a, uint64_t nl, rx_leaf_t *l)
+{
+    if (a->n && a->i + 1 < a->n && r->lt[a->pos + a->i + 1].leaf == nl) {
+        *l = a->buf[++a->i];
+        return 0;
+    }
+    a->n = 0;
+    int64_t p = rx_leaf_pos(r, nl);
+    if (p < 0) return rx_read_leaf(ctx, rx_leaf_addr(r, nl), l);
+    uint64_t e = (uint64_t)p + a->k - 1, last = r->hdr.entries - 1;
+    e = e > last ? last : e;
+    int rc = rx_read_positions(ctx, r, (uint64_t)p, e, a->buf, NULL);
+    if (rc) return rc;
+    a->pos = (uint64_t)p, a->n = (unsigned)(e - (uint64_t)p + 1), a->i = 0;
+    *l = a->buf[0];
+    return 0;
+}
+
 int rr_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *prefix, size_t plen,
             dm_range_key_t **keys, size_t *n, size_t *cap, uint64_t *next)
 {
@@ -262,33 +298,43 @@ int rr_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *prefix, si
     if (!rr) return DM_EINVAL;
     dm_rolex_t *r = rr->r;
     rx_leaf_t l;
-    dm_gaddr_t at;
     uint64_t leaf, word = 0;
+    size_t first = *n, want = count ? count : 10;
+    ahead_t a = {.k = want / 8 + 2 < RR_AHEAD_MAX ? (unsigned)(want / 8 + 2) : RR_AHEAD_MAX};
+    a.buf = malloc(a.k * sizeof(*a.buf)); /* coroutine stacks are small */
+    if (!a.buf) return DM_ENOMEM;
     /* Keys >= the prefix's first RX_PREFIX bytes: a longer prefix's keys are in that 30-byte
      * group, but not all above the prefix in the order (long keys go by hash in it); the
      * gateway matches every key against the pattern anyway. */
     rx_kview_t fv = rx_key_view(prefix, plen < RX_PREFIX ? plen : RX_PREFIX);
     const rx_kview_t *from = NULL;
     int rc;
-    if (!cursor) { /* the leaf covering the prefix (1 RTT: the window) */
+    if (!cursor) { /* the leaf covering the prefix and the positions after it (1 RTT) */
         from = plen ? &fv : NULL;
         rx_win_t w;
-        rc = rx_win_read(ctx, r, plen ? dm_rolex_image(prefix, plen) : 0, 0, &w);
-        if (rc) return rc;
+        rc = rx_win_read(ctx, r, plen ? dm_rolex_image(prefix, plen) : 0, a.k - 1, &w);
+        if (rc) {
+            free(a.buf);
+            return rc;
+        }
         leaf = r->lt[w.j].leaf;
-        l = w.buf[w.j - w.a];
+        a.pos = w.j, a.i = 0;
+        a.n = (unsigned)(w.e - w.j + 1 < a.k ? w.e - w.j + 1 : a.k);
+        memcpy(a.buf, &w.buf[w.j - w.a], a.n * sizeof(*a.buf));
+        l = a.buf[0];
         word = w.model;
         free(w.buf);
     } else {
         rc = rr_cursor_leaf(rr->secret, r->root, r->hdr.capacity, cursor, &leaf);
-        if (!rc) rc = rx_read_leaf(ctx, rx_leaf_addr(r, leaf), &l);
+        if (!rc) rc = ahead_next(ctx, r, &a, leaf, &l);
         if (rc == DM_ECORRUPT) rc = DM_EINVAL; /* not a leaf ever written */
-        if (rc) return rc;
+        if (rc) {
+            free(a.buf);
+            return rc;
+        }
     }
-    at = rx_leaf_addr(r, leaf);
-    size_t first = *n, want = count ? count : 10;
     longs_t lg = {NULL, NULL, 0, 0};
-    for (unsigned leaves = 0;; leaves++) {
+    for (unsigned leaves = 1;; leaves++) {
         rr_count(&rr_stats.scan_leaves, 1);
         rc = take_keys(&l, from, keys, n, cap, &lg);
         if (rc) break;
@@ -305,10 +351,10 @@ int rr_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *prefix, si
             *next = rr_cursor_of(rr->secret, r->root, nl);
             break;
         }
-        at = rx_leaf_addr(r, nl);
-        rc = rx_read_leaf(ctx, at, &l);
+        rc = ahead_next(ctx, r, &a, nl, &l);
         if (rc) break;
     }
+    free(a.buf);
     if (!rc && lg.n) rc = read_longs(ctx, *keys, &lg);
     free(lg.e), free(lg.slot);
     if (rc) { /* no half page: a long key's data may be missing */

@@ -153,7 +153,8 @@ int rx_retrain(dm_ctx_t *ctx, dm_gaddr_t root, int hosted, dm_rolex_retrain_stat
         lows[p] = t.e[p].lo;
     uint64_t ns = rc ? 0 : rx_train(lows, t.n, (unsigned)r->hdr.eps, segs);
     dm_rolex_t nr = *r;
-    nr.hdr.entries = t.n, nr.hdr.segments = ns, nr.segs = segs, nr.lt = t.e;
+    nr.hdr.entries = t.n, nr.hdr.segments = ns, nr.segs = segs, nr.lt = t.e, nr.pos_of = NULL;
+    nr.slt = NULL, nr.nslt = 0;
     if (!rc) rc = rx_check_model(&nr);
     unsigned slot = (unsigned)(~r->model & 1); /* the slot the current model is not in */
     uint64_t word = (r->hdr.version + 1) << 1 | slot;

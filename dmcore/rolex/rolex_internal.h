@@ -244,6 +244,9 @@ struct dm_rolex {
     rx_view_t hdr;
     rx_seg_t *segs;
     rx_lt_t *lt;
+    uint64_t *pos_of; /* leaf << 32 | LT position, ascending (rx_leaf_pos); NULL until built */
+    rx_lt_t *slt;     /* synonyms learned by this handle's walks, ascending by low (slt.c) */
+    uint64_t nslt;
     int pinned; /* dm_rolex_follow(r, 0): keeps its model, reads no model word */
 };
 
@@ -349,6 +352,15 @@ int rx_win_read(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t x, uint64_t extra, 
  * that has read nothing since the window may take it (its reads stay in chain order in
  * time). Advances *p and returns it, else NULL. */
 const rx_leaf_t *rx_win_next(const dm_rolex_t *r, const rx_win_t *w, uint64_t *p);
+/* The LT position of leaf number `leaf` in r's model, or -1 when no entry names it (a synonym
+ * not promoted yet). O(log n) over r->pos_of. */
+int64_t rx_leaf_pos(const dm_rolex_t *r, uint64_t leaf);
+/* Build r->pos_of for r's LT (after the LT changed): 0 or DM_ENOMEM (then rx_leaf_pos
+ * answers -1 for every leaf: correct, only slower). */
+int rx_pos_build(dm_rolex_t *r);
+/* The LT position covering image x, from r's cached model alone (no read): 0, or
+ * DM_ECORRUPT when the model's error bound failed. */
+int rx_cover(const dm_rolex_t *r, uint64_t x, uint64_t *j);
 /* The covering LT position of image x and its leaf (1 RTT); *leaf its leaf number. */
 int rx_locate(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t x, uint64_t *leaf, rx_leaf_t *out);
 
@@ -433,6 +445,17 @@ int rx_sync_model(dm_ctx_t *ctx, dm_rolex_t *r, uint64_t word);
  * a word other than r's loads the new model (ROLEX §3.5's lazy synchronisation, counted in
  * dm_rolex_stats). The operation's result stands either way. */
 void rx_notice(dm_ctx_t *ctx, dm_rolex_t *r, uint64_t word);
+
+/* slt.c: synonym leaves learned from walks under a lock (see the file). */
+/* The learned entry to start from for image x when e covers it: 1 and *out when one of
+ * e's chain has a low in (low(e), x], else 0. */
+int rx_slt_find(const dm_rolex_t *r, uint64_t x, const rx_lt_t *e, rx_lt_t *out);
+/* Learn from a walk of start's chain: v[0..n) (gaddrs ad[]) read in chain order, each after
+ * the one before, v[0] start's leaf (low start->lo, head start->head). */
+void rx_slt_learn(dm_rolex_t *r, const rx_lt_t *start, const rx_leaf_t *v, const dm_gaddr_t *ad,
+                  unsigned n);
+/* Forget every learned entry (a new model lists what the retrainer found). */
+void rx_slt_clear(dm_rolex_t *r);
 
 /* retrain.c */
 /* dm_rolex_retrain; hosted: called by the index's host (host.c), which may retrain a root

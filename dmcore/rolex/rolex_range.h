@@ -47,10 +47,11 @@ static inline const rr_lock_t *rr_clk(const dm_range_lock_t *lk)
 }
 
 /* Take the lease of the head leaf at head (waits while a live holder has it; takes an
- * expired lease over), reading the head into behind (NULL: nothing) behind the CAS. 0 or
- * DM_E*. */
-int rr_take(dm_ctx_t *ctx, dm_gaddr_t head, rx_hold_t *hd, rx_leaf_t *behind, int *took_over,
-            uint64_t *async_failures);
+ * expired lease over), with the n reads (any addresses, e.g. the entry's leaf and the model
+ * word; none: NULL, 0) and the verbs of extra (NULL: none; *extra_fresh as
+ * dm_lease_lock_try_reads sets it) in the batch of each CAS, behind it. 0 or DM_E*. */
+int rr_take(dm_ctx_t *ctx, dm_gaddr_t head, rx_hold_t *hd, const dm_lease_read_t *reads, unsigned n,
+            const dm_batch_t *extra, int *extra_fresh, int *took_over, uint64_t *async_failures);
 /* The hold's writes may still go out (hold not over, no posted write failed since). */
 int rr_hold_ok(const rx_hold_t *hd, uint64_t async_failures);
 /* Under the lease hd of the chain whose head is at head: settle its entries leaf by leaf

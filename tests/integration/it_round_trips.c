@@ -10,6 +10,7 @@
  *   6. The preload itself, one connection pipelining 20,000 new keys: the round trips per
  *      insert of a pipelined load (SepHash: appends to one segment placed one after the
  *      other, not all CASing its first empty entry; 33 each before, sephash/append.c).
+ * Bounds per point engine, and for ROLEX as the range engine (its own, below).
  * The counters do not depend on the machine's speed; nothing here is timed. Every value is
  * read back, so a cheaper path that lost a write fails here too. */
 #include <stdlib.h>
@@ -35,6 +36,12 @@ typedef struct bounds {
 } bounds_t;
 static const bounds_t race_bounds = {3.2, 3.1, 1.1, 3.05, 2.05, LOAD_RACE};
 static const bounds_t sephash_bounds = {2.6, 3.3, 1.8, 3.3, 2.8, LOAD_SEPHASH};
+/* ROLEX as the range index (DMKV_IT_RANGE_INDEX=rolex, docs/DESIGN.md "ROLEX as the range
+ * role"): the lease's CAS carries the entry's leaf, the model word and the point role's
+ * bucket reads, and a walk starts at the closest synonym this gateway learned (rolex/slt.c);
+ * measured 2.89, 3.17, 4.17 (the leaves the DELs emptied stay linked: one more hop), 3.00,
+ * 2.00 and a load at 3.48 (2026-12-01; 7.97, 4.17, 16.3 and 17.9 before). */
+static const bounds_t rolex_bounds = {3.0, 3.3, 4.3, 3.05, 2.05, 4.0};
 
 /* Round trips per op of class cls on c since the last CONFIG RESETSTAT, printed. */
 static double per_op(redisContext *c, const char *cls, const char *what)
@@ -60,6 +67,8 @@ int main(void)
     it_begin("round_trips", 600);
     const char *engine = getenv("DMKV_IT_POINT_INDEX");
     const bounds_t *bd = engine && !strcmp(engine, "sephash") ? &sephash_bounds : &race_bounds;
+    const char *range = getenv("DMKV_IT_RANGE_INDEX");
+    if (range && !strcmp(range, "rolex")) bd = &rolex_bounds;
     it_pool_t pool;
     if (!it_shared_pool_start(&pool)) return IT_SKIP;
     it_proc_t gw[3];

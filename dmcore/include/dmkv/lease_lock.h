@@ -7,6 +7,7 @@
 
 #include <stdint.h>
 
+#include "dmkv/batch.h"
 #include "dmkv/gaddr.h"
 #include "dmkv/worker.h"
 
@@ -29,6 +30,26 @@ typedef struct dm_lease_hold {
  * holder (the caller waits and tries again), or DM_E* (the CAS's batch failed). */
 int dm_lease_lock_try(dm_ctx_t *ctx, dm_gaddr_t addr, uint32_t lease_ms, uint32_t hold_ms,
                       void *behind, uint32_t behind_len, dm_lease_hold_t *hd, int *took_over);
+
+/* A READ of len bytes at `at` into buf, posted right behind a lock word's CAS. */
+typedef struct dm_lease_read {
+    dm_gaddr_t at;
+    void *buf;
+    uint32_t len;
+} dm_lease_read_t;
+/* dm_lease_lock_try with n (at most DM_LEASE_READS_MAX) reads of any addresses behind each
+ * CAS instead of one of the lock word's own, each fenced (rdma: after the CAS), in the CAS's
+ * batch: a holder reads what the last holder wrote anywhere under the lock with no round
+ * trip more (ROLEX: the entry's leaf and the root's model word). extra (NULL: none): more
+ * verbs for the same batch, behind the reads and fenced too (the point index's bucket reads
+ * and a new block's WRITE: the hybrid protocol's "lock ‖ buckets"), sent when they fit;
+ * *extra_fresh (may be NULL) is set to 1 when the lock was taken with them all on the lock
+ * word's memory node (one node's verbs run in posting order: they count as read under the
+ * lock), else 0. Same returns. */
+#define DM_LEASE_READS_MAX 4u
+int dm_lease_lock_try_reads(dm_ctx_t *ctx, dm_gaddr_t addr, uint32_t lease_ms, uint32_t hold_ms,
+                            const dm_lease_read_t *reads, unsigned n, const dm_batch_t *extra,
+                            int *extra_fresh, dm_lease_hold_t *hd, int *took_over);
 
 /* Free the lock: CAS from our word to 0, posted without waiting and without a bound (a
  * taker's word differs, so it cannot free a taker's lock). Returns 0 or a posting error. */
