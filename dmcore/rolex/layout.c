@@ -223,7 +223,6 @@ int rx_load_model(dm_ctx_t *ctx, dm_rolex_t *r, uint64_t word)
     r->hdr.entries = h.entries, r->hdr.segments = h.segments, r->hdr.version = h.version;
     r->hdr.taken = h.taken;
     rx_pos_build(r); /* out of memory: scans read leaf by leaf */
-    rx_slt_clear(r);
     return 0;
 }
 

@@ -326,7 +326,8 @@ static int lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int existing,
         return rc;
     }
     rx_lt_t e = rr->r->lt[j];
-    rx_slt_find(rr->r, dm_rolex_image(key, klen), &rr->r->lt[j], &e); /* a closer start */
+    rx_slt_t bound; /* a closer start this handle learned */
+    int learned = rx_slt_find(rr->r, key, klen, &rr->r->lt[j], &e, &bound);
     rx_run_t *c = &lk->run;
     c->v = malloc(8 * sizeof(rx_leaf_t)), c->ad = malloc(8 * sizeof(dm_gaddr_t));
     c->n = 1, c->cap = 8;
@@ -356,7 +357,7 @@ static int lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int existing,
         lock_free(lk);
         return rc;
     }
-    rx_slt_learn(rr->r, &e, c->v, c->ad, c->n);
+    rx_slt_learn(rr->r, &e, learned ? &bound : NULL, c->v, c->ad, c->n);
     unsigned k;
     *out = lk;
     return rx_run_find(c, &k) >= 0;

@@ -244,8 +244,8 @@ struct dm_rolex {
     rx_view_t hdr;
     rx_seg_t *segs;
     rx_lt_t *lt;
-    uint64_t *pos_of; /* leaf << 32 | LT position, ascending (rx_leaf_pos); NULL until built */
-    rx_lt_t *slt;     /* synonyms learned by this handle's walks, ascending by low (slt.c) */
+    uint64_t *pos_of;   /* leaf << 32 | LT position, ascending (rx_leaf_pos); NULL until built */
+    struct rx_slt *slt; /* synonyms learned by this handle's walks, ascending (slt.c) */
     uint64_t nslt;
     int pinned; /* dm_rolex_follow(r, 0): keeps its model, reads no model word */
 };
@@ -446,16 +446,25 @@ int rx_sync_model(dm_ctx_t *ctx, dm_rolex_t *r, uint64_t word);
  * dm_rolex_stats). The operation's result stands either way. */
 void rx_notice(dm_ctx_t *ctx, dm_rolex_t *r, uint64_t word);
 
-/* slt.c: synonym leaves learned from walks under a lock (see the file). */
-/* The learned entry to start from for image x when e covers it: 1 and *out when one of
- * e's chain has a low in (low(e), x], else 0. */
-int rx_slt_find(const dm_rolex_t *r, uint64_t x, const rx_lt_t *e, rx_lt_t *out);
+/* slt.c: synonym leaves learned from walks under a lock (see the file). An entry bounds the
+ * keys its leaf starts: those of image >= lo (klen 0), or those >= key (a short key, of
+ * image lo). */
+typedef struct rx_slt {
+    uint64_t lo;
+    uint32_t leaf, head;
+    uint16_t klen;
+    char key[DM_ROLEX_INLINE];
+} rx_slt_t;
+/* The learned leaf to start from for key when LT entry e covers it: 1, *out (the leaf, its
+ * chain's head and an image bound that holds at it) and *bound (the entry) when an entry of
+ * e's chain admits key and starts closer than e, else 0. */
+int rx_slt_find(const dm_rolex_t *r, const void *key, size_t klen, const rx_lt_t *e, rx_lt_t *out,
+                rx_slt_t *bound);
 /* Learn from a walk of start's chain: v[0..n) (gaddrs ad[]) read in chain order, each after
- * the one before, v[0] start's leaf (low start->lo, head start->head). */
-void rx_slt_learn(dm_rolex_t *r, const rx_lt_t *start, const rx_leaf_t *v, const dm_gaddr_t *ad,
-                  unsigned n);
-/* Forget every learned entry (a new model lists what the retrainer found). */
-void rx_slt_clear(dm_rolex_t *r);
+ * the one before, v[0] start's leaf (image bound start->lo, head start->head; bound: the
+ * learned entry the walk started from, or NULL). */
+void rx_slt_learn(dm_rolex_t *r, const rx_lt_t *start, const rx_slt_t *bound, const rx_leaf_t *v,
+                  const dm_gaddr_t *ad, unsigned n);
 
 /* retrain.c */
 /* dm_rolex_retrain; hosted: called by the index's host (host.c), which may retrain a root
