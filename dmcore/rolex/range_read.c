@@ -9,9 +9,11 @@
  * round trip a page once a retrain listed the leaves), a synonym no LT entry names alone.
  * Keys only move forward in a chain (insert.c), so a key present for the whole iteration and
  * not yet returned is always in the cursor's leaf or after it: each is returned at least
- * once. Keys are sorted and deduplicated per page (leaves read at
- * different instants can both hold a key a shift moved); across pages they ascend, since
- * every key of a leaf is below every key of the leaves after it at every instant. */
+ * once. Keys are sorted and deduplicated per page (leaves read at different instants can
+ * both hold a key a shift moved). Across pages they ascend but for one case: a key that an
+ * insert shifted from the page's last leaf into the cursor's leaf between the two pages is
+ * returned again, first in the next page (Redis allows repeats; CHIME's cursors, key-based,
+ * do not repeat: it_scan_guarantee's strict order check found one on ROLEX, stop 47). */
 #include "rolex_range.h"
 
 #include <stdlib.h>
