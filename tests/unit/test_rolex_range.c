@@ -37,6 +37,15 @@ static const dm_range_index_ops_t *role(void)
     return &dm_rolex_range_index;
 }
 
+/* A worker on a new race+rolex pool in the local region uri, on loop (worker_done ends it). */
+static dm_worker_t *rolex_worker(uv_loop_t *loop, const char *uri)
+{
+    char err[256];
+    CHECK(dm_kv_choose_engines("race", "rolex", err, sizeof(err)) == 0);
+    uv_loop_init(loop);
+    return worker_on(loop, uri);
+}
+
 static void test_cursor(void)
 {
     uint64_t secret = 0x1234567890abcdefull, root = 0x40000ull;
@@ -300,17 +309,42 @@ static void test_pending(void)
     worker_done(w, &loop);
 }
 
+/* A full SCAN by COUNT 100 returns exactly the keys fmt % i with in[i] set (i < m, fmt's
+ * order is the numbers'), ascending; returns the pages. */
+static int scan_all(dm_ctx_t *ctx, const char *in, int m, const char *fmt)
+{
+    uint64_t cursor = 0;
+    int next_i = 0, pages = 0;
+    char k[32];
+    do {
+        dm_keylist_t l = {0};
+        uint64_t next;
+        CHECK(dm_kv_scan(ctx, cursor, 100, NULL, 0, &l, &next) == 0);
+        for (size_t i = 0; i < l.n; i++) {
+            while (next_i < m && !in[next_i])
+                next_i++;
+            snprintf(k, sizeof(k), fmt, next_i++);
+            CHECKF(l.keys[i].len == strlen(k) && !memcmp(l.keys[i].data, k, strlen(k)),
+                   "scan: key %zu of page %d is not %s", i, pages, k);
+        }
+        dm_keylist_free(&l);
+        cursor = next;
+        pages++;
+    } while (cursor);
+    while (next_i < m && !in[next_i])
+        next_i++;
+    CHECKF(next_i == m, "scan ended before key %d", next_i);
+    return pages;
+}
+
 /* SCAN pages read their leaves by LT positions, a batch at a time: once the memory node's
  * host retrained the index (here called in-process, as mn_retrainer does), a full iteration
  * by COUNT 100 costs about one round trip a page, where a walk leaf by leaf costs one a leaf.
  * Keys with distinct 8-byte images, so that every leaf can be listed. */
 static void test_scan_batches(void)
 {
-    char err[256];
-    CHECK(dm_kv_choose_engines("race", "rolex", err, sizeof(err)) == 0);
     uv_loop_t loop;
-    uv_loop_init(&loop);
-    dm_worker_t *w = worker_on(&loop, "local:rxscan");
+    dm_worker_t *w = rolex_worker(&loop, "local:rxscan");
     dm_ctx_t ctx;
     dm_ctx_init(&ctx, w, DM_CLS_SET);
     enum { M = 4000 };
@@ -338,35 +372,14 @@ static void test_scan_batches(void)
         dm_cls_stats_t s0, s1;
         dm_ctx_init(&ctx, w, DM_CLS_SCAN);
         dm_stats_get(DM_CLS_SCAN, &s0);
-        uint64_t cursor = 0;
-        int next_i = 0, pages = 0;
-        do {
-            dm_keylist_t l = {0};
-            uint64_t next;
-            CHECK(dm_kv_scan(&ctx, cursor, 100, NULL, 0, &l, &next) == 0);
-            for (size_t i = 0; i < l.n; i++) {
-                while (next_i < M && !in[next_i])
-                    next_i++;
-                snprintf(k, sizeof(k), "%08d", next_i++);
-                CHECKF(l.keys[i].len == strlen(k) && !memcmp(l.keys[i].data, k, strlen(k)),
-                       "scan: key %zu of page %d is not %s", i, pages, k);
-            }
-            dm_keylist_free(&l);
-            cursor = next;
-            pages++;
-        } while (cursor);
-        while (next_i < M && !in[next_i])
-            next_i++;
-        CHECKF(next_i == M, "scan ended before key %d", next_i);
+        int pages = scan_all(&ctx, in, M, "%08d");
         dm_stats_get(DM_CLS_SCAN, &s1);
         double per = (double)(s1.rtts - s0.rtts) / pages;
         fprintf(stderr, "  full SCAN COUNT 100, %s: %d pages, %.2f round trips a page\n",
                 round ? "after the retrain" : "noticing the retrain", pages, per);
         if (round) CHECKF(per <= 1.2, "%.2f round trips a SCAN page after a retrain", per);
     }
-    dm_worker_destroy(w);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
+    worker_done(w, &loop);
 }
 
 /* Keys sharing their first 8 bytes (redis-benchmark's key:__rand_int__) sit in one run of
@@ -377,11 +390,8 @@ static void test_scan_batches(void)
  * insert, by hand over tcp). */
 static void test_shared_image(void)
 {
-    char err[256];
-    CHECK(dm_kv_choose_engines("race", "rolex", err, sizeof(err)) == 0);
     uv_loop_t loop;
-    uv_loop_init(&loop);
-    dm_worker_t *w = worker_on(&loop, "local:rxshared");
+    dm_worker_t *w = rolex_worker(&loop, "local:rxshared");
     dm_ctx_t ctx;
     enum { M = 3000 };
     static char in[M];
@@ -420,28 +430,8 @@ static void test_shared_image(void)
         CHECKF(role()->search(&ctx, k, strlen(k), &pending) == in[i], "search %s", k);
     }
     dm_ctx_init(&ctx, w, DM_CLS_SCAN);
-    uint64_t cursor = 0;
-    int next_i = 0;
-    do {
-        dm_keylist_t l = {0};
-        uint64_t next;
-        CHECK(dm_kv_scan(&ctx, cursor, 100, NULL, 0, &l, &next) == 0);
-        for (size_t i = 0; i < l.n; i++) {
-            while (next_i < M && !in[next_i])
-                next_i++;
-            snprintf(k, sizeof(k), "key:%012d", next_i++);
-            CHECKF(l.keys[i].len == strlen(k) && !memcmp(l.keys[i].data, k, strlen(k)),
-                   "scan: key %zu is not %s", i, k);
-        }
-        dm_keylist_free(&l);
-        cursor = next;
-    } while (cursor);
-    while (next_i < M && !in[next_i])
-        next_i++;
-    CHECKF(next_i == M, "scan ended before key %d", next_i);
-    dm_worker_destroy(w);
-    uv_run(&loop, UV_RUN_DEFAULT);
-    uv_loop_close(&loop);
+    scan_all(&ctx, in, M, "key:%012d");
+    worker_done(w, &loop);
 }
 
 int main(void)
