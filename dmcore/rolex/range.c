@@ -136,10 +136,6 @@ int rr_take(dm_ctx_t *ctx, dm_gaddr_t head, rx_hold_t *hd, const dm_lease_read_t
             return 0;
         }
         rr_count(&rr_stats.lock_waits, 1);
-        /* The point role's verbs (a block's WRITE among them) went with the first try only:
-         * waiters of a busy chain would send them every RR_WAIT_US. Without them *extra_fresh
-         * stays 0 and the point role reads for itself once locked. */
-        extra = NULL;
         dm_ctx_sleep(ctx, RR_WAIT_US);
     }
 }
