@@ -93,6 +93,15 @@ const rx_leaf_t *rx_win_next(const dm_rolex_t *r, const rx_win_t *w, uint64_t *p
     return &w->buf[*p - w->a];
 }
 
+int rx_leaf_no(const dm_rolex_t *r, dm_gaddr_t at, uint64_t *leaf)
+{
+    uint64_t off = at - r->hdr.region;
+    if (at < r->hdr.region || off % RX_LEAF_BYTES || off / RX_LEAF_BYTES >= r->hdr.capacity)
+        return DM_ECORRUPT;
+    *leaf = off / RX_LEAF_BYTES;
+    return 0;
+}
+
 static int cmp_u64(const void *a, const void *b)
 {
     uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;

@@ -319,15 +319,15 @@ static int lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int existing,
     rx_probe_init(&lk->pr, lk->key, klen);
     lk->run.pr = &lk->pr;
     int rc = dm_coro_wait_turn(); /* no early lock: see the file's comment */
-    uint64_t j = 0; /* the covering LT entry, from the cached model alone (no window read) */
-    if (!rc) rc = rx_cover(rr->r, dm_rolex_image(key, klen), &j);
+    uint64_t j = 0, x = dm_rolex_image(key, klen);
+    if (!rc) rc = rx_cover(rr->r, x, &j); /* the covering LT entry, from the cached model */
     if (rc) {
         lock_free(lk);
         return rc;
     }
     rx_lt_t e = rr->r->lt[j];
     rx_slt_t bound; /* a closer start this handle learned */
-    int learned = rx_slt_find(rr->r, key, klen, &rr->r->lt[j], &e, &bound);
+    int learned = rx_slt_find(rr->r, &lk->pr, x, &rr->r->lt[j], &e, &bound);
     rx_run_t *c = &lk->run;
     c->v = malloc(8 * sizeof(rx_leaf_t)), c->ad = malloc(8 * sizeof(dm_gaddr_t));
     c->n = 1, c->cap = 8;

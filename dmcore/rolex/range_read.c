@@ -135,16 +135,6 @@ int rr_random_cursor(dm_ctx_t *ctx, uint64_t *cursor)
     return 0;
 }
 
-/* The leaf number at gaddr at (a `next` pointer read from a leaf), or DM_ECORRUPT. */
-static int leaf_no(const dm_rolex_t *r, dm_gaddr_t at, uint64_t *leaf)
-{
-    uint64_t off = at - r->hdr.region;
-    if (at < r->hdr.region || off % RX_LEAF_BYTES || off / RX_LEAF_BYTES >= r->hdr.capacity)
-        return DM_ECORRUPT;
-    *leaf = off / RX_LEAF_BYTES;
-    return 0;
-}
-
 /* The head of the chain after the one of low image lo (LT order), or UINT64_MAX. */
 static uint64_t next_head(const dm_rolex_t *r, uint64_t lo)
 {
@@ -343,7 +333,7 @@ int rr_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *prefix, si
         int past = plen && l.count && past_prefix(&l.e[l.count - 1], prefix, plen);
         uint64_t nl = UINT64_MAX; /* the next leaf to read */
         if (l.next)
-            rc = leaf_no(r, l.next, &nl);
+            rc = rx_leaf_no(r, l.next, &nl);
         else
             nl = next_head(r, l.lo);
         if (rc) break;

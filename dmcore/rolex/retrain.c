@@ -81,9 +81,8 @@ static int list_chain(const dm_rolex_t *r, lt_vec_t *t, uint64_t h, uint64_t lo,
         uint64_t f = dm_rolex_image(l->e[0].key, rx_elen(&l->e[0]));
         uint64_t b = seen && top >= f ? top + 1 : f;
         if (s && (!seen || top != UINT64_MAX) && b > last && (!hi || b < hi)) {
-            uint64_t off = v[s - 1].next - r->hdr.region, leaf = off / RX_LEAF_BYTES;
-            if (v[s - 1].next < r->hdr.region || off % RX_LEAF_BYTES || leaf >= r->hdr.capacity)
-                return DM_ECORRUPT;
+            uint64_t leaf;
+            if (rx_leaf_no(r, v[s - 1].next, &leaf)) return DM_ECORRUPT;
             rc = push(t, b, leaf, h);
             last = b;
         }

@@ -107,9 +107,11 @@
  *    slope bound any image's covering position j to ceil(f - eps - 1) <= j <= floor(f + eps).
  *  - The LT holds each entry's low image and head too, and gateways cache all of it
  *    (16 bytes a leaf): a promoted synonym's low cannot live in its leaf.
- *  - No SLT: synonyms are linked from their leaf; a search pays one RTT per synonym hop
- *    past the leaves of its window (the paper's cached SLT reads them in the first batch).
- *    Retraining promotes synonyms to LT entries; the chains stay linked.
+ *  - No SLT in the pool: synonyms are linked from their leaf; a search pays one RTT per
+ *    synonym hop past the leaves of its window (the paper's cached SLT reads them in the
+ *    first batch). Retraining promotes synonyms to LT entries; the chains stay linked. Each
+ *    handle keeps the synonyms its locked walks read, with image and key bounds, so a lock
+ *    starts next to its key (slt.c); lock-free searches do not use them.
  *  - Retraining takes no lock (retrain.c): synonyms made meanwhile are linked after a leaf
  *    the new LT reaches, and I(e) holds for every new entry from the moment it was read.
  *  - Retraining is whole-index and hosted by node 0's memory node (host.c, memnode/
@@ -316,6 +318,8 @@ void rx_entry_set(rx_entry_t *e, const void *key, size_t len, uint16_t flags, dm
 
 /* leaf.c */
 dm_gaddr_t rx_leaf_addr(const dm_rolex_t *r, uint64_t i);
+/* The number of the leaf at gaddr at: 0, or DM_ECORRUPT when at is no leaf of r's region. */
+int rx_leaf_no(const dm_rolex_t *r, dm_gaddr_t at, uint64_t *leaf);
 uint64_t rx_leaf_sum(const rx_leaf_t *l);
 int rx_leaf_ok(const rx_leaf_t *l);
 /* memcmp order, shorter prefix first. */
@@ -455,11 +459,11 @@ typedef struct rx_slt {
     uint16_t klen;
     char key[DM_ROLEX_INLINE];
 } rx_slt_t;
-/* The learned leaf to start from for key when LT entry e covers it: 1, *out (the leaf, its
- * chain's head and an image bound that holds at it) and *bound (the entry) when an entry of
- * e's chain admits key and starts closer than e, else 0. */
-int rx_slt_find(const dm_rolex_t *r, const void *key, size_t klen, const rx_lt_t *e, rx_lt_t *out,
-                rx_slt_t *bound);
+/* The learned leaf to start from for the probe's key (of image x) when LT entry e covers it:
+ * 1, *out (the leaf, its chain's head and an image bound that holds at it) and *bound (the
+ * entry) when an entry of e's chain admits the key and starts closer than e, else 0. */
+int rx_slt_find(const dm_rolex_t *r, const rx_probe_t *key, uint64_t x, const rx_lt_t *e,
+                rx_lt_t *out, rx_slt_t *bound);
 /* Learn from a walk of start's chain: v[0..n) (gaddrs ad[]) read in chain order, each after
  * the one before, v[0] start's leaf (image bound start->lo, head start->head; bound: the
  * learned entry the walk started from, or NULL). */

@@ -50,15 +50,13 @@ static int ent_order(const rx_slt_t *e, const rx_slt_t *f)
     return rx_key_cmp(e->key, e->klen, f->key, f->klen);
 }
 
-/* The position of the last entry <= (x, kv) (kv NULL: the last image bound <= x), or -1. */
+/* The position of the last entry <= (x, kv), or -1. */
 static int64_t slt_floor(const dm_rolex_t *r, uint64_t x, const rx_kview_t *kv)
 {
     uint64_t a = 0, b = r->nslt; /* the first entry above */
     while (a < b) {
         uint64_t m = a + (b - a) / 2;
-        int le = kv ? ent_cmp(&r->slt[m], x, kv) <= 0
-                    : r->slt[m].lo < x || (r->slt[m].lo == x && !r->slt[m].klen);
-        if (le)
+        if (ent_cmp(&r->slt[m], x, kv) <= 0)
             a = m + 1;
         else
             b = m;
@@ -66,12 +64,11 @@ static int64_t slt_floor(const dm_rolex_t *r, uint64_t x, const rx_kview_t *kv)
     return (int64_t)a - 1;
 }
 
-int rx_slt_find(const dm_rolex_t *r, const void *key, size_t klen, const rx_lt_t *e, rx_lt_t *out,
-                rx_slt_t *bound)
+int rx_slt_find(const dm_rolex_t *r, const rx_probe_t *key, uint64_t x, const rx_lt_t *e,
+                rx_lt_t *out, rx_slt_t *bound)
 {
     if (!r->nslt) return 0;
-    uint64_t x = dm_rolex_image(key, klen);
-    rx_kview_t kv = rx_key_view(key, klen);
+    rx_kview_t kv = {key->key, key->len, key->hash, key->key}; /* hashed once, by the probe */
     int64_t p = slt_floor(r, x, &kv);
     if (p < 0) return 0;
     const rx_slt_t *s = &r->slt[p];
@@ -127,8 +124,8 @@ void rx_slt_learn(dm_rolex_t *r, const rx_lt_t *start, const rx_slt_t *bound, co
     int seen = 0;
     for (unsigned s = 0; s < n; s++) {
         const rx_leaf_t *l = &v[s];
-        uint64_t off = ad[s] - r->hdr.region, b, leaf = off / RX_LEAF_BYTES;
-        int ok = s && ad[s] >= r->hdr.region && off % RX_LEAF_BYTES == 0 && leaf < r->hdr.capacity;
+        uint64_t b, leaf = 0;
+        int ok = s && rx_leaf_no(r, ad[s], &leaf) == 0;
         if (!l->count) {
             /* An empty leaf (removes and FLUSHALL leave them linked) starts the keys above
              * every image read before it (start's low when none was): no insert puts a key

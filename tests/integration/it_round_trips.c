@@ -39,8 +39,8 @@ static const bounds_t sephash_bounds = {2.6, 3.3, 1.8, 3.3, 2.8, LOAD_SEPHASH};
 /* ROLEX as the range index (DMKV_IT_RANGE_INDEX=rolex, docs/DESIGN.md "ROLEX as the range
  * role"): the lease's CAS carries the entry's leaf, the model word and the point role's
  * bucket reads, and a walk starts at the closest synonym this gateway learned (rolex/slt.c);
- * measured 2.89, 3.17, 4.17 (the leaves the DELs emptied stay linked: one more hop), 3.00,
- * 2.00 and a load at 3.48 (2026-12-01; 7.97, 4.17, 16.3 and 17.9 before). */
+ * measured 2.89, 3.17, 4.08 (the leaves the DELs emptied stay linked: one more hop), 3.00,
+ * 2.00 and a load at 2.85 (2026-12-01; 7.97, 4.17, 16.3 and 17.9 before). */
 static const bounds_t rolex_bounds = {3.0, 3.3, 4.3, 3.05, 2.05, 4.0};
 
 /* Round trips per op of class cls on c since the last CONFIG RESETSTAT, printed. */

@@ -105,10 +105,8 @@ static void check_scan(dm_ctx_t *ctx, const char *in, size_t count)
 static void test_hybrid(void)
 {
     char err[256];
-    CHECK(dm_kv_choose_engines("race", "rolex", err, sizeof(err)) == 0);
     uv_loop_t loop;
-    uv_loop_init(&loop);
-    dm_worker_t *w = worker_on(&loop, "local:rxrange");
+    dm_worker_t *w = rolex_worker(&loop, "local:rxrange");
     dm_ctx_t ctx;
     dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
     uint64_t rec = 0, root = 0;
@@ -212,11 +210,8 @@ static void test_hybrid(void)
 /* The pending flag through the role's calls, and a dead holder's entries settled. */
 static void test_pending(void)
 {
-    char err[256];
-    CHECK(dm_kv_choose_engines("race", "rolex", err, sizeof(err)) == 0);
     uv_loop_t loop;
-    uv_loop_init(&loop);
-    dm_worker_t *w = worker_on(&loop, "local:rxpending");
+    dm_worker_t *w = rolex_worker(&loop, "local:rxpending");
     dm_ctx_t ctx;
     dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
     const dm_range_index_ops_t *ro = role();
