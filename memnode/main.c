@@ -27,6 +27,7 @@
 
 #include "dmkv/superblock.h"
 #include "dmkv/log.h"
+#include "dmkv/busy_poll.h"
 #include "mn_fence.h"
 #include "mn_region.h"
 #include "mn_retrainer.h"
@@ -42,6 +43,7 @@ typedef struct options {
     const char *rdma_bind;
     const char *dir;    /* NULL: an anonymous region, gone with the process */
     int fsync_everysec; /* --appendfsync everysec (1, default) or no (0) */
+    long busy_poll_us;  /* --busy-poll-us: poll this long after a request (dmkv/busy_poll.h) */
 } options_t;
 
 static mn_tcp_server_t server;
@@ -90,14 +92,19 @@ static void sync_stop(void)
 
 static void usage(FILE *f)
 {
-    fprintf(f, "Usage: dmkv-memnode [--port 7000] [--bind 127.0.0.1] [--size 1g] [--auth TOKEN]\n"
-               "                    [--loglevel debug|verbose|notice|warning]\n"
-               "                    [--rdma-port PORT] [--rdma-bind ADDR]\n"
-               "                    [--dir DIR [--appendfsync everysec|no]]\n"
-               "  --size accepts k/m/g/t suffixes (powers of 1024).\n"
-               "  --dir keeps the region in DIR/dmkv-region: a restart keeps the data (start\n"
-               "  it again with the same --size); --appendfsync: how often it is written\n"
-               "  back for a machine crash (everysec: every second, no: by the kernel).\n");
+    fprintf(f,
+            "Usage: dmkv-memnode [--port 7000] [--bind 127.0.0.1] [--size 1g] [--auth TOKEN]\n"
+            "                    [--loglevel debug|verbose|notice|warning]\n"
+            "                    [--rdma-port PORT] [--rdma-bind ADDR]\n"
+            "                    [--dir DIR [--appendfsync everysec|no]] [--busy-poll-us N]\n"
+            "  --size accepts k/m/g/t suffixes (powers of 1024).\n"
+            "  --dir keeps the region in DIR/dmkv-region: a restart keeps the data (start\n"
+            "  it again with the same --size); --appendfsync: how often it is written\n"
+            "  back for a machine crash (everysec: every second, no: by the kernel).\n"
+            "  --busy-poll-us: after a tcp request, poll the sockets this many\n"
+            "  microseconds before sleeping, while no other task waits for a CPU\n"
+            "  (default %d, 0 off).\n",
+            DM_BUSY_POLL_DEFAULT_US);
 }
 
 /* Parse argv into o. Returns 0, 1 for --help, or -1 after printing the problem. */
@@ -132,6 +139,13 @@ static int parse_args(int argc, char **argv, options_t *o)
             o->auth = v;
         } else if (strcmp(a, "--dir") == 0) {
             o->dir = v;
+        } else if (strcmp(a, "--busy-poll-us") == 0) {
+            long us = strtol(v, &end, 10);
+            if (*end || us < 0 || us > 1000000) {
+                fprintf(stderr, "dmkv-memnode: bad busy-poll-us '%s' (0 .. 1000000)\n", v);
+                return -1;
+            }
+            o->busy_poll_us = us;
         } else if (strcmp(a, "--appendfsync") == 0) {
             if (strcmp(v, "everysec") && strcmp(v, "no")) {
                 fprintf(stderr, "dmkv-memnode: bad appendfsync '%s' (everysec or no)\n", v);
@@ -183,7 +197,8 @@ int main(int argc, char **argv)
                    .bind = "127.0.0.1",
                    .size = 1ull << 30,
                    .rdma_port = -1,
-                   .fsync_everysec = 1};
+                   .fsync_everysec = 1,
+                   .busy_poll_us = DM_BUSY_POLL_DEFAULT_US};
     int pr = parse_args(argc, argv, &o);
     if (pr) {
         usage(pr > 0 ? stdout : stderr);
@@ -269,7 +284,17 @@ int main(int argc, char **argv)
     mn_retrainer_t retrainer;
     if (mn_retrainer_start(&retrainer, region.base, region.size, &region.gate, "memnode"))
         dm_log(DM_LOG_WARNING, "ROLEX retrainer not started: %s", strerror(errno));
-    uv_run(loop, UV_RUN_DEFAULT);
+    dm_busy_poll_t poll;
+    dm_busy_poll_init(&poll, (uint64_t)o.busy_poll_us, &server.stats.batches);
+    if (o.busy_poll_us && poll.psi_fd < 0)
+        dm_log(DM_LOG_NOTICE, "No busy polling: /proc/pressure/cpu is not readable");
+    dm_busy_poll_run(&poll, loop);
+    if (poll.sleeps)
+        dm_log(DM_LOG_VERBOSE,
+               "Busy polling: %llu sleeps, %llu polls that found a request, %llu ms polled",
+               (unsigned long long)poll.sleeps, (unsigned long long)poll.hits,
+               (unsigned long long)(poll.polled_us / 1000));
+    dm_busy_poll_close(&poll);
 
     mn_retrainer_stop(&retrainer); /* joined before the region goes */
     uv_loop_close(loop);

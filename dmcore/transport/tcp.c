@@ -511,6 +511,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     if (nread == 0) return;
+    (*dm_conn_activity())++;
     c->last_progress = uv_now(c->loop);
     c->overdue = 0;
     c->busy++;

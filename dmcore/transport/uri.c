@@ -34,6 +34,13 @@ void dm_conn_count_message(dm_conn_t *c, uint64_t verbs)
     __atomic_fetch_add(&node_verbs[c->node_id], verbs, __ATOMIC_RELAXED);
 }
 
+static _Thread_local uint64_t activity;
+
+uint64_t *dm_conn_activity(void)
+{
+    return &activity;
+}
+
 uint64_t dm_conn_now_us(void)
 {
     struct timespec ts;

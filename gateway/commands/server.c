@@ -77,6 +77,10 @@ static void v_threads(gw_buf_t *b)
 {
     gw_buf_printf(b, "%d", gw_server.cfg->threads);
 }
+static void v_busy_poll(gw_buf_t *b)
+{
+    gw_buf_printf(b, "%d", gw_server.cfg->busy_poll_us);
+}
 static void v_maxclients(gw_buf_t *b)
 {
     gw_buf_printf(b, "%d", gw_server.cfg->maxclients);
@@ -153,6 +157,7 @@ static const struct {
     {"appendfsync", "everysec", NULL},
     {"appendonly", "no", NULL},
     {"bind", NULL, v_bind},
+    {"busy-poll-us", NULL, v_busy_poll},
     {"cluster-enabled", "no", NULL},
     {"client-output-buffer-limit", NULL, v_output_buffer_limit},
     {"client-query-buffer-limit", NULL, v_query_buffer_limit},

@@ -8,6 +8,7 @@
 #include <unistd.h>
 #include <strings.h>
 
+#include "dmkv/busy_poll.h"
 #include "dmkv/clock.h"
 #include "dmkv/chime.h"
 #include "dmkv/index.h"
@@ -41,6 +42,8 @@ void gw_config_usage(FILE *f, const char *prog)
         "  --max-clock-skew-ms <ms> refuse key commands while this gateway's clock is surely\n"
         "                         further than this from the other gateways' (default 500, 0 "
         "off)\n"
+        "  --busy-poll-us <us>    after a socket read, poll this long before sleeping, while\n"
+        "                         no other task waits for a CPU (default 100, 0 off)\n"
         "  --loglevel <level>     debug | verbose | notice | warning (default notice)\n"
         "  --maxclients <n>       maximum number of client connections (default 10000)\n"
         "  --client-query-buffer-limit <bytes> input a client may have sent and not yet\n"
@@ -71,6 +74,7 @@ static void set_defaults(gw_config_t *cfg)
     cfg->query_buffer_limit = 1ull << 30;
     cfg->chime_span = DM_CHIME_SPAN;
     cfg->chime_nbhd = DM_CHIME_NBHD;
+    cfg->busy_poll_us = DM_BUSY_POLL_DEFAULT_US;
 }
 
 void gw_config_free(gw_config_t *cfg)
@@ -143,6 +147,11 @@ static int apply(gw_config_t *cfg, bool from_cli, const char *name, int argc, ch
             cfg->chime_span = v;
         else
             cfg->chime_nbhd = v;
+    } else if (!strcasecmp(name, "busy-poll-us") && argc == 1) {
+        if (!parse_int(argv[0], 0, 1000000, &cfg->busy_poll_us)) {
+            snprintf(err, errlen, "Invalid busy-poll-us '%s' (0..1000000, 0 = off)", argv[0]);
+            return -1;
+        }
     } else if (!strcasecmp(name, "max-clock-skew-ms") && argc == 1) {
         int v;
         if (!parse_int(argv[0], 0, 60000, &v)) {
@@ -313,7 +322,8 @@ int gw_config_parse(gw_config_t *cfg, int argc, char **argv, char *err, size_t e
                                       "range-index",
                                       "chime-leaf-span",
                                       "chime-neighborhood",
-                                      "max-clock-skew-ms"};
+                                      "max-clock-skew-ms",
+                                      "busy-poll-us"};
         bool is_known = false;
         for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++)
             if (!strcasecmp(name, known[k])) is_known = true;

@@ -15,6 +15,8 @@ typedef struct gw_config {
     int nbind;
     int threads;                     /* worker threads (default: online CPUs) */
     int chime_span, chime_nbhd;      /* CHIME leaf geometry for a pool this gateway creates */
+    int busy_poll_us;                /* each worker's loop polls this long after a socket read
+                                        brought work, microseconds (dmkv/busy_poll.h; 0 off) */
     char *point_index, *range_index; /* index engines asked for (NULL: race, chime) */
     char *memnodes[GW_MAX_MEMNODES]; /* pool URIs in node order (required) */
     int nmemnodes;

@@ -64,6 +64,7 @@
 #include "dmkv/errors.h"
 #include "dmkv/log.h"
 #include "dmkv/kv.h"
+#include "dmkv/transport.h"
 
 typedef struct wreq {
     uv_write_t req;
@@ -677,6 +678,7 @@ static void on_read(uv_stream_t *s, ssize_t nread, const uv_buf_t *buf)
         return;
     }
     if (nread == 0) return;
+    (*dm_conn_activity())++; /* the thread's loop polls on (dmkv/busy_poll.h) */
     c->read_gen++;
     GW_STAT_ADD(total_reads_processed, 1);
     GW_STAT_ADD(total_net_input_bytes, (uint64_t)nread);

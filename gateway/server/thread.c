@@ -5,10 +5,12 @@
 #include <string.h>
 
 #include "dmkv/alloc.h"
+#include "dmkv/busy_poll.h"
 #include "dmkv/clock.h"
 #include "dmkv/coro.h"
 #include "dmkv/errors.h"
 #include "dmkv/kv.h"
+#include "dmkv/transport.h"
 #include "net/conn.h"
 #include "net/listener.h"
 #include "server/cron.h"
@@ -158,7 +160,12 @@ static void thread_main(void *arg)
     th->start_rc = 0;
     uv_sem_post(&th->ready);
 
-    uv_run(&th->loop, UV_RUN_DEFAULT);
+    {
+        dm_busy_poll_t poll; /* polls while reads bring work (dmkv/busy_poll.h) */
+        dm_busy_poll_init(&poll, (uint64_t)cfg->busy_poll_us, dm_conn_activity());
+        dm_busy_poll_run(&poll, &th->loop);
+        dm_busy_poll_close(&poll);
+    }
     uv_run(&th->loop, UV_RUN_DEFAULT); /* close callbacks queued at the very end */
     gw_cron_free(th);
     if (uv_loop_close(&th->loop) != 0)

@@ -62,6 +62,10 @@ void dm_conn_count_message(dm_conn_t *c, uint64_t verbs);
  * clock of dm_now_us): the backend refuses it with DM_ELATE, nothing sent (counted,
  * dm_conn_late_stats). */
 int dm_conn_send_late(const dm_conn_t *c);
+/* This thread's count of socket reads that brought work: tcp replies from memory nodes
+ * and, in the gateway, client requests. Its event loop polls on while it moves
+ * (dmkv/busy_poll.h). */
+uint64_t *dm_conn_activity(void);
 /* CLOCK_MONOTONIC in microseconds (the clock of dm_now_us and of send_by_us). */
 uint64_t dm_conn_now_us(void);
 /* This thread's holder id: DM_HOLDER_BITS random bits, nonzero, fixed for the thread's
