@@ -268,7 +268,7 @@ int main(int argc, char **argv)
         if (server.env.chain_no_skip)
             dm_log(DM_LOG_WARNING, "test mode: chained verbs are never skipped (out of order)");
     }
-    fence_on = mn_fence_start(&fence, loop, region.base, cut_holder, NULL) == 0;
+    fence_on = mn_fence_start(&fence, loop, region.base, rdma_started, cut_holder, NULL) == 0;
     if (fence_on)
         server.env.fences = 1; /* HELLO reports DM_CAP_FENCE from now on */
     else

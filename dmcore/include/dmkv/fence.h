@@ -18,7 +18,8 @@
 /* Have memory node `node` cut the connections of holder (a holder id, dm_holder_id) and
  * wait for its ack: a request word claimed by CAS in the node's fence mailbox
  * (dm_superblock_t.fence_box), then its ack polled about every millisecond (the node scans
- * every MN_FENCE_POLL_MS). A few round trips; only lease takeovers pay them. Returns 0 when
+ * the mailbox after the tcp request that wrote it, and every MN_FENCE_POLL_MS when it has an
+ * rdma listener). A few round trips; only lease takeovers pay them. Returns 0 when
  * the node cut them (also: holder 0 or our own id, nothing to cut; a node without
  * DM_CAP_FENCE, an older memnode or the in-process local pool, whose connections cannot
  * deliver late), DM_ETIMEDOUT when no ack came within DM_FENCE_WAIT_MS (the caller must
