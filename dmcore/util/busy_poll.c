@@ -1,4 +1,4 @@
-/* Busy polling of the memory node's loop: see dmkv/busy_poll.h. */
+/* Busy polling of an event loop: see dmkv/busy_poll.h. */
 #include "dmkv/busy_poll.h"
 
 #include <fcntl.h>
@@ -14,7 +14,7 @@ static uint64_t now_us(void)
 }
 
 /* The "some ... total=N" field of /proc/pressure/cpu: microseconds during which at least
- * one task waited for a CPU. Returns 0 when unreadable. */
+ * one task waited for a CPU. Returns 0, or -1 when unreadable. */
 static int read_psi(int fd, uint64_t *total_us)
 {
     char buf[256];

@@ -1,9 +1,10 @@
-/* Busy polling of the memory node's event loop (issue 11; docs/throughput.md "The memory
- * node polls before it sleeps"). After a request, the loop polls its sockets for up to
- * spin_us microseconds before it blocks in epoll again. A gateway writing its next message
- * to a node blocked in epoll wakes it: on these VMs that is an IPI to a halted vCPU, which
- * cost the gateway about 38% of its CPU in `perf` (sock_def_readable under writev) at
- * redis-benchmark -c 1 -P 1000. A node that is still polling needs no wake-up.
+/* Busy polling of an event loop (issue 11; docs/throughput.md "Polling before sleeping"):
+ * the memory node's (on by default) and a gateway worker's (opt-in). After a read that
+ * brought work, the loop polls its sockets for up to spin_us microseconds before it blocks
+ * in epoll again. A gateway writing its next message to a node blocked in epoll wakes it:
+ * on these VMs that is an IPI to a halted vCPU, which cost the gateway about 38% of its CPU
+ * in `perf` (sock_def_readable under writev) at redis-benchmark -c 1 -P 1000. A node that
+ * is still polling needs no wake-up.
  *
  * Polling takes a CPU that other processes of the machine may need (50 clients at -P 1
  * lost a third of their rate to it), so it is allowed only while the machine's CPU
@@ -24,7 +25,8 @@
 
 typedef struct dm_busy_poll {
     uint64_t spin_us;         /* poll this long after the last request; 0: never */
-    const uint64_t *activity; /* a counter every request bumps (the tcp server's reads) */
+    const uint64_t *activity; /* a counter every read that brought work bumps (the memory
+                                 node: requests served; a gateway worker: dm_conn_activity) */
     int psi_fd;               /* /proc/pressure/cpu, -1 when absent */
     uint64_t psi_total_us;    /* its "some total" at psi_at_us */
     uint64_t psi_at_us;
@@ -38,8 +40,8 @@ typedef struct dm_busy_poll {
  * each (0 disables it). Opens /proc/pressure/cpu; without it bp never polls. */
 void dm_busy_poll_init(dm_busy_poll_t *bp, uint64_t spin_us, const uint64_t *activity);
 
-/* Run loop until it has nothing left (as uv_run(loop, UV_RUN_DEFAULT)), polling as above
- * between requests. Returns when uv_run would, or when uv_stop was called. */
+/* Run loop until it has no active handle left (as uv_run(loop, UV_RUN_DEFAULT)), polling
+ * as above between reads. uv_stop does not end it: close the loop's handles instead. */
 void dm_busy_poll_run(dm_busy_poll_t *bp, uv_loop_t *loop);
 
 /* Close the pressure file. */
