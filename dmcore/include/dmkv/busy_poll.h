@@ -19,9 +19,8 @@
 #include <stdint.h>
 #include <uv.h>
 
-#define DM_BUSY_POLL_DEFAULT_US 100 /* the memory node's --busy-poll-us default, microseconds */
-#define DM_BUSY_POLL_PSI_MS 10      /* how often the pressure is read, milliseconds */
-#define DM_BUSY_POLL_PSI_MAX 0.10   /* polling stops above this share of stalled time */
+#define DM_BUSY_POLL_PSI_MS 10    /* how often the pressure is read, milliseconds */
+#define DM_BUSY_POLL_PSI_MAX 0.10 /* polling stops above this share of stalled time */
 
 typedef struct dm_busy_poll {
     uint64_t spin_us;         /* poll this long after the last request; 0: never */
