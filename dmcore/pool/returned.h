@@ -15,6 +15,7 @@
 /* "DKRETBLK": a returned block's dm_chunk_hdr_t magic (owner 0, next_free the link). */
 #define DM_RETURNED_MAGIC 0x4b4c425445524b44ull
 #define DM_RETURN_MIN_BYTES (16u << 10) /* smaller blocks stay on their worker's lists */
+#define DM_REFILL_POPS_MAX 16u          /* returned blocks one refill pops before a new chunk */
 
 /* Push [addr, addr + bytes) (64-byte aligned, at least DM_RETURN_MIN_BYTES, past its
  * quarantine: nobody reads it) on its node's stack: WRITE its header, then CAS the head

@@ -14,6 +14,7 @@
 #include "dmkv/errors.h"
 #include "dmkv/superblock.h"
 #include "harness.h"
+#include "../dmcore/pool/returned.h"
 #include "worker_util.h"
 
 #define URI "local:poolfree"
@@ -497,6 +498,17 @@ static void test_log_block_back(void)
     two_stop(&t);
 }
 
+/* Worker A allocates n KV blocks of len bytes into iv and frees them all. */
+static void a_frees(two_t *t, iv_t *iv, int n, uint64_t len)
+{
+    for (int i = 0; i < n; i++) {
+        CHECK(dm_alloc_kv_block(&t->ca, len, &iv[i].a) == 0);
+        iv[i].len = dm_alloc_kv_block_bytes(len);
+    }
+    for (int i = 0; i < n; i++)
+        dm_alloc_free(t->wa->alloc, iv[i].a, len);
+}
+
 /* Issue 12: a worker's free blocks served no other worker, so a gateway started late ran
  * out of memory while another held hundreds of megabytes free. Worker A frees 40 blocks of
  * 100 KB; a second past their quarantine it returns them to the pool; worker B, which has
@@ -508,12 +520,7 @@ static void test_returned(void)
     two_start(&t);
     dm_ctx_t *ca = &t.ca, *cb = &t.cb;
     static iv_t freed[N];
-    for (int i = 0; i < N; i++) {
-        CHECK(dm_alloc_kv_block(ca, BIG_LEN, &freed[i].a) == 0);
-        freed[i].len = dm_alloc_kv_block_bytes(BIG_LEN);
-    }
-    for (int i = 0; i < N; i++)
-        dm_alloc_free(t.wa->alloc, freed[i].a, BIG_LEN);
+    a_frees(&t, freed, N, BIG_LEN);
     uint64_t r0, t0, r1, t1, before = 0; /* an earlier test's free-log block counts too */
     CHECK(dm_pool_returned_bytes(ca, &before) == 0);
     dm_alloc_returned_stats(&r0, &t0);
@@ -546,6 +553,37 @@ static void test_returned(void)
     CHECK(dm_pool_returned_bytes(cb, &left) == 0);
     CHECKF(left < on_stacks, "pool_returned_bytes %llu after B took blocks (was %llu)",
            (unsigned long long)left, (unsigned long long)on_stacks);
+    two_stop(&t);
+}
+
+/* A refill pops at most DM_REFILL_POPS_MAX returned blocks (issue 12): every pop is three
+ * round trips the write that needed the region waits for, and a stack of small blocks cost
+ * a 200 KB write 70 pops in 1.5 s. Worker A returns 40 blocks of 20 KB; worker B, whose
+ * region is too small for 100 KB, pops at most the bound, then takes a new chunk (what it
+ * popped stays on its own lists, quarantined). Without the bound B popped all 40 and went
+ * on into what earlier tests left (52 pops). */
+static void test_refill_pops_bounded(void)
+{
+    enum { N = 40, SMALL = 20000, LARGE = 100000 };
+    two_t t;
+    two_start(&t);
+    dm_ctx_t *ca = &t.ca, *cb = &t.cb;
+    static iv_t small[N];
+    a_frees(&t, small, N, SMALL);
+    CHECK(dm_alloc_return_idle(ca) == 0);
+    usleep(DM_GRACE_US + 1000000 + 100000); /* past the quarantine, and a second unused */
+    uint64_t r0, t0, r1, t1;
+    dm_alloc_returned_stats(&r0, &t0);
+    CHECK(dm_alloc_return_idle(ca) == 0);
+    dm_alloc_returned_stats(&r1, &t1);
+    CHECKF(r1 - r0 == N, "%llu of %d idle blocks returned", (unsigned long long)(r1 - r0), N);
+    uint64_t ptr0 = sb_word(cb, DM_SB_OFF(alloc_ptr));
+    dm_gaddr_t x;
+    CHECK(dm_alloc_kv_block(cb, LARGE, &x) == 0);
+    dm_alloc_returned_stats(&r0, &t0);
+    CHECKF(t0 - t1 <= DM_REFILL_POPS_MAX, "one refill popped %llu returned blocks (bound %u)",
+           (unsigned long long)(t0 - t1), DM_REFILL_POPS_MAX);
+    CHECKF(sb_word(cb, DM_SB_OFF(alloc_ptr)) > ptr0, "B's 100 KB block took no new chunk");
     two_stop(&t);
 }
 
@@ -652,6 +690,7 @@ int main(void)
     RUN(test_handoff);
     RUN(test_log_block_back);
     RUN(test_returned);
+    RUN(test_refill_pops_bounded);
     RUN(test_free_log);
     RUN(test_log_on_full_pool);
     printf("test_pool_free: passed\n");
