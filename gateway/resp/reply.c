@@ -45,11 +45,24 @@ void reply_errorf(gw_buf_t *b, const char *fmt, ...)
     gw_buf_free(&tmp);
 }
 
+/* "<type><v>\r\n" into tmp (at least 24 bytes); returns its length. Not snprintf: a
+ * GET's bulk header by snprintf was 2.5% of the gateway's CPU at -P 16. */
+static size_t num_header(char *tmp, char type, long long v)
+{
+    size_t n = 0;
+    tmp[n++] = type;
+    if (v < 0) tmp[n++] = '-';
+    unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+    n += gw_ull2str(tmp + n, u);
+    tmp[n++] = '\r';
+    tmp[n++] = '\n';
+    return n;
+}
+
 static void prefixed_num(gw_buf_t *b, char type, long long v)
 {
     char tmp[32];
-    int n = snprintf(tmp, sizeof(tmp), "%c%lld\r\n", type, v);
-    gw_buf_append(b, tmp, (size_t)n);
+    gw_buf_append(b, tmp, num_header(tmp, type, v));
 }
 
 void reply_int(gw_buf_t *b, long long v)
@@ -65,10 +78,10 @@ void reply_array(gw_buf_t *b, long long n)
 void reply_bulk(gw_buf_t *b, const void *p, size_t len)
 {
     char tmp[32];
-    int n = snprintf(tmp, sizeof(tmp), "$%zu\r\n", len);
-    if (gw_buf_reserve(b, (size_t)n + len + 2)) return;
-    memcpy(b->data + b->len, tmp, (size_t)n);
-    b->len += (size_t)n;
+    size_t n = num_header(tmp, '$', (long long)len);
+    if (gw_buf_reserve(b, n + len + 2)) return;
+    memcpy(b->data + b->len, tmp, n);
+    b->len += n;
     if (len) memcpy(b->data + b->len, p, len);
     b->len += len;
     b->data[b->len++] = '\r';
