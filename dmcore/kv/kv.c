@@ -28,19 +28,17 @@ static int live(const dm_kv_view_t *v, uint64_t now_ms)
 
 void dm_value_free(dm_value_t *v)
 {
-    free(v->data);
+    free(v->owner ? v->owner : v->data);
     v->data = NULL;
+    v->owner = NULL;
     v->len = 0;
 }
 
-static int copy_value(const dm_kv_view_t *v, dm_value_t *out)
+/* out takes the item's block over: the value stays where it was read, no copy (a GET's malloc). */
+static void take_value(dm_point_item_t *it, dm_value_t *out)
 {
-    out->data = malloc(v->val_len ? v->val_len : 1);
-    if (!out->data) return DM_ENOMEM;
-    memcpy(out->data, v->val, v->val_len);
-    out->len = v->val_len;
-    out->expire_ms = v->expire_ms;
-    return 0;
+    *out = (dm_value_t){(uint8_t *)it->view.val, it->view.val_len, it->view.expire_ms, it->block};
+    it->block = NULL;
 }
 
 /* A read inside EXEC of a key WATCHed and not yet written by the transaction: a value
@@ -62,7 +60,8 @@ int dm_kv_get(dm_ctx_t *ctx, const void *key, size_t klen, dm_value_t *out)
         if (live(&it.view, dm_wall_ms())) {
             version = it.version;
             wid = it.view.write_id;
-            rc = out ? copy_value(&it.view, out) == 0 ? 1 : DM_ENOMEM : 1;
+            rc = 1;
+            if (out) take_value(&it, out);
         } else {
             rc = 0;
         }
@@ -158,7 +157,7 @@ int dm_kv_set(dm_ctx_t *ctx, const void *key, size_t klen, const void *val, size
     dm_keyq_leave(ctx->w, &q, rc);
     if ((flags & DM_SET_GET) && old) {
         /* The old value is reported when the key was live, written or not (SET ... GET). */
-        if (rc >= 0 && prev.block && live(&prev.view, d.now_ms)) copy_value(&prev.view, old);
+        if (rc >= 0 && prev.block && live(&prev.view, d.now_ms)) take_value(&prev, old);
     }
     free(prev.block);
     if (block != small) free(block);

@@ -42,12 +42,16 @@ typedef struct dm_value {
     uint8_t *data;
     size_t len;         /* bytes */
     uint64_t expire_ms; /* absolute wall-clock ms, 0 = no expiry */
+    void *owner;        /* the KV block data points into (dm_kv_get), or NULL: data is its
+                           own allocation */
 } dm_value_t;
 
+/* Free what v holds (its owner, else its data); v is left empty. */
 void dm_value_free(dm_value_t *v);
 
-/* GET. Returns 1 and fills out when found (expired keys are absent), 0 when absent,
- * or a negative DM_E*. */
+/* GET. Returns 1 and fills out when found (expired keys are absent; out->data points into
+ * the KV block read, which out->owner holds: free with dm_value_free), 0 when absent, or a
+ * negative DM_E*. */
 int dm_kv_get(dm_ctx_t *ctx, const void *key, size_t klen, dm_value_t *out);
 
 /* SET flags. */
