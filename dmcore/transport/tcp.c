@@ -85,7 +85,7 @@ typedef struct tcp_conn {
     uint8_t rbuf[RBUF_SIZE];
 } tcp_conn_t;
 
-#define SPARES_MAX 256
+#define SPARES_MAX 1024 /* as many as a worker has in flight: 50 clients x 16 pipelined */
 #define WIRE_SMALL 1024 /* bytes: a serialized batch up to this size uses a kept block */
 #define WIRE_HDR 16     /* before each block: its capacity (keeps the block 16-aligned) */
 
