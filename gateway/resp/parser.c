@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dmkv/spares.h"
 #include "util/oom.h"
 #include "util/splitargs.h"
 #include "util/strconv.h"
@@ -32,6 +33,20 @@ static int inline_arrays(const gw_cmd_t *c)
     return (void *)c->argv == (void *)(c + 1);
 }
 
+/* Commands of up to STD_ARGS arguments (GET, SET, INCR...) come in blocks of one size,
+ * kept for reuse by the thread that frees them: with 800 commands in flight on a worker,
+ * malloc's per-thread cache (7 blocks a size) missed and a GET's malloc and free of its
+ * command cost ~600 instructions, 9% of the gateway's (callgrind, GET -P 16 -c 50). */
+#define STD_ARGS 4
+#define STD_KEPT 1024 /* blocks a thread keeps: ~300 KB */
+static _Thread_local dm_spares_t std_spares;
+
+static size_t cmd_bytes(int cap, size_t *small)
+{
+    *small = (size_t)cap * SMALL_PER_ARG < SMALL_MIN ? SMALL_MIN : (size_t)cap * SMALL_PER_ARG;
+    return sizeof(gw_cmd_t) + (size_t)cap * (sizeof(char *) + sizeof(size_t)) + *small;
+}
+
 void gw_cmd_free(gw_cmd_t *cmd)
 {
     if (!cmd) return;
@@ -42,7 +57,15 @@ void gw_cmd_free(gw_cmd_t *cmd)
         free(cmd->argvlen);
     }
     free(cmd->proto_err);
-    free(cmd);
+    if (cmd->std)
+        dm_spares_put(&std_spares, cmd, STD_KEPT);
+    else
+        free(cmd);
+}
+
+void gw_cmd_spares_release(void)
+{
+    dm_spares_free(&std_spares);
 }
 
 void resp_parser_init(resp_parser_t *p)
@@ -67,20 +90,23 @@ void resp_parser_free(resp_parser_t *p)
     gw_buf_free(&p->line);
 }
 
-/* One allocation: the command, argv[cap], argvlen[cap], then the small-argument bytes. */
-static gw_cmd_t *new_cmd(int cap)
+/* One allocation: the command, argv[*cap], argvlen[*cap], then the small-argument bytes.
+ * *cap is raised to STD_ARGS for a command of fewer arguments (a kept block). */
+static gw_cmd_t *new_cmd(int *cap)
 {
-    size_t small =
-        (size_t)cap * SMALL_PER_ARG < SMALL_MIN ? SMALL_MIN : (size_t)cap * SMALL_PER_ARG;
-    size_t arrays = (size_t)cap * (sizeof(char *) + sizeof(size_t));
-    gw_cmd_t *c = gw_try_malloc(sizeof(*c) + arrays + small);
+    int std = *cap <= STD_ARGS;
+    if (std) *cap = STD_ARGS;
+    size_t small, bytes = cmd_bytes(*cap, &small);
+    gw_cmd_t *c = std ? dm_spares_take(&std_spares) : NULL;
+    if (!c) c = gw_try_malloc(bytes);
     if (!c) return NULL;
     memset(c, 0, sizeof(*c));
+    c->std = std;
     c->argv = (char **)(c + 1);
-    c->argvlen = (size_t *)(c->argv + cap);
-    c->small = (char *)(c->argvlen + cap);
+    c->argvlen = (size_t *)(c->argv + *cap);
+    c->small = (char *)(c->argvlen + *cap);
     c->small_cap = small;
-    c->bytes = sizeof(*c) + arrays + small;
+    c->bytes = bytes;
     return c;
 }
 
@@ -293,7 +319,7 @@ int resp_parse(resp_parser_t *p, const char *data, size_t len, size_t *used, gw_
             }
             p->mb_left = n;
             p->argcap = n < 1024 ? (int)n : 1024;
-            p->cmd = new_cmd(p->argcap);
+            p->cmd = new_cmd(&p->argcap);
             if (!p->cmd) {
                 rc = fail_oom(p);
                 break;

@@ -29,10 +29,15 @@ typedef struct gw_cmd {
      * (no malloc per argument); bigger arguments and grown arrays are malloc'd. */
     char *small; /* inline argument bytes (NULL: none) */
     size_t small_used, small_cap;
+    int std; /* its block is of the standard size, kept for reuse when freed */
 } gw_cmd_t;
 
-/* Free a command and its arguments (NULL is fine). */
+/* Free a command and its arguments (NULL is fine). A standard-size block is kept for the
+ * calling thread's next command (up to 1024 blocks). */
 void gw_cmd_free(gw_cmd_t *cmd);
+
+/* Free the blocks the calling thread keeps (before the thread ends). */
+void gw_cmd_spares_release(void);
 
 enum { RESP_NEED_MORE = 0, RESP_CMD = 1, RESP_ERROR = -1 };
 

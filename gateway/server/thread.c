@@ -167,6 +167,7 @@ static void thread_main(void *arg)
         dm_busy_poll_close(&poll);
     }
     uv_run(&th->loop, UV_RUN_DEFAULT); /* close callbacks queued at the very end */
+    gw_cmd_spares_release();
     gw_cron_free(th);
     if (uv_loop_close(&th->loop) != 0)
         dm_log(DM_LOG_WARNING, "Thread %d: event loop closed with handles still open", th->index);

@@ -311,6 +311,37 @@ static void test_arg_storage(void)
     ERR("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$x\r\n", 0, "ERR Protocol error: invalid bulk length");
 }
 
+/* Commands of up to four arguments reuse the blocks of freed ones (the thread keeps them):
+ * a freed GET's block serves the next SET, which gets its own arguments, not the GET's;
+ * a command of more arguments gets a block of its own. */
+static void test_kept_blocks(void)
+{
+    gw_cmd_spares_release();
+    result_t r;
+    memset(&r, 0, sizeof(r));
+    resp_parser_t p;
+    resp_parser_init(&p);
+    const char *get = "*2\r\n$3\r\nGET\r\n$3\r\nabc\r\n";
+    feed(&p, get, strlen(get), &r);
+    CHECK(!r.err && r.ncmds == 1);
+    gw_cmd_t *first = r.cmds[0];
+    result_free(&r);
+    const char *set = "*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$5\r\nvalue\r\n";
+    feed(&p, set, strlen(set), &r);
+    CHECK(!r.err && r.ncmds == 1 && r.cmds[0] == first && r.cmds[0]->argc == 3);
+    expect_arg(r.cmds[0], 0, "SET", 3);
+    expect_arg(r.cmds[0], 1, "k", 1);
+    expect_arg(r.cmds[0], 2, "value", 5);
+    result_free(&r);
+    const char *five = "*5\r\n$4\r\nMSET\r\n$1\r\na\r\n$1\r\n1\r\n$1\r\nb\r\n$1\r\n2\r\n";
+    feed(&p, five, strlen(five), &r);
+    CHECK(!r.err && r.ncmds == 1 && r.cmds[0] != first && r.cmds[0]->argc == 5);
+    expect_arg(r.cmds[0], 4, "2", 1);
+    result_free(&r);
+    resp_parser_free(&p);
+    gw_cmd_spares_release();
+}
+
 int main(void)
 {
     RUN(test_multibulk);
@@ -319,6 +350,7 @@ int main(void)
     RUN(test_limits);
     RUN(test_big_bulk_pieces);
     RUN(test_arg_storage);
+    RUN(test_kept_blocks);
     fprintf(stderr, "test_resp_parser: OK\n");
     return 0;
 }
