@@ -40,6 +40,19 @@ int gw_command_fullname(const gw_command_t *gc, int sub, char *out, size_t n);
 /* Find a command by name (case-insensitive, binary-safe length). NULL when unknown. */
 const gw_command_t *gw_command_lookup(const char *name, size_t len);
 
+/* The COMMAND flags the dispatch path tests, as bits (words of gw_command_t.flags). */
+enum {
+    GW_CF_READONLY = 1u << 0,
+    GW_CF_FAST = 1u << 1,
+    GW_CF_WRITE = 1u << 2,
+    GW_CF_ADMIN = 1u << 3,
+    GW_CF_NO_AUTH = 1u << 4,
+    GW_CF_NO_MULTI = 1u << 5,
+};
+
+/* Whether gc (an entry of the table) carries every flag of mask (GW_CF_*). */
+bool gw_command_has(const gw_command_t *gc, unsigned mask);
+
 /* cmd's table entry (NULL when unknown), looked up once and kept in cmd->def. */
 const gw_command_t *gw_command_of(gw_cmd_t *cmd);
 

@@ -42,7 +42,7 @@ void gw_latency_note(const gw_command_t *gc, uint64_t usec)
     long long th = gw_latency_threshold();
     uint64_t ms = usec / 1000;
     if (th <= 0 || (long long)ms < th) return;
-    series_t *ts = &events[strstr(gc->flags, "fast") ? EV_FAST : EV_COMMAND];
+    series_t *ts = &events[gw_command_has(gc, GW_CF_FAST) ? EV_FAST : EV_COMMAND];
     int32_t now = (int32_t)(dm_wall_ms() / 1000);
     uint32_t lat = ms > UINT32_MAX ? UINT32_MAX : (uint32_t)ms;
     pthread_mutex_lock(&lock);

@@ -306,7 +306,7 @@ static int slot_kind(const gw_conn_t *c, gw_cmd_t *cmd)
     const gw_command_t *gc = gw_command_of(cmd);
     if (!gc) return GW_SLOT_BARRIER;
     if (unordered_writes() && gc->first > 0) return GW_SLOT_READ; /* no turns */
-    if (strstr(gc->flags, "readonly") && strstr(gc->flags, "fast")) return GW_SLOT_READ;
+    if (gw_command_has(gc, GW_CF_READONLY | GW_CF_FAST)) return GW_SLOT_READ;
     if (cmd->argc == 3 && gc->proc == cmd_set) return GW_SLOT_WRITE;
     return GW_SLOT_BARRIER;
 }

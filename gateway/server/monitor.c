@@ -102,7 +102,7 @@ static bool redacted(const gw_command_t *gc, const gw_cmd_t *cmd, int i)
 
 void gw_monitor_feed(gw_conn_t *from, const gw_command_t *gc, const gw_cmd_t *cmd)
 {
-    if (!__atomic_load_n(&nmonitors, __ATOMIC_ACQUIRE) || strstr(gc->flags, "admin")) return;
+    if (!__atomic_load_n(&nmonitors, __ATOMIC_ACQUIRE) || gw_command_has(gc, GW_CF_ADMIN)) return;
     gw_buf_t line;
     gw_buf_init(&line);
     struct timespec now;
