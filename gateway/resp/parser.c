@@ -191,7 +191,14 @@ static int read_header(resp_parser_t *p, const char *data, size_t len, size_t *p
         *pos = len;
         return p->line.oom ? -2 : p->line.len > RESP_INLINE_MAX ? -1 : 0;
     }
-    gw_buf_append(&p->line, start, (size_t)(cr - start));
+    if (p->line.len == 0) { /* the whole line is in data: read it there, no copy */
+        p->hdr = start;
+        p->hdr_len = (size_t)(cr - start);
+    } else {
+        gw_buf_append(&p->line, start, (size_t)(cr - start));
+        p->hdr = p->line.data;
+        p->hdr_len = p->line.len;
+    }
     *pos += (size_t)(cr - start) + 1;
     p->skip = 1; /* the '\n' */
     return p->line.oom ? -2 : 1;
@@ -304,7 +311,7 @@ int resp_parse(resp_parser_t *p, const char *data, size_t len, size_t *used, gw_
             }
             if (r == 0) break;
             long long n;
-            if (!gw_str2ll(p->line.data, p->line.len, &n) || n > INT_MAX) {
+            if (!gw_str2ll(p->hdr, p->hdr_len, &n) || n > INT_MAX) {
                 rc = fail(p, "invalid multibulk length");
                 break;
             }
@@ -339,8 +346,8 @@ int resp_parse(resp_parser_t *p, const char *data, size_t len, size_t *used, gw_
                 break;
             }
             if (r == 0) break;
-            if (p->line.len == 0 || p->line.data[0] != '$') {
-                char c = p->line.len ? p->line.data[0] : '\r';
+            if (p->hdr_len == 0 || p->hdr[0] != '$') {
+                char c = p->hdr_len ? p->hdr[0] : '\r';
                 char msg[64];
                 if (c == '\r' || c == '\n')
                     c = ' '; /* Redis turns newlines in error texts into spaces */
@@ -349,7 +356,7 @@ int resp_parse(resp_parser_t *p, const char *data, size_t len, size_t *used, gw_
                 break;
             }
             long long n;
-            if (!gw_str2ll(p->line.data + 1, p->line.len - 1, &n) || n < 0 ||
+            if (!gw_str2ll(p->hdr + 1, p->hdr_len - 1, &n) || n < 0 ||
                 (unsigned long long)n > RESP_BULK_MAX) {
                 rc = fail(p, "invalid bulk length");
                 break;

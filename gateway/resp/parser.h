@@ -43,8 +43,10 @@ enum { RESP_NEED_MORE = 0, RESP_CMD = 1, RESP_ERROR = -1 };
 
 typedef struct resp_parser {
     int state;
-    int skip;          /* bytes to skip before the next token ("\n" after "\r", CRLF after bulk) */
-    gw_buf_t line;     /* partial header or inline line */
+    int skip;        /* bytes to skip before the next token ("\n" after "\r", CRLF after bulk) */
+    gw_buf_t line;   /* partial header or inline line */
+    const char *hdr; /* the header line just read (in the input or in line), no CR */
+    size_t hdr_len;
     long long mb_left; /* bulk arguments still to read for the current multibulk */
     gw_cmd_t *cmd;     /* command under construction */
     int argcap;
