@@ -4,7 +4,7 @@ set -e
 PKGS="build-essential cmake pkg-config libuv1-dev libhiredis-dev libxxhash-dev \
 libboost-context-dev libibverbs-dev librdmacm-dev redis-server redis-tools bc python3-redis \
 qemu-system-x86 docker-compose faketime gnuplot-nox clang libclang-rt-14-dev tcl \
-prometheus-redis-exporter"
+prometheus-redis-exporter valgrind"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
