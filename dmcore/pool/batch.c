@@ -480,10 +480,16 @@ void dm_chain_stats(uint64_t *posted, uint64_t *skipped)
     *skipped = __atomic_load_n(&chains_skipped, __ATOMIC_RELAXED);
 }
 
+const dm_conn_t *dm_chain_conn(const dm_worker_t *w, const dm_chain_pos_t *on)
+{
+    const dm_conn_t *c = on->node < w->n_nodes ? w->conns[on->node] : NULL;
+    return c && c->serial == on->conn_serial && !c->failed ? c : NULL;
+}
+
 int dm_chain_intact(const dm_worker_t *w, const dm_chain_pos_t *p)
 {
-    const dm_conn_t *c = p->node < w->n_nodes ? w->conns[p->node] : NULL;
-    return c && c->serial == p->conn_serial && !c->failed && c->chain_epoch[p->tag] == p->epoch;
+    const dm_conn_t *c = dm_chain_conn(w, p);
+    return c && dm_chain_epoch_current(c, p);
 }
 
 /* Whether b's commit must not go out any more (dm_batch_commit's by_us passed): its verb

@@ -62,6 +62,18 @@ typedef struct dm_chain_pos {
  * runs after it, and is skipped if it fails (DM_CAP_CHAIN). */
 int dm_chain_intact(const dm_worker_t *w, const dm_chain_pos_t *p);
 
+/* The connection positions on `on`'s connection are checked against: node's connection
+ * while it is still that one and not failed, else NULL. For a position p of that node and
+ * serial, dm_chain_intact(w, p) is then dm_chain_epoch_current(conn, p) (NULL: 0); a scan
+ * of many positions resolves the connection once. */
+const dm_conn_t *dm_chain_conn(const dm_worker_t *w, const dm_chain_pos_t *on);
+
+/* p's chain epoch is still its connection's (c from dm_chain_conn for p's node and serial). */
+static inline int dm_chain_epoch_current(const dm_conn_t *c, const dm_chain_pos_t *p)
+{
+    return c->chain_epoch[p->tag] == p->epoch;
+}
+
 /* Chained commits posted, and those a memory node skipped (process totals, INFO). */
 void dm_chain_stats(uint64_t *posted, uint64_t *skipped);
 
