@@ -32,7 +32,7 @@ count() { # WORKLOAD: instructions per op of one fresh gateway
         --memnode "tcp://127.0.0.1:$MEMNODE_PORT" 2>>"$TMP/gateway.log" &
     local gw=$!
     pids+=("$gw")
-    for _ in $(seq 1 600); do redis-cli -p "$DMKV_PORT" PING >/dev/null 2>&1 && break; sleep 0.1; done
+    wait_port "$DMKV_PORT" 1200 # a gateway under valgrind starts in seconds
     "$BUILD/bench/dmkv-bench-load" "$DMKV_PORT" "$KEYS" 4 64 >/dev/null
     callgrind_control -i on "$gw" >/dev/null 2>&1
     case $w in

@@ -9,9 +9,9 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# wait_port PORT: until something answers PING there (10 s).
+# wait_port PORT [TRIES]: until something answers PING there (TRIES x 50 ms, default 10 s).
 wait_port() {
-    for _ in $(seq 1 200); do
+    for _ in $(seq 1 "${2:-200}"); do
         redis-cli -p "$1" PING >/dev/null 2>&1 && return 0
         sleep 0.05
     done

@@ -586,9 +586,8 @@ static int switch_region(dm_ctx_t *ctx, dm_alloc_t *a, dm_gaddr_t start, uint64_
 /* Open a new current region of at least need bytes: a spare region adopted from a dead
  * gateway or a returned block when one is big enough, else a new chunk. Returned blocks are
  * popped at most DM_REFILL_POPS_MAX at a time (three round trips each, the write that
- * needed the region waiting): a stack of small blocks cost a 200 KB write 70 pops in 1.5 s
- * before the bound. Smaller ones on the way are queued as
- * pieces quarantined from now, hence logged: queued reusable at once they were in no log,
+ * needed the region waiting; one took 70 in 1.5 s before the bound). Smaller ones on the way are
+ * queued as pieces quarantined from now, hence logged: queued reusable at once they were in no log,
  * and a gateway killed before it reused them lost them all (it_gateway_death: a restarted
  * gateway took 70 returned blocks back in 1.5 s, and 3.1 MB was lost to five deaths).
  * Returns 0 (the current region may have changed) or DM_E*. */

@@ -115,12 +115,6 @@ static const gw_command_t table[] = {
 
 #define NCMDS (sizeof(table) / sizeof(table[0]))
 
-const gw_command_t *gw_command_table(size_t *n)
-{
-    *n = NCMDS;
-    return table;
-}
-
 const gw_command_t *gw_command_of(gw_cmd_t *cmd)
 {
     if (!cmd->def && cmd->argc > 0) cmd->def = gw_command_lookup(cmd->argv[0], cmd->argvlen[0]);
@@ -187,10 +181,18 @@ const gw_command_t *gw_command_lookup(const char *name, size_t len)
     return NULL;
 }
 
+/* Every entry reaches callers through gw_command_lookup or gw_command_table, which build
+ * the index first: no check here, on every command's path. */
 bool gw_command_has(const gw_command_t *gc, unsigned mask)
 {
-    pthread_once(&index_once, build_index);
     return (flag_bits[gc - table] & mask) == mask;
+}
+
+const gw_command_t *gw_command_table(size_t *n)
+{
+    pthread_once(&index_once, build_index);
+    *n = NCMDS;
+    return table;
 }
 
 void gw_reply_dm_error(gw_conn_t *c, int rc)

@@ -509,6 +509,20 @@ static void a_frees(two_t *t, iv_t *iv, int n, uint64_t len)
         dm_alloc_free(t->wa->alloc, iv[i].a, len);
 }
 
+/* Past the quarantine (and a second unused), worker A returns its n idle blocks to the
+ * pool. Returns the process's count of returned blocks taken back so far. */
+static uint64_t a_returns_idle(two_t *t, int n)
+{
+    usleep(DM_GRACE_US + 1000000 + 100000);
+    uint64_t r0, t0, r1, t1;
+    dm_alloc_returned_stats(&r0, &t0);
+    CHECK(dm_alloc_return_idle(&t->ca) == 0);
+    dm_alloc_returned_stats(&r1, &t1);
+    CHECKF(r1 - r0 == (uint64_t)n, "%llu of %d idle blocks returned", (unsigned long long)(r1 - r0),
+           n);
+    return t1;
+}
+
 /* Issue 12: a worker's free blocks served no other worker, so a gateway started late ran
  * out of memory while another held hundreds of megabytes free. Worker A frees 40 blocks of
  * 100 KB; a second past their quarantine it returns them to the pool; worker B, which has
@@ -527,10 +541,7 @@ static void test_returned(void)
     CHECK(dm_alloc_return_idle(ca) == 0);
     dm_alloc_returned_stats(&r1, &t1);
     CHECKF(r1 == r0, "%llu blocks returned still in quarantine", (unsigned long long)(r1 - r0));
-    usleep(DM_GRACE_US + 1000000 + 100000); /* past the quarantine, and a second unused */
-    CHECK(dm_alloc_return_idle(ca) == 0);
-    dm_alloc_returned_stats(&r1, &t1);
-    CHECKF(r1 - r0 == N, "%llu of %d idle blocks returned", (unsigned long long)(r1 - r0), N);
+    t1 = a_returns_idle(&t, N);
     uint64_t on_stacks = 0, lo = before, hi = before;
     for (int i = 0; i < N; i++) /* trimmed to 64-byte bounds */
         lo += freed[i].len - 2 * DM_UNIT, hi += freed[i].len;
@@ -557,8 +568,8 @@ static void test_returned(void)
 }
 
 /* A refill pops at most DM_REFILL_POPS_MAX returned blocks (issue 12): every pop is three
- * round trips the write that needed the region waits for, and a stack of small blocks cost
- * a 200 KB write 70 pops in 1.5 s. Worker A returns 40 blocks of 20 KB; worker B, whose
+ * round trips the write that needed the region waits for (a refill once took 70 back in
+ * 1.5 s). Worker A returns 40 blocks of 20 KB; worker B, whose
  * region is too small for 100 KB, pops at most the bound, then takes a new chunk (what it
  * popped stays on its own lists, quarantined). Without the bound B popped all 40 and went
  * on into what earlier tests left (52 pops). */
@@ -571,12 +582,7 @@ static void test_refill_pops_bounded(void)
     static iv_t small[N];
     a_frees(&t, small, N, SMALL);
     CHECK(dm_alloc_return_idle(ca) == 0);
-    usleep(DM_GRACE_US + 1000000 + 100000); /* past the quarantine, and a second unused */
-    uint64_t r0, t0, r1, t1;
-    dm_alloc_returned_stats(&r0, &t0);
-    CHECK(dm_alloc_return_idle(ca) == 0);
-    dm_alloc_returned_stats(&r1, &t1);
-    CHECKF(r1 - r0 == N, "%llu of %d idle blocks returned", (unsigned long long)(r1 - r0), N);
+    uint64_t r0, t0, t1 = a_returns_idle(&t, N);
     uint64_t ptr0 = sb_word(cb, DM_SB_OFF(alloc_ptr));
     dm_gaddr_t x;
     CHECK(dm_alloc_kv_block(cb, LARGE, &x) == 0);
