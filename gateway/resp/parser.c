@@ -47,6 +47,15 @@ static size_t cmd_bytes(int cap, size_t *small)
     return sizeof(gw_cmd_t) + (size_t)cap * (sizeof(char *) + sizeof(size_t)) + *small;
 }
 
+/* A block of the standard size: new_cmd's for STD_ARGS, the only capacity whose
+ * small-argument room is STD_SMALL (a bigger capacity has more; inline commands none). */
+#define STD_SMALL (STD_ARGS * SMALL_PER_ARG > SMALL_MIN ? STD_ARGS * SMALL_PER_ARG : SMALL_MIN)
+_Static_assert((STD_ARGS + 1) * SMALL_PER_ARG > STD_SMALL, "capacities above STD_ARGS have more");
+static int is_std(const gw_cmd_t *c)
+{
+    return c->small && c->small_cap == STD_SMALL;
+}
+
 void gw_cmd_free(gw_cmd_t *cmd)
 {
     if (!cmd) return;
@@ -57,7 +66,7 @@ void gw_cmd_free(gw_cmd_t *cmd)
         free(cmd->argvlen);
     }
     free(cmd->proto_err);
-    if (cmd->std)
+    if (is_std(cmd))
         dm_spares_put(&std_spares, cmd, STD_KEPT);
     else
         free(cmd);
@@ -101,7 +110,6 @@ static gw_cmd_t *new_cmd(int *cap)
     if (!c) c = gw_try_malloc(bytes);
     if (!c) return NULL;
     memset(c, 0, sizeof(*c));
-    c->std = std;
     c->argv = (char **)(c + 1);
     c->argvlen = (size_t *)(c->argv + *cap);
     c->small = (char *)(c->argvlen + *cap);

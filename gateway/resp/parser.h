@@ -29,7 +29,6 @@ typedef struct gw_cmd {
      * (no malloc per argument); bigger arguments and grown arrays are malloc'd. */
     char *small; /* inline argument bytes (NULL: none) */
     size_t small_used, small_cap;
-    int std; /* its block is of the standard size, kept for reuse when freed */
 } gw_cmd_t;
 
 /* Free a command and its arguments (NULL is fine). A standard-size block is kept for the
