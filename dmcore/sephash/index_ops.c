@@ -147,16 +147,33 @@ static int walk_count(dm_ctx_t *ctx, dm_sephash_t *h, int64_t *n)
     return rc;
 }
 
-/* Recount (a dead gateway's count updates that never landed): counter before and after a
- * walk; moved meanwhile means keys came or went (DM_ERETRY), else it is CASed to the walk's
- * count. dmkv: not in the paper. */
-static int sh_recount(dm_ctx_t *ctx, int64_t *drift)
+/* Recount (a dead gateway's count updates that never landed, or a connection's lost in
+ * flight): the counter read before and after a walk; moved meanwhile means keys came or
+ * went (DM_ERETRY), else it is CASed from that value to the walk's count. dmkv: not in the
+ * paper.
+ *
+ * gap_us > 0 walks twice, gap_us apart, and trusts only two walks that agree under one
+ * counter value: an append and the FAA that counts it land apart (the FAA posted after its
+ * CAS won, or two verbs of one message that another QP's reads fall between), so a single
+ * walk can see a key whose +1 is still on its way; CASing the counter to that walk's count
+ * and then taking the +1 counts the key twice (DBSIZE one over for good: the SepHash +
+ * ROLEX step of rdma/integration_in_vm, 2026-12-01). By the second walk a FAA in flight has
+ * landed and moved the counter. As dm_race_recount. */
+#define RECOUNT_GAP_US 1000000u
+static int recount_walks(dm_ctx_t *ctx, uint32_t gap_us, int64_t *drift)
 {
     dm_sephash_t *h = ctx->w->sephash->h;
     *drift = 0;
-    int64_t before = 0, found = 0;
+    int64_t before = 0, after = 0, found = 0, again = 0;
     int rc = dm_sephash_live_count(ctx, h, &before);
     if (!rc) rc = walk_count(ctx, h, &found);
+    if (!rc && gap_us) {
+        rc = dm_sephash_live_count(ctx, h, &after);
+        if (!rc && after != before) return DM_ERETRY;
+        if (!rc) dm_ctx_sleep(ctx, gap_us);
+        if (!rc) rc = walk_count(ctx, h, &again);
+        if (!rc && again != found) return DM_ERETRY;
+    }
     if (rc) return rc;
     rc = dm_sephash_live_count_set(ctx, h, before, found);
     if (rc == DM_ECONFLICT) return DM_ERETRY;
@@ -164,8 +181,15 @@ static int sh_recount(dm_ctx_t *ctx, int64_t *drift)
     return rc;
 }
 
-/* FLUSHALL: the core's flush (tombstones, not atomic), then the counter set from a walk
- * (a flush's tombstones are unconditional appends: they do not move it). */
+static int sh_recount(dm_ctx_t *ctx, int64_t *drift)
+{
+    return recount_walks(ctx, RECOUNT_GAP_US, drift);
+}
+
+/* FLUSHALL: the core's flush (tombstones, not atomic), then the counter set from one walk
+ * (a flush's tombstones are unconditional appends: they do not move it). One walk, not
+ * the recount's two a second apart: FLUSHALL answers at once, and writes racing with it
+ * are not atomic with it anyway (a redial or a dead gateway starts a recount). */
 static int64_t sh_flush(dm_ctx_t *ctx)
 {
     dm_sephash_t *h = ctx->w->sephash->h;
@@ -176,7 +200,7 @@ static int64_t sh_flush(dm_ctx_t *ctx)
     if (rc) return rc;
     int64_t drift;
     for (int i = 0; i < 8; i++)
-        if ((rc = sh_recount(ctx, &drift)) != DM_ERETRY) break;
+        if ((rc = recount_walks(ctx, 0, &drift)) != DM_ERETRY) break;
     return rc ? rc : (int64_t)deleted;
 }
 

@@ -6,7 +6,8 @@
  *   2. 400 DELs of those keys from another gateway (no address cache): at most 3 each.
  *   3. DEL of absent keys: 1 (lock ‖ buckets).
  *   4. SET and GET of present keys from a gateway that never saw them: 3 and 2.
- *   5. A SCAN COUNT 100 walk of the preloaded keys: every key, at most 2 per command.
+ *   5. A SCAN COUNT 100 walk of the preloaded keys: every key, at most 2 per command (ROLEX:
+ *      and the loads of models the retrainer published during the walk).
  *   6. The preload itself, one connection pipelining 20,000 new keys: the round trips per
  *      insert of a pipelined load (SepHash: appends to one segment placed one after the
  *      other, not all CASing its first empty entry; 33 each before, sephash/append.c).
@@ -87,6 +88,8 @@ int main(void)
     /* A whole SCAN COUNT 100 walk on a gateway that did not write the keys (its cache of
      * inner nodes starts empty): every key once, each command <= 2 round trips. */
     EXPECT_STATUS(it_cmd(b, "CONFIG RESETSTAT"), "OK");
+    int rolex = range && !strcmp(range, "rolex");
+    double loads0 = rolex ? it_info_field(b, "dmkv", "rolex_model_loads") : 0;
     unsigned char *seen = calloc(PRELOAD, 1);
     CHECK(seen);
     long cursor = 0, found = 0;
@@ -104,9 +107,21 @@ int main(void)
     } while (cursor != 0);
     free(seen);
     CHECKF(found == PRELOAD, "SCAN found %ld of %d keys", found, PRELOAD);
-    double scan = it_info_field(b, "dmkv", "scan_rtts_per_op");
-    fprintf(stderr, "SCAN COUNT 100: %.2f round trips per command over the whole keyspace\n", scan);
-    CHECKF(scan <= 2.0, "a SCAN COUNT 100 took %.2f round trips (bound 2)", scan);
+    /* ROLEX: the memory node's retrainer may still be publishing models for the load (it
+     * lags the writes), and a walk that notices a new model loads it once it is done: 2
+     * round trips (rolex/sync.c), 4 when the load found the slot being rewritten. Those are
+     * counted apart; the walk's own stay at 2 per command. */
+    double scans = it_info_field(b, "dmkv", "scan_ops"),
+           rtts = it_info_field(b, "dmkv", "scan_rtts");
+    double loads = rolex ? it_info_field(b, "dmkv", "rolex_model_loads") - loads0 : 0;
+    CHECK(scans > 0);
+    fprintf(stderr,
+            "SCAN COUNT 100: %.2f round trips per command over the whole keyspace, %.0f model "
+            "loads\n",
+            rtts / scans, loads);
+    CHECKF(rtts <= 2 * scans + 4 * loads,
+           "a SCAN COUNT 100 took %.2f round trips (bound 2, with %.0f model loads)", rtts / scans,
+           loads);
 
     EXPECT_STATUS(it_cmd(a, "CONFIG RESETSTAT"), "OK");
     for (int i = 0; i < N; i++)
