@@ -1,6 +1,6 @@
-/* Pipelining on one connection: 10k+ mixed commands whose replies must come back in order
- * and see each other's effects (SET then GET of the same key), large replies that cross the
- * 64 KiB flush threshold, and a pipeline ending with QUIT. */
+/* Pipelining on one connection: 10k+ mixed commands (scaled by DMKV_IT_SCALE) whose replies must
+ * come back in order and see each other's effects (SET then GET of the same key), large replies
+ * that cross the 64 KiB flush threshold, and a pipeline ending with QUIT. */
 #include <stdint.h>
 
 #include "integration/it_check.h"
@@ -19,7 +19,8 @@ static redisReply *next_reply(void)
 
 static void test_mixed_in_order(void)
 {
-    for (int i = 0; i < N; i++) {
+    const int n = it_scaled(N);
+    for (int i = 0; i < n; i++) {
         redisAppendCommand(c, "SET p:%d v:%d", i, i);
         redisAppendCommand(c, "GET p:%d", i);
         redisAppendCommand(c, "ECHO e:%d", i);
@@ -28,7 +29,7 @@ static void test_mixed_in_order(void)
         redisAppendCommand(c, "EXISTS p:%d p:%d", i, i - 1);
     }
     char buf[64];
-    for (int i = 0; i < N; i++) {
+    for (int i = 0; i < n; i++) {
         EXPECT_STATUS(next_reply(), "OK");
         snprintf(buf, sizeof(buf), "v:%d", i);
         EXPECT_BULKS(next_reply(), buf);
@@ -41,8 +42,8 @@ static void test_mixed_in_order(void)
     }
     EXPECT_INT(it_cmd(c, "DBSIZE"), 1);
     char last[32];
-    snprintf(last, sizeof(last), "w:%d", N - 1);
-    EXPECT_BULKS(it_cmd(c, "GET p:%d", N - 1), last);
+    snprintf(last, sizeof(last), "w:%d", n - 1);
+    EXPECT_BULKS(it_cmd(c, "GET p:%d", n - 1), last);
 }
 
 static void test_big_replies(void)

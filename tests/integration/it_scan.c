@@ -1,6 +1,6 @@
-/* 100k keys written with one pipeline, then: DBSIZE exact, SCAN full iteration returns
- * exactly the key set (COUNT 10/1000, MATCH, TYPE), KEYS with patterns, deletion of half
- * and the same checks again. */
+/* 100k keys (scaled by DMKV_IT_SCALE) written with one pipeline, then: DBSIZE exact, SCAN full
+ * iteration returns exactly the key set (COUNT 10/1000, MATCH, TYPE), KEYS with patterns, deletion
+ * of half and the same checks again. */
 #include <stdint.h>
 
 #include "integration/it_check.h"
@@ -184,13 +184,14 @@ int main(void)
 
     keyset_t want = {0};
     char key[64];
-    for (int i = 0; i < NKEYS; i++) {
+    const int nkeys = it_scaled(NKEYS);
+    for (int i = 0; i < nkeys; i++) {
         int n = snprintf(key, sizeof(key), "key:%06d", i);
         if (i % 1000 == 7) /* a few binary keys */
             n = snprintf(key, sizeof(key), "bin\r\n%d", i), key[3] = 0;
         ks_add(&want, key, (size_t)n);
         redisAppendCommand(c, "SET %b v%d", key, (size_t)n, i);
-        if (i % 5000 == 4999 || i == NKEYS - 1) {
+        if (i % 5000 == 4999 || i == nkeys - 1) {
             for (int j = 0; j < (i % 5000) + 1; j++) {
                 redisReply *r;
                 CHECK(redisGetReply(c, (void **)&r) == REDIS_OK);
@@ -198,7 +199,7 @@ int main(void)
             }
         }
     }
-    fprintf(stderr, "wrote %d keys\n", NKEYS);
+    fprintf(stderr, "wrote %d keys\n", nkeys);
     check_everything(&want);
 
     /* KEYS with '?' and a class */
