@@ -330,7 +330,8 @@ static int cached_get(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item_
         return 1;
     }
     free(block);
-    if (rc && rc != DM_ERETRY) return rc;
+    if (rc == DM_ERETRY) return 0; /* read too late to trust: not known stale, it stays */
+    if (rc) return rc;
     race_addr_cache_stale(ctx->w->race, key, klen);
     return 0;
 }
