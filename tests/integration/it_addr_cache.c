@@ -252,12 +252,12 @@ static void workers_share_the_cache(const it_pool_t *pool)
     double dropped = info_field(c[0], "race_addr_cache_dropped") - dropped0;
     fprintf(stderr, "keys written on one worker, then the other: %.0f cache entries stale\n",
             dropped);
-    /* Not shared, every key would be stale on the worker that writes it second (all 1,000:
-     * clients k and k + 1 sit on different workers). Shared, a few may be: a store that
-     * finds its set held by a writer for LOCK_SPINS gives up (addr_cache.c, a hint). Under
-     * TSan beside the ASan suite, updates whose commit turn came after their 1 s bound
-     * dropped their entries as stale too: 247 of 1,000 in a clean-clone run (2026-12-02),
-     * 0 since they keep them (race/ops.c). */
+    /* Not shared, the keys a worker wrote before the other would be stale (500 with a cache
+     * per worker, docs/throughput.md). Shared, a few may be: a store that finds its set held
+     * by a writer for LOCK_SPINS gives up (addr_cache.c, a hint). Under TSan beside the ASan
+     * suite, updates whose commit turn came after their 1 s bound dropped their entries as
+     * stale too: 247 of 1,000 in a clean-clone run (2026-12-02), 0 since they keep them
+     * (race/ops.c). */
     CHECKF(dropped < SHARED_KEYS / 10, "%.0f entries stale: the workers do not share the cache",
            dropped);
     for (int k = 0; k < SHARED_KEYS; k += 97)
