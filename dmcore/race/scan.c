@@ -6,6 +6,7 @@
 #include "dmkv/alloc.h"
 #include "dmkv/batch.h"
 #include "dmkv/errors.h"
+#include "dmkv/index.h"
 #include "dmkv/superblock.h"
 #include "race_internal.h"
 
@@ -210,7 +211,6 @@ int64_t dm_race_flush(dm_ctx_t *ctx)
 }
 
 /* Recount: live slots, and whether a split is under way (frozen slots, MOVING headers). */
-#define RECOUNT_GAP_US 1000000u /* between the two walks a recount trusts, and between tries */
 typedef struct recount_state {
     int64_t keys;
     int split;
@@ -276,7 +276,7 @@ int dm_race_recount(dm_ctx_t *ctx, int64_t *drift)
          * memory nodes, or two QPs): a walk that falls between them sees the key while the
          * counter does not. A second walk a while later, agreeing with the first and with
          * the same counter word, rules that out (the batch's other verb has landed). */
-        race_pause(ctx, RECOUNT_GAP_US);
+        race_pause(ctx, DM_RECOUNT_GAP_US);
         rc = walk_once(ctx, d0, d1, &r2, &w2, &steady2);
         if (rc) break;
         if (!steady2 || w2 != w1 || r2.keys != r1.keys) {

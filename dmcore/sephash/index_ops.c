@@ -148,18 +148,11 @@ static int walk_count(dm_ctx_t *ctx, dm_sephash_t *h, int64_t *n)
 }
 
 /* Recount (a dead gateway's count updates that never landed, or a connection's lost in
- * flight): the counter read before and after a walk; moved meanwhile means keys came or
- * went (DM_ERETRY), else it is CASed from that value to the walk's count. dmkv: not in the
- * paper.
- *
- * gap_us > 0 walks twice, gap_us apart, and trusts only two walks that agree under one
- * counter value: an append and the FAA that counts it land apart (the FAA posted after its
- * CAS won, or two verbs of one message that another QP's reads fall between), so a single
- * walk can see a key whose +1 is still on its way; CASing the counter to that walk's count
- * and then taking the +1 counts the key twice (DBSIZE one over for good: the SepHash +
- * ROLEX step of rdma/integration_in_vm, 2026-12-01). By the second walk a FAA in flight has
- * landed and moved the counter. As dm_race_recount. */
-#define RECOUNT_GAP_US 1000000u
+ * flight): the counter read before a walk, CASed from that value to the walk's count; a
+ * counter that moved meanwhile means keys came or went (DM_ERETRY). dmkv: not in the paper.
+ * gap_us > 0: the rule of dm_point_index_ops_t.recount, two walks gap_us apart under one
+ * counter value (one walk counted a key twice: DBSIZE 174 for 173 keys in the SepHash +
+ * ROLEX step of rdma/integration_in_vm, 2026-12-01). */
 static int recount_walks(dm_ctx_t *ctx, uint32_t gap_us, int64_t *drift)
 {
     dm_sephash_t *h = ctx->w->sephash->h;
@@ -168,11 +161,11 @@ static int recount_walks(dm_ctx_t *ctx, uint32_t gap_us, int64_t *drift)
     int rc = dm_sephash_live_count(ctx, h, &before);
     if (!rc) rc = walk_count(ctx, h, &found);
     if (!rc && gap_us) {
-        rc = dm_sephash_live_count(ctx, h, &after);
-        if (!rc && after != before) return DM_ERETRY;
-        if (!rc) dm_ctx_sleep(ctx, gap_us);
-        if (!rc) rc = walk_count(ctx, h, &again);
-        if (!rc && again != found) return DM_ERETRY;
+        if ((rc = dm_sephash_live_count(ctx, h, &after)) != 0) return rc;
+        if (after != before) return DM_ERETRY; /* moved already: no need to wait */
+        dm_ctx_sleep(ctx, gap_us);
+        if ((rc = walk_count(ctx, h, &again)) != 0) return rc;
+        if (again != found) return DM_ERETRY;
     }
     if (rc) return rc;
     rc = dm_sephash_live_count_set(ctx, h, before, found);
@@ -183,7 +176,7 @@ static int recount_walks(dm_ctx_t *ctx, uint32_t gap_us, int64_t *drift)
 
 static int sh_recount(dm_ctx_t *ctx, int64_t *drift)
 {
-    return recount_walks(ctx, RECOUNT_GAP_US, drift);
+    return recount_walks(ctx, DM_RECOUNT_GAP_US, drift);
 }
 
 /* FLUSHALL: the core's flush (tombstones, not atomic), then the counter set from one walk

@@ -6,8 +6,8 @@
 # coroutines) and the integration tests with several multi-threaded gateway processes on one
 # memory node, plus the gateway's own cross-thread paths (MONITOR lines, CLIENT KILL,
 # maxmemory-clients eviction: it_introspection, it_protocol; the address cache a gateway's
-# workers share: it_addr_cache), and it_concurrency and it_incr_gateways on the SepHash and
-# ROLEX pairings (PAIRINGS below), whose memory node runs the ROLEX retrainer thread beside
+# workers share: it_addr_cache), and it_concurrency and it_incr_gateways on the SepHash +
+# ROLEX pairing (PAIRINGS below), whose memory node runs the ROLEX retrainer thread beside
 # its executor (it_rolex_retrainer too). Every process (tests, gateways, memory nodes) writes its reports to
 # BUILD_DIR/reports/tsan.PID: any report fails this test, whatever the exit codes said.
 set -eu
@@ -40,10 +40,9 @@ rm -rf "$B/reports"
 mkdir -p "$B/reports"
 export TSAN_OPTIONS="halt_on_error=0 exitcode=66 log_path=$B/reports/tsan"
 # it_chime_storm's 9 clients x 12,000 commands took over its 600 s limit under TSan beside
-# the ASan suite in a clean-clone make test (2026-11-29; SETs at 40-80 ms each). A fifth
-# of the commands keeps every interleaving the storm makes (the rxe VM runs fewer too):
-# 4,000 took 205 s alone on the machine (2026-11-30).
-# 800: 125 s alone at 2,500, 224 s at 1,500 beside the ASan suite (2026-12-02).
+# the ASan suite in a clean-clone make test (2026-11-29; SETs at 40-80 ms each). Its
+# interleavings start with the first commands (the rxe VM runs 1,500): 4,000 took 205 s
+# alone (2026-11-30), 2,500 125 s alone, 1,500 224 s beside the ASan suite (2026-12-02).
 export DMKV_IT_STORM_OPS=800
 # The multi-gateway tests at 30% of their commands (it_concurrency, it_incr_gateways,
 # it_resize, it_pipeline): the races they look for happen from the first hundred commands

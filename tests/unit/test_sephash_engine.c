@@ -163,6 +163,12 @@ static void test_count_across_merges(void)
     CHECKF(merges > 0, "merges %llu", (unsigned long long)merges);
 }
 
+/* The address of the table header's live key counter (SepHash's word 40, DBSIZE's). */
+static dm_gaddr_t live_counter(void)
+{
+    return sb_word(DM_SB_OFF(sephash_root)) + 40;
+}
+
 /* A counter update that never landed (a dead gateway's): recount finds and fixes it. */
 static void test_recount(void)
 {
@@ -173,7 +179,7 @@ static void test_recount(void)
     uint64_t off = (uint64_t)n + 7;
     dm_batch_t b;
     dm_batch_init(&b);
-    dm_batch_write(&b, sb_word(DM_SB_OFF(sephash_root)) + 40, &off, 8); /* the live counter */
+    dm_batch_write(&b, live_counter(), &off, 8);
     CHECK(dm_batch_exec(&ctx, &b) == 0);
     CHECK(dm_kv_dbsize(&ctx) == n + 7);
     CHECK(dm_kv_point_index()->recount(&ctx, &drift) == 0);
@@ -186,13 +192,9 @@ static void test_recount(void)
  * to the walk's count and then take the +1 too (DBSIZE one over for good). Here the append's
  * FAA is dropped (fault "uncounted") and a second thread adds the +1 300 ms into the
  * recount, as a late landing would. */
-typedef struct late_faa {
-    dm_gaddr_t counter;
-} late_faa_t;
-
 static void *land_late_faa(void *arg)
 {
-    late_faa_t *lf = arg;
+    dm_gaddr_t counter = *(const dm_gaddr_t *)arg;
     uv_loop_t l;
     uv_loop_init(&l);
     dm_worker_t *w2 = bare_worker(&l, "local:sephash_engine");
@@ -201,7 +203,7 @@ static void *land_late_faa(void *arg)
     usleep(300 * 1000);
     dm_batch_t b;
     dm_batch_init(&b);
-    dm_batch_faa(&b, lf->counter, 1);
+    dm_batch_faa(&b, counter, 1);
     CHECK(dm_batch_exec(&c2, &b) == 0);
     worker_done(w2, &l);
     return NULL;
@@ -217,9 +219,9 @@ static void test_recount_late_faa(void)
     CHECK(dm_fault_fired(DM_FAULT_UNCOUNTED) == 1);
     dm_fault_configure(NULL);
     CHECK(dm_kv_dbsize(&ctx) == n);
-    late_faa_t lf = {sb_word(DM_SB_OFF(sephash_root)) + 40}; /* the live counter */
+    dm_gaddr_t counter = live_counter();
     pthread_t t;
-    CHECK(pthread_create(&t, NULL, land_late_faa, &lf) == 0);
+    CHECK(pthread_create(&t, NULL, land_late_faa, &counter) == 0);
     int rc;
     for (int i = 0; i < 8 && (rc = dm_kv_point_index()->recount(&ctx, &drift)) == DM_ERETRY; i++)
         usleep(100 * 1000);

@@ -109,6 +109,9 @@ typedef struct dm_index_engine {
     uint32_t max_key; /* bytes of the longest key it can hold, 0: any (ROLEX: inline keys) */
 } dm_index_engine_t;
 
+/* Between the two walks a recount trusts (dm_point_index_ops_t.recount), in us. */
+#define DM_RECOUNT_GAP_US 1000000u
+
 typedef struct dm_point_index_ops {
     dm_index_engine_t engine;
     /* Attach w to the pool's index (creating it on a new pool): 0 or DM_E*. */
@@ -120,7 +123,10 @@ typedef struct dm_point_index_ops {
     int64_t (*flush)(dm_ctx_t *ctx);
     /* Count the keys again and set the counter (a dead gateway's counter updates that
      * never landed): the drift corrected (found - counter) in *drift. Returns 0,
-     * DM_ERETRY (keys kept coming and going: try later) or DM_E*. */
+     * DM_ERETRY (keys kept coming and going: try later) or DM_E*. A key's write and the
+     * FAA that counts it land apart, so a walk may see a key whose count change is still
+     * on its way: an engine trusts only two walks DM_RECOUNT_GAP_US apart that agree under
+     * one counter value (by then a FAA in flight has landed and moved it). */
     int (*recount)(dm_ctx_t *ctx, int64_t *drift);
     /* Process-wide statistics into out[0..DM_INDEX_STATS_MAX): how many. */
     size_t (*stats)(dm_index_stat_t *out);
