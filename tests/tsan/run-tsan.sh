@@ -42,19 +42,21 @@ export TSAN_OPTIONS="halt_on_error=0 exitcode=66 log_path=$B/reports/tsan"
 # it_chime_storm's 9 clients x 12,000 commands took over its 600 s limit under TSan beside
 # the ASan suite in a clean-clone make test (2026-11-29; SETs at 40-80 ms each). Its
 # interleavings start with the first commands (the rxe VM runs 1,500): 4,000 took 205 s
-# alone (2026-11-30), 2,500 125 s alone, 1,500 224 s beside the ASan suite (2026-12-02).
-export DMKV_IT_STORM_OPS=800
-# The multi-gateway tests at 30% of their commands (it_concurrency, it_incr_gateways,
-# it_resize, it_pipeline): the races they look for happen from the first hundred commands
-# on, and the suite's time is bounded by this test beside the rest (CI: 40 minutes on
-# 2026-11-30 and 2026-12-01 at 50%; alone here 133, 45, 185 and 120 s at 50%, 2026-12-02).
-export DMKV_IT_SCALE=30
+# alone (2026-11-30), 2,500 125 s alone, 1,500 224 s beside the ASan suite, 800 167 s
+# (2026-12-02).
+export DMKV_IT_STORM_OPS=500
+# The multi-gateway tests at 15% of their commands (it_concurrency, it_incr_gateways,
+# it_resize, it_pipeline): the races TSan looks for are between the threads of one process
+# and happen from the first hundred commands on, and the suite's time is bounded by this
+# test beside the rest (CI: 40 minutes on 2026-11-30 and 2026-12-01 at 50%; at 30%
+# it_resize took 236 s and it_concurrency 163 s beside the ASan suite, 2026-12-02).
+export DMKV_IT_SCALE=15
 cd "$B"
 rc=0
 ctest -R "^($TESTS)\$" --output-on-failure --timeout 900 || rc=$?
-# The SepHash + ROLEX pairing at 15%: at 30% its it_concurrency took 310 s beside the ASan
-# suite (2026-12-02), the longest test of this run.
-DMKV_IT_SCALE=15 ctest -R "^($PAIRINGS)\$" --output-on-failure --timeout 900 || rc=$?
+# The SepHash + ROLEX pairing at 10%: at 30% its it_concurrency took 310 s beside the ASan
+# suite, at 15% 128 s (2026-12-02).
+DMKV_IT_SCALE=10 ctest -R "^($PAIRINGS)\$" --output-on-failure --timeout 900 || rc=$?
 n=0
 for f in "$B"/reports/tsan.*; do
     [ -f "$f" ] || continue
