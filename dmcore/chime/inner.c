@@ -54,6 +54,7 @@ void ch_cache_drop(dm_chime_t *c, dm_gaddr_t a)
         if ((*pp)->addr != a) continue;
         ch_inner_t *n = *pp;
         *pp = n->next_in_bucket;
+        c->cache_gen++;
         account(c, n, -1);
         ch_inner_free(n);
         return;
@@ -76,6 +77,7 @@ void ch_cache_put(dm_chime_t *c, ch_inner_t *n)
     unsigned b = bucket_of(n->addr);
     n->next_in_bucket = c->cache[b];
     c->cache[b] = n;
+    c->cache_gen++;
     account(c, n, 1);
 }
 
@@ -288,6 +290,18 @@ unsigned ch_cached_next_leaves(dm_chime_t *c, const void *key, size_t klen, dm_g
 int ch_find_leaf(dm_ctx_t *ctx, const void *key, size_t klen, int fresh, ch_path_t *p)
 {
     return descend(ctx, key, klen, 0, fresh, p, NULL);
+}
+
+int ch_find_leaf_again(dm_ctx_t *ctx, const void *key, size_t klen, ch_path_t *p,
+                       ch_find_memo_t *memo)
+{
+    dm_chime_t *c = ctx->w->chime;
+    if (memo->valid && memo->gen == c->cache_gen && memo->root == c->root) return 0;
+    int rc = descend(ctx, key, klen, 0, 0, p, NULL);
+    memo->valid = !rc && p->from_cache;
+    memo->gen = c->cache_gen;
+    memo->root = c->root;
+    return rc;
 }
 
 /* ---- records and fences ---- */

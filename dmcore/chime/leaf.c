@@ -378,9 +378,11 @@ int ch_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int flags, const dm
     lk->want_hop = !speculate; /* SET: a new key needs its hop range */
     lk->want_whole = (flags & CH_LOCK_WHOLE) != 0;
     int rc = 0, fresh = 0;
+    ch_path_t p;
+    ch_find_memo_t memo = {0}; /* after a turn wait: the same path while the cache holds */
     for (int attempt = 0; attempt < MAX_FOLLOW; attempt++) {
-        ch_path_t p;
-        rc = ch_find_leaf(ctx, key, klen, fresh, &p);
+        rc = fresh ? ch_find_leaf(ctx, key, klen, 1, &p)
+                   : ch_find_leaf_again(ctx, key, klen, &p, &memo);
         if (rc) break;
         if (dm_coro_turn_pending() &&
             (dm_coro_early_taken(p.leaf) || ch_leaf_contended(c, p.leaf))) {

@@ -188,8 +188,9 @@ int dm_chime_lock_insert(dm_ctx_t *ctx, const void *key, size_t klen, const dm_b
         return ch_lock_key(ctx, key, klen, 0, extra, fresh, out);
     ch_path_t p;
     ch_group_t *gp = NULL;
+    ch_find_memo_t memo = {0};
     for (int tries = 0;; tries++) {
-        int rc = ch_find_leaf(ctx, key, klen, 0, &p);
+        int rc = ch_find_leaf_again(ctx, key, klen, &p, &memo);
         if (rc) return rc;
         gp = group_of(c, p.leaf);
         if (gp && joinable(gp)) {
