@@ -16,6 +16,7 @@
 #include "dmkv/coro.h"
 #include "dmkv/fence.h"
 #include "dmkv/kv.h"
+#include "dmkv/lease_lock.h"
 #include "dmkv/index.h"
 #include "dmkv/stats.h"
 #include "server/dead_repair.h"
@@ -349,11 +350,13 @@ static void sec_dmkv(gw_buf_t *b)
     gw_buf_printf(b,
                   "chained_commits:%llu\r\nchained_commits_skipped:%llu\r\n"
                   "lease_batches_refused:%llu\r\nlease_chain_breaks:%llu\r\n"
+                  "lease_turns_given:%llu\r\n"
                   "early_leaf_locks:%llu\r\nearly_leaf_lock_wounds:%llu\r\n"
                   "early_leaf_lock_yields:%llu\r\nsets_locked_first:%llu\r\n"
                   "hybrid_repairs:%llu\r\nbatches_reposted:%llu\r\n",
                   (unsigned long long)chained, (unsigned long long)chain_skips,
-                  (unsigned long long)late, (unsigned long long)breaks, (unsigned long long)early,
+                  (unsigned long long)late, (unsigned long long)breaks,
+                  (unsigned long long)dm_lease_turns_given(), (unsigned long long)early,
                   (unsigned long long)wounds, (unsigned long long)dm_kv_early_yields(),
                   (unsigned long long)dm_kv_lock_first(), (unsigned long long)dm_kv_repairs(),
                   (unsigned long long)dm_post_retries());

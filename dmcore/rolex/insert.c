@@ -92,6 +92,7 @@ int rx_run_names(const rx_run_t *c, const rx_entry_t *e)
 static int write_unlock(dm_ctx_t *ctx, dm_batch_t *b, const rx_hold_t *hd, int *unlocked)
 {
     dm_verb_t *u = dm_batch_cas(b, hd->addr, hd->word, 0);
+    dm_lease_unlocking(hd);
     int rc = dm_batch_exec(ctx, b);
     *unlocked = !rc && u->result == hd->word;
     return rc;

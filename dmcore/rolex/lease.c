@@ -17,14 +17,11 @@ int (*rx_test_hook)(int site);
 
 int rx_lock(dm_ctx_t *ctx, dm_gaddr_t addr, rx_hold_t *hd, rx_leaf_t *leaf)
 {
-    for (;;) {
-        int took_over;
-        /* The leaf read behind the CAS: the holder's view, as the last holder left it. */
-        int rc = dm_lease_lock_try(ctx, addr, rx_lease_ms, rx_hold_ms, leaf,
-                                   leaf ? RX_LEAF_BYTES : 0, hd, &took_over);
-        if (rc) return rc < 0 ? rc : 0;
-        dm_ctx_sleep(ctx, RX_LOCK_WAIT_US);
-    }
+    int took_over;
+    /* The leaf read behind the CAS: the holder's view, as the last holder left it. */
+    const dm_lease_read_t rd = {addr, leaf, RX_LEAF_BYTES};
+    return dm_lease_lock_wait(ctx, addr, rx_lease_ms, rx_hold_ms, &rd, leaf ? 1 : 0, NULL, NULL, hd,
+                              &took_over, RX_LOCK_WAIT_US, NULL);
 }
 
 int rx_unlock(dm_ctx_t *ctx, const rx_hold_t *hd)

@@ -125,19 +125,14 @@ void rr_detach(dm_worker_t *w)
 int rr_take(dm_ctx_t *ctx, dm_gaddr_t head, rx_hold_t *hd, const dm_lease_read_t *reads, unsigned n,
             const dm_batch_t *extra, int *extra_fresh, int *took_over, uint64_t *async_failures)
 {
-    for (;;) {
-        uint64_t af = dm_async_failures();
-        int rc = dm_lease_lock_try_reads(ctx, head, rx_lease_ms, rx_hold_ms, reads, n, extra,
-                                         extra_fresh, hd, took_over);
-        if (rc < 0) return rc;
-        if (rc == 1) {
-            *async_failures = af;
-            if (*took_over) rr_count(&rr_stats.takeovers, 1);
-            return 0;
-        }
-        rr_count(&rr_stats.lock_waits, 1);
-        dm_ctx_sleep(ctx, RR_WAIT_US);
-    }
+    uint64_t waits = 0;
+    int rc = dm_lease_lock_wait(ctx, head, rx_lease_ms, rx_hold_ms, reads, n, extra, extra_fresh,
+                                hd, took_over, RR_WAIT_US, &waits);
+    if (waits) rr_count(&rr_stats.lock_waits, waits);
+    if (rc) return rc;
+    *async_failures = hd->async_failures; /* from before the hold's CAS (rr_hold_ok) */
+    if (*took_over) rr_count(&rr_stats.takeovers, 1);
+    return 0;
 }
 
 int rr_hold_ok(const rx_hold_t *hd, uint64_t async_failures)
@@ -500,6 +495,7 @@ int rr_unlock(dm_ctx_t *ctx, dm_range_lock_t *l, int present)
         rx_run_drop(&b, &lk->run, k, (unsigned)pos);
     }
     dm_batch_cas(&b, lk->hd.addr, lk->hd.word, 0);
+    dm_lease_unlocking(&lk->hd);
     int rc = dm_batch_post_async(ctx, &b);
     for (unsigned g = 0; !rc && g < dropped; g++) {   /* posted: quarantined past the WRITEs */
         int again = rx_run_names(&lk->run, &gone[g]); /* a copy left: it keeps the record */

@@ -308,6 +308,7 @@ static int merge_locked(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uin
         dm_batch_write(&b, loc->seg + SH_CUR_FILTER_OFF + 256ull * !s, zero, 256);
         dm_verb_t *v = dm_batch_cas(&b, loc->seg, m | SH_META_LOCK, sh_meta(!s, nl, c0, main0));
         dm_batch_cas(&b, hd->addr, hd->word, 0);
+        dm_lease_unlocking(hd);
         rc = dm_batch_exec(ctx, &b);
         unknown = rc && rc != DM_ERETRY; /* DM_ERETRY: refused whole, nothing ran */
         committed = !rc && v->result == (m | SH_META_LOCK);
@@ -396,6 +397,7 @@ int sh_merge(dm_ctx_t *ctx, dm_sephash_t *h, const sh_loc_t *loc, uint64_t m)
         if (mine && rc != DM_ECORRUPT && !moved)
             dm_batch_cas(&b, loc->seg, sh_round(mm) | SH_META_LOCK, sh_round(mm));
         dm_batch_cas(&b, hd.addr, hd.word, 0);
+        if (b.n > 1) dm_lease_unlocking(&hd);
         if (b.n == 1 || dm_batch_exec(ctx, &b)) sh_lease_release(ctx, &hd);
     }
     ctx->cls = cls;

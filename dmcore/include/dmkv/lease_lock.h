@@ -19,6 +19,7 @@ typedef struct dm_lease_hold {
     dm_gaddr_t addr;
     uint64_t word;
     uint64_t until_us;
+    uint64_t async_failures; /* dm_async_failures() just before the CAS was posted */
 } dm_lease_hold_t;
 
 /* One attempt at the 8-byte lock word at addr (0 = free): the CAS from 0, and when the
@@ -51,8 +52,30 @@ int dm_lease_lock_try_reads(dm_ctx_t *ctx, dm_gaddr_t addr, uint32_t lease_ms, u
                             const dm_lease_read_t *reads, unsigned n, const dm_batch_t *extra,
                             int *extra_fresh, dm_lease_hold_t *hd, int *took_over);
 
+/* dm_lease_lock_try_reads until the lock is taken, waiting poll_us (microseconds) between
+ * attempts, however long the word stays held by a live holder (a dead one's lease is taken
+ * over). The coroutines of one thread that wait for one word queue in arrival order and only
+ * the oldest polls the memory node (pool/lease_lock.c "fairness"). *waits (may be NULL) is
+ * advanced once per wait. Returns 0 taken (*hd filled), or DM_E* (a CAS's batch failed). */
+int dm_lease_lock_wait(dm_ctx_t *ctx, dm_gaddr_t addr, uint32_t lease_ms, uint32_t hold_ms,
+                       const dm_lease_read_t *reads, unsigned n, const dm_batch_t *extra,
+                       int *extra_fresh, dm_lease_hold_t *hd, int *took_over, uint32_t poll_us,
+                       uint64_t *waits);
+
 /* Free the lock: CAS from our word to 0, posted without waiting and without a bound (a
  * taker's word differs, so it cannot free a taker's lock). Returns 0 or a posting error. */
 int dm_lease_unlock(dm_ctx_t *ctx, const dm_lease_hold_t *hd);
+
+/* For a caller that posts hd's unlock CAS itself (in one batch with its writes): call it
+ * then, as dm_lease_unlock does, so that the fairness rule (dm_lease_turns_given) sees every
+ * release. */
+void dm_lease_unlocking(const dm_lease_hold_t *hd);
+
+/* Fairness between threads and gateways: a thread that took one word right after freeing it
+ * itself DM_LEASE_HANDOVERS_MAX times in a row leaves it alone for a few of its round trips
+ * after its next unlock, and its attempts meanwhile return 0 (held), so other threads' polls
+ * find it free (pool/lease_lock.c). The windows left so far in this process (INFO
+ * lease_turns_given). */
+uint64_t dm_lease_turns_given(void);
 
 #endif
