@@ -182,7 +182,7 @@ static int take_leaf(dm_ctx_t *ctx, dm_rolex_t *r, dm_gaddr_t *at)
     dm_verb_t *faa = dm_batch_faa(&fb, r->root + RX_OFF_ALLOC, 1);
     int rc = dm_batch_exec(ctx, &fb);
     if (rc) return rc;
-    if (faa->result >= r->hdr.capacity) return DM_ENOMEM;
+    if (faa->result >= r->hdr.capacity) return DM_EINDEXFULL; /* the region does not grow */
     *at = rx_leaf_addr(r, faa->result);
     return 0;
 }

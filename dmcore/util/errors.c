@@ -40,6 +40,8 @@ const char *dm_strerror(int err)
         return "an early lock's holder gave way to an earlier command";
     case DM_ELATE:
         return "a lock holder's write was not sent: its lease ended first";
+    case DM_EINDEXFULL:
+        return "the range index has no free leaf left in its leaf region";
     default:
         return "unknown error";
     }
