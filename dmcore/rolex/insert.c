@@ -30,7 +30,7 @@ void rx_put_body(dm_batch_t *b, dm_gaddr_t at, rx_leaf_t *l)
     dm_batch_write(b, at + RX_LEAF_BODY, &l->next, RX_LEAF_BYTES - RX_LEAF_BODY);
 }
 
-uint64_t rx_recs_written, rx_recs_freed;
+uint64_t rx_recs_written, rx_recs_freed, rx_leaves_taken;
 
 int rx_rec_write(dm_ctx_t *ctx, const void *key, size_t len, dm_gaddr_t *rec)
 {
@@ -182,6 +182,11 @@ static int take_leaf(dm_ctx_t *ctx, dm_rolex_t *r, dm_gaddr_t *at)
     dm_verb_t *faa = dm_batch_faa(&fb, r->root + RX_OFF_ALLOC, 1);
     int rc = dm_batch_exec(ctx, &fb);
     if (rc) return rc;
+    uint64_t taken = faa->result < r->hdr.capacity ? faa->result + 1 : r->hdr.capacity;
+    for (uint64_t was = __atomic_load_n(&rx_leaves_taken, __ATOMIC_RELAXED);
+         was < taken && !__atomic_compare_exchange_n(&rx_leaves_taken, &was, taken, 1,
+                                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED);)
+        ;
     if (faa->result >= r->hdr.capacity) return DM_EINDEXFULL; /* the region does not grow */
     *at = rx_leaf_addr(r, faa->result);
     return 0;

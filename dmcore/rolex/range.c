@@ -94,6 +94,7 @@ int rr_attach(dm_ctx_t *ctx, dm_worker_t *w)
     if (!rc) {
         rr_note_model(rr->r);
         rr_max(&rr_stats.leaves_seen, rr->r->hdr.primaries);
+        rr_max(&rr_stats.leaf_capacity, rr->r->hdr.capacity);
     }
     if (!rc) w->rolex = rr;
     if (rc) {

@@ -172,6 +172,7 @@ size_t rr_stats_get(dm_index_stat_t *out)
     c.model_version = __atomic_load_n(&rr_stats.model_version, __ATOMIC_RELAXED);
     c.lt_entries = __atomic_load_n(&rr_stats.lt_entries, __ATOMIC_RELAXED);
     c.leaves_seen = __atomic_load_n(&rr_stats.leaves_seen, __ATOMIC_RELAXED);
+    c.leaf_capacity = __atomic_load_n(&rr_stats.leaf_capacity, __ATOMIC_RELAXED);
     c.lock_waits = __atomic_load_n(&rr_stats.lock_waits, __ATOMIC_RELAXED);
     c.takeovers = __atomic_load_n(&rr_stats.takeovers, __ATOMIC_RELAXED);
     c.settled = __atomic_load_n(&rr_stats.settled, __ATOMIC_RELAXED);
@@ -182,6 +183,8 @@ size_t rr_stats_get(dm_index_stat_t *out)
     out[n++] = dm_index_count("rolex_model_version", c.model_version);
     out[n++] = dm_index_count("rolex_lt_entries", c.lt_entries);
     out[n++] = dm_index_count("rolex_leaves_seen", c.leaves_seen);
+    out[n++] = dm_index_count("rolex_leaf_capacity", c.leaf_capacity);
+    out[n++] = dm_index_count("rolex_leaves_taken", s.leaves_taken);
     out[n++] = dm_index_count("rolex_models_noticed", s.models_noticed);
     out[n++] = dm_index_count("rolex_model_loads", s.model_loads);
     out[n++] = dm_index_count("rolex_model_load_failures", s.model_load_failures);

@@ -410,6 +410,8 @@ int rx_rec_stage(dm_ctx_t *ctx, const dm_rolex_t *r, dm_batch_t *b, const void *
                  dm_gaddr_t *rec, uint8_t **buf);
 /* Key records written and freed by this process (relaxed atomics; INFO, tests). */
 extern uint64_t rx_recs_written, rx_recs_freed;
+/* The most leaves this process saw taken from a leaf region (INFO rolex_leaves_taken). */
+extern uint64_t rx_leaves_taken;
 /* Give back the record of a long entry no leaf names any more (quarantined). */
 void rx_rec_free(dm_ctx_t *ctx, const rx_entry_t *e);
 /* The same for the record of len bytes of key at rec that an insert gave up. */

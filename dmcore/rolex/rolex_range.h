@@ -64,7 +64,7 @@ int64_t rr_settle_chain(dm_ctx_t *ctx, rr_role_t *rr, dm_gaddr_t head, int all, 
 /* Process-wide counters (INFO), relaxed atomics. */
 typedef struct rr_counters {
     uint64_t lock_waits, takeovers, settled, removed, scan_leaves, too_long, leaves_seen,
-        model_version, lt_entries;
+        model_version, lt_entries, leaf_capacity;
 } rr_counters_t;
 extern rr_counters_t rr_stats;
 static inline void rr_count(uint64_t *c, uint64_t n)

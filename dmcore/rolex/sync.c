@@ -65,4 +65,5 @@ void dm_rolex_stats(dm_rolex_stats_t *out)
     out->models_noticed = __atomic_load_n(&stats.noticed, __ATOMIC_RELAXED);
     out->model_loads = __atomic_load_n(&stats.loads, __ATOMIC_RELAXED);
     out->model_load_failures = __atomic_load_n(&stats.load_failures, __ATOMIC_RELAXED);
+    out->leaves_taken = __atomic_load_n(&rx_leaves_taken, __ATOMIC_RELAXED);
 }

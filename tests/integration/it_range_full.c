@@ -2,8 +2,8 @@
  * new keys answer "-OOM dmkv: the range index has no free leaf left ...", not maxmemory's
  * text (the pool has memory), and nothing else changes: every key acknowledged reads back,
  * every refused one is absent, DBSIZE and SCAN count exactly the acknowledged ones, and
- * updates of present keys still succeed. The region is made small with DMKV_ROLEX_LEAVES
- * (3 leaves of 16 keys) in the gateway that creates the pool. */
+ * updates of present keys still succeed; INFO shows the region's leaves all taken. The region is
+ * made small with DMKV_ROLEX_LEAVES (3 leaves of 16 keys) in the gateway that creates the pool. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +44,9 @@ int main(void)
     }
     fprintf(stderr, "%d SETs acknowledged, %d refused as the leaf region is full\n", n_ok, n_full);
     CHECK(n_ok >= 16 && n_full > 0);
+    /* INFO shows the region's room and that it is all taken */
+    CHECK(it_info_field(c, "everything", "rolex_leaf_capacity") == 3);
+    CHECK(it_info_field(c, "everything", "rolex_leaves_taken") == 3);
 
     for (int i = 0; i < KEYS; i++) {
         char want[16];

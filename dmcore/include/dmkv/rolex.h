@@ -101,6 +101,8 @@ uint64_t dm_rolex_model_version(const dm_rolex_t *r);
  * failed (the handle kept its model, still right). Relaxed atomics; thread-safe. */
 typedef struct dm_rolex_stats {
     uint64_t models_noticed, model_loads, model_load_failures;
+    uint64_t leaves_taken; /* the most leaves of a region this process saw taken (alloc_num
+                              after its FAAs for synonym leaves, capped at the capacity) */
 } dm_rolex_stats_t;
 void dm_rolex_stats(dm_rolex_stats_t *out);
 
@@ -111,7 +113,7 @@ void dm_rolex_stats(dm_rolex_stats_t *out);
 int dm_rolex_search(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len);
 
 /* Insert key under the lock of the covering entry's chain head (a lease, dmkv/lease.h): 0
- * inserted, 1 already present, DM_ETOOBIG, DM_ENOMEM (the leaf region has no synonym leaf
+ * inserted, 1 already present, DM_ETOOBIG, DM_EINDEXFULL (the leaf region has no synonym leaf
  * left), DM_ERETRY (the hold ran out before the write: nothing was written) or DM_E*. RTTs:
  * 3 + one per synonym hop up to the key's successor (predicted leaves; lock CAS with the
  * leaf re-read; hops; the leaf WRITE), +1 when the entry is a promoted synonym leaf (read
