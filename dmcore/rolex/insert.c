@@ -182,11 +182,7 @@ static int take_leaf(dm_ctx_t *ctx, dm_rolex_t *r, dm_gaddr_t *at)
     dm_verb_t *faa = dm_batch_faa(&fb, r->root + RX_OFF_ALLOC, 1);
     int rc = dm_batch_exec(ctx, &fb);
     if (rc) return rc;
-    uint64_t taken = faa->result < r->hdr.capacity ? faa->result + 1 : r->hdr.capacity;
-    for (uint64_t was = __atomic_load_n(&rx_leaves_taken, __ATOMIC_RELAXED);
-         was < taken && !__atomic_compare_exchange_n(&rx_leaves_taken, &was, taken, 1,
-                                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED);)
-        ;
+    rx_max(&rx_leaves_taken, faa->result < r->hdr.capacity ? faa->result + 1 : r->hdr.capacity);
     if (faa->result >= r->hdr.capacity) return DM_EINDEXFULL; /* the region does not grow */
     *at = rx_leaf_addr(r, faa->result);
     return 0;

@@ -45,7 +45,7 @@ rr_role_t *rr_of(dm_worker_t *w)
 
 void rr_note_model(const dm_rolex_t *r)
 {
-    rr_max(&rr_stats.model_version, r->hdr.version);
+    rx_max(&rr_stats.model_version, r->hdr.version);
     __atomic_store_n(&rr_stats.lt_entries, r->hdr.entries, __ATOMIC_RELAXED);
 }
 
@@ -93,8 +93,8 @@ int rr_attach(dm_ctx_t *ctx, dm_worker_t *w)
     if (!rc && rr->r->hdr.capacity > RR_CURSOR_LEAVES) rc = DM_EINVAL; /* cursors hold 2^26 */
     if (!rc) {
         rr_note_model(rr->r);
-        rr_max(&rr_stats.leaves_seen, rr->r->hdr.primaries);
-        rr_max(&rr_stats.leaf_capacity, rr->r->hdr.capacity);
+        rx_max(&rr_stats.leaves_seen, rr->r->hdr.primaries);
+        rx_max(&rr_stats.leaf_capacity, rr->r->hdr.capacity);
     }
     if (!rc) w->rolex = rr;
     if (rc) {

@@ -412,6 +412,13 @@ int rx_rec_stage(dm_ctx_t *ctx, const dm_rolex_t *r, dm_batch_t *b, const void *
 extern uint64_t rx_recs_written, rx_recs_freed;
 /* The most leaves this process saw taken from a leaf region (INFO rolex_leaves_taken). */
 extern uint64_t rx_leaves_taken;
+/* *c = max(*c, v), a relaxed atomic (counters read by INFO). */
+static inline void rx_max(uint64_t *c, uint64_t v)
+{
+    uint64_t o = __atomic_load_n(c, __ATOMIC_RELAXED);
+    while (v > o && !__atomic_compare_exchange_n(c, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+        ;
+}
 /* Give back the record of a long entry no leaf names any more (quarantined). */
 void rx_rec_free(dm_ctx_t *ctx, const rx_entry_t *e);
 /* The same for the record of len bytes of key at rec that an insert gave up. */

@@ -71,12 +71,6 @@ static inline void rr_count(uint64_t *c, uint64_t n)
 {
     __atomic_fetch_add(c, n, __ATOMIC_RELAXED);
 }
-static inline void rr_max(uint64_t *c, uint64_t v)
-{
-    uint64_t o = __atomic_load_n(c, __ATOMIC_RELAXED);
-    while (v > o && !__atomic_compare_exchange_n(c, &o, v, 1, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
-        ;
-}
 /* What r's model says, into the counters. */
 void rr_note_model(const dm_rolex_t *r);
 

@@ -77,6 +77,12 @@ static void on_fatal(int sig)
     raise(sig);
 }
 
+/* The log of the seq-th daemon this test process started. */
+static void log_path(char *buf, size_t n, int seq)
+{
+    snprintf(buf, n, "/tmp/dmkv-%s-%d-%d.log", test_name, (int)getpid(), seq);
+}
+
 /* A test that exits 0 passed: its children's logs are of no more use (every run left them
  * in /tmp: 7,222 files after a few days of make test). A failed one keeps them; so does an
  * abort, which runs no exit handler. */
@@ -86,7 +92,7 @@ static void remove_logs_if_passed(int status, void *arg)
     if (status != 0 || getenv("DMKV_IT_KEEP_LOGS")) return;
     char path[sizeof(((it_proc_t *)0)->log)];
     for (int i = 0; i < log_seq; i++) {
-        snprintf(path, sizeof(path), "/tmp/dmkv-%s-%d-%d.log", test_name, (int)getpid(), i);
+        log_path(path, sizeof(path), i);
         unlink(path);
     }
 }
@@ -145,8 +151,7 @@ bool it_wait_port(int port, int timeout_ms)
 
 static pid_t spawn(it_proc_t *p, char *const argv[])
 {
-    snprintf(p->log, sizeof(p->log), "/tmp/dmkv-%s-%d-%d.log", test_name, (int)getpid(),
-             log_seq++); /* the name remove_logs_if_passed removes */
+    log_path(p->log, sizeof(p->log), log_seq++);
     pid_t pid = fork();
     if (pid < 0) {
         perror("fork");

@@ -24,6 +24,20 @@
 static dm_worker_t *w;
 static dm_gaddr_t word; /* the lock word, 0 = free */
 
+/* An admin-class context on w and a new lock word (free) for it to take. */
+static void new_word(dm_ctx_t *ctx)
+{
+    dm_ctx_init(ctx, w, DM_CLS_ADMIN);
+    CHECK(dm_alloc_block(ctx, 64, &word) == 0);
+}
+
+/* One attempt at word: 1 taken (*hd), 0 held. */
+static int try_word(dm_ctx_t *ctx, dm_lease_hold_t *hd)
+{
+    int took_over;
+    return dm_lease_lock_try(ctx, word, LEASE_MS, HOLD_MS, NULL, 0, hd, &took_over);
+}
+
 typedef struct waiter {
     int id;
     int *order, *n_order, *done;
@@ -55,11 +69,9 @@ static void holder_run(void *arg)
 {
     holder_t *h = arg;
     dm_ctx_t ctx;
-    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
-    CHECK(dm_alloc_block(&ctx, 64, &word) == 0);
+    new_word(&ctx);
     dm_lease_hold_t hd;
-    int took_over;
-    CHECK(dm_lease_lock_try(&ctx, word, LEASE_MS, HOLD_MS, NULL, 0, &hd, &took_over) == 1);
+    CHECK(try_word(&ctx, &hd) == 1);
     uint64_t t0 = dm_now_us();
     for (int i = 0; i < WAITERS; i++) { /* each runs to its first wait: arrival order = i */
         h->ws[i] = (waiter_t){i, h->order, h->n_order, h->done};
@@ -114,24 +126,21 @@ static void cycles_run(void *arg)
 {
     cycles_t *c = arg;
     dm_ctx_t ctx;
-    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
-    CHECK(dm_alloc_block(&ctx, 64, &word) == 0);
+    new_word(&ctx);
     dm_lease_hold_t hd;
-    int took_over;
     uint64_t given = dm_lease_turns_given();
     for (int i = 0; i < 9; i++) {
-        CHECKF(dm_lease_lock_try(&ctx, word, LEASE_MS, HOLD_MS, NULL, 0, &hd, &took_over) == 1,
-               "take %d", i);
+        CHECKF(try_word(&ctx, &hd) == 1, "take %d", i);
         CHECK(dm_lease_unlock(&ctx, &hd) == 0);
         CHECKF(dm_lease_turns_given() == given + (i == 8), "after take %d", i);
     }
     dm_cls_stats_t s0, s1;
     dm_stats_get(DM_CLS_ADMIN, &s0);
-    CHECK(dm_lease_lock_try(&ctx, word, LEASE_MS, HOLD_MS, NULL, 0, &hd, &took_over) == 0);
+    CHECK(try_word(&ctx, &hd) == 0);
     dm_stats_get(DM_CLS_ADMIN, &s1);
     CHECK(s1.verbs == s0.verbs);
     dm_ctx_sleep(&ctx, 25 * 1000); /* past the longest window (20 ms) */
-    CHECK(dm_lease_lock_try(&ctx, word, LEASE_MS, HOLD_MS, NULL, 0, &hd, &took_over) == 1);
+    CHECK(try_word(&ctx, &hd) == 1);
     CHECK(dm_lease_unlock(&ctx, &hd) == 0);
     c->done = 1;
 }
