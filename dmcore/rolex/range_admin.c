@@ -11,16 +11,37 @@
 #include "dmkv/key_record.h"
 #include "dmkv/superblock.h"
 
-#define RR_LEAVES_DEFAULT 16384u /* leaves of a new index: 13 MB, some 150k-250k keys */
+#define RR_LEAVES_MIN 16384u /* leaves of a new index on a small node 0: 13 MB */
+#define RR_NODE_SHARE 8u     /* a new index takes up to 1/8 of node 0 for its leaves */
+
+static uint64_t create_leaves; /* dm_rolex_set_create_leaves; 0: by node 0's size */
+
+int dm_rolex_set_create_leaves(uint64_t leaves)
+{
+    if (leaves == 1 || leaves > RR_CURSOR_LEAVES) return DM_EINVAL;
+    create_leaves = leaves;
+    return 0;
+}
+
+/* Leaves a new index reserves: the gateway's --rolex-leaves, else an eighth of node 0's
+ * region (a leaf and its two arena entries take 912 bytes: 1 GiB gives 147k leaves, about
+ * 1.2-2.3M keys), at least RR_LEAVES_MIN where node 0 has four times that, never more than
+ * a cursor can name. ROLEX's leaf regions are reserved whole, as the paper's are. */
+static uint64_t leaves_for(dm_ctx_t *ctx)
+{
+    if (create_leaves) return create_leaves;
+    const uint64_t per_leaf = RX_LEAF_BYTES + 2 * (RX_SEG_BYTES + RX_LT_BYTES);
+    uint64_t node0 = ctx->w->conns[0]->region_size, leaves = node0 / RR_NODE_SHARE / per_leaf;
+    if (leaves < RR_LEAVES_MIN) leaves = RR_LEAVES_MIN;
+    if (leaves > node0 / 4 / per_leaf) leaves = node0 / 4 / per_leaf;
+    if (leaves < 2) leaves = 2;
+    return leaves > RR_CURSOR_LEAVES ? RR_CURSOR_LEAVES : leaves;
+}
 
 int rr_build_empty(dm_ctx_t *ctx, dm_gaddr_t *root)
 {
-    /* DMKV_ROLEX_LEAVES: the leaf region's room (leaves of 816 bytes, 16 keys each); a full
-     * region fails inserts with DM_ENOMEM (the region does not grow: docs/DESIGN.md). */
-    const char *e = getenv("DMKV_ROLEX_LEAVES");
-    uint64_t leaves = e && *e ? strtoull(e, NULL, 10) : RR_LEAVES_DEFAULT;
-    if (leaves < 2) leaves = 2;
-    if (leaves > RR_CURSOR_LEAVES) leaves = RR_CURSOR_LEAVES;
+    /* A full region fails inserts with DM_EINDEXFULL (it does not grow: docs/DESIGN.md). */
+    uint64_t leaves = leaves_for(ctx);
     dm_rolex_cfg_t cfg = {.eps = 1, .fill = 12, .spare = leaves - 1, .node0 = 1};
     return dm_rolex_build(ctx, NULL, NULL, 0, &cfg, root);
 }

@@ -114,7 +114,7 @@ int rr_reset(dm_ctx_t *ctx);
 int rr_objects(dm_ctx_t *ctx, dm_index_object_fn fn, void *arg);
 size_t rr_stats_get(dm_index_stat_t *out);
 
-/* A new empty index for the range role (node 0, DMKV_ROLEX_LEAVES leaves of room): its root. */
+/* A new empty index for the range role (node 0, dm_rolex_set_create_leaves' room): its root. */
 int rr_build_empty(dm_ctx_t *ctx, dm_gaddr_t *root);
 
 #endif

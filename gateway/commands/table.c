@@ -202,7 +202,7 @@ void gw_reply_dm_error(gw_conn_t *c, int rc)
     else if (rc == DM_EINDEXFULL) /* -OOM as Redis's class, but not maxmemory's text */
         reply_errorf(gw_conn_out(c),
                      "OOM dmkv: %s (range index %s; a pool created with a larger "
-                     "DMKV_ROLEX_LEAVES holds more keys)",
+                     "--rolex-leaves holds more keys)",
                      dm_strerror(rc), dm_kv_range_index()->engine.name);
     else if (rc == DM_ETOOBIG && dm_kv_range_index()->engine.max_key)
         /* ROLEX stores keys inline: a longer key is refused, nothing written (DESIGN.md) */

@@ -11,6 +11,7 @@
 #include "dmkv/clock.h"
 #include "dmkv/chime.h"
 #include "dmkv/index.h"
+#include "dmkv/rolex.h"
 #include "dmkv/kv.h"
 #include "dmkv/log.h"
 #include "config/obuf_limits.h"
@@ -38,6 +39,9 @@ void gw_config_usage(FILE *f, const char *prog)
         "                         (keys of at most 32767 bytes)\n"
         "  --chime-leaf-span <n>  CHIME leaf entries for a pool this gateway creates (default 64)\n"
         "  --chime-neighborhood <n> hopscotch neighborhood H of those leaves (default 8)\n"
+        "  --rolex-leaves <n>     ROLEX leaves (16 keys each) of a range index this gateway\n"
+        "                         creates; the region does not grow (default 0: an eighth\n"
+        "                         of node 0's memory, at least 16384 leaves)\n"
         "  --max-clock-skew-ms <ms> refuse key commands while this gateway's clock is surely\n"
         "                         further than this from the other gateways' (default 500, 0 "
         "off)\n"
@@ -146,6 +150,12 @@ static int apply(gw_config_t *cfg, bool from_cli, const char *name, int argc, ch
             cfg->chime_span = v;
         else
             cfg->chime_nbhd = v;
+    } else if (!strcasecmp(name, "rolex-leaves") && argc == 1) {
+        if (!parse_int(argv[0], 0, (1 << 26) - 1, &cfg->rolex_leaves) || cfg->rolex_leaves == 1) {
+            snprintf(err, errlen,
+                     "Invalid rolex-leaves '%s' (2..67108863, 0 = an eighth of node 0)", argv[0]);
+            return -1;
+        }
     } else if (!strcasecmp(name, "busy-poll-us") && argc == 1) {
         if (!parse_int(argv[0], 0, 1000000, &cfg->busy_poll_us)) {
             snprintf(err, errlen, "Invalid busy-poll-us '%s' (0..1000000, 0 = off)", argv[0]);
@@ -321,6 +331,7 @@ int gw_config_parse(gw_config_t *cfg, int argc, char **argv, char *err, size_t e
                                       "range-index",
                                       "chime-leaf-span",
                                       "chime-neighborhood",
+                                      "rolex-leaves",
                                       "max-clock-skew-ms",
                                       "busy-poll-us"};
         bool is_known = false;
@@ -369,5 +380,6 @@ int gw_config_parse(gw_config_t *cfg, int argc, char **argv, char *err, size_t e
                  "chime-leaf-span must be a multiple of chime-neighborhood and at least twice it");
         return -1;
     }
+    dm_rolex_set_create_leaves((uint64_t)cfg->rolex_leaves); /* checked when parsed */
     return 0;
 }

@@ -3,7 +3,9 @@
  * text (the pool has memory), and nothing else changes: every key acknowledged reads back,
  * every refused one is absent, DBSIZE and SCAN count exactly the acknowledged ones, and
  * updates of present keys still succeed; INFO shows the region's leaves all taken. The region is
- * made small with DMKV_ROLEX_LEAVES (3 leaves of 16 keys) in the gateway that creates the pool. */
+ * made small with --rolex-leaves 3 (3 leaves of 16 keys) in the gateway that creates the pool;
+ * a second gateway given another --rolex-leaves joins the pool as it is (the option only
+ * shapes a pool being created). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,14 +20,14 @@
 int main(void)
 {
     it_begin("range_full", 300);
+    it_expect_refused("DMKV_GATEWAY", "--memnode local --range-index rolex --rolex-leaves 1",
+                      "Invalid rolex-leaves '1'");
     it_pool_t pool;
     if (!it_shared_pool_start(&pool)) return IT_SKIP;
     const char *uris[] = {pool.uri};
-    const char *extra[] = {"--range-index", "rolex", NULL};
-    setenv("DMKV_ROLEX_LEAVES", "3", 1);
+    const char *extra[] = {"--range-index", "rolex", "--rolex-leaves", "3", NULL};
     it_proc_t gw;
     it_gateway_start(&gw, uris, 1, 1, extra);
-    unsetenv("DMKV_ROLEX_LEAVES");
     redisContext *c = it_connect(gw.port);
 
     int ok[KEYS], n_ok = 0, n_full = 0;
@@ -71,6 +73,20 @@ int main(void)
 
     for (int i = 0; i < KEYS; i++) /* a present key changes no leaf: still writable */
         if (ok[i]) EXPECT_STATUS(it_cmd(c, "SET full:%03d again", i), "OK");
+
+    /* A gateway asked for another room joins the pool as it was created. */
+    const char *extra2[] = {"--range-index", "rolex", "--rolex-leaves", "1000", NULL};
+    it_proc_t gw2;
+    it_gateway_start(&gw2, uris, 1, 1, extra2);
+    redisContext *c2 = it_connect(gw2.port);
+    CHECK(it_info_field(c2, "everything", "rolex_leaf_capacity") == 3);
+    redisReply *r = it_cmd(c2, "SET full:new v");
+    CHECKF(r->type == REDIS_REPLY_ERROR && !strncmp(r->str, FULL_TEXT, strlen(FULL_TEXT)),
+           "SET of a new key through the second gateway: %s",
+           r->type == REDIS_REPLY_ERROR ? r->str : "(not an error)");
+    freeReplyObject(r);
+    redisFree(c2);
+    CHECK(it_proc_stop(&gw2) == 0);
 
     redisFree(c);
     int st = it_proc_stop(&gw);

@@ -585,6 +585,22 @@ void it_gateways_start(const it_pool_t *pool, it_proc_t *gw, int n, int threads_
     }
 }
 
+void it_expect_refused(const char *bin_env, const char *args, const char *want)
+{
+    const char *bin = getenv(bin_env);
+    CHECKF(bin != NULL, "%s not set", bin_env);
+    char cmd[1024];
+    snprintf(cmd, sizeof(cmd), "%s %s --port %d 2>&1", bin, args, it_free_port());
+    FILE *p = popen(cmd, "r");
+    CHECK(p != NULL);
+    char out[512] = "";
+    size_t n = fread(out, 1, sizeof(out) - 1, p);
+    out[n] = 0;
+    int st = pclose(p);
+    CHECKF(WIFEXITED(st) && WEXITSTATUS(st) != 0, "%s was not refused: status %d", cmd, st);
+    CHECKF(strstr(out, want) != NULL, "%s: '%s' not in: %s", cmd, want, out);
+}
+
 int it_scaled(int n)
 {
     const char *e = getenv("DMKV_IT_SCALE");

@@ -107,6 +107,11 @@ double it_info_field(redisContext *c, const char *section, const char *name);
  * in the build directory that holds DMKV_GATEWAY. Aborts when it is not an executable. */
 void it_tool_path(const char *env, const char *rel, char *out, size_t n);
 
+/* The binary named by env var `bin_env` (DMKV_GATEWAY, DMKV_MEMNODE), started with `args`
+ * and a free --port, refuses to start: a nonzero exit status and `want` in its first 511
+ * bytes of output. Checks it (CHECK). */
+void it_expect_refused(const char *bin_env, const char *args, const char *want);
+
 /* n scaled by DMKV_IT_SCALE (percent, default 100; the rxe guest runs with less), at
  * least 1: the size of a workload whose count a test's checks do not depend on. */
 int it_scaled(int n);

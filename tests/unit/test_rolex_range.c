@@ -401,10 +401,29 @@ static void test_shared_image(void)
     worker_done(w, &loop);
 }
 
+/* The leaf region's room: an eighth of node 0 by default (256 MiB here: 36,792 leaves of 816
+ * bytes with their 96 bytes of arena), else what dm_rolex_set_create_leaves asked for. */
+static void test_room(void)
+{
+    uv_loop_t loop;
+    dm_worker_t *w = rolex_worker(&loop, "local:rxroom");
+    CHECKF(rr_of(w)->r->hdr.capacity == (256ull << 20) / 8 / 912, "capacity %llu",
+           (unsigned long long)rr_of(w)->r->hdr.capacity);
+    worker_done(w, &loop);
+    CHECK(dm_rolex_set_create_leaves(1) == DM_EINVAL);
+    CHECK(dm_rolex_set_create_leaves(1ull << 26) == DM_EINVAL);
+    CHECK(dm_rolex_set_create_leaves(100) == 0);
+    w = rolex_worker(&loop, "local:rxroom2");
+    CHECK(rr_of(w)->r->hdr.capacity == 100);
+    worker_done(w, &loop);
+    CHECK(dm_rolex_set_create_leaves(0) == 0);
+}
+
 int main(void)
 {
     dm_local_set_size(256ull << 20);
     RUN(test_cursor);
+    RUN(test_room);
     RUN(test_hybrid);
     RUN(test_pending);
     RUN(test_scan_batches);

@@ -36,14 +36,22 @@
 typedef struct dm_rolex dm_rolex_t;
 
 /* ROLEX as the range role (dmkv/index.h; engine "rolex", id 2 in the pool's engines record):
- * the index recorded in node 0's rolex_root (a new pool's first gateway builds an empty one,
- * DMKV_ROLEX_LEAVES leaves of room, default 16384, on node 0), each worker its own handle;
+ * the index recorded in node 0's rolex_root (a new pool's first gateway builds an empty one
+ * on node 0, with dm_rolex_set_create_leaves' room), each worker its own handle;
  * locks are chain heads' leases, pending entries a flag in the entry's length word, SCAN
  * cursors keyed leaf numbers. Keys over DM_ROLEX_INLINE bytes live in key records
  * (dmkv/key_record.h) named by their entries; keys longer than DM_ROLEX_KEY_MAX are refused
  * (DM_ETOOBIG from lock and mark_pending, nothing written). docs/DESIGN.md "ROLEX as the
  * range role". */
 extern const dm_range_index_ops_t dm_rolex_range_index;
+
+/* Leaves of room (816 bytes and 16 keys each, plus 96 bytes of model arena) in the leaf
+ * region of a range index this process creates; 0 (the default): an eighth of node 0's
+ * region, at least 16,384 leaves where node 0 holds four times that. The region does not
+ * grow: when its leaves are taken, inserts fail with DM_EINDEXFULL. Returns 0, or
+ * DM_EINVAL for 1 or more than a SCAN cursor can name (2^26 - 1). Not thread-safe: call
+ * before the workers start (gateway option --rolex-leaves). */
+int dm_rolex_set_create_leaves(uint64_t leaves);
 
 /* A key returned by a scan: key points into buf when the key fits it, else to a malloc'd
  * copy (dm_rolex_keys_free; do not copy the struct while key points into buf). */
