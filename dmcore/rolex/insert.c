@@ -130,6 +130,10 @@ int rx_run_more(dm_ctx_t *ctx, rx_run_t *c)
     if (rc) return rc;
     c->ad[c->n] = c->v[c->n - 1].next;
     rc = rx_read_leaf(ctx, c->ad[c->n], &c->v[c->n]);
+    if (!rc && c->v[c->n].label != c->label) { /* another lock's leaf: the run ends before */
+        c->beyond = c->ad[c->n], c->beyond_lab = c->v[c->n].label;
+        return 0;
+    }
     if (!rc && c->pr) rc = rx_probe_prepare(ctx, c->pr, &c->v[c->n], 1);
     if (!rc) c->n++;
     return rc;
@@ -137,7 +141,7 @@ int rx_run_more(dm_ctx_t *ctx, rx_run_t *c)
 
 int rx_run_complete(const rx_run_t *c)
 {
-    return !c->v[c->n - 1].next;
+    return !c->v[c->n - 1].next || c->beyond;
 }
 
 unsigned rx_run_place(const rx_run_t *c)
@@ -206,6 +210,7 @@ static int split(dm_ctx_t *ctx, dm_rolex_t *r, dm_batch_t *b, rx_run_t *c, unsig
     rx_leaf_t nl, *v = c->v;
     memset(&nl, 0, sizeof(nl));
     nl.lo = v[0].lo;
+    nl.label = c->label; /* its predecessor's lock guards it */
     if (t == n) {
         rx_entry_set(&nl.e[0], c->pr->key, c->pr->len, flags, rec);
         nl.count = 1;
@@ -351,22 +356,44 @@ static int update(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len, int
     free(w.buf);
     rx_probe_t pr; /* a long key's records are read once, by rx_run_read and its hops */
     rx_probe_init(&pr, key, len);
-    rx_run_t c = {malloc(8 * sizeof(rx_leaf_t)), malloc(8 * sizeof(dm_gaddr_t)), 1, 8, &pr};
+    rx_run_t c = {.v = malloc(8 * sizeof(rx_leaf_t)),
+                  .ad = malloc(8 * sizeof(dm_gaddr_t)),
+                  .n = 1,
+                  .cap = 8,
+                  .pr = &pr};
     if (!c.v || !c.ad) {
         free(c.v), free(c.ad);
         return DM_ENOMEM;
     }
+    /* The start leaf's lock (domain.c): the one this handle saw last, then whatever the
+     * leaf's label and the key's place say. */
+    uint64_t start = e.leaf, head = rx_dom_guess(r, e.leaf, e.head);
     rx_hold_t hd;
-    c.ad[0] = rx_leaf_addr(r, e.leaf);
-    rc = rx_lock(ctx, rx_leaf_addr(r, e.head), &hd, e.head == e.leaf ? &c.v[0] : NULL);
-    if (rc || (rx_test_hook && rx_test_hook(RX_SITE_LOCKED))) { /* the hook: "dies" holding it */
-        free(c.v), free(c.ad);
-        rx_probe_free(&pr);
-        return rc ? rc : DM_EIO;
+    for (unsigned tries = 0;; tries++) {
+        if (tries == RX_DOM_TRIES) {
+            free(c.v), free(c.ad);
+            rx_probe_free(&pr);
+            return DM_ECORRUPT; /* a cycle of labels */
+        }
+        c.n = 1, c.beyond = 0, c.beyond_lab = 0;
+        c.ad[0] = rx_leaf_addr(r, start);
+        rc = rx_lock(ctx, rx_leaf_addr(r, head), &hd, head == start ? &c.v[0] : NULL);
+        if (rc || (rx_test_hook && rx_test_hook(RX_SITE_LOCKED))) { /* the hook: "dies" */
+            free(c.v), free(c.ad);
+            rx_probe_free(&pr);
+            return rc ? rc : DM_EIO;
+        }
+        /* Torn only after a takeover (or not read yet: not the lock's leaf). */
+        if (head != start || !rx_leaf_ok(&c.v[0])) rc = rx_read_leaf(ctx, c.ad[0], &c.v[0]);
+        c.label = c.v[0].label;
+        int moved = rc ? 0 : rx_dom_elsewhere(r, &c, e.head, &start, &head);
+        if (!rc && !moved) rc = rx_run_read(ctx, &c);
+        if (!rc && !moved) moved = rx_dom_elsewhere(r, &c, e.head, &start, &head);
+        if (!rc) rx_dom_note_run(r, &c);
+        if (moved < 0) rc = moved;
+        if (rc || !moved) break;
+        rx_unlock(ctx, &hd);
     }
-    /* Torn only after a takeover (or not read yet: a promoted entry). */
-    if (e.head != e.leaf || !rx_leaf_ok(&c.v[0])) rc = rx_read_leaf(ctx, c.ad[0], &c.v[0]);
-    if (!rc) rc = rx_run_read(ctx, &c);
     int unlocked = 0;
     if (!rc) rc = change(ctx, r, &hd, &c, add, &unlocked);
     free(c.v), free(c.ad);

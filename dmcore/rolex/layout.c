@@ -260,6 +260,7 @@ void dm_rolex_close(dm_rolex_t *r)
     free(r->lt);
     free(r->pos_of);
     free(r->slt);
+    free(r->dom);
     free(r);
 }
 

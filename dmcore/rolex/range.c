@@ -241,12 +241,13 @@ static int settle_leaf(dm_ctx_t *ctx, rr_role_t *rr, dm_gaddr_t at, rx_leaf_t *l
     return (int)removed;
 }
 
-int64_t rr_settle_chain(dm_ctx_t *ctx, rr_role_t *rr, dm_gaddr_t head, int all, rx_hold_t *hd,
-                        uint64_t *async_failures)
+int64_t rr_settle_chain(dm_ctx_t *ctx, rr_role_t *rr, dm_gaddr_t from, uint32_t label, int stretch,
+                        int all, rx_hold_t *hd, uint64_t *async_failures, dm_gaddr_t *beyond)
 {
     int64_t removed = 0;
-    dm_gaddr_t at = head;
+    dm_gaddr_t at = from;
     recs_t dead = {NULL, 0, 0};
+    if (beyond) *beyond = 0;
     for (unsigned hops = 0; at; hops++) {
         if (hops > RX_CHAIN_MAX) {
             free(dead.v);
@@ -258,7 +259,7 @@ int64_t rr_settle_chain(dm_ctx_t *ctx, rr_role_t *rr, dm_gaddr_t head, int all, 
             !rr_hold_ok(hd, *async_failures)) {
             int took;
             rx_unlock(ctx, hd);
-            int rc = rr_take(ctx, head, hd, NULL, 0, NULL, NULL, &took, async_failures);
+            int rc = rr_take(ctx, hd->addr, hd, NULL, 0, NULL, NULL, &took, async_failures);
             if (rc) {
                 free(dead.v); /* their records are kept: a leak, never a reuse */
                 return rc;
@@ -266,6 +267,14 @@ int64_t rr_settle_chain(dm_ctx_t *ctx, rr_role_t *rr, dm_gaddr_t head, int all, 
         }
         rx_leaf_t l;
         int rc = rx_read_leaf(ctx, at, &l);
+        if (!rc && l.label != label) { /* another lock's leaf: not ours to write */
+            if (stretch) {
+                if (beyond) *beyond = at;
+                break;
+            }
+            at = l.next;
+            continue;
+        }
         if (!rc) rc = settle_leaf(ctx, rr, at, &l, all, hd, &dead);
         if (rc == DM_ETIMEDOUT && !rr_hold_ok(hd, *async_failures)) continue; /* again */
         if (rc < 0) {
@@ -275,7 +284,7 @@ int64_t rr_settle_chain(dm_ctx_t *ctx, rr_role_t *rr, dm_gaddr_t head, int all, 
         removed += rc;
         at = l.next;
     }
-    recs_free(ctx, head, &dead); /* under the lease still: no entry comes back meanwhile */
+    recs_free(ctx, from, &dead); /* under the lease still: no entry comes back meanwhile */
     return removed;
 }
 
@@ -287,6 +296,31 @@ static void lock_free(rr_lock_t *lk)
     rx_probe_free(&lk->pr);
     free(lk->recbuf);
     free(lk);
+}
+
+/* Leaves of a walk over several stretches (lock_key), kept to learn from. */
+typedef struct walk {
+    rx_leaf_t *v;
+    dm_gaddr_t *ad;
+    unsigned n;
+} walk_t;
+
+static int walk_add(walk_t *w, const rx_run_t *c)
+{
+    rx_leaf_t *v = realloc(w->v, (w->n + c->n) * sizeof(*v));
+    if (v) w->v = v;
+    dm_gaddr_t *ad = realloc(w->ad, (w->n + c->n) * sizeof(*ad));
+    if (ad) w->ad = ad;
+    if (!v || !ad) return DM_ENOMEM;
+    memcpy(w->v + w->n, c->v, c->n * sizeof(*v));
+    memcpy(w->ad + w->n, c->ad, c->n * sizeof(*ad));
+    w->n += c->n;
+    return 0;
+}
+
+static void walk_free(walk_t *w)
+{
+    free(w->v), free(w->ad);
 }
 
 /* Lock the chain covering key and read its run (see the file's comment), with the verbs of
@@ -331,29 +365,53 @@ static int lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int existing,
         lock_free(lk);
         return DM_ENOMEM;
     }
-    dm_gaddr_t head = rx_leaf_addr(rr->r, e.head);
-    c->ad[0] = rx_leaf_addr(rr->r, e.leaf);
-    /* The entry's leaf and the model word behind the lease's CAS: one round trip. */
-    const dm_lease_read_t rd[2] = {{c->ad[0], &c->v[0], RX_LEAF_BYTES},
-                                   {rr->r->root + RX_OFF_MODEL, &lk->model, 8}};
-    rc = rr_take(ctx, head, &lk->hd, rd, rr->r->pinned ? 1 : 2, extra, fresh, &lk->took_over,
-                 &lk->async_failures);
-    if (rc) {
-        lock_free(lk);
-        return rc;
-    }
-    if (lk->took_over) /* its holder died: its pending entries are settled first */
-        rc = (int)rr_settle_chain(ctx, rr, head, 0, &lk->hd, &lk->async_failures);
-    rc = rc < 0 ? rc : 0;
-    lk->posted_us = lk->hd.until_us - (uint64_t)rx_hold_ms * 1000; /* the hold's start */
-    if (!rc && (lk->took_over || !rx_leaf_ok(&c->v[0]))) rc = rx_read_leaf(ctx, c->ad[0], &c->v[0]);
-    if (!rc) rc = rx_run_read(ctx, c); /* a long key's record read if an entry ties */
-    if (rc) {
+    /* The start leaf's lock (domain.c): the one this handle saw last for it, then whatever
+     * the leaf's label and the key's place say; each try takes the lease with the start leaf,
+     * the model word and the point role's reads behind its CAS: one round trip. */
+    uint64_t start = e.leaf, head = rx_dom_guess(rr->r, e.leaf, e.head);
+    walk_t walk = {NULL, NULL, 0}; /* the stretches passed, in chain order: learned at the end */
+    for (unsigned tries = 0;; tries++) {
+        if (tries == RX_DOM_TRIES) rc = DM_ECORRUPT; /* a cycle of labels */
+        if (rc) {
+            walk_free(&walk);
+            lock_free(lk);
+            return rc;
+        }
+        c->n = 1, c->beyond = 0, c->beyond_lab = 0;
+        c->ad[0] = rx_leaf_addr(rr->r, start);
+        const dm_lease_read_t rd[2] = {{c->ad[0], &c->v[0], RX_LEAF_BYTES},
+                                       {rr->r->root + RX_OFF_MODEL, &lk->model, 8}};
+        rc = rr_take(ctx, rx_leaf_addr(rr->r, head), &lk->hd, rd, rr->r->pinned ? 1 : 2, extra,
+                     fresh, &lk->took_over, &lk->async_failures);
+        if (rc) continue;
+        if (lk->took_over) /* its holder died: the pending entries of its leaves first */
+            rc = (int)rr_settle_chain(ctx, rr, rx_leaf_addr(rr->r, head),
+                                      rx_dom_label_of(rr->r, head), 0, 0, &lk->hd,
+                                      &lk->async_failures, NULL);
+        rc = rc < 0 ? rc : 0;
+        lk->posted_us = lk->hd.until_us - (uint64_t)rx_hold_ms * 1000; /* the hold's start */
+        if (!rc && (lk->took_over || !rx_leaf_ok(&c->v[0])))
+            rc = rx_read_leaf(ctx, c->ad[0], &c->v[0]);
+        c->label = c->v[0].label;
+        int moved = rc ? 0 : rx_dom_elsewhere(rr->r, c, e.head, &start, &head);
+        if (!rc && !moved) rc = rx_run_read(ctx, c); /* a long key's record if an entry ties */
+        uint64_t from = start;
+        if (!rc && !moved) moved = rx_dom_elsewhere(rr->r, c, e.head, &start, &head);
+        if (!rc) rx_dom_note_run(rr->r, c);
+        if (moved < 0) rc = moved;
+        if (!rc && !moved) break;
         rx_unlock(ctx, &lk->hd);
-        lock_free(lk);
-        return rc;
+        /* Passed on (not a label's switch: that reads its start again): the walk keeps the
+         * stretch, read in chain order before the next. */
+        if (!rc && start != from && walk_add(&walk, c)) learned = -1;
     }
-    rx_slt_learn(rr->r, &e, learned ? &bound : NULL, c->v, c->ad, c->n);
+    /* The walk's leaves were each read after the one before, from e's leaf on (rx_slt_learn's
+     * condition), the stretches passed and then the run. */
+    if (learned >= 0 && walk.n && !walk_add(&walk, c))
+        rx_slt_learn(rr->r, &e, learned ? &bound : NULL, walk.v, walk.ad, walk.n);
+    else if (learned >= 0 && !walk.n)
+        rx_slt_learn(rr->r, &e, learned ? &bound : NULL, c->v, c->ad, c->n);
+    walk_free(&walk);
     unsigned k;
     *out = lk;
     return rx_run_find(c, &k) >= 0;
@@ -477,6 +535,13 @@ int rr_unlock(dm_ctx_t *ctx, dm_range_lock_t *l, int present)
         lock_free(lk);
         return DM_ERETRY;
     }
+    /* A cut of the start leaf's stretch into a lock domain of its own (domain.c), with half
+     * the hold left: what it reads, before b points into the run. */
+    int cut = 0;
+    uint64_t held;
+    if (rr && rx_dom_cutting() && !rx_leaf_no(rr->r, lk->hd.addr, &held) &&
+        lk->hd.until_us - dm_now_us() > (uint64_t)rx_hold_ms * 500)
+        cut = rx_dom_cut_read(ctx, rr->r, &lk->run, held);
     dm_batch_t b;
     dm_batch_init(&b);
     b.send_by_us = lk->hd.until_us;
@@ -495,6 +560,7 @@ int rr_unlock(dm_ctx_t *ctx, dm_range_lock_t *l, int present)
         gone[dropped++] = lk->run.v[k].e[pos];
         rx_run_drop(&b, &lk->run, k, (unsigned)pos);
     }
+    if (cut > 0 && b.n + (unsigned)cut < DM_BATCH_MAX) rx_dom_cut_write(rr->r, &b, &lk->run, cut);
     dm_batch_cas(&b, lk->hd.addr, lk->hd.word, 0);
     dm_lease_unlocking(&lk->hd);
     int rc = dm_batch_post_async(ctx, &b);

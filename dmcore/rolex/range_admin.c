@@ -52,16 +52,28 @@ int64_t rr_settle_all(dm_ctx_t *ctx)
     if (!rr) return DM_EINVAL;
     int64_t removed = 0;
     for (uint64_t h = 0; h < rr->r->hdr.primaries; h++) {
-        rx_hold_t hd;
-        uint64_t af;
-        int took;
-        dm_gaddr_t head = rx_leaf_addr(rr->r, h);
-        int rc = rr_take(ctx, head, &hd, NULL, 0, NULL, NULL, &took, &af);
-        if (rc) return rc;
-        int64_t n = rr_settle_chain(ctx, rr, head, 1, &hd, &af);
-        rx_unlock(ctx, &hd);
-        if (n < 0) return n;
-        removed += n;
+        /* Stretch by stretch (rolex/domain.c): each under the lock its first leaf's label
+         * names, read lock-free first; a label a cut changed meanwhile ends the stretch at
+         * once, and that leaf is looked at again. */
+        for (dm_gaddr_t at = rx_leaf_addr(rr->r, h); at;) {
+            rx_leaf_t l;
+            uint64_t head;
+            int rc = rx_read_leaf(ctx, at, &l);
+            if (!rc && l.label && l.label - 1u >= rr->r->hdr.capacity) rc = DM_ECORRUPT;
+            if (rc) return rc;
+            head = rx_dom_head(l.label, h);
+            rx_hold_t hd;
+            uint64_t af;
+            int took;
+            rc = rr_take(ctx, rx_leaf_addr(rr->r, head), &hd, NULL, 0, NULL, NULL, &took, &af);
+            if (rc) return rc;
+            dm_gaddr_t beyond;
+            int64_t n = rr_settle_chain(ctx, rr, at, l.label, 1, 1, &hd, &af, &beyond);
+            rx_unlock(ctx, &hd);
+            if (n < 0) return n;
+            removed += n;
+            at = beyond;
+        }
     }
     return removed;
 }
@@ -219,5 +231,10 @@ size_t rr_stats_get(dm_index_stat_t *out)
                               __atomic_load_n(&rx_recs_written, __ATOMIC_RELAXED));
     out[n++] = dm_index_count("rolex_key_records_freed",
                               __atomic_load_n(&rx_recs_freed, __ATOMIC_RELAXED));
+    out[n++] = dm_index_count("rolex_domain_cuts", __atomic_load_n(&rx_dom_cuts, __ATOMIC_RELAXED));
+    out[n++] = dm_index_count("rolex_domain_switches",
+                              __atomic_load_n(&rx_dom_switches, __ATOMIC_RELAXED));
+    out[n++] =
+        dm_index_count("rolex_domain_passes", __atomic_load_n(&rx_dom_passes, __ATOMIC_RELAXED));
     return n;
 }

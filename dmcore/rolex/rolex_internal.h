@@ -35,15 +35,20 @@
  * no RPC, no memory-node CPU). One block: one memory node, whose verbs run in posting order.
  *
  * Leaf (RX_LEAF_BYTES = 48 + 16 * 48 = 816):
- *   [0]  u64 lock: 0 free, else lease token << 1 | 1 (dmkv/lease.h). Only a head's is
- *        used: it covers its whole chain (the paper's LT entry lock covers synonyms too).
+ *   [0]  u64 lock: 0 free, else lease token << 1 | 1 (dmkv/lease.h). A chain head's guards
+ *        the chain's leaves of label 0; a promoted leaf T's, once a writer cut it off
+ *        (domain.c), the leaves of label T + 1 (the paper's LT entry lock, which covers the
+ *        entry's synonyms too).
  *   [8]  u64 low image of the chain: its head covers keys with lo(h) <= image < lo(h + 1);
  *        lo(0) = 0. Immutable; every synonym leaf repeats its head's, promoted or not (a
  *        promoted leaf's own low lives in the LT: a leaf serves every model at once).
  *   [16] u64 next: gaddr of the next synonym leaf, 0 = end of chain
- *   [24] u64 count: entries in use (a prefix, sorted by key; the chain's leaves in chain
+ *   [24] u32 count: entries in use (a prefix, sorted by key; the chain's leaves in chain
  *        order are sorted as a whole: every key of a leaf is below every key of the leaves
  *        after it, empty leaves aside)
+ *   [28] u32 label: the leaf's lock domain (domain.c): 0, the chain head's; else leaf
+ *        number + 1 of the leaf whose lock word guards it (0 in pools built before domains:
+ *        the u64 count's upper half)
  *   [32] u64 checksum over [16, 32) and [40, 816) (a reader re-reads a torn leaf)
  *   [40] u64 version: +1 on every write of the leaf's body (rx_put_body; WATCH signatures
  *        of the range role), 0 in a build
@@ -90,11 +95,11 @@
  * a batch at a time.
  *
  * Invariants: a key lives in the chain of the head covering its image; chains are never
- * cut (no leaf is unlinked, moved or copied). Within a chain a key moves only forward (an
- * insert shifts keys into the next leaves or splits a leaf into a new one linked after it;
- * the later leaf is written first), so a reader walking the chain that sees each leaf at
- * some instant sees every key present throughout, and a search may stop at the first leaf
- * whose last key is above its key. An insert puts its key into the leaf of its successor
+ * cut (no leaf is unlinked, moved or copied; lock domains, domain.c, only label leaves). Within a
+ * chain a key moves only forward (an insert shifts keys into the next leaves or splits a leaf into
+ * a new one linked after it; the later leaf is written first), so a reader walking the chain that
+ * sees each leaf at some instant sees every key present throughout, and a search may stop at the
+ * first leaf whose last key is above its key. An insert puts its key into the leaf of its successor
  * (the first leaf whose last key is above it), or into the chain's last leaf when it has
  * none (insert.c). Hence for every LT entry e of every model: every key of e's chain whose
  * image is >= low(e) is in leaf(e) or after it (I(e), retrain.c argues it), so a search
@@ -223,7 +228,9 @@ static inline unsigned rx_einline(const rx_entry_t *e)
 }
 
 typedef struct rx_leaf {
-    uint64_t lock, lo, next, count, sum, reserved;
+    uint64_t lock, lo, next;
+    uint32_t count, label;
+    uint64_t sum, reserved;
     rx_entry_t e[DM_ROLEX_SLOTS];
 } rx_leaf_t;
 
@@ -249,6 +256,8 @@ struct dm_rolex {
     uint64_t *pos_of;   /* leaf << 32 | LT position, ascending (rx_leaf_pos); NULL until built */
     struct rx_slt *slt; /* synonyms learned by this handle's walks, ascending (slt.c) */
     uint64_t nslt;
+    uint32_t *dom; /* dom[leaf]: the leaf's label as this handle last read it (domain.c) */
+    uint64_t ndom;
     int pinned; /* dm_rolex_follow(r, 0): keeps its model, reads no model word */
 };
 
@@ -374,11 +383,14 @@ typedef struct rx_run {
     rx_leaf_t *v;
     dm_gaddr_t *ad;
     unsigned n, cap;
-    rx_probe_t *pr; /* the key the run is read for: every leaf read is prepared for it */
+    rx_probe_t *pr;      /* the key the run is read for: every leaf read is prepared for it */
+    uint32_t label;      /* the lock domain of its leaves (v[0]'s label): the run ends before */
+    uint32_t beyond_lab; /* a leaf of another label, the next one (domain.c), whose */
+    dm_gaddr_t beyond;   /* address is beyond (0: none read) */
 } rx_run_t;
 /* Read the leaf after the run's last (1 RTT, +1 when it holds an entry tying with the key). */
 int rx_run_more(dm_ctx_t *ctx, rx_run_t *c);
-/* 1 when the run reaches the end of its chain. */
+/* 1 when the run reaches the end of its chain or of its lock domain (beyond set). */
 int rx_run_complete(const rx_run_t *c);
 /* Where the key goes: the first leaf of the run whose last key is above key (its
  * successor's leaf), or n when there is none. */
@@ -483,6 +495,45 @@ void rx_slt_learn(dm_rolex_t *r, const rx_lt_t *start, const rx_slt_t *bound, co
 /* dm_rolex_retrain; hosted: called by the index's host (host.c), which may retrain a root
  * recorded in node 0's rolex_root. */
 int rx_retrain(dm_ctx_t *ctx, dm_gaddr_t root, int hosted, dm_rolex_retrain_stats_t *st);
+
+/* domain.c: lock domains, the leaves one lock word guards (see the file). */
+/* The lock head (a leaf number) of a leaf whose label is `label`, in the chain of primary
+ * head `primary`. */
+static inline uint64_t rx_dom_head(uint32_t label, uint64_t primary)
+{
+    return label ? label - 1u : primary;
+}
+/* The label of the leaves head `head` guards (0 for a chain's primary head). */
+static inline uint32_t rx_dom_label_of(const dm_rolex_t *r, uint64_t head)
+{
+    return head < r->hdr.primaries ? 0u : (uint32_t)(head + 1);
+}
+/* The lock head to take for start leaf `leaf` of the chain of primary `primary`: by the
+ * label this handle last read for it, else the primary. */
+uint64_t rx_dom_guess(const dm_rolex_t *r, uint64_t leaf, uint64_t primary);
+/* Remember the labels of the run's leaves (and of the leaf beyond it). */
+void rx_dom_note_run(dm_rolex_t *r, const rx_run_t *c);
+/* Under the lock of head `*head` (start leaf v[0] read under it), with the run read by
+ * rx_run_read: 0 when the key's place lies in the run (do the operation); 1 when the lock
+ * is the wrong one (v[0]'s label is another's) or the key's place is past the run's domain:
+ * *start and *head are where to go (unlock, lock *head, read from *start); DM_ECORRUPT
+ * for a label naming no leaf of the region. */
+int rx_dom_elsewhere(const dm_rolex_t *r, const rx_run_t *c, uint64_t primary, uint64_t *start,
+                     uint64_t *head);
+/* A cut (domain.c): start leaf v[0] of the run, a promoted leaf T in the lock domain held,
+ * and the leaves after it up to the next LT entry's leaf become domain T + 1: their new
+ * label and checksum written into b (after whatever b holds for them; b points into the
+ * run). Only when T is an LT entry of r's model, not a head, the stretch ends within the run
+ * or RX_CUT_READS more leaves (read now: call before b points into the run), and b has room.
+ * Returns the leaves relabeled (0: no cut) or DM_E*. */
+int rx_dom_cut_read(dm_ctx_t *ctx, dm_rolex_t *r, rx_run_t *c, uint64_t held);
+void rx_dom_cut_write(dm_rolex_t *r, dm_batch_t *b, rx_run_t *c, unsigned leaves);
+/* Lock switches an operation makes before DM_ECORRUPT: each moves forward in the chain (a
+ * walk over stretches of other locks costs a switch a stretch, as it cost a hop a leaf). */
+#define RX_DOM_TRIES RX_CHAIN_MAX
+/* 1 (default): writers of the range role cut; DMKV_ROLEX_CUTS=0 in the environment turns
+ * cuts off (benchmarks: the one-lock-per-chain design in the same build). */
+int rx_dom_cutting(void);
 
 /* lease.c */
 typedef dm_lease_hold_t rx_hold_t; /* until_us: no write is sent after it */

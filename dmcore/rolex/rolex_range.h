@@ -54,18 +54,26 @@ int rr_take(dm_ctx_t *ctx, dm_gaddr_t head, rx_hold_t *hd, const dm_lease_read_t
             const dm_batch_t *extra, int *extra_fresh, int *took_over, uint64_t *async_failures);
 /* The hold's writes may still go out (hold not over, no posted write failed since). */
 int rr_hold_ok(const rx_hold_t *hd, uint64_t async_failures);
-/* Under the lease hd of the chain whose head is at head: settle its entries leaf by leaf
- * (all = 0: pending ones; 1: every entry, FLUSHALL) against the point index: present keys
- * lose the flag, absent ones their entry. Takes the lease again when it runs low (keys only
- * move forward, so the walk misses none). Entries removed, or DM_E*. */
-int64_t rr_settle_chain(dm_ctx_t *ctx, rr_role_t *rr, dm_gaddr_t head, int all, rx_hold_t *hd,
-                        uint64_t *async_failures);
+/* Under the lease hd (a lock word whose leaves carry label `label`, rolex/domain.c): settle
+ * the entries of those leaves (all = 0: pending ones; 1: every entry, FLUSHALL) against the
+ * point index, walking the chain from the leaf at `from`: present keys lose the flag, absent
+ * ones their entry. stretch 0: on to the chain's end, past leaves of other labels (a
+ * takeover: the dead holder's leaves may be anywhere after the lock's leaf); 1: up to the
+ * first leaf of another label, whose address goes to *beyond (0: the chain's end). Takes the
+ * lease again when it runs low (keys only move forward, so the walk misses none). Entries
+ * removed, or DM_E*. */
+int64_t rr_settle_chain(dm_ctx_t *ctx, rr_role_t *rr, dm_gaddr_t from, uint32_t label, int stretch,
+                        int all, rx_hold_t *hd, uint64_t *async_failures, dm_gaddr_t *beyond);
 
 /* Process-wide counters (INFO), relaxed atomics. */
 typedef struct rr_counters {
     uint64_t lock_waits, takeovers, settled, removed, scan_leaves, too_long, leaves_seen,
         model_version, lt_entries, leaf_capacity;
 } rr_counters_t;
+/* domain.c's counters, this process (relaxed atomics): cuts made; locks given up because
+ * the start leaf's label named another (switches) or the key's place lay past the stretch
+ * (passes). */
+extern uint64_t rx_dom_cuts, rx_dom_switches, rx_dom_passes;
 extern rr_counters_t rr_stats;
 static inline void rr_count(uint64_t *c, uint64_t n)
 {

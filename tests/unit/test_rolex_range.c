@@ -349,6 +349,87 @@ static void test_scan_batches(void)
     worker_done(w, &loop);
 }
 
+/* Lock domains (rolex/domain.c): an index created empty is one chain; after a retrain the
+ * writers' unlocks cut its promoted leaves into domains of their own, so keys far apart take
+ * different lock words and one holder does not stop another; a holder that dies is taken
+ * over (and its pending entry settled) by a locker of its own domain only. Every key stays
+ * found by search and SCAN, and FLUSHALL's settle finds nothing to remove. With
+ * DMKV_ROLEX_CUTS=0 every lock is head 0's: "one lock word" below. */
+static void test_domains(void)
+{
+    uv_loop_t loop;
+    dm_worker_t *w = rolex_worker(&loop, "local:rxdomains");
+    dm_ctx_t ctx;
+    enum { M = 3000 };
+    static char in[M];
+    char k[32];
+    for (int j = 0; j < M; j++) { /* shuffled, three in four */
+        int i = (int)((uint64_t)j * 7919 % M);
+        if (i % 4 == 3) continue;
+        snprintf(k, sizeof(k), "%08d", i);
+        dm_ctx_init(&ctx, w, DM_CLS_SET);
+        CHECK(dm_kv_set(&ctx, k, strlen(k), "v", 1, 0, 0, NULL) == 1);
+        in[i] = 1;
+    }
+    uint64_t root = 0;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    CHECK(dm_read_span(&ctx, dm_gaddr_make(0, DM_SB_OFF(rolex_root)), &root, 8) == 0);
+    dm_rolex_host_t h;
+    dm_rolex_host_init(&h, root);
+    int rc = 0;
+    for (int t = 0; t < 200 && (rc = dm_rolex_host_step(&ctx, &h)) != 1; t++)
+        dm_ctx_sleep(&ctx, 10000);
+    CHECKF(rc == 1, "no retrain: rc=%d", rc);
+    uint64_t cuts0 = __atomic_load_n(&rx_dom_cuts, __ATOMIC_RELAXED);
+    for (int i = 3; i < M; i += 4) { /* the fourth quarter, under the new model */
+        snprintf(k, sizeof(k), "%08d", i);
+        dm_ctx_init(&ctx, w, DM_CLS_SET);
+        CHECK(dm_kv_set(&ctx, k, strlen(k), "v", 1, 0, 0, NULL) == 1);
+        in[i] = 1;
+    }
+    uint64_t cuts = __atomic_load_n(&rx_dom_cuts, __ATOMIC_RELAXED) - cuts0;
+    fprintf(stderr, "  %llu cuts by %d inserts after a retrain\n", (unsigned long long)cuts, M / 4);
+    CHECKF(cuts >= 20, "%llu cuts", (unsigned long long)cuts);
+    dm_ctx_init(&ctx, w, DM_CLS_SCAN);
+    scan_all(&ctx, in, M, "%08d", 100);
+
+    /* Two holders at once, far apart: two lock words, neither waits. */
+    const dm_range_index_ops_t *ro = role();
+    dm_range_lock_t *a, *b;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    CHECK(ro->lock(&ctx, "00000101", 8, 1, NULL, NULL, &a) == 1);
+    CHECK(ro->lock(&ctx, "00002901", 8, 1, NULL, NULL, &b) == 1);
+    CHECKF(ro->lock_range(a) != ro->lock_range(b), "one lock word for keys 2800 apart");
+    CHECK(ro->lock_sure_until(b) != 0); /* not taken over: a's word was never b's */
+    CHECK(ro->unlock(&ctx, b, -1) == 0);
+    /* a's holder dies with a pending entry of an absent key in its domain: a lock elsewhere
+     * goes on at once, one in its domain takes it over and settles the entry away. */
+    uint32_t lease = rx_lease_ms, hold = rx_hold_ms;
+    rx_lease_ms = 300, rx_hold_ms = 200;
+    CHECK(ro->unlock(&ctx, a, -1) == 0);
+    CHECK(ro->lock(&ctx, "00000101x", 9, 0, NULL, NULL, &a) == 0);
+    dm_gaddr_t dead = ro->lock_range(a);
+    CHECK(ro->mark_pending(&ctx, a) == 0);
+    rr_lock_forget(a); /* dies holding it */
+    uint64_t t0 = dm_now_us();
+    CHECK(ro->lock(&ctx, "00002901", 8, 1, NULL, NULL, &b) == 1);
+    CHECK(ro->lock_range(b) != dead && ro->lock_sure_until(b) != 0);
+    CHECK(dm_now_us() - t0 < 1000ull * rx_lease_ms);
+    CHECK(ro->unlock(&ctx, b, -1) == 0);
+    int pending;
+    CHECK(ro->search(&ctx, "00000101x", 9, &pending) == 1 && pending);
+    CHECK(ro->lock(&ctx, "00000101", 8, 1, NULL, NULL, &a) == 1);
+    CHECK(ro->lock_range(a) == dead && ro->lock_sure_until(a) == 0); /* taken over */
+    CHECK(ro->unlock(&ctx, a, -1) == 0);
+    CHECK(ro->search(&ctx, "00000101x", 9, &pending) == 0); /* settled: absent from RACE */
+    rx_lease_ms = lease, rx_hold_ms = hold;
+    CHECK(rr_settle_all(&ctx) == 0); /* nothing pending, nothing absent */
+    dm_ctx_init(&ctx, w, DM_CLS_SCAN);
+    scan_all(&ctx, in, M, "%08d", 100);
+    CHECK(dm_kv_dbsize(&ctx) == M);
+    worker_done(w, &loop);
+}
+
 /* Keys sharing their first 8 bytes (redis-benchmark's key:__rand_int__) sit in one run of
  * leaves no model can split: a lock walked it from its start, one round trip a leaf. The
  * walks' leaves are learned with their first keys as bounds (rolex/slt.c), so a later lock
@@ -427,6 +508,7 @@ int main(void)
     RUN(test_hybrid);
     RUN(test_pending);
     RUN(test_scan_batches);
+    RUN(test_domains);
     RUN(test_shared_image);
     fprintf(stderr, "test_rolex_range: all passed\n");
     return 0;
