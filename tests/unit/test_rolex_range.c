@@ -308,17 +308,14 @@ static void test_pending(void)
  * host retrained the index (here called in-process, as mn_retrainer does), a full iteration
  * by COUNT 100 costs about one round trip a page, where a walk leaf by leaf costs one a leaf.
  * Keys with distinct 8-byte images, so that every leaf can be listed. */
-static void test_scan_batches(void)
+/* Keys "%08d" of i < m, three in four (i % 4 != 3), set in shuffled order through w (in[i]
+ * set for each), then the index retrained in-process, as its memory node's host does. */
+static void load_then_retrain(dm_worker_t *w, char *in, int m)
 {
-    uv_loop_t loop;
-    dm_worker_t *w = rolex_worker(&loop, "local:rxscan");
     dm_ctx_t ctx;
-    dm_ctx_init(&ctx, w, DM_CLS_SET);
-    enum { M = 4000 };
-    static char in[M];
     char k[32];
-    for (int j = 0; j < M; j++) {
-        int i = (int)((uint64_t)j * 7919 % M);
+    for (int j = 0; j < m; j++) {
+        int i = (int)((uint64_t)j * 7919 % (uint64_t)m);
         if (i % 4 == 3) continue;
         snprintf(k, sizeof(k), "%08d", i);
         dm_ctx_init(&ctx, w, DM_CLS_SET);
@@ -334,6 +331,16 @@ static void test_scan_batches(void)
     for (int t = 0; t < 200 && (rc = dm_rolex_host_step(&ctx, &h)) != 1; t++)
         dm_ctx_sleep(&ctx, 10000);
     CHECKF(rc == 1, "no retrain: rc=%d", rc);
+}
+
+static void test_scan_batches(void)
+{
+    uv_loop_t loop;
+    dm_worker_t *w = rolex_worker(&loop, "local:rxscan");
+    dm_ctx_t ctx;
+    enum { M = 4000 };
+    static char in[M];
+    load_then_retrain(w, in, M);
     /* Full iterations: the first page of the first notices the new model. */
     for (int round = 0; round < 2; round++) {
         dm_cls_stats_t s0, s1;
@@ -363,23 +370,7 @@ static void test_domains(void)
     enum { M = 3000 };
     static char in[M];
     char k[32];
-    for (int j = 0; j < M; j++) { /* shuffled, three in four */
-        int i = (int)((uint64_t)j * 7919 % M);
-        if (i % 4 == 3) continue;
-        snprintf(k, sizeof(k), "%08d", i);
-        dm_ctx_init(&ctx, w, DM_CLS_SET);
-        CHECK(dm_kv_set(&ctx, k, strlen(k), "v", 1, 0, 0, NULL) == 1);
-        in[i] = 1;
-    }
-    uint64_t root = 0;
-    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
-    CHECK(dm_read_span(&ctx, dm_gaddr_make(0, DM_SB_OFF(rolex_root)), &root, 8) == 0);
-    dm_rolex_host_t h;
-    dm_rolex_host_init(&h, root);
-    int rc = 0;
-    for (int t = 0; t < 200 && (rc = dm_rolex_host_step(&ctx, &h)) != 1; t++)
-        dm_ctx_sleep(&ctx, 10000);
-    CHECKF(rc == 1, "no retrain: rc=%d", rc);
+    load_then_retrain(w, in, M);
     uint64_t cuts0 = __atomic_load_n(&rx_dom_cuts, __ATOMIC_RELAXED);
     for (int i = 3; i < M; i += 4) { /* the fourth quarter, under the new model */
         snprintf(k, sizeof(k), "%08d", i);
