@@ -12,8 +12,9 @@
 #   - prefix SCAN: dmkv-bench-scan enumerates SAMPLES random prefixes (time per prefix).
 # The papers' numbers are printed beside ours. Rates depend on the machine; round trips,
 # verbs and bytes do not. PAIRINGS="race:chime race:rolex sephash:rolex" adds the ROLEX
-# pairings (--range-index rolex, 2026-12-01): not by default while an index created empty
-# serializes its writes on one lock (docs/DESIGN.md "ROLEX as the range role").
+# pairings (--range-index rolex, 2026-12-01): not by default, as the "pNNNN:" keys share
+# their 8-byte image N / PREFIXES at a time, ROLEX's worst case (every lock walks the run;
+# bench/README.md measures its own case with `dmkv-bench-load ... hex`).
 # Usage: bench/engines.sh [BUILD_DIR] [N] [PREFIXES]
 # Environment: OPS (2000), SAMPLES (100), MEMNODE_PORT (17040), DMKV_PORT (16420).
 set -euo pipefail

@@ -540,7 +540,7 @@ int rr_unlock(dm_ctx_t *ctx, dm_range_lock_t *l, int present)
     int cut = 0;
     uint64_t held;
     if (rr && rx_dom_cutting() && !rx_leaf_no(rr->r, lk->hd.addr, &held) &&
-        lk->hd.until_us - dm_now_us() > (uint64_t)rx_hold_ms * 500)
+        lk->hd.until_us > dm_now_us() + (uint64_t)rx_hold_ms * 500)
         cut = rx_dom_cut_read(ctx, rr->r, &lk->run, held);
     dm_batch_t b;
     dm_batch_init(&b);
