@@ -35,8 +35,9 @@
  * stretch), so nothing needs repair. Domains need not be contiguous: the leaves after the
  * stretch keep their label, and a writer that walks into them takes their lock.
  *
- * What it costs: the first write under each promoted entry pays the cut's few WRITEs (no
- * round trip: they ride with its unlock); a writer whose handle has not seen the label yet
+ * What it costs: the first write under each promoted entry pays the cut's few WRITEs (they
+ * ride with its unlock; a stretch longer than the writer's run is read first, at most
+ * RX_CUT_READS leaves); a writer whose handle has not seen the label yet
  * pays one lock more (it locks the old head, reads the label, switches). A takeover settles
  * the leaves of the lock's label only, walking its chain from the lock's leaf (range.c). */
 #include <stdlib.h>
@@ -94,11 +95,12 @@ void rx_dom_note_run(dm_rolex_t *r, const rx_run_t *c)
     if (c->beyond) note(r, c->beyond, c->beyond_lab);
 }
 
-int rx_dom_elsewhere(const dm_rolex_t *r, const rx_run_t *c, uint64_t primary, uint64_t *start,
+/* 1 with *start, *head set when the run must go elsewhere (rx_dom_read), 0, or DM_E*. */
+static int elsewhere(const dm_rolex_t *r, const rx_run_t *c, uint64_t primary, uint64_t *start,
                      uint64_t *head)
 {
     uint32_t label = c->v[0].label;
-    if (label && label - 1u >= r->hdr.capacity) return DM_ECORRUPT;
+    if (rx_dom_label_bad(r, label)) return DM_ECORRUPT;
     if (rx_dom_head(label, primary) != *head) { /* locked by a label read before a cut */
         *head = rx_dom_head(label, primary);
         __atomic_fetch_add(&rx_dom_switches, 1, __ATOMIC_RELAXED);
@@ -108,12 +110,23 @@ int rx_dom_elsewhere(const dm_rolex_t *r, const rx_run_t *c, uint64_t primary, u
     if (!c->beyond || rx_run_find(c, &k) >= 0 || rx_run_place(c) < c->n) return 0;
     /* Every leaf of the stretch ends below the key: its place is at the leaf beyond or
      * after it, in another lock's leaves. */
-    if (c->beyond_lab && c->beyond_lab - 1u >= r->hdr.capacity) return DM_ECORRUPT;
+    if (rx_dom_label_bad(r, c->beyond_lab)) return DM_ECORRUPT;
     int rc = rx_leaf_no(r, c->beyond, start);
     if (rc) return rc;
     *head = rx_dom_head(c->beyond_lab, primary);
     __atomic_fetch_add(&rx_dom_passes, 1, __ATOMIC_RELAXED);
     return 1;
+}
+
+int rx_dom_read(dm_ctx_t *ctx, dm_rolex_t *r, rx_run_t *c, uint64_t primary, uint64_t *start,
+                uint64_t *head)
+{
+    c->label = c->v[0].label;
+    int rc = elsewhere(r, c, primary, start, head);
+    if (!rc) rc = rx_run_read(ctx, c); /* a long key's record too, if an entry ties */
+    if (!rc) rc = elsewhere(r, c, primary, start, head);
+    if (rc >= 0) rx_dom_note_run(r, c);
+    return rc;
 }
 
 int rx_dom_cut_read(dm_ctx_t *ctx, dm_rolex_t *r, rx_run_t *c, uint64_t held)

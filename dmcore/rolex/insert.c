@@ -123,6 +123,16 @@ static int run_reserve(rx_run_t *c, unsigned n)
     return 0;
 }
 
+int rx_run_append(rx_run_t *dst, const rx_run_t *src)
+{
+    int rc = run_reserve(dst, dst->n + src->n);
+    if (rc) return rc;
+    memcpy(dst->v + dst->n, src->v, src->n * sizeof(*src->v));
+    memcpy(dst->ad + dst->n, src->ad, src->n * sizeof(*src->ad));
+    dst->n += src->n;
+    return 0;
+}
+
 int rx_run_more(dm_ctx_t *ctx, rx_run_t *c)
 {
     if (c->n >= RX_CHAIN_MAX) return DM_ECORRUPT;
@@ -385,13 +395,9 @@ static int update(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len, int
         }
         /* Torn only after a takeover (or not read yet: not the lock's leaf). */
         if (head != start || !rx_leaf_ok(&c.v[0])) rc = rx_read_leaf(ctx, c.ad[0], &c.v[0]);
-        c.label = c.v[0].label;
-        int moved = rc ? 0 : rx_dom_elsewhere(r, &c, e.head, &start, &head);
-        if (!rc && !moved) rc = rx_run_read(ctx, &c);
-        if (!rc && !moved) moved = rx_dom_elsewhere(r, &c, e.head, &start, &head);
-        if (!rc) rx_dom_note_run(r, &c);
-        if (moved < 0) rc = moved;
-        if (rc || !moved) break;
+        if (!rc) rc = rx_dom_read(ctx, r, &c, e.head, &start, &head);
+        if (rc <= 0) break;
+        rc = 0;
         rx_unlock(ctx, &hd);
     }
     int unlocked = 0;

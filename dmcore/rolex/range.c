@@ -298,31 +298,6 @@ static void lock_free(rr_lock_t *lk)
     free(lk);
 }
 
-/* Leaves of a walk over several stretches (lock_key), kept to learn from. */
-typedef struct walk {
-    rx_leaf_t *v;
-    dm_gaddr_t *ad;
-    unsigned n;
-} walk_t;
-
-static int walk_add(walk_t *w, const rx_run_t *c)
-{
-    rx_leaf_t *v = realloc(w->v, (w->n + c->n) * sizeof(*v));
-    if (v) w->v = v;
-    dm_gaddr_t *ad = realloc(w->ad, (w->n + c->n) * sizeof(*ad));
-    if (ad) w->ad = ad;
-    if (!v || !ad) return DM_ENOMEM;
-    memcpy(w->v + w->n, c->v, c->n * sizeof(*v));
-    memcpy(w->ad + w->n, c->ad, c->n * sizeof(*ad));
-    w->n += c->n;
-    return 0;
-}
-
-static void walk_free(walk_t *w)
-{
-    free(w->v), free(w->ad);
-}
-
 /* Lock the chain covering key and read its run (see the file's comment), with the verbs of
  * extra (the point role's prefetch) in the lease's batch (*fresh: they count as read under
  * the lock). Returns 1 key has an entry, 0 not, DM_E*. */
@@ -369,11 +344,11 @@ static int lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int existing,
      * the leaf's label and the key's place say; each try takes the lease with the start leaf,
      * the model word and the point role's reads behind its CAS: one round trip. */
     uint64_t start = e.leaf, head = rx_dom_guess(rr->r, e.leaf, e.head);
-    walk_t walk = {NULL, NULL, 0}; /* the stretches passed, in chain order: learned at the end */
+    rx_run_t walk = {0}; /* the stretches passed, in chain order: learned at the end */
     for (unsigned tries = 0;; tries++) {
         if (tries == RX_DOM_TRIES) rc = DM_ECORRUPT; /* a cycle of labels */
         if (rc) {
-            walk_free(&walk);
+            rx_run_free(&walk);
             lock_free(lk);
             return rc;
         }
@@ -392,26 +367,22 @@ static int lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int existing,
         lk->posted_us = lk->hd.until_us - (uint64_t)rx_hold_ms * 1000; /* the hold's start */
         if (!rc && (lk->took_over || !rx_leaf_ok(&c->v[0])))
             rc = rx_read_leaf(ctx, c->ad[0], &c->v[0]);
-        c->label = c->v[0].label;
-        int moved = rc ? 0 : rx_dom_elsewhere(rr->r, c, e.head, &start, &head);
-        if (!rc && !moved) rc = rx_run_read(ctx, c); /* a long key's record if an entry ties */
         uint64_t from = start;
-        if (!rc && !moved) moved = rx_dom_elsewhere(rr->r, c, e.head, &start, &head);
-        if (!rc) rx_dom_note_run(rr->r, c);
-        if (moved < 0) rc = moved;
-        if (!rc && !moved) break;
+        if (!rc) rc = rx_dom_read(ctx, rr->r, c, e.head, &start, &head);
+        if (!rc) break;
+        rc = rc < 0 ? rc : 0;
         rx_unlock(ctx, &lk->hd);
         /* Passed on (not a label's switch: that reads its start again): the walk keeps the
          * stretch, read in chain order before the next. */
-        if (!rc && start != from && walk_add(&walk, c)) learned = -1;
+        if (!rc && start != from && rx_run_append(&walk, c)) learned = -1;
     }
     /* The walk's leaves were each read after the one before, from e's leaf on (rx_slt_learn's
-     * condition), the stretches passed and then the run. */
-    if (learned >= 0 && walk.n && !walk_add(&walk, c))
-        rx_slt_learn(rr->r, &e, learned ? &bound : NULL, walk.v, walk.ad, walk.n);
-    else if (learned >= 0 && !walk.n)
-        rx_slt_learn(rr->r, &e, learned ? &bound : NULL, c->v, c->ad, c->n);
-    walk_free(&walk);
+     * condition): the stretches passed, then the run. */
+    const rx_run_t *seen = c;
+    if (walk.n) seen = rx_run_append(&walk, c) ? NULL : &walk;
+    if (learned >= 0 && seen)
+        rx_slt_learn(rr->r, &e, learned ? &bound : NULL, seen->v, seen->ad, seen->n);
+    rx_run_free(&walk);
     unsigned k;
     *out = lk;
     return rx_run_find(c, &k) >= 0;

@@ -59,7 +59,7 @@ int64_t rr_settle_all(dm_ctx_t *ctx)
             rx_leaf_t l;
             uint64_t head;
             int rc = rx_read_leaf(ctx, at, &l);
-            if (!rc && l.label && l.label - 1u >= rr->r->hdr.capacity) rc = DM_ECORRUPT;
+            if (!rc && rx_dom_label_bad(rr->r, l.label)) rc = DM_ECORRUPT;
             if (rc) return rc;
             head = rx_dom_head(l.label, h);
             rx_hold_t hd;

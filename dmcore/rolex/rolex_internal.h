@@ -388,6 +388,8 @@ typedef struct rx_run {
     uint32_t beyond_lab; /* a leaf of another label, the next one (domain.c), whose */
     dm_gaddr_t beyond;   /* address is beyond (0: none read) */
 } rx_run_t;
+/* Append src's leaves to dst (a walk kept over several runs): 0 or DM_ENOMEM. */
+int rx_run_append(rx_run_t *dst, const rx_run_t *src);
 /* Read the leaf after the run's last (1 RTT, +1 when it holds an entry tying with the key). */
 int rx_run_more(dm_ctx_t *ctx, rx_run_t *c);
 /* 1 when the run reaches the end of its chain or of its lock domain (beyond set). */
@@ -513,13 +515,19 @@ static inline uint32_t rx_dom_label_of(const dm_rolex_t *r, uint64_t head)
 uint64_t rx_dom_guess(const dm_rolex_t *r, uint64_t leaf, uint64_t primary);
 /* Remember the labels of the run's leaves (and of the leaf beyond it). */
 void rx_dom_note_run(dm_rolex_t *r, const rx_run_t *c);
-/* Under the lock of head `*head` (start leaf v[0] read under it), with the run read by
- * rx_run_read: 0 when the key's place lies in the run (do the operation); 1 when the lock
- * is the wrong one (v[0]'s label is another's) or the key's place is past the run's domain:
- * *start and *head are where to go (unlock, lock *head, read from *start); DM_ECORRUPT
- * for a label naming no leaf of the region. */
-int rx_dom_elsewhere(const dm_rolex_t *r, const rx_run_t *c, uint64_t primary, uint64_t *start,
-                     uint64_t *head);
+/* 1 when `label` names no leaf of r's region (a torn or forged header). */
+static inline int rx_dom_label_bad(const dm_rolex_t *r, uint32_t label)
+{
+    return label && label - 1u >= r->hdr.capacity;
+}
+/* Under the lock of head *head, with the start leaf v[0] read under it: read the run
+ * (rx_run_read) unless v[0]'s label names another lock, and remember the labels read.
+ * Returns 0 when the key's place lies in the run (do the operation); 1 when the lock is
+ * the wrong one or the key's place is past the run's stretch: *start and *head are where to
+ * go (unlock, lock *head, read from *start); DM_ECORRUPT for a label naming no leaf, or
+ * DM_E* from the reads. */
+int rx_dom_read(dm_ctx_t *ctx, dm_rolex_t *r, rx_run_t *c, uint64_t primary, uint64_t *start,
+                uint64_t *head);
 /* A cut (domain.c): start leaf v[0] of the run, a promoted leaf T in the lock domain held,
  * and the leaves after it up to the next LT entry's leaf become domain T + 1: their new
  * label and checksum written into b (after whatever b holds for them; b points into the
