@@ -2,6 +2,7 @@
 #include "config/config.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -151,7 +152,8 @@ static int apply(gw_config_t *cfg, bool from_cli, const char *name, int argc, ch
         else
             cfg->chime_nbhd = v;
     } else if (!strcasecmp(name, "rolex-leaves") && argc == 1) {
-        if (!parse_int(argv[0], 0, (1 << 26) - 1, &cfg->rolex_leaves) || cfg->rolex_leaves == 1) {
+        int v; /* the room's rule is ROLEX's own (dm_rolex_set_create_leaves) */
+        if (!parse_int(argv[0], 0, INT_MAX, &v) || dm_rolex_set_create_leaves((uint64_t)v)) {
             snprintf(err, errlen,
                      "Invalid rolex-leaves '%s' (2..67108863, 0 = an eighth of node 0)", argv[0]);
             return -1;
@@ -380,6 +382,5 @@ int gw_config_parse(gw_config_t *cfg, int argc, char **argv, char *err, size_t e
                  "chime-leaf-span must be a multiple of chime-neighborhood and at least twice it");
         return -1;
     }
-    dm_rolex_set_create_leaves((uint64_t)cfg->rolex_leaves); /* checked when parsed */
     return 0;
 }

@@ -15,7 +15,6 @@ typedef struct gw_config {
     int nbind;
     int threads;                     /* worker threads (default: online CPUs) */
     int chime_span, chime_nbhd;      /* CHIME leaf geometry for a pool this gateway creates */
-    int rolex_leaves;                /* ROLEX leaf region of such a pool (0: by node 0's size) */
     int busy_poll_us;                /* each worker's loop polls this long after a socket read
                                         brought work, microseconds (dmkv/busy_poll.h; 0 off) */
     char *point_index, *range_index; /* index engines asked for (NULL: race, chime) */
