@@ -88,7 +88,8 @@ static void note(dm_rolex_t *r, dm_gaddr_t at, uint32_t label)
     r->dom[leaf] = label;
 }
 
-void rx_dom_note_run(dm_rolex_t *r, const rx_run_t *c)
+/* Remember the labels of the run's leaves (and of the leaf beyond it). */
+static void note_run(dm_rolex_t *r, const rx_run_t *c)
 {
     for (unsigned i = 0; i < c->n; i++)
         note(r, c->ad[i], c->v[i].label);
@@ -125,7 +126,7 @@ int rx_dom_read(dm_ctx_t *ctx, dm_rolex_t *r, rx_run_t *c, uint64_t primary, uin
     int rc = elsewhere(r, c, primary, start, head);
     if (!rc) rc = rx_run_read(ctx, c); /* a long key's record too, if an entry ties */
     if (!rc) rc = elsewhere(r, c, primary, start, head);
-    if (rc >= 0) rx_dom_note_run(r, c);
+    if (rc >= 0) note_run(r, c);
     return rc;
 }
 

@@ -384,9 +384,9 @@ typedef struct rx_run {
     dm_gaddr_t *ad;
     unsigned n, cap;
     rx_probe_t *pr;      /* the key the run is read for: every leaf read is prepared for it */
-    uint32_t label;      /* the lock domain of its leaves (v[0]'s label): the run ends before */
-    uint32_t beyond_lab; /* a leaf of another label, the next one (domain.c), whose */
-    dm_gaddr_t beyond;   /* address is beyond (0: none read) */
+    uint32_t label;      /* its leaves' lock domain (v[0]'s label, domain.c) */
+    dm_gaddr_t beyond;   /* the leaf after the run, of another label (0: none read) */
+    uint32_t beyond_lab; /* that leaf's label */
 } rx_run_t;
 /* Append src's leaves to dst (a walk kept over several runs): 0 or DM_ENOMEM. */
 int rx_run_append(rx_run_t *dst, const rx_run_t *src);
@@ -513,8 +513,6 @@ static inline uint32_t rx_dom_label_of(const dm_rolex_t *r, uint64_t head)
 /* The lock head to take for start leaf `leaf` of the chain of primary `primary`: by the
  * label this handle last read for it, else the primary. */
 uint64_t rx_dom_guess(const dm_rolex_t *r, uint64_t leaf, uint64_t primary);
-/* Remember the labels of the run's leaves (and of the leaf beyond it). */
-void rx_dom_note_run(dm_rolex_t *r, const rx_run_t *c);
 /* 1 when `label` names no leaf of r's region (a torn or forged header). */
 static inline int rx_dom_label_bad(const dm_rolex_t *r, uint32_t label)
 {
