@@ -8,8 +8,10 @@
  *   call), page_us (mean time of a call), page_p50_us, enum_ms (mean time until all
  *   PER_PREFIX keys were seen), complete_ms (mean time until cursor 0), complete_p50_ms,
  *   bad (enumerations that missed or invented keys).
- * Usage: dmkv-bench-scan PORT PREFIXES PER_PREFIX SAMPLES [COUNT=100] [MAX_SECONDS=120]
- *        [SEED=1] */
+ * PER_PREFIX "hex:M" reads dmkv-bench-load's "hex:M" keys instead: prefix "%04x", the
+ * key's number n in its last 8 hex digits, checked against the 4 before them.
+ * Usage: dmkv-bench-scan PORT PREFIXES [hex:]PER_PREFIX SAMPLES [COUNT=100]
+ *        [MAX_SECONDS=120] [SEED=1] */
 #include <hiredis/hiredis.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -40,6 +42,17 @@ static double median(double *v, size_t n)
     return v[n / 2];
 }
 
+/* The number of a key's part after its prefix: decimal, or for hex:M keys 4 hex digits of
+ * (n * 40503) mod 2^16 then n in 8 hex digits; -1 when the two disagree. */
+static long key_number(const char *s, int hex)
+{
+    if (!hex) return atol(s);
+    char mid[5] = {0};
+    memcpy(mid, s, 4);
+    long n = strtol(s + 4, NULL, 16);
+    return (n * 40503 & 0xffff) == strtol(mid, NULL, 16) ? n : -1;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 5) {
@@ -50,7 +63,9 @@ int main(int argc, char **argv)
         return 2;
     }
     int port = atoi(argv[1]);
-    long prefixes = atol(argv[2]), per_prefix = atol(argv[3]), samples = atol(argv[4]);
+    int hex = !strncmp(argv[3], "hex:", 4);
+    long prefixes = atol(argv[2]), per_prefix = atol(argv[3] + (hex ? 4 : 0)),
+         samples = atol(argv[4]);
     long count = argc > 5 ? atol(argv[5]) : 100;
     double max_us = (argc > 6 ? atof(argv[6]) : 120.0) * 1e6;
     uint64_t x = argc > 7 ? strtoull(argv[7], NULL, 10) : 1;
@@ -78,8 +93,8 @@ int main(int argc, char **argv)
         x ^= x << 17;
         long p = (long)(x % (uint64_t)prefixes);
         char pat[32], cursor[32] = "0", want[16];
-        snprintf(pat, sizeof(pat), "p%04ld:*", p);
-        int wl = snprintf(want, sizeof(want), "p%04ld:", p);
+        snprintf(pat, sizeof(pat), hex ? "%04lx*" : "p%04ld:*", p);
+        int wl = snprintf(want, sizeof(want), hex ? "%04lx" : "p%04ld:", p);
         memset(seen, 0, (size_t)per_prefix);
         long found = 0, foreign = 0, calls = 0;
         double t0 = now_us(), enum_at = 0;
@@ -103,7 +118,7 @@ int main(int argc, char **argv)
             for (size_t i = 0; i < ks->elements; i++) {
                 const char *k = ks->element[i]->str;
                 long n = ks->element[i]->len == 16 && memcmp(k, want, (size_t)wl) == 0
-                             ? atol(k + wl)
+                             ? key_number(k + wl, hex)
                              : -1;
                 if (n < 0 || n >= per_prefix) {
                     foreign++;
