@@ -54,11 +54,11 @@ static void host(mn_retrainer_t *t, dm_worker_t *w, dm_gaddr_t root)
             __atomic_store_n(&t->version, h.last.version, __ATOMIC_RELEASE);
             dm_log(DM_LOG_NOTICE,
                    "ROLEX retrain %llu: model version %llu, LT %llu -> %llu entries, %llu "
-                   "segments, %llu leaves read, %.1f ms",
+                   "segments, %llu leaves read, %.1f ms (%llu so far asked for by writers)",
                    (unsigned long long)h.retrains, (unsigned long long)h.last.version,
                    (unsigned long long)h.last.entries_before, (unsigned long long)h.last.entries,
                    (unsigned long long)h.last.segments, (unsigned long long)h.last.leaves,
-                   (double)h.last_us_taken / 1000);
+                   (double)h.last_us_taken / 1000, (unsigned long long)h.asked);
         } else if (rc < 0) {
             __atomic_store_n(&t->failures, h.failures, __ATOMIC_RELAXED);
             uint64_t now = dm_now_us();

@@ -4,13 +4,25 @@
  * on a `local` worker over the node's own region, the one piece of index code a memory node
  * runs; tests run it on any worker).
  *
- * The trigger needs no gateway: the paper's compute nodes append a model to a queue (CirQ) once
- * it used 2^7 SLT slots; here the host polls the root's alloc_num (synonym leaves taken, an
- * in-process read on the memory node) and retrains once it grew by max(64, LT entries / 8)
- * since the leaves the current model's chains were read at (its header's `taken`), at most once
- * per DM_ROLEX_RETRAIN_GAP_US. Whole-index retraining reads every leaf, so the bar grows with
- * the LT: retraining costs about 8 leaf reads per new leaf, and a search through a model that
- * misses 1/8 of the leaves pays a hop on about 1/8 of the keys at most. */
+ * Two triggers. The paper's compute nodes append a model to a queue (CirQ) once it used 2^7
+ * SLT slots: one chain grew long. Here the host polls the root's alloc_num (synonym leaves
+ * taken, an in-process read on the memory node) and retrains once it grew by max(64, LT
+ * entries / 8) since the leaves the current model's chains were read at (its header's
+ * `taken`), at most once per DM_ROLEX_RETRAIN_GAP_US. Whole-index retraining reads every leaf,
+ * so the bar grows with the LT: retraining costs about 8 leaf reads per new leaf, and a search
+ * through a model that misses 1/8 of the leaves pays a hop on about 1/8 of the keys at most
+ * when the new leaves are spread. They are not when keys arrive past the model's last entry
+ * or into one narrow range: all of them go to one chain, every insert walks it leaf by leaf,
+ * and at 90,000 LT entries the bar let that chain reach thousands of leaves (bench/engines.sh,
+ * 10M keys: 28 inserts/s, 920 round trips each). So writers ask too, as the paper's do: a
+ * walk of RX_ASK_WALK leaves or more under a lock adds 1 to the model header's asks word
+ * (an FAA posted without waiting, once per handle and model) when the leaves it read hold
+ * more than one 8-byte image, and the host retrains a model that was asked for as soon as
+ * any leaf was taken since it: an asked retrain starts 4 times the last one's duration after
+ * that one's start or later, a quarter of the host's time at most (retraining reads every
+ * leaf: 3 s at 700,000).
+ * An ask that lands late, on the slot's next model, costs one retrain early at most. A run
+ * of one image (key:__rand_int__) asks nothing: no model splits it. */
 #include "dmkv/rolex.h"
 
 #include "dmkv/batch.h"
@@ -21,12 +33,40 @@
 
 #include "rolex_internal.h"
 
-int dm_rolex_retrain_due(uint64_t taken, uint64_t base, uint64_t entries, uint64_t now_us,
-                         uint64_t last_us)
+uint64_t rx_retrain_asks;
+
+int dm_rolex_retrain_due(uint64_t taken, uint64_t base, uint64_t entries, uint64_t asks,
+                         uint64_t now_us, uint64_t last_us)
 {
     if (last_us && now_us - last_us < DM_ROLEX_RETRAIN_GAP_US) return 0;
     uint64_t need = entries / 8 > DM_ROLEX_RETRAIN_MIN ? entries / 8 : DM_ROLEX_RETRAIN_MIN;
-    return taken > base && taken - base >= need;
+    return taken > base && (asks || taken - base >= need);
+}
+
+/* The image of leaf l's first (last: last set) entry; 0 when l is empty. */
+static int leaf_image(const rx_leaf_t *l, int last, uint64_t *x)
+{
+    if (!l->count) return 0;
+    const rx_entry_t *e = &l->e[last ? l->count - 1 : 0];
+    *x = dm_rolex_image(e->key, rx_elen(e));
+    return 1;
+}
+
+void rx_ask_retrain(dm_ctx_t *ctx, dm_rolex_t *r, const rx_leaf_t *v, uint64_t n)
+{
+    if (n < RX_ASK_WALK || r->pinned || r->asked == r->model) return;
+    uint64_t lo = 0, hi = 0, i = 0, j = n;
+    while (i < n && !leaf_image(&v[i], 0, &lo))
+        i++;
+    while (j > i && !leaf_image(&v[j - 1], 1, &hi))
+        j--;
+    if (j <= i || lo == hi) return; /* one image: a retrain would not shorten the walk */
+    r->asked = r->model;
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_faa(&b, rx_model_addr(r, r->model) + offsetof(rx_mhdr_t, asks), 1);
+    if (!dm_batch_post_async(ctx, &b)) /* lost: the bar on leaves taken still holds */
+        __atomic_fetch_add(&rx_retrain_asks, 1, __ATOMIC_RELAXED);
 }
 
 int dm_rolex_host_record(dm_ctx_t *ctx, dm_gaddr_t root)
@@ -55,12 +95,16 @@ void dm_rolex_host_init(dm_rolex_host_t *h, dm_gaddr_t root)
 
 /* The current model's taken and entries, from its header, when the word moved (1 RTT). Only
  * the host writes slots, so the slot the word names is whole. */
+static dm_gaddr_t model_at(const rx_root_t *rt)
+{
+    return rt->arena + (rt->model & 1) * rx_slot_bytes(rt->capacity);
+}
+
 static int host_model(dm_ctx_t *ctx, dm_rolex_host_t *h, const rx_root_t *rt)
 {
     if (rt->model == h->model) return 0;
     rx_mhdr_t m;
-    dm_gaddr_t at = rt->arena + (rt->model & 1) * rx_slot_bytes(rt->capacity);
-    int rc = dm_read_span(ctx, at, &m, sizeof(m));
+    int rc = dm_read_span(ctx, model_at(rt), &m, sizeof(m));
     if (rc) return rc;
     if (m.magic != RX_MODEL_MAGIC || m.version != rt->model >> 1 || m.root != h->root)
         return DM_ECORRUPT;
@@ -76,8 +120,12 @@ int dm_rolex_host_step(dm_ctx_t *ctx, dm_rolex_host_t *h)
     if (rt.magic != RX_MAGIC || !rt.arena) return DM_ECORRUPT;
     rc = host_model(ctx, h, &rt);
     if (rc) return rc;
+    uint64_t asks = 0; /* the writers' asks of the current model (rx_ask_retrain) */
+    rc = dm_read_span(ctx, model_at(&rt) + offsetof(rx_mhdr_t, asks), &asks, 8);
+    if (rc) return rc;
+    if (h->last_us && dm_now_us() - h->last_us < 4 * h->last_us_taken) asks = 0; /* duty cycle */
     uint64_t taken = rt.alloc_num < rt.capacity ? rt.alloc_num : rt.capacity, t0 = dm_now_us();
-    if (!dm_rolex_retrain_due(taken, h->taken, h->entries, t0, h->last_us)) return 0;
+    if (!dm_rolex_retrain_due(taken, h->taken, h->entries, asks, t0, h->last_us)) return 0;
     h->last_us = t0;
     dm_rolex_retrain_stats_t st;
     rc = rx_retrain(ctx, h->root, 1, &st);
@@ -88,6 +136,8 @@ int dm_rolex_host_step(dm_ctx_t *ctx, dm_rolex_host_t *h)
         return rc;
     }
     h->retrains++, h->total_us += us, h->last_us_taken = us;
+    if (asks && !dm_rolex_retrain_due(taken, h->taken, h->entries, 0, t0, 0))
+        h->asked++; /* the bar on leaves taken alone would have waited */
     if (us > h->max_us) h->max_us = us;
     h->last = st;
     return 1;

@@ -382,6 +382,7 @@ static int lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int existing,
     if (walk.n) seen = rx_run_append(&walk, c) ? NULL : &walk;
     if (learned >= 0 && seen)
         rx_slt_learn(rr->r, &e, learned ? &bound : NULL, seen->v, seen->ad, seen->n);
+    if (seen) rx_ask_retrain(ctx, rr->r, seen->v, seen->n); /* a long chain: host.c */
     rx_run_free(&walk);
     unsigned k;
     *out = lk;

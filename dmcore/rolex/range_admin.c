@@ -231,6 +231,8 @@ size_t rr_stats_get(dm_index_stat_t *out)
                               __atomic_load_n(&rx_recs_written, __ATOMIC_RELAXED));
     out[n++] = dm_index_count("rolex_key_records_freed",
                               __atomic_load_n(&rx_recs_freed, __ATOMIC_RELAXED));
+    out[n++] =
+        dm_index_count("rolex_retrain_asks", __atomic_load_n(&rx_retrain_asks, __ATOMIC_RELAXED));
     out[n++] = dm_index_count("rolex_domain_cuts", __atomic_load_n(&rx_dom_cuts, __ATOMIC_RELAXED));
     out[n++] = dm_index_count("rolex_domain_switches",
                               __atomic_load_n(&rx_dom_switches, __ATOMIC_RELAXED));

@@ -20,7 +20,8 @@
  *   LT's length)  [24] u64 segments  [32] u64 root (back pointer)  [40] u64 taken: the
  *   root's alloc_num when its chains were read (the trigger's base: host.c)  [48] u64 sum:
  *   checksum over [8, 48) and the body (a reader of a slot being rewritten reads again)
- *   [56] reserved
+ *   [56] u64 asks: writers' requests for a retrain of this model, FAA by gateways whose walk
+ *        was long (host.c; outside the checksum, 0 when written)
  *   [64] segments, 32 bytes each, ascending: u64 first image, u64 first position,
  *        u64 last position, f64 slope (positions per image unit).
  *   A segment predicts pos(x) = first position + slope * (x - first image), clamped to
@@ -175,7 +176,7 @@ typedef struct rx_root {
 } rx_root_t;
 
 typedef struct rx_mhdr {
-    uint64_t magic, version, entries, segments, root, taken, sum, reserved;
+    uint64_t magic, version, entries, segments, root, taken, sum, asks;
 } rx_mhdr_t;
 
 typedef struct rx_seg {
@@ -258,7 +259,8 @@ struct dm_rolex {
     uint64_t nslt;
     uint32_t *dom; /* dom[leaf]: the leaf's label as this handle last read it (domain.c) */
     uint64_t ndom;
-    int pinned; /* dm_rolex_follow(r, 0): keeps its model, reads no model word */
+    int pinned;     /* dm_rolex_follow(r, 0): keeps its model, reads no model word */
+    uint64_t asked; /* the model word this handle asked a retrain of (host.c), 0 none */
 };
 
 /* model.c */
@@ -451,6 +453,15 @@ void rx_discard(dm_ctx_t *ctx, dm_gaddr_t root);
 uint64_t rx_slot_bytes(uint64_t capacity);
 /* The gaddr of the slot that model word `word` names. */
 dm_gaddr_t rx_model_addr(const dm_rolex_t *r, uint64_t word);
+
+/* host.c: the writers' side of the retrain trigger. A walk under a lock that read the n
+ * leaves v in chain order, RX_ASK_WALK or more, over more than one 8-byte image (a run of one
+ * image no model can split), asks the host to retrain r's model: an FAA on the model's asks
+ * word, in a batch of its own posted without waiting (no round trip), once per handle and
+ * model. */
+#define RX_ASK_WALK 32
+void rx_ask_retrain(dm_ctx_t *ctx, dm_rolex_t *r, const rx_leaf_t *v, uint64_t n);
+extern uint64_t rx_retrain_asks; /* asks posted, this process (relaxed atomics) */
 /* The checksum of model header h (its [8, 48)) and body (segments, LT: len bytes). */
 uint64_t rx_model_sum(const rx_mhdr_t *h, const void *body, uint64_t len);
 /* Read the model that word names (header, then segments and LT: 2 RTTs) into r. DM_ERETRY

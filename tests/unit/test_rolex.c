@@ -935,14 +935,18 @@ static void test_lease(void)
 static void test_retrain_due(void)
 {
     uint64_t now = 10000000, gap = DM_ROLEX_RETRAIN_GAP_US;
-    CHECK(!dm_rolex_retrain_due(100, 100, 50, now, 0));             /* nothing taken */
-    CHECK(!dm_rolex_retrain_due(163, 100, 50, now, 0));             /* 63 < 64 */
-    CHECK(dm_rolex_retrain_due(164, 100, 50, now, 0));              /* 64 */
-    CHECK(!dm_rolex_retrain_due(164, 100, 50, now, now - gap + 1)); /* too soon */
-    CHECK(dm_rolex_retrain_due(164, 100, 50, now, now - gap));
-    CHECK(!dm_rolex_retrain_due(1000 + 124, 1000, 1000, now, 0)); /* 124 < 1000 / 8 = 125 */
-    CHECK(dm_rolex_retrain_due(1000 + 125, 1000, 1000, now, 0));
-    CHECK(!dm_rolex_retrain_due(90, 100, 50, now, 0)); /* below the base (a new model) */
+    CHECK(!dm_rolex_retrain_due(100, 100, 50, 0, now, 0));             /* nothing taken */
+    CHECK(!dm_rolex_retrain_due(163, 100, 50, 0, now, 0));             /* 63 < 64 */
+    CHECK(dm_rolex_retrain_due(164, 100, 50, 0, now, 0));              /* 64 */
+    CHECK(!dm_rolex_retrain_due(164, 100, 50, 0, now, now - gap + 1)); /* too soon */
+    CHECK(dm_rolex_retrain_due(164, 100, 50, 0, now, now - gap));
+    CHECK(!dm_rolex_retrain_due(1000 + 124, 1000, 1000, 0, now, 0)); /* 124 < 1000 / 8 = 125 */
+    CHECK(dm_rolex_retrain_due(1000 + 125, 1000, 1000, 0, now, 0));
+    CHECK(!dm_rolex_retrain_due(90, 100, 50, 0, now, 0)); /* below the base (a new model) */
+    /* Asked for by a writer whose walk was long: any leaf taken will do, the gap still holds. */
+    CHECK(dm_rolex_retrain_due(1001, 1000, 1000, 1, now, 0));
+    CHECK(!dm_rolex_retrain_due(1000, 1000, 1000, 3, now, 0)); /* nothing new to list */
+    CHECK(!dm_rolex_retrain_due(1001, 1000, 1000, 1, now, now - gap + 1));
 }
 
 /* ---- step 4: a handle notices a new model by itself ---- */

@@ -310,7 +310,7 @@ static void test_pending(void)
  * Keys with distinct 8-byte images, so that every leaf can be listed. */
 /* Keys "%08d" of i < m, three in four (i % 4 != 3), set in shuffled order through w (in[i]
  * set for each), then the index retrained in-process, as its memory node's host does. */
-static void load_then_retrain(dm_worker_t *w, char *in, int m)
+static void load_then_retrain_by(dm_worker_t *w, char *in, int m, dm_rolex_host_t *h)
 {
     dm_ctx_t ctx;
     char k[32];
@@ -325,12 +325,75 @@ static void load_then_retrain(dm_worker_t *w, char *in, int m)
     uint64_t root = 0;
     dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
     CHECK(dm_read_span(&ctx, dm_gaddr_make(0, DM_SB_OFF(rolex_root)), &root, 8) == 0);
-    dm_rolex_host_t h;
-    dm_rolex_host_init(&h, root);
+    dm_rolex_host_init(h, root);
     int rc = 0;
-    for (int t = 0; t < 200 && (rc = dm_rolex_host_step(&ctx, &h)) != 1; t++)
+    for (int t = 0; t < 200 && (rc = dm_rolex_host_step(&ctx, h)) != 1; t++)
         dm_ctx_sleep(&ctx, 10000);
     CHECKF(rc == 1, "no retrain: rc=%d", rc);
+}
+
+static void load_then_retrain(dm_worker_t *w, char *in, int m)
+{
+    dm_rolex_host_t h;
+    load_then_retrain_by(w, in, m, &h);
+}
+
+/* Round trips per SET of the keys "z%07d" of 2i + odd for i in [from, from + n), in a
+ * shuffled order. */
+static double set_past(dm_worker_t *w, int from, int n, int odd)
+{
+    dm_ctx_t ctx;
+    dm_cls_stats_t s0, s1;
+    char k[32];
+    dm_stats_get(DM_CLS_SET, &s0);
+    for (int j = 0; j < n; j++) {
+        int i = from + (int)((uint64_t)j * 7919 % (uint64_t)n);
+        snprintf(k, sizeof(k), "z%07d", 2 * i + odd);
+        dm_ctx_init(&ctx, w, DM_CLS_SET);
+        CHECK(dm_kv_set(&ctx, k, strlen(k), "v", 1, 0, 0, NULL) == 1);
+    }
+    dm_stats_get(DM_CLS_SET, &s1);
+    return (double)(s1.rtts - s0.rtts) / n;
+}
+
+/* Keys past the model's last entry all go to one chain, walked leaf by leaf under its lock
+ * from that entry's leaf, save where the walking handle learned a closer start (slt.c: its
+ * own walks only, at most 4,096 of them). The host's bar on leaves taken (LT entries / 8)
+ * let such a chain reach thousands of leaves in a large index (bench/engines.sh, 10M keys:
+ * 920 round trips an insert). Writers whose walk was long ask for a retrain (host.c), and
+ * the host retrains well before the bar. Here one worker grows the chain and a second,
+ * which learned nothing, walks it. */
+static void test_asks(void)
+{
+    uv_loop_t loop;
+    dm_worker_t *w = rolex_worker(&loop, "local:rxasks");
+    dm_ctx_t ctx;
+    enum { M = 16000, K = 800, N = 1 };
+    static char in[M];
+    dm_rolex_host_t h;
+    load_then_retrain_by(w, in, M, &h);
+    double grow = set_past(w, 0, K, 0);
+    dm_worker_t *w2 = worker_on(&loop, "local:rxasks");
+    uint64_t asks0 = __atomic_load_n(&rx_retrain_asks, __ATOMIC_RELAXED);
+    double before = set_past(w2, K - N, N, 1); /* near the chain's end: one walk */
+    uint64_t asks = __atomic_load_n(&rx_retrain_asks, __ATOMIC_RELAXED) - asks0;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    int rc = 0;
+    for (int t = 0; t < 20 && (rc = dm_rolex_host_step(&ctx, &h)) != 1; t++)
+        dm_ctx_sleep(&ctx, 10000);
+    fprintf(stderr,
+            "  %d keys past the model (LT %llu entries): %.2f round trips a SET by their "
+            "writer, %.2f by another; %llu asks\n",
+            K, (unsigned long long)h.entries, grow, before, (unsigned long long)asks);
+    CHECKF(asks >= 1, "no walk asked for a retrain");
+    CHECKF(rc == 1 && h.asked == 1, "no retrain asked for: rc=%d asked=%llu", rc,
+           (unsigned long long)h.asked);
+    double after = set_past(w2, K - 2 * N, N, 1); /* under the new model */
+    fprintf(stderr, "  after the retrain: %.2f round trips a SET by the other\n", after);
+    CHECKF(after < before / 2, "%.2f round trips a SET after the retrain, %.2f before", after,
+           before);
+    dm_worker_destroy(w2);
+    worker_done(w, &loop);
 }
 
 static void test_scan_batches(void)
@@ -500,6 +563,7 @@ int main(void)
     RUN(test_pending);
     RUN(test_scan_batches);
     RUN(test_domains);
+    RUN(test_asks);
     RUN(test_shared_image);
     fprintf(stderr, "test_rolex_range: all passed\n");
     return 0;

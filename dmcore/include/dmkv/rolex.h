@@ -189,12 +189,13 @@ int dm_rolex_refresh(dm_ctx_t *ctx, dm_rolex_t *r);
 
 /* The host's trigger: 1 when taken (the root's alloc_num, clamped to its capacity) exceeds
  * base (the alloc_num the current model's chains were read at) by max(DM_ROLEX_RETRAIN_MIN,
- * entries / 8) leaves (entries: the current LT's length) and the last retrain started at
- * least DM_ROLEX_RETRAIN_GAP_US before now_us (last_us 0: none yet; monotonic us), else 0.
- * Stands in for the paper's CirQ (compute nodes queue a model whose SLT used 2^7 slots):
- * no gateway takes part. */
-int dm_rolex_retrain_due(uint64_t taken, uint64_t base, uint64_t entries, uint64_t now_us,
-                         uint64_t last_us);
+ * entries / 8) leaves (entries: the current LT's length), or by any leaf when asks (the
+ * writers' asks of the current model: a walk of 32 leaves or more) is not 0, and the last
+ * retrain started at least DM_ROLEX_RETRAIN_GAP_US before now_us (last_us 0: none yet;
+ * monotonic us), else 0. The asks stand in for the paper's CirQ (compute nodes queue a
+ * model whose SLT used 2^7 slots); host.c says why both. */
+int dm_rolex_retrain_due(uint64_t taken, uint64_t base, uint64_t entries, uint64_t asks,
+                         uint64_t now_us, uint64_t last_us);
 
 /* Record root as the index node 0's memory node retrains (one CAS from 0 on node 0's
  * superblock word rolex_root; by the index's builder, before anyone retrains it). The root,
@@ -212,14 +213,16 @@ typedef struct dm_rolex_host {
     uint64_t taken, entries; /* that model's trigger base and LT length */
     uint64_t last_us;        /* monotonic start of the last retrain tried, 0 none */
     uint64_t retrains, failures;
+    uint64_t asked; /* retrains the writers' asks brought forward (the bar would wait) */
     uint64_t total_us, max_us, last_us_taken; /* durations of the retrains done, us */
     dm_rolex_retrain_stats_t last;            /* the last retrain's outcome */
     int last_rc;                              /* the last retrain's return code */
 } dm_rolex_host_t;
 void dm_rolex_host_init(dm_rolex_host_t *h, dm_gaddr_t root);
 
-/* One poll of the host (ROLEX §4.6's loop body): reads the root (1 RTT, in-process on the
- * memory node's local worker) and, when the model word moved, the model's header (1 more);
+/* One poll of the host (ROLEX §4.6's loop body): reads the root and the current model's asks
+ * word (2 RTTs, in-process on the memory node's local worker) and, when the model word
+ * moved, the model's header (1 more);
  * retrains when dm_rolex_retrain_due says so (the retrain's own RTTs). Only the index's one
  * host calls it: it retrains a recorded root. Returns 1 retrained, 0 not due, or DM_E* (a
  * retrain that failed is counted, and tried again after DM_ROLEX_RETRAIN_GAP_US). */
