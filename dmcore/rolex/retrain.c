@@ -69,7 +69,12 @@ static int push(lt_vec_t *t, uint64_t lo, uint64_t leaf, uint64_t head)
 
 /* The entries of head h's chain v[0..n) (read in chain order): the head with its low, then each
  * non-empty synonym S with b = max(image of S's first key, 1 + every image read before S), when
- * b stays inside the head's range [lo, hi) (hi 0: none) above the last entry's low. */
+ * b stays inside the head's range [lo, hi) (hi 0: none) above the last entry's low. Of a run of
+ * empty leaves (emptied by DEL: never reclaimed), the last, with b = 1 + the larger of every
+ * image read before it and the last entry's low, when b also stays below the next leaf's first
+ * image: I(S) holds by the same argument (S's own keys play no part in it), and a key whose
+ * place lies past the run starts there instead of walking the run, one lock domain a leaf
+ * (docs/DESIGN.md "Empty leaves in domains of their own"). */
 static int list_chain(const dm_rolex_t *r, lt_vec_t *t, uint64_t h, uint64_t lo, uint64_t hi,
                       const rx_leaf_t *v, unsigned n)
 {
@@ -77,7 +82,19 @@ static int list_chain(const dm_rolex_t *r, lt_vec_t *t, uint64_t h, uint64_t lo,
     uint64_t top = 0, last = lo; /* top: the largest image read so far (seen) */
     for (unsigned s = 0; !rc && s < n; s++) {
         const rx_leaf_t *l = &v[s];
-        if (!l->count) continue;
+        if (!l->count) {
+            if (!s || !seen || top == UINT64_MAX || (s + 1 < n && !v[s + 1].count)) continue;
+            uint64_t m = top > last ? top : last, b = m + 1;
+            const rx_leaf_t *nx = s + 1 < n ? &v[s + 1] : NULL;
+            if (m == UINT64_MAX || (hi && b >= hi) ||
+                (nx && b >= dm_rolex_image(nx->e[0].key, rx_elen(&nx->e[0]))))
+                continue;
+            uint64_t leaf;
+            if (rx_leaf_no(r, v[s - 1].next, &leaf)) return DM_ECORRUPT;
+            rc = push(t, b, leaf, h);
+            last = b;
+            continue;
+        }
         uint64_t f = dm_rolex_image(l->e[0].key, rx_elen(&l->e[0]));
         uint64_t b = seen && top >= f ? top + 1 : f;
         if (s && (!seen || top != UINT64_MAX) && b > last && (!hi || b < hi)) {
