@@ -43,24 +43,16 @@ int dm_rolex_retrain_due(uint64_t taken, uint64_t base, uint64_t entries, uint64
     return taken > base && (asks || taken - base >= need);
 }
 
-/* The image of leaf l's first (last: last set) entry; 0 when l is empty. */
-static int leaf_image(const rx_leaf_t *l, int last, uint64_t *x)
-{
-    if (!l->count) return 0;
-    const rx_entry_t *e = &l->e[last ? l->count - 1 : 0];
-    *x = dm_rolex_image(e->key, rx_elen(e));
-    return 1;
-}
-
 void rx_ask_retrain(dm_ctx_t *ctx, dm_rolex_t *r, const rx_leaf_t *v, uint64_t n)
 {
     if (n < RX_ASK_WALK || r->pinned || r->asked == r->model) return;
-    uint64_t lo = 0, hi = 0, i = 0, j = n;
-    while (i < n && !leaf_image(&v[i], 0, &lo))
+    uint64_t i = 0, j = n; /* the first and one past the last non-empty leaf */
+    while (i < n && !v[i].count)
         i++;
-    while (j > i && !leaf_image(&v[j - 1], 1, &hi))
+    while (j > i && !v[j - 1].count)
         j--;
-    if (j <= i || lo == hi) return; /* one image: a retrain would not shorten the walk */
+    if (j <= i || rx_eimage(&v[i].e[0]) == rx_eimage(&v[j - 1].e[v[j - 1].count - 1]))
+        return; /* one image: a retrain would not shorten the walk */
     r->asked = r->model;
     dm_batch_t b;
     dm_batch_init(&b);
@@ -123,8 +115,8 @@ int dm_rolex_host_step(dm_ctx_t *ctx, dm_rolex_host_t *h)
     uint64_t asks = 0; /* the writers' asks of the current model (rx_ask_retrain) */
     rc = dm_read_span(ctx, model_at(&rt) + offsetof(rx_mhdr_t, asks), &asks, 8);
     if (rc) return rc;
-    if (h->last_us && dm_now_us() - h->last_us < 4 * h->last_us_taken) asks = 0; /* duty cycle */
     uint64_t taken = rt.alloc_num < rt.capacity ? rt.alloc_num : rt.capacity, t0 = dm_now_us();
+    if (h->last_us && t0 - h->last_us < 4 * h->last_us_taken) asks = 0; /* duty cycle */
     if (!dm_rolex_retrain_due(taken, h->taken, h->entries, asks, t0, h->last_us)) return 0;
     h->last_us = t0;
     dm_rolex_retrain_stats_t st;

@@ -86,16 +86,14 @@ static int list_chain(const dm_rolex_t *r, lt_vec_t *t, uint64_t h, uint64_t lo,
             if (!s || !seen || top == UINT64_MAX || (s + 1 < n && !v[s + 1].count)) continue;
             uint64_t m = top > last ? top : last, b = m + 1;
             const rx_leaf_t *nx = s + 1 < n ? &v[s + 1] : NULL;
-            if (m == UINT64_MAX || (hi && b >= hi) ||
-                (nx && b >= dm_rolex_image(nx->e[0].key, rx_elen(&nx->e[0]))))
-                continue;
+            if (m == UINT64_MAX || (hi && b >= hi) || (nx && b >= rx_eimage(&nx->e[0]))) continue;
             uint64_t leaf;
             if (rx_leaf_no(r, v[s - 1].next, &leaf)) return DM_ECORRUPT;
             rc = push(t, b, leaf, h);
             last = b;
             continue;
         }
-        uint64_t f = dm_rolex_image(l->e[0].key, rx_elen(&l->e[0]));
+        uint64_t f = rx_eimage(&l->e[0]);
         uint64_t b = seen && top >= f ? top + 1 : f;
         if (s && (!seen || top != UINT64_MAX) && b > last && (!hi || b < hi)) {
             uint64_t leaf;
@@ -103,8 +101,7 @@ static int list_chain(const dm_rolex_t *r, lt_vec_t *t, uint64_t h, uint64_t lo,
             rc = push(t, b, leaf, h);
             last = b;
         }
-        const rx_entry_t *e = &l->e[l->count - 1];
-        uint64_t li = dm_rolex_image(e->key, rx_elen(e));
+        uint64_t li = rx_eimage(&l->e[l->count - 1]);
         top = seen && top > li ? top : li;
         seen = 1;
     }

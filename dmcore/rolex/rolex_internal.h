@@ -210,6 +210,11 @@ static inline int rx_elong(const rx_entry_t *e)
 {
     return rx_elen(e) > DM_ROLEX_INLINE;
 }
+/* An entry's 8-byte image (its key's first 8 bytes, big-endian: dm_rolex_image). */
+static inline uint64_t rx_eimage(const rx_entry_t *e)
+{
+    return dm_rolex_image(e->key, rx_elen(e));
+}
 static inline uint64_t rx_ehash(const rx_entry_t *e)
 {
     uint64_t h;

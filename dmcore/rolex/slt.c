@@ -141,8 +141,8 @@ void rx_slt_learn(dm_rolex_t *r, const rx_lt_t *start, const rx_slt_t *bound, co
         if (ok && prop.klen) prop.leaf = (uint32_t)leaf, slt_add(r, &prop);
         prop.klen = 0;
         const rx_entry_t *f = &l->e[0], *e = &l->e[l->count - 1];
-        uint64_t fi = dm_rolex_image(f->key, rx_elen(f));
-        uint64_t li = dm_rolex_image(e->key, rx_elen(e));
+        uint64_t fi = rx_eimage(f);
+        uint64_t li = rx_eimage(e);
         b = seen && top >= fi ? top + 1 : fi;
         if (ok && (!seen || top != UINT64_MAX) && b >= last && b <= li) {
             add_image(r, b, leaf, start->head);
