@@ -43,9 +43,9 @@ struct dm_coro {
     uint64_t early_res;         /* the leaf lock it holds (0: none) */
     int early;                  /* ... taken before its turn: an early lock */
     int wounded;                /* dm_coro_early_contend: give the early lock up */
-    struct dm_coro *early_next, *early_prev; /* this thread's lock holders */
+    struct dm_coro *early_next, *early_prev; /* holders of its bucket's locks */
     uint64_t wait_res;                       /* dm_coro_wait_turn_or: waits for res too */
-    struct dm_coro *wait_next, *wait_prev;   /* this thread's such waiters */
+    struct dm_coro *wait_next, *wait_prev;   /* waiters in its bucket, oldest first */
     void *stack;                             /* base of the mmap'd stack */
     int done;
     struct dm_coro *next_free;
@@ -65,8 +65,13 @@ static __thread dm_coro_t *current;
 static __thread dm_coro_t *pool;
 static __thread size_t pool_n;
 static __thread size_t live;
-static __thread dm_coro_t *early_head;            /* lock holders (dm_coro_early_hold) */
-static __thread dm_coro_t *wait_head, *wait_tail; /* waiters for a resource, oldest first */
+/* Lock holders (dm_coro_early_hold) and waiters for a resource (dm_coro_wait_turn_or), in
+ * lists per bucket of the resource: a release looks for the lock's other holders and a signal
+ * for its waiters, and one list per thread made each a walk of every command in flight (256
+ * per pipelined connection: 2.9% of the gateway's CPU in a 1M-key load). */
+#define RES_BUCKETS 256
+static __thread dm_coro_t *early_head[RES_BUCKETS];
+static __thread dm_coro_t *wait_head[RES_BUCKETS], *wait_tail[RES_BUCKETS];
 static __thread uint64_t turn_seq;
 static uint64_t early_holds, early_wounds; /* dm_coro_early_stats */
 
@@ -115,6 +120,30 @@ static void trampoline(transfer_t t)
     start_switch(co, 0);
     jump_fcontext(co->caller, co);
     abort(); /* a finished coroutine is never resumed */
+}
+
+static unsigned res_bucket(uint64_t res)
+{
+    return (unsigned)((res * 0x9E3779B97F4A7C15ull) >> 56); /* Fibonacci hashing, 8 bits */
+}
+
+static void early_link(dm_coro_t *co, uint64_t res)
+{
+    dm_coro_t **head = &early_head[res_bucket(res)];
+    co->early_res = res;
+    co->early_prev = NULL;
+    co->early_next = *head;
+    if (*head) (*head)->early_prev = co;
+    *head = co;
+}
+
+static void early_remove(dm_coro_t *co)
+{
+    if (co->early_prev)
+        co->early_prev->early_next = co->early_next;
+    else
+        early_head[res_bucket(co->early_res)] = co->early_next;
+    if (co->early_next) co->early_next->early_prev = co->early_prev;
 }
 
 static void coro_destroy(dm_coro_t *co)
@@ -168,7 +197,9 @@ static dm_coro_t *coro_alloc(void)
 
 void dm_coro_early_move(dm_coro_t *co, uint64_t res)
 {
-    if (co && co->early_res) co->early_res = res;
+    if (!co || !co->early_res) return;
+    early_remove(co);
+    early_link(co, res);
 }
 
 static void early_unlink(dm_coro_t *co);
@@ -312,28 +343,21 @@ void dm_coro_early_hold(uint64_t res)
     if (!current) return;
     if (current->early_res) { /* the lock moved (a split): same hold */
         uint64_t was = current->early_res;
-        current->early_res = res;
+        early_remove(current);
+        early_link(current, res);
         if (was != res) dm_coro_signal(was);
         return;
     }
-    current->early_res = res;
+    early_link(current, res);
     current->early = dm_coro_turn_pending();
     current->wounded = 0;
-    current->early_prev = NULL;
-    current->early_next = early_head;
-    if (early_head) early_head->early_prev = current;
-    early_head = current;
     if (current->early) __atomic_fetch_add(&early_holds, 1, __ATOMIC_RELAXED);
 }
 
 static void early_unlink(dm_coro_t *co)
 {
     if (!co->early_res) return;
-    if (co->early_prev)
-        co->early_prev->early_next = co->early_next;
-    else
-        early_head = co->early_next;
-    if (co->early_next) co->early_next->early_prev = co->early_prev;
+    early_remove(co);
     uint64_t was = co->early_res;
     co->early_res = 0;
     co->early = 0;
@@ -365,14 +389,15 @@ int dm_coro_more_behind(void)
 static void wait_unlink(dm_coro_t *co)
 {
     if (!co->wait_res) return;
+    unsigned b = res_bucket(co->wait_res);
     if (co->wait_prev)
         co->wait_prev->wait_next = co->wait_next;
     else
-        wait_head = co->wait_next;
+        wait_head[b] = co->wait_next;
     if (co->wait_next)
         co->wait_next->wait_prev = co->wait_prev;
     else
-        wait_tail = co->wait_prev;
+        wait_tail[b] = co->wait_prev;
     co->wait_res = 0;
 }
 
@@ -380,15 +405,16 @@ int dm_coro_wait_turn_or(uint64_t res)
 {
     if (!dm_coro_turn_pending()) return 0;
     if (current->early_res) return dm_coro_wait_turn(); /* holding a lock: not this wait */
+    unsigned b = res_bucket(res);
     current->wait_res = res;
     current->wounded = 0;
     current->wait_next = NULL; /* appended: dm_coro_signal wakes them in arrival order */
-    current->wait_prev = wait_tail;
-    if (wait_tail)
-        wait_tail->wait_next = current;
+    current->wait_prev = wait_tail[b];
+    if (wait_tail[b])
+        wait_tail[b]->wait_next = current;
     else
-        wait_head = current;
-    wait_tail = current;
+        wait_head[b] = current;
+    wait_tail[b] = current;
     int rc = current->turn->wait(current->turn->arg, NULL);
     wait_unlink(current);
     current->wounded = 0;
@@ -399,7 +425,7 @@ int dm_coro_wait_turn_or(uint64_t res)
 
 void dm_coro_signal(uint64_t res)
 {
-    for (dm_coro_t *h = wait_head; h; h = h->wait_next) {
+    for (dm_coro_t *h = wait_head[res_bucket(res)]; h; h = h->wait_next) {
         if (h->wait_res != res || h == current || h->wounded) continue;
         h->wounded = 1; /* its turn wait returns DM_EYIELD */
         if (h->turn && h->turn->wound) h->turn->wound(h->turn->arg);
@@ -408,7 +434,7 @@ void dm_coro_signal(uint64_t res)
 
 int dm_coro_early_taken(uint64_t res)
 {
-    for (dm_coro_t *h = early_head; h; h = h->early_next)
+    for (dm_coro_t *h = early_head[res_bucket(res)]; h; h = h->early_next)
         if (h->early_res == res && h != current) return 1;
     return 0;
 }
@@ -416,7 +442,7 @@ int dm_coro_early_taken(uint64_t res)
 void dm_coro_early_contend(uint64_t res)
 {
     int first = !dm_coro_turn_pending(); /* whole turn held, or no hook: comes first */
-    for (dm_coro_t *h = early_head; h; h = h->early_next) {
+    for (dm_coro_t *h = early_head[res_bucket(res)]; h; h = h->early_next) {
         if (h->early_res != res || h == current || !h->early || h->wounded) continue;
         if (!first && current->turn_seq > h->turn_seq) continue; /* we wait for it */
         h->wounded = 1;

@@ -180,12 +180,91 @@ static void test_early_ages(void)
     CHECK(holder.result == DM_EYIELD && dm_coro_live() == 0);
 }
 
+/* Many holders and waiters at once, more locks than the registry has buckets: each lookup,
+ * wound, signal, move and release finds exactly its own lock's coroutines. */
+enum { MANY_LOCKS = 300 };
+static fake_cmd_t holders[2 * MANY_LOCKS], waiters[MANY_LOCKS];
+
+static uint64_t many_lock(int i)
+{
+    return (uint64_t)(i % MANY_LOCKS + 1) << 12; /* leaf-like addresses */
+}
+
+static void fake_waiter(void *arg)
+{
+    fake_cmd_t *f = fake_begin(arg);
+    f->result = dm_coro_wait_turn_or(f->lock);
+    dm_coro_set_turn(NULL);
+}
+
+static int woken_total(const fake_cmd_t *f, int n)
+{
+    int w = 0;
+    for (int i = 0; i < n; i++)
+        w += f[i].woken;
+    return w;
+}
+
+static void test_early_many(void)
+{
+    for (int i = 0; i < 2 * MANY_LOCKS; i++) {
+        holders[i] = (fake_cmd_t){.lock = many_lock(i)};
+        dm_coro_spawn(fake_set, &holders[i]); /* holds its lock: the round trip */
+    }
+    for (int i = 0; i < 2 * MANY_LOCKS; i++)
+        dm_coro_resume(holders[i].co); /* parks */
+    for (int i = 0; i < MANY_LOCKS; i++)
+        CHECK(dm_coro_early_taken(many_lock(i)));
+    CHECK(!dm_coro_early_taken(many_lock(MANY_LOCKS - 1) + (1 << 12)));
+
+    dm_coro_early_contend(many_lock(16)); /* both holders of lock 17, nobody else */
+    CHECK(holders[16].woken == 1 && holders[16 + MANY_LOCKS].woken == 1);
+    CHECK(woken_total(holders, 2 * MANY_LOCKS) == 2);
+    dm_coro_resume(holders[16].co);
+    CHECK(holders[16].result == DM_EYIELD && dm_coro_early_taken(many_lock(16)));
+    dm_coro_resume(holders[16 + MANY_LOCKS].co);
+    CHECK(!dm_coro_early_taken(many_lock(16)));
+
+    uint64_t moved = many_lock(MANY_LOCKS - 1) + (5 << 12); /* a split moved lock 2's hold */
+    dm_coro_early_move(holders[1].co, moved);
+    CHECK(dm_coro_early_taken(moved) && dm_coro_early_taken(many_lock(1)));
+    dm_coro_resume(holders[1 + MANY_LOCKS].co); /* not granted: parks again */
+    holders[1 + MANY_LOCKS].granted = 1;
+    dm_coro_resume(holders[1 + MANY_LOCKS].co);
+    CHECK(!dm_coro_early_taken(many_lock(1)) && dm_coro_early_taken(moved));
+
+    for (int i = 0; i < MANY_LOCKS; i++) {
+        waiters[i] = (fake_cmd_t){.lock = many_lock(i) + 64};
+        dm_coro_spawn(fake_waiter, &waiters[i]); /* parks in its turn wait */
+    }
+    dm_coro_signal(many_lock(40) + 64);
+    CHECK(waiters[40].woken == 1 && woken_total(waiters, MANY_LOCKS) == 1);
+    dm_coro_resume(waiters[40].co);
+    CHECK(waiters[40].result == DM_EYIELD);
+    for (int i = 0; i < MANY_LOCKS; i++) {
+        if (i == 40) continue;
+        waiters[i].granted = 1;
+        dm_coro_resume(waiters[i].co);
+        CHECK(waiters[i].result == 0);
+    }
+    for (int i = 0; i < 2 * MANY_LOCKS; i++) {
+        if (i % MANY_LOCKS == 16 || i == 1 + MANY_LOCKS) continue;
+        holders[i].granted = 1;
+        dm_coro_resume(holders[i].co);
+        CHECK(holders[i].result == 0 && !holders[i].locked);
+    }
+    CHECK(dm_coro_live() == 0 && !dm_coro_early_taken(moved));
+    for (int i = 0; i < MANY_LOCKS; i++)
+        CHECK(!dm_coro_early_taken(many_lock(i)));
+}
+
 int main(void)
 {
     RUN(test_interleave);
     RUN(test_many);
     RUN(test_early_locks);
     RUN(test_early_ages);
+    RUN(test_early_many);
     fprintf(stderr, "test_coro: all passed\n");
     return 0;
 }
