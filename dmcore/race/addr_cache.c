@@ -21,18 +21,20 @@
 #include "dmkv/errors.h"
 #include "race_internal.h"
 
-/* 4-way set associative, 2^16 sets: 256 K entries of 32 bytes (8 MiB, touched as it
- * fills), one per gateway process and pool, shared by its workers. Direct-mapped with 64 K
- * entries it kept about half of a 100,000-key working set (redis-benchmark -r 100000):
- * every miss costs a SET or a GET one more round trip (the buckets, then the block). With
- * 2 ways, a set that 3 keys of a working set read in turn missed on every read
- * (it_addr_cache: 4% of 40,000 keys). One cache per worker lost every key that clients of
- * two workers both wrote: each worker's CAS changed the word the other remembered
- * (redis-benchmark -P 16 SETs at the default 2 threads: 2.5 round trips per SET, 1.25
- * with one thread). */
-#define CACHE_SET_BITS 16
+/* 4-way set associative, 2^18 sets by default: 1 M entries of 32 bytes (32 MiB, touched
+ * as it fills), one per gateway process and pool, shared by its workers;
+ * dm_race_addr_cache_set_entries (gateway option addr-cache-entries) sizes it. Inserts
+ * fill it too, so a working set as large as the cache answers GETs in 1 round trip
+ * (YCSB C over 1 M loaded keys: 1.27 round trips per GET with 256 K entries, 1.01 with
+ * 1 M). Direct-mapped with 64 K entries it kept about half of a 100,000-key working set
+ * (redis-benchmark -r 100000): every miss costs a SET or a GET one more round trip (the
+ * buckets, then the block). With 2 ways, a set that 3 keys of a working set read in turn
+ * missed on every read (it_addr_cache: 4% of 40,000 keys). One cache per worker lost every
+ * key that clients of two workers both wrote: each worker's CAS changed the word the other
+ * remembered (redis-benchmark -P 16 SETs at the default 2 threads: 2.5 round trips per SET,
+ * 1.25 with one thread). */
 #define CACHE_WAYS 4
-#define CACHE_SETS (1u << CACHE_SET_BITS)
+#define CACHE_SET_BITS_DEFAULT 18
 #define LOCK_SPINS 64 /* a writer gives up on a set held longer (the cache is a hint) */
 
 /* Fields are read and written with __atomic builtins: other workers' threads use them. */
@@ -61,9 +63,13 @@ typedef struct acache {
     uint64_t incarnation, root; /* the pool: node 0's incarnation and the table header */
     unsigned refs;
     struct acache *next;
-    uint32_t seq[CACHE_SETS];
-    acache_entry_t e[(size_t)CACHE_SETS * CACHE_WAYS];
+    size_t set_mask; /* sets - 1 (a power of two) */
+    uint32_t *seq;   /* one per set */
+    acache_entry_t *e;
 } acache_t;
+
+/* Sets of a cache created from now on (dm_race_addr_cache_set_entries). */
+static size_t cache_sets = (size_t)1 << CACHE_SET_BITS_DEFAULT;
 
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static acache_t *registry;
@@ -85,6 +91,50 @@ static int cache_enabled(void)
     return !(e && (!strcmp(e, "off") || !strcmp(e, "0")));
 }
 
+int dm_race_addr_cache_set_entries(uint64_t entries)
+{
+    if (entries < (1u << 10) || entries > (1ull << 30)) return DM_EINVAL;
+    size_t sets = 1;
+    while ((uint64_t)sets * CACHE_WAYS < entries)
+        sets <<= 1;
+    pthread_mutex_lock(&registry_lock);
+    cache_sets = sets;
+    pthread_mutex_unlock(&registry_lock);
+    return 0;
+}
+
+uint64_t dm_race_addr_cache_entries(void)
+{
+    pthread_mutex_lock(&registry_lock);
+    uint64_t n = (uint64_t)cache_sets * CACHE_WAYS;
+    pthread_mutex_unlock(&registry_lock);
+    return n;
+}
+
+static void cache_free(acache_t *c)
+{
+    free(c->seq);
+    free(c->e);
+    free(c);
+}
+
+/* A cache of cache_sets sets, zeroed (calloc: the pages are touched as entries fill them). */
+static acache_t *cache_new(uint64_t incarnation, uint64_t root)
+{
+    acache_t *c = calloc(1, sizeof(*c));
+    if (!c) return NULL;
+    c->incarnation = incarnation;
+    c->root = root;
+    c->set_mask = cache_sets - 1;
+    c->seq = calloc(cache_sets, sizeof(*c->seq));
+    c->e = calloc(cache_sets * CACHE_WAYS, sizeof(*c->e));
+    if (!c->seq || !c->e) {
+        cache_free(c);
+        return NULL;
+    }
+    return c;
+}
+
 void race_addr_cache_attach(dm_race_t *r, uint64_t incarnation)
 {
     if (!cache_enabled()) return;
@@ -92,9 +142,7 @@ void race_addr_cache_attach(dm_race_t *r, uint64_t incarnation)
     acache_t *c = registry;
     while (c && (c->incarnation != incarnation || c->root != r->root))
         c = c->next;
-    if (!c && (c = calloc(1, sizeof(*c))) != NULL) {
-        c->incarnation = incarnation;
-        c->root = r->root;
+    if (!c && (c = cache_new(incarnation, r->root)) != NULL) {
         c->next = registry;
         registry = c;
     }
@@ -114,7 +162,7 @@ void race_addr_cache_detach(dm_race_t *r)
         while (*p != c)
             p = &(*p)->next;
         *p = c->next;
-        free(c);
+        cache_free(c);
     }
     pthread_mutex_unlock(&registry_lock);
 }
@@ -126,9 +174,9 @@ static uint64_t key_tag(const void *key, size_t klen)
     return t ? t : 1;
 }
 
-static size_t set_index(uint64_t tag)
+static size_t set_index(const acache_t *c, uint64_t tag)
 {
-    return (size_t)(tag & (CACHE_SETS - 1));
+    return (size_t)tag & c->set_mask;
 }
 
 /* Acquire loads: the reader's second look at the sequence word stays after them (a fence
@@ -157,7 +205,7 @@ static void entry_store(acache_entry_t *e, const acache_entry_t *in)
 static int lookup(acache_t *c, uint64_t tag, acache_entry_t *out)
 {
     if (!c) return 0;
-    size_t s = set_index(tag);
+    size_t s = set_index(c, tag);
     uint32_t s1 = __atomic_load_n(&c->seq[s], __ATOMIC_ACQUIRE);
     if (s1 & 1) return 0;
     int found = 0;
@@ -172,7 +220,7 @@ static int lookup(acache_t *c, uint64_t tag, acache_entry_t *out)
  * LOCK_SPINS times in a row (the caller skips its change). */
 static acache_entry_t *set_lock(acache_t *c, uint64_t tag, uint32_t *seq)
 {
-    size_t s = set_index(tag);
+    size_t s = set_index(c, tag);
     for (int i = 0; i < LOCK_SPINS; i++) {
         uint32_t v = __atomic_load_n(&c->seq[s], __ATOMIC_RELAXED);
         if (!(v & 1) && __atomic_compare_exchange_n(&c->seq[s], &v, v + 1, 0, __ATOMIC_ACQUIRE,
@@ -186,7 +234,7 @@ static acache_entry_t *set_lock(acache_t *c, uint64_t tag, uint32_t *seq)
 
 static void set_unlock(acache_t *c, uint64_t tag, uint32_t seq)
 {
-    __atomic_store_n(&c->seq[set_index(tag)], seq + 1, __ATOMIC_RELEASE);
+    __atomic_store_n(&c->seq[set_index(c, tag)], seq + 1, __ATOMIC_RELEASE);
 }
 
 /* Index of tag's entry in the locked set, or -1. */
@@ -234,7 +282,7 @@ void dm_race_addr_cache_prefetch(dm_race_t *r, const void *key, size_t klen)
 {
     acache_t *c = r ? r->acache : NULL;
     if (!c) return;
-    size_t s = set_index(key_tag(key, klen));
+    size_t s = set_index(c, key_tag(key, klen));
     __builtin_prefetch(&c->seq[s], 0, 3);
     __builtin_prefetch(&c->e[s * CACHE_WAYS], 0, 3);
     __builtin_prefetch(&c->e[s * CACHE_WAYS + CACHE_WAYS - 1], 0, 3);

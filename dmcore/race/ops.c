@@ -1018,6 +1018,8 @@ int dm_race_set_carry(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *bloc
                                              bucket_ld_of(&lk, slot), race_counted(fv), &lease,
                                              &adopt);
                 if (adopt) adopted = adopt;
+                if (rc == 1 && !adopt) /* in its slot: the next GET or SET of it takes 1 RTT */
+                    race_addr_cache_put(ctx->w->race, key, klen, slot, word, ctx->start_us);
                 if (rc == DM_ERETRY) {
                     /* Inserted behind a split: wait for it (or finish it, if its splitter
                      * died) and redo the insert where the key belongs. */

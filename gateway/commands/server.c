@@ -13,6 +13,7 @@
 #include "commands/commands.h"
 #include "dmkv/alloc.h"
 #include "dmkv/errors.h"
+#include "dmkv/race.h"
 #include "dmkv/stats.h"
 #include "info.h"
 #include "resp/reply.h"
@@ -111,6 +112,10 @@ static void v_query_buffer_limit(gw_buf_t *b)
 {
     gw_buf_printf(b, "%llu", (unsigned long long)gw_server.cfg->query_buffer_limit);
 }
+static void v_addr_cache_entries(gw_buf_t *b)
+{
+    gw_buf_printf(b, "%llu", (unsigned long long)dm_race_addr_cache_entries());
+}
 static void v_memnode(gw_buf_t *b)
 {
     for (int i = 0; i < gw_server.cfg->nmemnodes; i++)
@@ -154,6 +159,7 @@ static const struct {
     const char *fixed; /* constant value, or NULL to call fn */
     cfg_value_fn fn;
 } config_params[] = {
+    {"addr-cache-entries", NULL, v_addr_cache_entries},
     {"appendfsync", "everysec", NULL},
     {"appendonly", "no", NULL},
     {"bind", NULL, v_bind},

@@ -14,6 +14,7 @@
 #include "dmkv/index.h"
 #include "dmkv/rolex.h"
 #include "dmkv/kv.h"
+#include "dmkv/race.h"
 #include "dmkv/log.h"
 #include "config/obuf_limits.h"
 #include "util/buf.h"
@@ -43,6 +44,9 @@ void gw_config_usage(FILE *f, const char *prog)
         "  --rolex-leaves <n>     ROLEX leaves (16 keys each) of a range index this gateway\n"
         "                         creates; the region does not grow (default 0: an eighth\n"
         "                         of node 0's memory, at least 16384 leaves)\n"
+        "  --addr-cache-entries <n> keys whose slot this gateway remembers, so that their\n"
+        "                         GET and SET take one round trip (32 bytes each; default\n"
+        "                         1048576: 32 MiB, touched as it fills)\n"
         "  --max-clock-skew-ms <ms> refuse key commands while this gateway's clock is surely\n"
         "                         further than this from the other gateways' (default 500, 0 "
         "off)\n"
@@ -156,6 +160,12 @@ static int apply(gw_config_t *cfg, bool from_cli, const char *name, int argc, ch
         if (!parse_int(argv[0], 0, INT_MAX, &v) || dm_rolex_set_create_leaves((uint64_t)v)) {
             snprintf(err, errlen,
                      "Invalid rolex-leaves '%s' (2..67108863, 0 = an eighth of node 0)", argv[0]);
+            return -1;
+        }
+    } else if (!strcasecmp(name, "addr-cache-entries") && argc == 1) {
+        int v;
+        if (!parse_int(argv[0], 1024, 1 << 30, &v) || dm_race_addr_cache_set_entries((uint64_t)v)) {
+            snprintf(err, errlen, "Invalid addr-cache-entries '%s' (1024..1073741824)", argv[0]);
             return -1;
         }
     } else if (!strcasecmp(name, "busy-poll-us") && argc == 1) {
@@ -334,6 +344,7 @@ int gw_config_parse(gw_config_t *cfg, int argc, char **argv, char *err, size_t e
                                       "chime-leaf-span",
                                       "chime-neighborhood",
                                       "rolex-leaves",
+                                      "addr-cache-entries",
                                       "max-clock-skew-ms",
                                       "busy-poll-us"};
         bool is_known = false;

@@ -58,6 +58,12 @@ int dm_race_search_hot(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_item
  * and its 4 ways, 2 lines): a hint for a key that will be looked up a few microseconds from
  * now (the gateway's next pipelined command). No effect on results. */
 void dm_race_addr_cache_prefetch(dm_race_t *r, const void *key, size_t klen);
+/* Entries of the address caches created after the call (one per process and pool): rounded
+ * up to a multiple of 4 ways times a power of two, 32 bytes each (default 1 M: 32 MiB,
+ * touched as it fills). Returns 0, or DM_EINVAL outside 1024..2^30. */
+int dm_race_addr_cache_set_entries(uint64_t entries);
+/* Entries of the address caches created from now on (CONFIG GET addr-cache-entries). */
+uint64_t dm_race_addr_cache_entries(void);
 /* Process-wide counters of the address cache: answers from it (dm_race_search_hot and the
  * updates through it), entries dropped, one-round-trip SETs (dm_race_update_blind). */
 void dm_race_addr_cache_stats(uint64_t *hits, uint64_t *dropped, uint64_t *blind_sets);
