@@ -3,7 +3,8 @@
 # One dmkv-memnode over tcp and one dmkv-gateway (THREADS workers, default 1) beside one
 # redis-server. Rows, in this order:
 #   load        LOAD_KEYS distinct keys (16 B keys, 32 B values), 4 loader connections
-#               x 64 pipelined (dmkv-bench-load), with bytes per key of each server
+#               x 64 pipelined (dmkv-bench-load), with bytes per key of each server;
+#               then LOAD_KEYS more through a gateway with one worker per CPU (the default)
 #   insert      SETs of new keys (random over 100M) from one connection at -P 1000
 #   get/set     redis-benchmark -c 50 -r 100000 -d 32 at -P 1 and -P 16 (keys present,
 #               so SET is an update), and one connection at -P 1000; the -P 16 rows
@@ -103,6 +104,11 @@ rb() {
 }
 # dmkv-bench-load -> "rps 0 0" (it times the whole load, not single commands).
 load() { "$BUILD/bench/dmkv-bench-load" "$1" "$LOAD_KEYS" 4 64 | awk '{ print $6, 0, 0 }'; }
+# The next LOAD_KEYS keys (LOAD_KEYS .. 2 LOAD_KEYS - 1), on a server that holds the first.
+load_more() {
+    "$BUILD/bench/dmkv-bench-load" "$1" $((2 * LOAD_KEYS)) 4 64 0 "$LOAD_KEYS" |
+        awk '{ print $6, 0, 0 }'
+}
 # dmkv-bench-ycsb -> "rps p50_us p99_us".
 ycsb() {
     "$BUILD/bench/dmkv-bench-ycsb" "$1" "$2" "$3" "$LOAD_KEYS" "$YCSB_OPS" 16 16 |
@@ -126,6 +132,23 @@ run_dmkv load "$DMKV_PORT"
 pool=$("$SERVER_BUILD/bench/dmkv-pool-info" "tcp://127.0.0.1:$MEMNODE_PORT")
 live=$(redis-cli -p "$DMKV_PORT" INFO memory | field pool_live_bytes)
 emit "load ${LOAD_KEYS}" "$LOAD_KEYS"
+# A second gateway on the same pool with one worker per CPU (the gateway's default; this one
+# has THREADS): it loads LOAD_KEYS more keys, as redis-server does, on a pool that holds
+# LOAD_KEYS already, and later serves the "-P 16 Nthr" rows.
+MT=$(nproc) MT_PID=
+if [ "$THREADS" = 1 ] && [ "$MT" -gt 1 ]; then
+    "$SERVER_BUILD/gateway/dmkv-gateway" --port "$MT_PORT" --threads "$MT" \
+        --memnode "tcp://127.0.0.1:$MEMNODE_PORT" 2>"$TMP/gateway-mt.log" &
+    MT_PID=$!
+    pids+=("$MT_PID")
+    wait_port "$MT_PORT"
+    run_redis load_more "$REDIS_PORT"
+    saved_port=$DMKV_PORT saved_pids=("${DMKV_PIDS[@]}")
+    DMKV_PORT=$MT_PORT DMKV_PIDS=("${DMKV_PIDS[0]}" "$MT_PID")
+    run_dmkv load_more "$MT_PORT"
+    DMKV_PORT=$saved_port DMKV_PIDS=("${saved_pids[@]}")
+    emit "load +${LOAD_KEYS} ${MT}thr" "$LOAD_KEYS"
+fi
 # The gateway without the address cache (hot-key rows) starts after the load: each
 # gateway's worker takes a chunk when it starts, which would count in the load's bytes.
 DMKV_ADDR_CACHE=off "$SERVER_BUILD/gateway/dmkv-gateway" --port "$NOCACHE_PORT" \
@@ -154,15 +177,9 @@ for T in get set; do
     run_dmkv rb "$DMKV_PORT" "$T" 1000 1 100000 "$NP"
     emit "$T -c1 -P1000" "$NP"
 done
-# The same -P 16 rows through a second gateway on the same pool with one worker per CPU
-# (the gateway's default): clients spread over its workers, which share one address cache.
-MT=$(nproc)
-if [ "$THREADS" = 1 ] && [ "$MT" -gt 1 ]; then
-    "$SERVER_BUILD/gateway/dmkv-gateway" --port "$MT_PORT" --threads "$MT" \
-        --memnode "tcp://127.0.0.1:$MEMNODE_PORT" 2>"$TMP/gateway-mt.log" &
-    MT_PID=$!
-    pids+=("$MT_PID")
-    wait_port "$MT_PORT"
+# The same -P 16 rows through the second gateway with one worker per CPU (started after
+# the load): clients spread over its workers, which share one address cache.
+if [ -n "$MT_PID" ]; then
     saved_port=$DMKV_PORT saved_pids=("${DMKV_PIDS[@]}")
     DMKV_PORT=$MT_PORT DMKV_PIDS=("${DMKV_PIDS[0]}" "$MT_PID")
     for T in get set; do
