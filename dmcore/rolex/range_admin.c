@@ -238,5 +238,7 @@ size_t rr_stats_get(dm_index_stat_t *out)
                               __atomic_load_n(&rx_dom_switches, __ATOMIC_RELAXED));
     out[n++] =
         dm_index_count("rolex_domain_passes", __atomic_load_n(&rx_dom_passes, __ATOMIC_RELAXED));
+    out[n++] =
+        dm_index_count("rolex_slt_run_skips", __atomic_load_n(&rx_slt_skips, __ATOMIC_RELAXED));
     return n;
 }

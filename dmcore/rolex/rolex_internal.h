@@ -508,6 +508,9 @@ int rx_slt_find(const dm_rolex_t *r, const rx_probe_t *key, uint64_t x, const rx
  * learned entry the walk started from, or NULL). */
 void rx_slt_learn(dm_rolex_t *r, const rx_lt_t *start, const rx_slt_t *bound, const rx_leaf_t *v,
                   const dm_gaddr_t *ad, unsigned n);
+/* Learned entries moved past a run of empty leaves (slt_skip_run), this process (relaxed
+ * atomics; INFO rolex_slt_run_skips). */
+extern uint64_t rx_slt_skips;
 
 /* retrain.c */
 /* dm_rolex_retrain; hosted: called by the index's host (host.c), which may retrain a root

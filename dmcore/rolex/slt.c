@@ -31,6 +31,8 @@
 
 #define RX_SLT_MAX 4096u
 
+uint64_t rx_slt_skips;
+
 /* e vs the key k (view kv, image x) in the entries' order: by low, then an image bound before
  * the key bounds of its low, then by key. <= 0: e's bound admits k. */
 static int ent_cmp(const rx_slt_t *e, uint64_t x, const rx_kview_t *kv)
@@ -109,9 +111,39 @@ static void add_image(dm_rolex_t *r, uint64_t lo, uint64_t leaf, uint64_t head)
     slt_add(r, &s);
 }
 
+static int cmp_u64(const void *a, const void *b)
+{
+    uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+    return x < y ? -1 : x > y;
+}
+
+/* A walk read the leaves run[0..n) of head's chain empty, in chain order, each after the one
+ * before: entries of the chain that start at any of them but the last start at the last
+ * instead. Their bound holds there: no key at or above it went into the empty leaves between
+ * (prop's argument in rx_slt_learn). Without this a handle that learned the leaves while they
+ * held keys kept starting inside the run after DELs emptied it, and walked the rest of it,
+ * one round trip a leaf, for every key of another entry (docs/DESIGN.md "Empty leaves"). */
+static void slt_skip_run(dm_rolex_t *r, uint32_t head, uint64_t *run, unsigned n)
+{
+    if (n < 2) return;
+    uint32_t to = (uint32_t)run[n - 1];
+    qsort(run, n - 1, sizeof(*run), cmp_u64);
+    for (uint64_t i = 0; i < r->nslt; i++) {
+        rx_slt_t *e = &r->slt[i];
+        uint64_t leaf = e->leaf;
+        if (e->head == head && bsearch(&leaf, run, n - 1, sizeof(*run), cmp_u64)) {
+            e->leaf = to;
+            __atomic_fetch_add(&rx_slt_skips, 1, __ATOMIC_RELAXED);
+        }
+    }
+}
+
 void rx_slt_learn(dm_rolex_t *r, const rx_lt_t *start, const rx_slt_t *bound, const rx_leaf_t *v,
                   const dm_gaddr_t *ad, unsigned n)
 {
+    /* The leaf numbers of the empty run being read (slt_skip_run), when known. */
+    uint64_t *run = r->nslt ? malloc(n * sizeof(*run)) : NULL;
+    unsigned nrun = 0;
     /* A key bound that holds at the walk's leaf s while every leaf from its own was empty
      * when read: no key >= it went into those (inserts skip empty leaves, shifts and splits
      * move keys below it), so it holds at the next leaf too. */
@@ -126,6 +158,14 @@ void rx_slt_learn(dm_rolex_t *r, const rx_lt_t *start, const rx_slt_t *bound, co
         const rx_leaf_t *l = &v[s];
         uint64_t b, leaf = 0;
         int ok = s && rx_leaf_no(r, ad[s], &leaf) == 0;
+        if (!l->count && run) {
+            uint64_t no;
+            if (rx_leaf_no(r, ad[s], &no) == 0)
+                run[nrun++] = no;
+            else
+                nrun = 0; /* not a leaf of the region: no run through it */
+        }
+        if (l->count && run) slt_skip_run(r, (uint32_t)start->head, run, nrun), nrun = 0;
         if (!l->count) {
             /* An empty leaf (removes and FLUSHALL leave them linked) starts the keys above
              * every image read before it (start's low when none was): no insert puts a key
@@ -164,4 +204,6 @@ void rx_slt_learn(dm_rolex_t *r, const rx_lt_t *start, const rx_slt_t *bound, co
         top = seen && top > li ? top : li;
         seen = 1;
     }
+    if (run) slt_skip_run(r, (uint32_t)start->head, run, nrun);
+    free(run);
 }
