@@ -16,10 +16,10 @@ static void race_detach(dm_worker_t *w)
 
 static size_t race_stats(dm_index_stat_t *out)
 {
-    uint64_t splits, splitting, doublings, stranded, adopted, hits, dropped, blind;
+    uint64_t splits, splitting, doublings, stranded, adopted, hits, dropped, blind, moved;
     dm_race_split_stats(&splits, &splitting, &doublings);
     dm_race_stranded_stats(&stranded, &adopted);
-    dm_race_addr_cache_stats(&hits, &dropped, &blind);
+    dm_race_addr_cache_stats(&hits, &dropped, &blind, &moved);
     size_t n = 0;
     out[n++] = dm_index_count("race_splits", splits);
     out[n++] = dm_index_count("race_splits_in_progress", splitting);
@@ -29,6 +29,7 @@ static size_t race_stats(dm_index_stat_t *out)
     out[n++] = dm_index_count("race_addr_cache_hits", hits);
     out[n++] = dm_index_count("race_addr_cache_dropped", dropped);
     out[n++] = dm_index_count("race_addr_cache_blind_sets", blind);
+    out[n++] = dm_index_count("race_addr_cache_moved", moved);
     return n;
 }
 

@@ -65,8 +65,10 @@ int dm_race_addr_cache_set_entries(uint64_t entries);
 /* Entries of the address caches created from now on (CONFIG GET addr-cache-entries). */
 uint64_t dm_race_addr_cache_entries(void);
 /* Process-wide counters of the address cache: answers from it (dm_race_search_hot and the
- * updates through it), entries dropped, one-round-trip SETs (dm_race_update_blind). */
-void dm_race_addr_cache_stats(uint64_t *hits, uint64_t *dropped, uint64_t *blind_sets);
+ * updates through it), entries dropped (their word was gone), one-round-trip SETs
+ * (dm_race_update_blind), entries passed over because a split moved the key's subtable. */
+void dm_race_addr_cache_stats(uint64_t *hits, uint64_t *dropped, uint64_t *blind_sets,
+                              uint64_t *moved);
 
 /* Upsert: write block (already serialized, block_len bytes) for key, insert or update.
  * decide() sees the current value (or NULL) and may veto (NX/XX). If keep_ttl, the
