@@ -141,8 +141,9 @@ static void slt_skip_run(dm_rolex_t *r, uint32_t head, uint64_t *run, unsigned n
 void rx_slt_learn(dm_rolex_t *r, const rx_lt_t *start, const rx_slt_t *bound, const rx_leaf_t *v,
                   const dm_gaddr_t *ad, unsigned n)
 {
-    /* The leaf numbers of the empty run being read (slt_skip_run), when known. */
-    uint64_t *run = r->nslt ? malloc(n * sizeof(*run)) : NULL;
+    /* The leaf numbers of the empty run being read (slt_skip_run), when known; allocated at
+     * the walk's first empty leaf. */
+    uint64_t *run = NULL;
     unsigned nrun = 0;
     /* A key bound that holds at the walk's leaf s while every leaf from its own was empty
      * when read: no key >= it went into those (inserts skip empty leaves, shifts and splits
@@ -158,6 +159,7 @@ void rx_slt_learn(dm_rolex_t *r, const rx_lt_t *start, const rx_slt_t *bound, co
         const rx_leaf_t *l = &v[s];
         uint64_t b, leaf = 0;
         int ok = s && rx_leaf_no(r, ad[s], &leaf) == 0;
+        if (!l->count && r->nslt && !run) run = malloc(n * sizeof(*run));
         if (!l->count && run) {
             uint64_t no;
             if (rx_leaf_no(r, ad[s], &no) == 0)
