@@ -482,6 +482,16 @@ static void wait_quiescent(void)
             if (busy == 0) break;
             usleep(200000);
         }
+        if (busy != 0) { /* what the next look at a hang needs (docs/testing-concurrency.md) */
+            redisContext *c = connect_gw(i);
+            redisReply *r = c ? redisCommand(c, "INFO everything") : NULL;
+            if (r && r->type == REDIS_REPLY_STRING) fprintf(stderr, "gateway %d:\n%s\n", i, r->str);
+            if (r) freeReplyObject(r);
+            r = c ? redisCommand(c, "CLIENT LIST") : NULL;
+            if (r && r->type == REDIS_REPLY_STRING) fprintf(stderr, "%s\n", r->str);
+            if (r) freeReplyObject(r);
+            if (c) redisFree(c);
+        }
         CHECKF(busy == 0, "gateway %d still runs %lld commands 2 minutes after the run", i, busy);
     }
     if (first_busy)
