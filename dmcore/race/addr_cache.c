@@ -315,6 +315,12 @@ void dm_race_addr_cache_prefetch(dm_race_t *r, const void *key, size_t klen)
     __builtin_prefetch(&c->e[s * CACHE_WAYS + CACHE_WAYS - 1], 0, 3);
 }
 
+int race_addr_cache_knows(const dm_race_t *r, const void *key, size_t klen)
+{
+    acache_entry_t e;
+    return lookup(r->acache, key_tag(key, klen), &e);
+}
+
 int race_addr_cache_get(dm_race_t *r, const void *key, size_t klen, dm_gaddr_t *slot_addr,
                         uint64_t *word, uint64_t *seen_us, int *mine)
 {

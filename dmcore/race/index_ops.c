@@ -40,9 +40,7 @@ static void race_cache_prefetch(dm_worker_t *w, const void *key, size_t klen)
 
 static int race_cache_knows(dm_worker_t *w, const void *key, size_t klen)
 {
-    dm_gaddr_t slot;
-    uint64_t word;
-    return w->race && race_addr_cache_get(w->race, key, klen, &slot, &word, NULL, NULL);
+    return w->race && race_addr_cache_knows(w->race, key, klen);
 }
 
 /* A key's slot: its share of a bucket, header included. */

@@ -137,6 +137,9 @@ void race_addr_cache_put(dm_race_t *r, const void *key, size_t klen, dm_gaddr_t 
  * worker stored or last saw it (seen_us and mine may be NULL), or 0 when the cache has none. */
 int race_addr_cache_get(dm_race_t *r, const void *key, size_t klen, dm_gaddr_t *slot_addr,
                         uint64_t *word, uint64_t *seen_us, int *mine);
+/* 1 when the cache has an entry for key, wherever its slot is now (a key a split moved is
+ * still most likely present): the gateway's pipeline window asks (dm_kv_cache_knows). */
+int race_addr_cache_knows(const dm_race_t *r, const void *key, size_t klen);
 /* The remembered word was gone: forget key and count it (INFO race_addr_cache_dropped). */
 void race_addr_cache_stale(dm_race_t *r, const void *key, size_t klen);
 /* Count an answer given through the cache (INFO race_addr_cache_hits). */

@@ -158,12 +158,11 @@ void rx_slt_learn(dm_rolex_t *r, const rx_lt_t *start, const rx_slt_t *bound, co
     for (unsigned s = 0; s < n; s++) {
         const rx_leaf_t *l = &v[s];
         uint64_t b, leaf = 0;
-        int ok = s && rx_leaf_no(r, ad[s], &leaf) == 0;
+        int known = rx_leaf_no(r, ad[s], &leaf) == 0, ok = s && known;
         if (!l->count && r->nslt && !run) run = malloc(n * sizeof(*run));
         if (!l->count && run) {
-            uint64_t no;
-            if (rx_leaf_no(r, ad[s], &no) == 0)
-                run[nrun++] = no;
+            if (known)
+                run[nrun++] = leaf;
             else
                 nrun = 0; /* not a leaf of the region: no run through it */
         }
