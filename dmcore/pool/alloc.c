@@ -25,6 +25,16 @@
 #define LARGE_DOUBLINGS 26 /* 16 KB .. 2^40 bytes */
 #define NCLASSES (MAX_CLASS + 1 + LARGE_STEPS * LARGE_DOUBLINGS)
 
+/* Reserve kept above the carve point by trim_reserve: at least TRIM_KEEP_MIN, and twice
+ * what the worker carved in small blocks in the last free-log tick. */
+#define TRIM_KEEP_MIN (16u << 10)
+/* A block this big or bigger raises the watermark for itself: to its end plus the reserve
+ * small blocks need (a->keep), not by DM_TAIL_STEP, and is not counted in the rate the
+ * reserve follows. A reserve twice a tick's carving of 20-200 KB values was what deaths
+ * lost most (docs/leases.md "The reserve comes back down"); a raise is one CAS per such
+ * block, next to a transfer of 16 KB or more. */
+#define LARGE_CARVE TRIM_KEEP_MIN
+
 typedef struct freed {
     dm_gaddr_t addr;
     uint64_t units;
@@ -48,8 +58,10 @@ struct dm_alloc {
     int64_t live_delta;       /* bytes allocated minus bytes freed since the last flush */
     int64_t listed_delta;     /* change of the bytes on its lists since the last flush (INFO) */
     uint64_t region_reported; /* cur_left as last added to region_bytes */
-    uint64_t carved;          /* bytes carved from regions, ever (trim_reserve's rate) */
+    uint64_t carved;          /* bytes of small blocks carved from regions, ever
+                                 (trim_reserve's rate; see LARGE_CARVE) */
     uint64_t carved_at_trim;  /* carved at the last free-log tick */
+    uint64_t keep;            /* the reserve trim_reserve last aimed at */
     freed_t *head[NCLASSES], *tail[NCLASSES];
     freed_t *spare;    /* unused list entries (freed_new) */
     free_log_t log;    /* what it freed, in the pool, and the reuse horizon (free_log.h) */
@@ -158,6 +170,7 @@ dm_alloc_t *dm_alloc_create(dm_worker_t *w)
     dm_alloc_t *a = calloc(1, sizeof(*a));
     if (!a) return NULL;
     a->w = w;
+    a->keep = TRIM_KEEP_MIN;
     a->entry = tails_entry_index();
     free_log_init(&a->log);
     return a;
@@ -632,15 +645,18 @@ static int refill(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t need)
     return rc;
 }
 
-/* Raise the registered watermark to cover [cur, target): by DM_TAIL_STEP at least, to the
- * region's end at most. Returns 0 (look again: wm or the region changed) or DM_E*. */
-static int advance(dm_ctx_t *ctx, dm_alloc_t *a, dm_gaddr_t target)
+/* Raise the registered watermark to cover [cur, target): by DM_TAIL_STEP at least (a
+ * LARGE_CARVE block: to target plus a->keep), to the region's end at most. Returns 0 (look
+ * again: wm or the region changed) or DM_E*. */
+static int advance(dm_ctx_t *ctx, dm_alloc_t *a, dm_gaddr_t target, int large)
 {
     if (!busy(a)) return 0;
     int rc = 0;
     dm_gaddr_t end = a->cur + a->cur_left;
     if (target > a->wm) {
-        dm_gaddr_t nw = a->wm + DM_TAIL_STEP > target ? a->wm + DM_TAIL_STEP : target;
+        dm_gaddr_t nw = large                           ? target + a->keep
+                        : a->wm + DM_TAIL_STEP > target ? a->wm + DM_TAIL_STEP
+                                                        : target;
         nw = (nw + DM_UNIT - 1) / DM_UNIT * DM_UNIT;
         if (nw > end) nw = end;
         rc = a->fenced ? 1 : cas_entry(ctx, a, tail_word(nw, end - nw));
@@ -735,7 +751,7 @@ static int alloc_fresh(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t need, uint64_t ali
         if (a->cur_left < need + pad)
             rc = refill(ctx, a, need);
         else if (a->cur + pad + need > a->wm)
-            rc = advance(ctx, a, a->cur + pad + need);
+            rc = advance(ctx, a, a->cur + pad + need, need >= LARGE_CARVE);
         else
             break;
         if (rc) return rc;
@@ -748,7 +764,7 @@ static int alloc_fresh(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t need, uint64_t ali
     *out = a->cur;
     a->cur += need;
     a->cur_left -= need;
-    a->carved += need;
+    if (need < LARGE_CARVE) a->carved += need;
     a->live_delta += (int64_t)need;
     return 0;
 }
@@ -847,10 +863,6 @@ static void drop_logged(dm_alloc_t *a, uint64_t lo, uint64_t hi)
                (unsigned long long)dropped);
 }
 
-/* Reserve kept above the carve point by trim_reserve: at least TRIM_KEEP_MIN, and twice
- * what the worker carved in the last free-log tick. */
-#define TRIM_KEEP_MIN (16u << 10)
-
 /* Lower the registered watermark towards the carve point: a raise reserves DM_TAIL_STEP
  * (128 KB) or more at once, and a repairer of a dead gateway takes only what lies above
  * the watermark, so the reserved rest was lost to every death (about half a step per
@@ -872,6 +884,7 @@ static int trim_reserve(dm_ctx_t *ctx, dm_alloc_t *a)
         a->wm + tail_left(a->entry_word) != end || a->wm <= a->cur)
         return 0;
     uint64_t keep = 2 * rate > TRIM_KEEP_MIN ? 2 * rate : TRIM_KEEP_MIN;
+    a->keep = keep;
     dm_gaddr_t target = (a->cur + keep + DM_UNIT - 1) / DM_UNIT * DM_UNIT;
     if (target + TRIM_KEEP_MIN > a->wm) return 0; /* not worth a round trip */
     /* busy() yields only when it returns 0, so what was checked above still holds. */
@@ -910,6 +923,11 @@ int dm_alloc_log_tick(dm_ctx_t *ctx)
                 if (f->freed_us >= a->log.horizon)
                     free_log_stage(&a->log, f->addr, f->units, f->freed_us);
     return rc;
+}
+
+int dm_alloc_log_due(const dm_worker_t *w)
+{
+    return w->alloc && free_log_due(&w->alloc->log);
 }
 
 /* At a stop: close the free log (the handoff carries the lists instead), and get its block
@@ -1039,7 +1057,8 @@ static void queue_block_at(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, int n
     *f = (freed_t){addr, units, now_reusable ? (now > DM_GRACE_US ? now - DM_GRACE_US : 0) : now,
                    NULL};
     listed(a, f, 1);
-    if (!now_reusable) free_log_stage(&a->log, addr, units, now);
+    if (!now_reusable && free_log_stage(&a->log, addr, units, now) && a->w->log_due)
+        a->w->log_due(a->w->log_due_arg);
     if (now_reusable) {
         f->next = a->head[c];
         a->head[c] = f;

@@ -40,6 +40,7 @@ void free_log_release(free_log_t *l)
     free(l->spare);
     l->staged = l->spare = NULL;
     l->n = l->cap = l->spare_cap = 0;
+    l->staged_bytes = 0;
 }
 
 void free_log_init(free_log_t *l)
@@ -53,20 +54,28 @@ static uint64_t entry_check(const free_log_entry_t *e, uint64_t pos)
     return XXH3_64bits_withSeed(e, offsetof(free_log_entry_t, check), pos ^ FREE_LOG_MAGIC);
 }
 
-void free_log_stage(free_log_t *l, dm_gaddr_t addr, uint64_t units, uint64_t freed_us)
+int free_log_stage(free_log_t *l, dm_gaddr_t addr, uint64_t units, uint64_t freed_us)
 {
-    if (l->state != FREE_LOG_ON) return;
+    if (l->state != FREE_LOG_ON) return 0;
     /* More than a log holds in one tick: not logged, so lost only if we die with it
      * listed. */
-    if (l->n >= FREE_LOG_CAP) return;
+    if (l->n >= FREE_LOG_CAP) return 0;
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 256;
         free_log_entry_t *s = realloc(l->staged, cap * sizeof(*s));
-        if (!s) return;
+        if (!s) return 0;
         l->staged = s;
         l->cap = cap;
     }
     l->staged[l->n++] = (free_log_entry_t){addr, units, freed_us, 0};
+    uint64_t before = l->staged_bytes;
+    l->staged_bytes += units * DM_GRAIN;
+    return before < FREE_LOG_EAGER_BYTES && l->staged_bytes >= FREE_LOG_EAGER_BYTES;
+}
+
+int free_log_due(const free_log_t *l)
+{
+    return l->state == FREE_LOG_ON && !l->busy && l->staged_bytes >= FREE_LOG_EAGER_BYTES;
 }
 
 /* The horizon raised now: blocks whose quarantine ends within FREE_LOG_AHEAD_US. */
@@ -140,6 +149,9 @@ static void restage(free_log_t *l, free_log_entry_t *out, size_t n_out, size_t c
     l->staged = out;
     l->cap = cap_out;
     l->n = n_out;
+    l->staged_bytes = 0;
+    for (size_t i = 0; i < n_out; i++)
+        l->staged_bytes += out[i].units * DM_GRAIN;
     for (size_t i = 0; i < n_later; i++)
         free_log_stage(l, later[i].addr, later[i].units, later[i].freed_us);
     l->spare = later;
@@ -168,6 +180,7 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
     l->staged = l->spare;
     l->cap = l->spare_cap;
     l->n = 0;
+    l->staged_bytes = 0;
     l->spare = NULL;
     l->spare_cap = 0;
     for (size_t i = 0; i < n; i++) /* staged at the log's opening: not in time order */

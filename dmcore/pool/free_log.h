@@ -30,6 +30,10 @@
  * A repairer takes the frees of the dead worker's last DM_GRACE_US minus this. */
 #define FREE_LOG_AHEAD_US 300000u
 #define FREE_LOG_TAKEN 1u /* a horizon word taken over by a repairer (or closed at a stop) */
+/* Staged bytes that call for a tick before the timer's next one: a death loses what was
+ * staged, and large values fill a 20 ms tick with hundreds of KB (docs/leases.md "Large
+ * frees are written at once"). */
+#define FREE_LOG_EAGER_BYTES (64u << 10)
 
 /* One logged free: 32 bytes in the pool. check ties it to its ring position, so a torn or
  * stale entry (an older lap, bytes of the block's previous use) is skipped. */
@@ -48,6 +52,7 @@ typedef struct free_log {
     uint64_t unsure;     /* the horizon a raise whose outcome is unknown asked for, 0 none */
     free_log_entry_t *staged;
     size_t n, cap;
+    uint64_t staged_bytes;   /* bytes of the blocks staged[0..n) name */
     free_log_entry_t *spare; /* the other buffer (kept: a tick's entries are ~170 KB at 300k
                                 frees a second, and malloc maps and unmaps buffers that big) */
     size_t spare_cap;
@@ -63,8 +68,11 @@ void free_log_release(free_log_t *l);
 uint64_t free_log_open_bytes(void);
 
 /* A block freed at freed_us (units of DM_GRAIN bytes) waits for the next flush; staging is
- * a store into a local array, nothing on the data path. */
-void free_log_stage(free_log_t *l, dm_gaddr_t addr, uint64_t units, uint64_t freed_us);
+ * a store into a local array, nothing on the data path. Returns 1 when this free brought
+ * the staged bytes to FREE_LOG_EAGER_BYTES (the caller asks for an early tick), else 0. */
+int free_log_stage(free_log_t *l, dm_gaddr_t addr, uint64_t units, uint64_t freed_us);
+/* Whether the staged bytes call for an early tick (FREE_LOG_EAGER_BYTES) and none runs. */
+int free_log_due(const free_log_t *l);
 
 /* The free-log tick of worker entry idx: creates the log (once: a 1 MiB block, 3 RTTs), else
  * writes what was staged and raises the horizon, 1 RTT. Returns 0, 1 when a repairer took

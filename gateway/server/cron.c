@@ -117,13 +117,26 @@ static void on_tick(uv_timer_t *t)
     if (th->w) spawn_step(&th->expire_running, expire_step, th);
 }
 
+static void on_log_tick(uv_timer_t *t);
+
+/* The next free-log tick now, then every 1/GW_FREE_LOG_HZ again. */
+static void log_tick_soon(void *arg)
+{
+    gw_thread_t *th = arg;
+    if (th->stopping || !th->cron_inited) return;
+    uv_timer_start(&th->log_timer, on_log_tick, 0, 1000 / GW_FREE_LOG_HZ);
+}
+
 static void log_step(void *arg)
 {
     gw_thread_t *th = arg;
     dm_ctx_t ctx;
     dm_ctx_init(&ctx, th->w, DM_CLS_ADMIN);
-    dm_alloc_log_tick(&ctx);
+    int rc = dm_alloc_log_tick(&ctx);
     th->log_running = false;
+    /* Large frees staged while this tick was on the wire (a failed one waits for the
+     * timer: no loop of failing writes). */
+    if (!rc && dm_alloc_log_due(th->w)) log_tick_soon(th);
 }
 
 static void on_log_tick(uv_timer_t *t)
@@ -142,6 +155,8 @@ void gw_cron_start(gw_thread_t *th)
     th->cron_inited = true;
     uv_timer_start(&th->cron_timer, on_tick, 1000 / GW_CRON_HZ, 1000 / GW_CRON_HZ);
     uv_timer_start(&th->log_timer, on_log_tick, 1000 / GW_FREE_LOG_HZ, 1000 / GW_FREE_LOG_HZ);
+    th->w->log_due = log_tick_soon;
+    th->w->log_due_arg = th;
 }
 
 static void close_timer(uv_timer_t *t)

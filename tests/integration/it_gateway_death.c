@@ -409,14 +409,16 @@ int main(void)
     long long live, lost = pool_lost(a, uris[0], "after the kills", &live) - lost0;
     CHECKF(logs >= KILLS && log_bytes > 0, "%lld free logs of %d dead gateways taken over", logs,
            KILLS);
-    /* Each death still loses its reserve above the carve point (twice its last free-log
-     * tick's carving, at least 16 KB, after the tick's trim; up to 128 KB just after a
-     * raise), the frees of its last tick (20 ms), the blocks past their quarantine it had
-     * not reused and a large value in flight: 2.7-6.7% of the 9-10 MB live here for 5
-     * deaths (4.1-10.1% before the trim, 340% before the free logs). */
+    /* Each death still loses its reserve above the carve point (16 KB, or twice its last
+     * tick's carving of small blocks; a block of 16 KB or more raises the watermark to its
+     * own end plus that), the frees staged since its last free-log write (under 64 KB: more
+     * calls for a write at once) and a value in flight; a gateway older than these (2 s)
+     * would also lose the blocks past their quarantine it had not reused yet. 1.2-3.2% of
+     * the 9-10 MB live here for 5 deaths (2026-12-03; 4.0-9.1% before the last two, 340% before the
+     * free logs). */
     fprintf(stderr, "lost to the %d deaths: %lld bytes (%.1f%% of live)\n", KILLS + 1, lost,
             100.0 * (double)lost / (double)live);
-    CHECKF(lost <= live / 4, "%lld bytes lost to dead gateways, %lld live", lost, live);
+    CHECKF(lost <= live / 8, "%lld bytes lost to dead gateways, %lld live", lost, live);
     redisFree(a);
     redisFree(b);
     for (int g = 0; g < 3; g++)

@@ -373,14 +373,14 @@ static void test_chunk_tails(void)
 }
 
 /* Issue 12: a raise reserves 128 KB, and a repairer takes only what lies above the
- * watermark, so the reserved rest was lost to every death. Worker A carves 10 KB, and its
- * next free-log tick brings the watermark down to twice that above the carve point; B
- * takes A's record over and gets everything above it (all of the region but 20 KB instead
- * of all but 128 KB). Then both carve 1 MB more: A's raise fails (it stops at the lowered
- * mark) and no two blocks overlap. */
+ * watermark, so the reserved rest was lost to every death. Worker A carves 20 KB (past
+ * the reserve its log block's raise left: a raise by 128 KB), and its next free-log tick
+ * brings the watermark down to twice that above the carve point, the tick after to 16 KB;
+ * B takes A's record over and gets everything above it. Then both carve 1 MB more: A's
+ * raise fails (it stops at the lowered mark) and no two blocks overlap. */
 static void test_reserve_trim(void)
 {
-    enum { N0 = 10, N1 = 1000, LEN = 1000 };
+    enum { N0 = 20, N1 = 1000, LEN = 1000 };
     two_t t;
     two_start(&t);
     dm_ctx_t *ca = &t.ca, *cb = &t.cb;
@@ -407,13 +407,19 @@ static void test_reserve_trim(void)
     CHECK(dm_alloc_reserve_trims() == trims + 1);
     uint64_t w = entry_word(ca, ea);
     dm_gaddr_t wm = (w >> 22) << 6, carved = iv[n - 1].a + iv[n - 1].len;
-    uint64_t left = (w & ((1u << 22) - 1)) << 6;
     CHECKF(wm >= carved && wm - carved <= 2 * (uint64_t)(carved - iv[0].a) + 64,
            "watermark %llu bytes past the carve point after %llu bytes carved, want at most "
            "twice that",
            (unsigned long long)(wm - carved), (unsigned long long)(carved - iv[0].a));
-    CHECK(dm_alloc_log_tick(ca) == 0); /* 4 KB more to lower: not worth a round trip */
-    CHECK(dm_alloc_reserve_trims() == trims + 1);
+    CHECK(dm_alloc_log_tick(ca) == 0); /* nothing carved since: down to 16 KB */
+    CHECK(dm_alloc_reserve_trims() == trims + 2);
+    w = entry_word(ca, ea);
+    wm = (w >> 22) << 6;
+    CHECKF(wm - carved <= (16u << 10) + 64, "watermark %llu bytes past the carve point",
+           (unsigned long long)(wm - carved));
+    CHECK(dm_alloc_log_tick(ca) == 0); /* nothing more to lower */
+    CHECK(dm_alloc_reserve_trims() == trims + 2);
+    uint64_t left = (w & ((1u << 22) - 1)) << 6;
     dm_alloc_tail_stats_t got;
     CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &got) == 0); /* earlier tests' entries too */
     CHECK(entry_word(cb, ea) == 0 && got.bytes_adopted >= left);
@@ -422,6 +428,76 @@ static void test_reserve_trim(void)
         carve_into(cb, iv, &n, 1, LEN);
     }
     check_no_overlap(iv, n);
+    two_stop(&t);
+}
+
+/* Issue 12: a block of 16 KB or more raised the watermark by 128 KB past the old one, and
+ * the tick's trim kept twice the tick's carving (the block included) above the carve
+ * point: 20-200 KB values left 40-100 KB reserved at most deaths. Such a block now raises
+ * the watermark to its own end plus the small blocks' reserve. Worker A carves a 40 KB
+ * block after its log is open; its watermark lies at most 16 KB past the block (about
+ * 100 KB without the change). */
+static void test_large_carve_reserve(void)
+{
+    two_t t;
+    two_start(&t);
+    dm_ctx_t *ca = &t.ca;
+    CHECK(dm_alloc_log_tick(ca) == 0); /* opens A's log: 1 MiB carved */
+    CHECK(dm_alloc_log_tick(ca) == 0);
+    static iv_t iv[1];
+    int n = 0;
+    carve_into(ca, iv, &n, 1, 40u << 10);
+    dm_gaddr_t top = iv[0].a + iv[0].len;
+    int ea = -1;
+    for (int i = 0; i < 64 && ea < 0; i++) {
+        dm_gaddr_t m = (entry_word(ca, i) >> 22) << 6;
+        if (m >= top && m - top <= (256u << 10)) ea = i;
+    }
+    CHECK(ea >= 0);
+    dm_gaddr_t wm = (entry_word(ca, ea) >> 22) << 6;
+    CHECKF(wm - top <= (16u << 10) + 64, "a 40 KB block left %llu bytes reserved above it",
+           (unsigned long long)(wm - top));
+    two_stop(&t);
+}
+
+static int log_due_calls;
+static void count_log_due(void *arg)
+{
+    (void)arg;
+    log_due_calls++;
+}
+
+/* Issue 12: a gateway killed loses what it freed since its last free-log tick, 20 ms of
+ * frees: with 20-200 KB values, most of what it_gateway_death lost. 64 KB staged asks for
+ * a tick at once (w->log_due, once per crossing). Worker A frees ten 8 KB blocks: the
+ * eighth calls log_due and only it; dm_alloc_log_due says so until a tick writes them;
+ * eight more call it again. */
+static void test_log_eager(void)
+{
+    enum { N = 10, LEN = 8192 };
+    two_t t;
+    two_start(&t);
+    t.wa->log_due = count_log_due;
+    CHECK(dm_alloc_log_tick(&t.ca) == 0); /* opens A's log */
+    static iv_t iv[N];
+    log_due_calls = 0;
+    for (int i = 0; i < N; i++) {
+        CHECK(dm_alloc_kv_block(&t.ca, LEN, &iv[i].a) == 0);
+        iv[i].len = LEN;
+    }
+    for (int i = 0; i < N; i++) {
+        dm_alloc_free(t.wa->alloc, iv[i].a, LEN);
+        CHECKF(log_due_calls == (i >= 7), "%d calls after %d frees of 8 KB", log_due_calls, i + 1);
+    }
+    CHECK(dm_alloc_log_due(t.wa));
+    CHECK(dm_alloc_log_tick(&t.ca) == 0);
+    CHECK(!dm_alloc_log_due(t.wa));
+    for (int i = 0; i < N; i++) {
+        CHECK(dm_alloc_kv_block(&t.ca, LEN, &iv[i].a) == 0);
+        dm_alloc_free(t.wa->alloc, iv[i].a, LEN);
+    }
+    CHECK(log_due_calls == 2 && dm_alloc_log_due(t.wa));
+    t.wa->log_due = NULL;
     two_stop(&t);
 }
 
@@ -693,6 +769,8 @@ int main(void)
     RUN(test_large_reuse);
     RUN(test_chunk_tails);
     RUN(test_reserve_trim);
+    RUN(test_large_carve_reserve);
+    RUN(test_log_eager);
     RUN(test_handoff);
     RUN(test_log_block_back);
     RUN(test_returned);

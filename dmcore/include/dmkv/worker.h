@@ -39,6 +39,11 @@ typedef struct dm_worker {
     char *uris[DM_GADDR_MAX_NODES];           /* to open a failed connection again */
     uint64_t redial_at_us[DM_GADDR_MAX_NODES]; /* no reconnect attempt before (monotonic us) */
     uint64_t lost[DM_GADDR_MAX_NODES]; /* a reconnect found this other incarnation: refused */
+    /* Called (on the loop thread) when this worker's allocator has enough frees staged for
+     * its free log to be written before the next timer tick (dm_alloc_log_due); NULL: the
+     * timer's ticks only. */
+    void (*log_due)(void *arg);
+    void *log_due_arg;
     int stopping; /* the process is stopping: a batch whose connection failed is not posted
                      again after a redial (pool/batch.c exec_one_node), so a stop with a
                      memory node down does not wait for it */
