@@ -40,7 +40,11 @@ typedef struct freed {
     uint64_t units;
     uint64_t freed_us;
     struct freed *next;
+    int need_claim; /* a large block in the free log: claimed there before it leaves the
+                       lists (free_log.h FREE_LOG_CLAIM) */
 } freed_t;
+
+_Static_assert(FREE_LOG_LARGE_UNITS == MAX_CLASS, "the log's large blocks are the large classes");
 
 struct dm_alloc {
     dm_worker_t *w;
@@ -141,7 +145,7 @@ static void flush_listed(dm_alloc_t *a)
 
 /* Allocations that waited for a quarantined block with the pool full; blocks returned to
  * the pool and taken from it (INFO). */
-static _Atomic uint64_t oom_waits, blocks_returned, blocks_taken, reserve_trims;
+static _Atomic uint64_t oom_waits, blocks_returned, blocks_taken, reserve_trims, claims;
 
 void dm_alloc_returned_stats(uint64_t *returned, uint64_t *taken)
 {
@@ -152,6 +156,11 @@ void dm_alloc_returned_stats(uint64_t *returned, uint64_t *taken)
 uint64_t dm_alloc_reserve_trims(void)
 {
     return atomic_load_explicit(&reserve_trims, memory_order_relaxed);
+}
+
+uint64_t dm_alloc_claims(void)
+{
+    return atomic_load_explicit(&claims, memory_order_relaxed);
 }
 
 uint64_t dm_alloc_oom_waits(void)
@@ -335,9 +344,45 @@ static freed_t *unlink_freed(dm_alloc_t *a, int c, freed_t *prev, freed_t *f)
     return f;
 }
 
+/* Wait until the free-log tick numbered want has written its claims and won its horizon
+ * CAS, running ticks on this coroutine (one at a time per worker: while another is on the
+ * wire, look again shortly). Returns 0 (the claims hold) or -1 (they may not: the log
+ * stopped, a write failed, or it took too long; the blocks are not ours to use). */
+static int claims_wait(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t want)
+{
+    for (int tries = 0; tries < 200; tries++) {
+        if (a->log.state != FREE_LOG_ON) return -1;
+        if (a->log.done >= want) return 0;
+        if (a->log.busy) {
+            dm_ctx_sleep(ctx, 200);
+            continue;
+        }
+        if (dm_alloc_log_tick(ctx) != 0) return -1;
+    }
+    return -1;
+}
+
+/* Claim f (unlinked from the lists) before it is used or given away, when a repairer could
+ * otherwise take it from our free log (a large block logged free: docs/leases.md "Claims").
+ * One round trip or two (a free-log tick), none for other blocks or without a log.
+ * Returns 0 (f is ours to use) or -1 (f was put back in the pool's account: dropped, a
+ * repairer may hold it). */
+static int claim(dm_ctx_t *ctx, dm_alloc_t *a, freed_t *f)
+{
+    if (!f->need_claim) return 0;
+    uint64_t want = free_log_stage_claim(&a->log, f->addr, f->units);
+    if (want && claims_wait(ctx, a, want) == 0) {
+        f->need_claim = 0;
+        atomic_fetch_add_explicit(&claims, 1, memory_order_relaxed);
+        return 0;
+    }
+    freed_put(a, f);
+    return -1;
+}
+
 /* The first block of class c past its quarantine with `units` grains (0: any) and
- * aligned to align, unlinked; NULL when none among the first 8. */
-static freed_t *take_from_class(dm_alloc_t *a, int c, uint64_t units, uint64_t align)
+ * aligned to align, unlinked and claimed (claim); NULL when none among the first 8. */
+static freed_t *take_from_class(dm_ctx_t *ctx, dm_alloc_t *a, int c, uint64_t units, uint64_t align)
 {
     freed_t *f = a->head[c], *prev = NULL;
     if (!f) return NULL;
@@ -350,18 +395,21 @@ static freed_t *take_from_class(dm_alloc_t *a, int c, uint64_t units, uint64_t a
         if (now - f->freed_us < DM_GRACE_US) return NULL; /* FIFO: the rest are younger */
         if (f->freed_us >= a->log.horizon) return NULL;   /* a repairer could take it */
         if ((units && f->units != units) || f->addr % align) continue;
-        return unlink_freed(a, c, prev, f);
+        unlink_freed(a, c, prev, f);
+        return claim(ctx, a, f) == 0 ? f : NULL;
     }
     return NULL;
 }
 
-static freed_t *take_freed(dm_alloc_t *a, uint64_t units, uint64_t align)
+static freed_t *take_freed(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t units, uint64_t align)
 {
     int c = class_of(&units);
-    return take_from_class(a, c, units, align);
+    return take_from_class(ctx, a, c, units, align);
 }
 
 static void queue_block(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, int now_reusable);
+/* now_reusable of queue_block: reusable at once and, when large, in the free log. */
+#define REUSABLE_LOGGED 2
 
 /* Largest class size (grains) not above u: a piece of a split block must not claim more
  * than it has. */
@@ -400,14 +448,16 @@ void alloc_queue_quarantined(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes)
     queue_pieces_as(a, addr, bytes, 0);
 }
 
-static freed_t *take_larger(dm_alloc_t *a, uint64_t units, uint64_t align)
+static freed_t *take_larger(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t units, uint64_t align)
 {
     int c = class_of(&units);
     if (c <= MAX_CLASS) return NULL;
     for (int up = c + 1; up <= c + LARGE_STEPS && up < NCLASSES; up++) {
-        freed_t *f = take_from_class(a, up, 0, align);
+        freed_t *f = take_from_class(ctx, a, up, 0, align);
         if (!f) continue;
-        queue_pieces(a, f->addr + units * DM_GRAIN, (f->units - units) * DM_GRAIN);
+        /* The rest is logged: a death would otherwise lose it (it is reusable at once). */
+        queue_pieces_as(a, f->addr + units * DM_GRAIN, (f->units - units) * DM_GRAIN,
+                        REUSABLE_LOGGED);
         f->units = units;
         return f;
     }
@@ -592,7 +642,7 @@ static int switch_region(dm_ctx_t *ctx, dm_alloc_t *a, dm_gaddr_t start, uint64_
             rc = 0;
         } /* else it may have landed: reserve before carving (wm stays at start) */
     }
-    if (old_mine > old) queue_pieces(a, old, old_mine - old);
+    if (old_mine > old) queue_pieces_as(a, old, old_mine - old, REUSABLE_LOGGED);
     return rc;
 }
 
@@ -713,8 +763,8 @@ static int alloc_aligned(dm_ctx_t *ctx, uint64_t need, uint64_t align, dm_gaddr_
     int polls = 0;
     uint64_t give_up = 0; /* set at the first DM_ENOMEM: the waits below end by then */
     for (;;) {
-        freed_t *f = take_freed(a, units, align);
-        if (!f) f = take_larger(a, units, align);
+        freed_t *f = take_freed(ctx, a, units, align);
+        if (!f) f = take_larger(ctx, a, units, align);
         if (f) {
             *out = f->addr;
             freed_put(a, f);
@@ -772,6 +822,17 @@ static int alloc_fresh(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t need, uint64_t ali
 #define RETURN_IDLE_US 1000000u /* reusable and unused this long: returned to the pool */
 #define RETURN_MAX 64           /* blocks returned per call */
 
+/* Put f, unlinked by take_idle, back at the head of its class (it was among the oldest). */
+static void queue_listed(dm_alloc_t *a, freed_t *f)
+{
+    uint64_t units = f->units;
+    int c = class_of(&units);
+    f->next = a->head[c];
+    a->head[c] = f;
+    if (!a->tail[c]) a->tail[c] = f;
+    listed(a, f, 1);
+}
+
 /* Unlink one block of a large class that sat reusable and unused for idle_us past its
  * quarantine (peek: only find it); NULL when none among the first 8 of each class (FIFO:
  * the oldest come first). */
@@ -815,9 +876,37 @@ int dm_alloc_return_idle(dm_ctx_t *ctx)
      * out of memory while this one holds it for a size it may never be asked again. */
     uint64_t idle_us = rc ? 0 : RETURN_IDLE_US;
     rc = 0;
-    for (int n = 0; n < RETURN_MAX && !rc; n++) {
+    /* Claimed first, all in one free-log tick: on the stack they are anyone's, and a
+     * repairer must not take them from our log then. */
+    freed_t *v[RETURN_MAX];
+    int nv = 0;
+    uint64_t want = 0;
+    while (nv < RETURN_MAX) {
         freed_t *f = take_idle(a, dm_now_us(), idle_us, 0);
         if (!f) break;
+        if (f->need_claim) {
+            uint64_t t = free_log_stage_claim(&a->log, f->addr, f->units);
+            if (!t) { /* not claimable: keep it listed as it was */
+                queue_listed(a, f);
+                break;
+            }
+            want = t;
+        }
+        v[nv++] = f;
+    }
+    int claimed = !want || claims_wait(ctx, a, want) == 0;
+    for (int n = 0; n < nv; n++) {
+        freed_t *f = v[n];
+        if (f->need_claim && !claimed) { /* a repairer may hold it */
+            freed_put(a, f);
+            continue;
+        }
+        if (f->need_claim) atomic_fetch_add_explicit(&claims, 1, memory_order_relaxed);
+        if (rc) { /* the stack failed: kept, reusable (claimed, so ours alone) */
+            queue_pieces_as(a, f->addr, f->units * DM_GRAIN, REUSABLE_LOGGED);
+            freed_put(a, f);
+            continue;
+        }
         /* The stack's headers are 64-byte aligned: the slivers stay here. */
         dm_gaddr_t lo = (f->addr + DM_UNIT - 1) / DM_UNIT * DM_UNIT,
                    hi = (f->addr + f->units * DM_GRAIN) / DM_UNIT * DM_UNIT;
@@ -830,7 +919,8 @@ int dm_alloc_return_idle(dm_ctx_t *ctx)
             atomic_fetch_add_explicit(&blocks_returned, 1, memory_order_relaxed);
             rc = 0;
         } else if (rc == 0) {
-            queue_pieces(a, lo, hi - lo); /* contended: keep it, try at the next call */
+            /* contended: keep it, try at the next call */
+            queue_pieces_as(a, lo, hi - lo, REUSABLE_LOGGED);
             rc = 1;
         } /* else unknown: it may be on the stack, so it is not ours any more */
         freed_put(a, f);
@@ -838,8 +928,8 @@ int dm_alloc_return_idle(dm_ctx_t *ctx)
     return rc < 0 ? rc : 0;
 }
 
-/* Take off the lists every block freed in [lo, hi] (a repairer took them over from our
- * free log: it may hand them out). */
+/* Take off the lists every block freed in [lo, hi] and every large block not claimed (a
+ * repairer took them over from our free log: it may hand them out). */
 static void drop_logged(dm_alloc_t *a, uint64_t lo, uint64_t hi)
 {
     uint64_t dropped = 0;
@@ -847,7 +937,7 @@ static void drop_logged(dm_alloc_t *a, uint64_t lo, uint64_t hi)
         freed_t *prev = NULL;
         for (freed_t *f = a->head[c]; f;) {
             freed_t *next = f->next;
-            if (f->freed_us >= lo && f->freed_us <= hi) {
+            if ((f->freed_us >= lo && f->freed_us <= hi) || f->need_claim) {
                 dropped += f->units * DM_GRAIN;
                 freed_put(a, unlink_freed(a, c, prev, f));
             } else {
@@ -920,8 +1010,9 @@ int dm_alloc_log_tick(dm_ctx_t *ctx)
     if (was_off && a->log.state == FREE_LOG_ON)
         for (int c = 0; c < NCLASSES; c++)
             for (freed_t *f = a->head[c]; f; f = f->next)
-                if (f->freed_us >= a->log.horizon)
-                    free_log_stage(&a->log, f->addr, f->units, f->freed_us);
+                if (f->freed_us >= a->log.horizon &&
+                    free_log_stage(&a->log, f->addr, f->units, f->freed_us) >= 0)
+                    f->need_claim = f->units > MAX_CLASS;
     return rc;
 }
 
@@ -1055,10 +1146,15 @@ static void queue_block_at(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, int n
     /* A block reusable now is dated as if its quarantine just ended: its age then says how
      * long it sat unused (dm_alloc_return_idle). */
     *f = (freed_t){addr, units, now_reusable ? (now > DM_GRACE_US ? now - DM_GRACE_US : 0) : now,
-                   NULL};
+                   NULL, 0};
     listed(a, f, 1);
-    if (!now_reusable && free_log_stage(&a->log, addr, units, now) && a->w->log_due)
-        a->w->log_due(a->w->log_due_arg);
+    /* Logged: quarantined blocks, and large pieces of a claimed block (REUSABLE_LOGGED) so
+     * that a repairer takes them if we die before using them. */
+    if (!now_reusable || (now_reusable == REUSABLE_LOGGED && units > MAX_CLASS)) {
+        int st = free_log_stage(&a->log, addr, units, f->freed_us);
+        f->need_claim = st >= 0 && units > MAX_CLASS;
+        if (st == 1 && a->w->log_due) a->w->log_due(a->w->log_due_arg);
+    }
     if (now_reusable) {
         f->next = a->head[c];
         a->head[c] = f;
@@ -1092,7 +1188,7 @@ void dm_alloc_free_at(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, uint64_t u
 void dm_alloc_unused(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes)
 {
     a->live_delta -= (int64_t)dm_alloc_kv_block_bytes(bytes);
-    queue_block(a, addr, bytes, 1);
+    queue_block(a, addr, bytes, REUSABLE_LOGGED);
 }
 
 int dm_alloc_flush_live(dm_ctx_t *ctx, int wait)

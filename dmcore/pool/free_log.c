@@ -54,23 +54,36 @@ static uint64_t entry_check(const free_log_entry_t *e, uint64_t pos)
     return XXH3_64bits_withSeed(e, offsetof(free_log_entry_t, check), pos ^ FREE_LOG_MAGIC);
 }
 
-int free_log_stage(free_log_t *l, dm_gaddr_t addr, uint64_t units, uint64_t freed_us)
+/* Append an entry to the staged ones: 0, or -1 (log not on, full, or no memory). */
+static int stage(free_log_t *l, const free_log_entry_t *e)
 {
-    if (l->state != FREE_LOG_ON) return 0;
+    if (l->state != FREE_LOG_ON) return -1;
     /* More than a log holds in one tick: not logged, so lost only if we die with it
-     * listed. */
-    if (l->n >= FREE_LOG_CAP) return 0;
+     * listed (a claim not staged is not made: the block is not used). */
+    if (l->n >= FREE_LOG_CAP) return -1;
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 256;
         free_log_entry_t *s = realloc(l->staged, cap * sizeof(*s));
-        if (!s) return 0;
+        if (!s) return -1;
         l->staged = s;
         l->cap = cap;
     }
-    l->staged[l->n++] = (free_log_entry_t){addr, units, freed_us, 0};
+    l->staged[l->n++] = *e;
+    return 0;
+}
+
+int free_log_stage(free_log_t *l, dm_gaddr_t addr, uint64_t units, uint64_t freed_us)
+{
+    if (stage(l, &(free_log_entry_t){addr, units, freed_us, 0}) != 0) return -1;
     uint64_t before = l->staged_bytes;
     l->staged_bytes += units * DM_GRAIN;
     return before < FREE_LOG_EAGER_BYTES && l->staged_bytes >= FREE_LOG_EAGER_BYTES;
+}
+
+uint64_t free_log_stage_claim(free_log_t *l, dm_gaddr_t addr, uint64_t units)
+{
+    if (stage(l, &(free_log_entry_t){addr, units | FREE_LOG_CLAIM, dm_now_us(), 0}) != 0) return 0;
+    return l->started + 1; /* a tick on the wire took its entries out before this one */
 }
 
 int free_log_due(const free_log_t *l)
@@ -96,7 +109,7 @@ static int open_log(dm_ctx_t *ctx, free_log_t *l, int idx)
     if (!l->blk) {
         dm_gaddr_t blk;
         if ((rc = alloc_take_log_block(ctx, FREE_LOG_BYTES, &blk)) != 0) return rc;
-        uint64_t hdr[3] = {FREE_LOG_MAGIC, FREE_LOG_CAP, 0};
+        uint64_t hdr[4] = {FREE_LOG_MAGIC, FREE_LOG_CAP, 0, FREE_LOG_CLAIMS_MAGIC};
         dm_batch_t b;
         dm_batch_init(&b);
         dm_batch_write(&b, blk, hdr, sizeof(hdr));
@@ -151,9 +164,10 @@ static void restage(free_log_t *l, free_log_entry_t *out, size_t n_out, size_t c
     l->n = n_out;
     l->staged_bytes = 0;
     for (size_t i = 0; i < n_out; i++)
-        l->staged_bytes += out[i].units * DM_GRAIN;
+        if (!(out[i].units & FREE_LOG_CLAIM)) l->staged_bytes += out[i].units * DM_GRAIN;
     for (size_t i = 0; i < n_later; i++)
-        free_log_stage(l, later[i].addr, later[i].units, later[i].freed_us);
+        if (stage(l, &later[i]) == 0 && !(later[i].units & FREE_LOG_CLAIM))
+            l->staged_bytes += later[i].units * DM_GRAIN;
     l->spare = later;
     l->spare_cap = cap_later;
 }
@@ -184,18 +198,32 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
     l->spare = NULL;
     l->spare_cap = 0;
     for (size_t i = 0; i < n; i++) /* staged at the log's opening: not in time order */
-        if (out[i].freed_us > l->flushed_us) l->flushed_us = out[i].freed_us;
+        if (!(out[i].units & FREE_LOG_CLAIM) && out[i].freed_us > l->flushed_us)
+            l->flushed_us = out[i].freed_us;
+    uint64_t id = ++l->started;
     uint64_t want = next_horizon(), old = l->horizon;
     if (want < old) want = old;
     uint64_t count = l->count + n;
+    size_t claims = 0;
+    for (size_t i = 0; i < n; i++)
+        claims += (out[i].units & FREE_LOG_CLAIM) != 0;
+    dm_gaddr_t hword = tails_horizon_addr(idx);
     dm_batch_t b;
     dm_batch_init(&b);
-    dm_verb_t *cas = dm_batch_cas(&b, tails_horizon_addr(idx), old, want);
+    /* With claims, the entries are written first, a round trip before the CAS: a repairer
+     * whose CAS comes after ours then reads every claim this tick makes good (the verbs of
+     * one batch may run in any order, on different nodes at least). */
+    int rc = 0;
     if (n) {
         add_ring_writes(&b, l->blk, out, n, l->count);
         dm_batch_write(&b, l->blk + 16, &count, 8); /* after the entries it covers */
+        if (claims) {
+            rc = dm_batch_exec(ctx, &b);
+            dm_batch_init(&b);
+        }
     }
-    int rc = dm_batch_exec(ctx, &b);
+    dm_verb_t *cas = dm_batch_cas(&b, hword, old, want);
+    if (!rc) rc = dm_batch_exec(ctx, &b);
     if (rc) { /* written again next tick, at the same positions */
         restage(l, out, n, cap_out);
         l->unsure = want;
@@ -216,6 +244,7 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
         l->blk = 0; /* the repairer frees it */
         return 1;
     }
+    l->done = id;
     l->count = count;
     l->horizon = want;
     l->unsure = 0;
@@ -248,40 +277,76 @@ int free_log_close(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uin
 static int entry_ok(const dm_worker_t *w, const free_log_entry_t *e, uint64_t pos)
 {
     unsigned node = dm_gaddr_node(e->addr);
-    uint64_t off = dm_gaddr_off(e->addr), len = e->units * DM_GRAIN;
+    uint64_t units = e->units & ~FREE_LOG_CLAIM;
+    uint64_t off = dm_gaddr_off(e->addr), len = units * DM_GRAIN;
     return e->check == entry_check(e, pos) && node < w->n_nodes && off >= DM_SB_FIRST_CHUNK &&
-           e->units && e->units <= (1ull << 30) / DM_GRAIN &&
-           off + len <= w->conns[node]->region_size && off % DM_GRAIN == 0;
+           units && units <= (1ull << 30) / DM_GRAIN && off + len <= w->conns[node]->region_size &&
+           off % DM_GRAIN == 0;
 }
 
-int free_log_take(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t horizon, uint64_t *bytes)
+/* Addresses an entry newer than the one at hand named (open addressing, 0 = empty). */
+typedef struct addr_set {
+    uint64_t *v;
+    size_t mask;
+} addr_set_t;
+
+/* Insert a; returns 1 when it was there already. */
+static int set_add(addr_set_t *s, uint64_t a)
 {
-    uint64_t hdr[3];
+    size_t i = (size_t)((a * 0x9E3779B97F4A7C15ull) >> 20) & s->mask;
+    for (; s->v[i]; i = (i + 1) & s->mask)
+        if (s->v[i] == a) return 1;
+    s->v[i] = a;
+    return 0;
+}
+
+int free_log_take(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t horizon, uint64_t *bytes,
+                  uint64_t *early_bytes)
+{
+    uint64_t hdr[4];
     dm_batch_t b;
     dm_batch_init(&b);
     dm_batch_read(&b, blk, hdr, sizeof(hdr));
     int rc = dm_batch_exec(ctx, &b);
     if (rc) return rc;
     if (hdr[0] != FREE_LOG_MAGIC || hdr[1] != FREE_LOG_CAP) return DM_ECORRUPT;
-    free_log_entry_t *v = malloc(TAKE_READ * sizeof(*v));
-    if (!v) return DM_ENOMEM;
-    uint64_t count = hdr[2], pos = count > FREE_LOG_CAP ? count - FREE_LOG_CAP : 0;
-    while (pos < count && !rc) {
+    int claims = hdr[3] == FREE_LOG_CLAIMS_MAGIC;
+    uint64_t count = hdr[2], first = count > FREE_LOG_CAP ? count - FREE_LOG_CAP : 0;
+    free_log_entry_t *v = malloc((size_t)(count - first) * sizeof(*v) + 1);
+    size_t setcap = 1; /* a power of two, at least twice the entries */
+    while (setcap < 2u * FREE_LOG_CAP)
+        setcap <<= 1;
+    addr_set_t seen = {calloc(setcap, sizeof(uint64_t)), setcap - 1};
+    if (!v || !seen.v) {
+        free(v);
+        free(seen.v);
+        return DM_ENOMEM;
+    }
+    for (uint64_t pos = first; pos < count && !rc;) {
         /* A run of positions that does not wrap around the ring's end. */
         uint64_t slot = pos % FREE_LOG_CAP, n = count - pos;
         if (n > TAKE_READ) n = TAKE_READ;
         if (n > FREE_LOG_CAP - slot) n = FREE_LOG_CAP - slot;
         dm_batch_init(&b);
-        dm_batch_read(&b, blk + FREE_LOG_HDR + slot * sizeof(*v), v, (uint32_t)(n * sizeof(*v)));
-        if ((rc = dm_batch_exec(ctx, &b)) != 0) break;
-        for (uint64_t i = 0; i < n; i++) {
-            if (!entry_ok(ctx->w, &v[i], pos + i) || v[i].freed_us < horizon) continue;
-            alloc_queue_quarantined(ctx->w->alloc, v[i].addr, v[i].units * DM_GRAIN);
-            *bytes += v[i].units * DM_GRAIN;
-        }
+        dm_batch_read(&b, blk + FREE_LOG_HDR + slot * sizeof(*v), v + (pos - first),
+                      (uint32_t)(n * sizeof(*v)));
+        rc = dm_batch_exec(ctx, &b);
         pos += n;
     }
+    /* Newest first: an entry is taken only if no newer one names its address (a claim: the
+     * owner took the block back; a free: the newer one decides). */
+    for (uint64_t k = count; k > first && !rc; k--) {
+        const free_log_entry_t *e = &v[k - 1 - first];
+        if (!entry_ok(ctx->w, e, k - 1) || set_add(&seen, e->addr)) continue;
+        if (e->units & FREE_LOG_CLAIM) continue;
+        int late = e->freed_us >= horizon;
+        if (!late && !(claims && e->units > FREE_LOG_LARGE_UNITS)) continue;
+        alloc_queue_quarantined(ctx->w->alloc, e->addr, e->units * DM_GRAIN);
+        *bytes += e->units * DM_GRAIN;
+        if (!late) *early_bytes += e->units * DM_GRAIN;
+    }
     free(v);
+    free(seen.v);
     if (!rc) dm_alloc_free(ctx->w->alloc, blk, FREE_LOG_BYTES);
     return rc;
 }

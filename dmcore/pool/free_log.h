@@ -30,6 +30,14 @@
  * A repairer takes the frees of the dead worker's last DM_GRACE_US minus this. */
 #define FREE_LOG_AHEAD_US 300000u
 #define FREE_LOG_TAKEN 1u /* a horizon word taken over by a repairer (or closed at a stop) */
+/* Large blocks (over FREE_LOG_LARGE_UNITS grains: 16 KB) are reused only once claimed in
+ * the log (an entry with FREE_LOG_CLAIM in units, written by a tick whose horizon CAS
+ * won), so a repairer takes also the large blocks freed before the horizon that no claim
+ * names: a dead gateway's reusable large blocks (docs/leases.md "Claims"). hdr[3] of a log
+ * that follows this rule holds FREE_LOG_CLAIMS_MAGIC. */
+#define FREE_LOG_LARGE_UNITS 512u
+#define FREE_LOG_CLAIM (1ull << 63)
+#define FREE_LOG_CLAIMS_MAGIC 0x4d49414c43474c44ull /* "DLGCLAIM" */
 /* Staged bytes that call for a tick before the timer's next one: a death loses what was
  * staged, and large values fill a 20 ms tick with hundreds of KB (docs/leases.md "Large
  * frees are written at once"). */
@@ -38,7 +46,7 @@
 /* One logged free: 32 bytes in the pool. check ties it to its ring position, so a torn or
  * stale entry (an older lap, bytes of the block's previous use) is skipped. */
 typedef struct free_log_entry {
-    uint64_t addr, units, freed_us, check;
+    uint64_t addr, units, freed_us, check; /* units | FREE_LOG_CLAIM: a claim (freed_us: when) */
 } free_log_entry_t;
 
 typedef struct free_log {
@@ -48,6 +56,8 @@ typedef struct free_log {
     uint64_t flushed_us; /* the newest free time handed to a write, done or not */
     int state;           /* FREE_LOG_OFF, _ON, _FENCED */
     int busy;            /* a tick is on the wire (ticks of one worker do not overlap) */
+    uint64_t started;    /* ticks that took staged entries out (the last one's number) */
+    uint64_t done;       /* the number of the last tick whose writes and CAS succeeded */
     uint64_t raised_us;  /* when the horizon was last raised */
     uint64_t unsure;     /* the horizon a raise whose outcome is unknown asked for, 0 none */
     free_log_entry_t *staged;
@@ -68,9 +78,14 @@ void free_log_release(free_log_t *l);
 uint64_t free_log_open_bytes(void);
 
 /* A block freed at freed_us (units of DM_GRAIN bytes) waits for the next flush; staging is
- * a store into a local array, nothing on the data path. Returns 1 when this free brought
- * the staged bytes to FREE_LOG_EAGER_BYTES (the caller asks for an early tick), else 0. */
+ * a store into a local array, nothing on the data path. Returns -1 (not staged: the log is
+ * not on, or full for this tick), 0 (staged) or 1 (staged, and the staged bytes reached
+ * FREE_LOG_EAGER_BYTES: the caller asks for an early tick). */
 int free_log_stage(free_log_t *l, dm_gaddr_t addr, uint64_t units, uint64_t freed_us);
+/* Stage a claim of the listed block at addr (units grains) before its owner reuses it or
+ * gives it away. Returns the number of the tick that carries it (the claim holds once
+ * l->done reaches it, and never if the log stops first), or 0 when not staged. */
+uint64_t free_log_stage_claim(free_log_t *l, dm_gaddr_t addr, uint64_t units);
 /* Whether the staged bytes call for an early tick (FREE_LOG_EAGER_BYTES) and none runs. */
 int free_log_due(const free_log_t *l);
 
@@ -89,8 +104,12 @@ int free_log_close(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uin
 
 /* Repairer side: the log block blk of a dead worker whose horizon word we CASed from
  * horizon to FREE_LOG_TAKEN. Every believable entry freed at or after horizon is queued
- * on ctx's worker's lists (quarantined from now), then blk itself. *bytes grows by what
- * was taken. 1 RTT per 64 KB of log. Returns 0, DM_ECORRUPT (not a log) or DM_E*. */
-int free_log_take(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t horizon, uint64_t *bytes);
+ * on ctx's worker's lists (quarantined from now), and, in a log with claims, every large
+ * block freed before it that no later entry names (no claim: the owner never reused it
+ * or gave it away); then blk itself. *bytes grows by what was taken, *early_bytes (also
+ * in *bytes) by the large blocks freed before the horizon. 1 RTT per 64 KB of log.
+ * Returns 0, DM_ECORRUPT (not a log), DM_ENOMEM or DM_E*. */
+int free_log_take(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t horizon, uint64_t *bytes,
+                  uint64_t *early_bytes);
 
 #endif

@@ -289,7 +289,7 @@ int dm_alloc_adopt(dm_ctx_t *ctx, dm_gaddr_t rec, dm_alloc_tail_stats_t *got)
                                     FREE_LOG_TAKEN);
         if ((rc = dm_batch_exec(ctx, &b)) != 0) break;
         if (v->result != h) continue; /* its owner raised it meanwhile: alive */
-        rc = free_log_take(ctx, log, h, &got->free_log_bytes_adopted);
+        rc = free_log_take(ctx, log, h, &got->free_log_bytes_adopted, &got->free_log_early_bytes);
         got->free_logs_adopted += rc == 0;
     }
     pthread_mutex_lock(&mu);
@@ -299,6 +299,7 @@ int dm_alloc_adopt(dm_ctx_t *ctx, dm_gaddr_t rec, dm_alloc_tail_stats_t *got)
     stats.handoff_bytes_adopted += got->handoff_bytes_adopted;
     stats.free_logs_adopted += got->free_logs_adopted;
     stats.free_log_bytes_adopted += got->free_log_bytes_adopted;
+    stats.free_log_early_bytes += got->free_log_early_bytes;
     pthread_mutex_unlock(&mu);
     return rc;
 }

@@ -58,9 +58,11 @@ static void adopt_main(void *arg)
         if (got.free_logs_adopted)
             dm_log(DM_LOG_NOTICE,
                    "took over the free logs of %llu worker(s) of a gateway that died: %llu "
-                   "bytes it had freed and could not have reused",
+                   "bytes it had freed and could not have reused (%llu of them large blocks "
+                   "past their quarantine that it never claimed)",
                    (unsigned long long)got.free_logs_adopted,
-                   (unsigned long long)got.free_log_bytes_adopted);
+                   (unsigned long long)got.free_log_bytes_adopted,
+                   (unsigned long long)got.free_log_early_bytes);
     }
     /* What was taken over is in our lists now: in our free log at once, not at the next
      * tick (we may die before it). */

@@ -330,7 +330,10 @@ int main(void)
     static char qval[8192];
     memset(qval, 'q', sizeof(qval));
     for (int k = 0; k < KILLS; k++) {
-        usleep(1500 * 1000);
+        /* Every other victim lives past its reuse horizon (2 s less 300 ms), so it holds
+         * large blocks it could have reused: a survivor takes those its log never claimed
+         * (3.5 MB lost per such death before claims). */
+        usleep((k % 2 ? 3500 : 1500) * 1000);
         /* Kill it once it has freed a block (listed free, and so in its free log while
          * quarantined), so there is quarantine for a survivor to take over (checked below).
          * The writers' frees through it were not enough in the rxe guest on a busy host:
@@ -399,8 +402,12 @@ int main(void)
     long long logs = survivors(a, b, "free_logs_adopted") + info_field_of(2, "free_logs_adopted");
     long long log_bytes =
         survivors(a, b, "free_log_bytes_adopted") + info_field_of(2, "free_log_bytes_adopted");
-    fprintf(stderr, "free logs of dead gateways taken over: %lld (%lld bytes of quarantine)\n",
-            logs, log_bytes);
+    long long early = survivors(a, b, "free_log_early_bytes_adopted") +
+                      info_field_of(2, "free_log_early_bytes_adopted");
+    fprintf(stderr,
+            "free logs of dead gateways taken over: %lld (%lld bytes of quarantine, %lld of "
+            "them large blocks past their horizon never claimed)\n",
+            logs, log_bytes, early);
     /* A live gateway a peer took for dead (its clock-board ticks late: seen once in the
      * emulated rdma guest) has its tail and free log taken over while it still counts its
      * region as its own until its next raise: the sums below then count that region twice. */
@@ -412,13 +419,13 @@ int main(void)
     /* Each death still loses its reserve above the carve point (16 KB, or twice its last
      * tick's carving of small blocks; a block of 16 KB or more raises the watermark to its
      * own end plus that), the frees staged since its last free-log write (under 64 KB: more
-     * calls for a write at once) and a value in flight; a gateway older than these (2 s)
-     * would also lose the blocks past their quarantine it had not reused yet. 1.2-3.2% of
-     * the 9-10 MB live here for 5 deaths (2026-12-03; 4.0-9.1% before the last two, 340% before the
-     * free logs). */
+     * calls for a write at once), a value in flight and, for the victims that lived past
+     * their reuse horizon, the small blocks past it they had not reused (large ones are
+     * claimed before reuse, so a survivor takes those). 0.6-10.5% of the 9-10 MB live in
+     * five variants on 2026-12-03; 173% before claims with every victim living 4.5 s. */
     fprintf(stderr, "lost to the %d deaths: %lld bytes (%.1f%% of live)\n", KILLS + 1, lost,
             100.0 * (double)lost / (double)live);
-    CHECKF(lost <= live / 8, "%lld bytes lost to dead gateways, %lld live", lost, live);
+    CHECKF(lost <= live / 5, "%lld bytes lost to dead gateways, %lld live", lost, live);
     redisFree(a);
     redisFree(b);
     for (int g = 0; g < 3; g++)

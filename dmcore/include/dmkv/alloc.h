@@ -113,6 +113,8 @@ typedef struct dm_alloc_tail_stats {
     uint64_t board_taken;            /* tails this process took from the spare board */
     uint64_t free_logs_adopted;      /* free logs of dead gateways' workers taken over */
     uint64_t free_log_bytes_adopted; /* the quarantined blocks they held */
+    uint64_t free_log_early_bytes;   /* of those, large blocks past their reuse horizon that
+                                        no claim named (reusable, never reused) */
 } dm_alloc_tail_stats_t;
 /* Every cron tick of each gateway thread: write the blocks this worker freed since the last
  * tick into its free log in the pool and raise its reuse horizon (the first tick creates
@@ -138,9 +140,9 @@ uint64_t dm_alloc_reserve_trims(void);
  * lists; so are the blocks each worker's free log (dm_alloc_log_tick) says it freed and
  * cannot have reused (its reuse horizon is CASed to "taken"). *got: what this call took
  * (regions_adopted, bytes_adopted, handoffs_adopted, handoff_bytes_adopted,
- * free_logs_adopted, free_log_bytes_adopted; the other fields 0). A few RTTs, plus one per
- * 4096 handed blocks and one per 64 KB of free log. Returns 0, DM_ECORRUPT (rec is not a record) or
- * DM_E*. */
+ * free_logs_adopted, free_log_bytes_adopted, free_log_early_bytes; the other fields 0). A few RTTs,
+ * plus one per 4096 handed blocks and one per 64 KB of free log. Returns 0, DM_ECORRUPT (rec is not
+ * a record) or DM_E*. */
 int dm_alloc_adopt(dm_ctx_t *ctx, dm_gaddr_t rec, dm_alloc_tail_stats_t *got);
 
 /* At a clean stop, once no operation runs on ctx's worker: write what the worker holds
@@ -179,6 +181,10 @@ uint64_t dm_alloc_free_log_bytes(void);
 /* Allocations that found the pool full and waited (at most DM_GRACE_US) for one of their
  * worker's quarantined blocks instead of failing with DM_ENOMEM. */
 uint64_t dm_alloc_oom_waits(void);
+
+/* Large blocks this process claimed in its free logs before reusing or returning them
+ * (docs/leases.md "Claims"), INFO allocator_claims. */
+uint64_t dm_alloc_claims(void);
 
 /* Bytes this worker has taken from the pool in chunks, and bytes in quarantine/free. */
 uint64_t dm_alloc_chunk_bytes(const dm_alloc_t *a);
