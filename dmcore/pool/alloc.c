@@ -346,20 +346,22 @@ static freed_t *unlink_freed(dm_alloc_t *a, int c, freed_t *prev, freed_t *f)
 
 /* Wait until the free-log tick numbered want has written its claims and won its horizon
  * CAS, running ticks on this coroutine (one at a time per worker: while another is on the
- * wire, look again shortly). Returns 0 (the claims hold) or -1 (they may not: the log
- * stopped, a write failed, or it took too long; the blocks are not ours to use). */
+ * wire, look again every 200 µs). Returns 0 (the claims hold) or -1 (they may not: the log
+ * stopped, a write failed, or a second went by; the blocks are not ours to use). */
 static int claims_wait(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t want)
 {
-    for (int tries = 0; tries < 200; tries++) {
+    /* Bounded like an operation: a block given up on stays unused (lost), so not soon. */
+    uint64_t give_up = dm_now_us() + DM_OP_TIMEOUT_US;
+    for (;;) {
         if (a->log.state != FREE_LOG_ON) return -1;
         if (a->log.done >= want) return 0;
+        if (dm_now_us() > give_up) return -1;
         if (a->log.busy) {
             dm_ctx_sleep(ctx, 200);
             continue;
         }
         if (dm_alloc_log_tick(ctx) != 0) return -1;
     }
-    return -1;
 }
 
 /* Claim f (unlinked from the lists) before it is used or given away, when a repairer could
