@@ -72,11 +72,19 @@ static int stage(free_log_t *l, const free_log_entry_t *e)
     return 0;
 }
 
+/* The bytes an entry adds to staged_bytes: a large block's (FREE_LOG_EAGER_BYTES). */
+static uint64_t eager_bytes(const free_log_entry_t *e)
+{
+    return (e->units & FREE_LOG_CLAIM) || e->units <= FREE_LOG_LARGE_UNITS ? 0
+                                                                           : e->units * DM_GRAIN;
+}
+
 int free_log_stage(free_log_t *l, dm_gaddr_t addr, uint64_t units, uint64_t freed_us)
 {
-    if (stage(l, &(free_log_entry_t){addr, units, freed_us, 0}) != 0) return -1;
+    free_log_entry_t e = {addr, units, freed_us, 0};
+    if (stage(l, &e) != 0) return -1;
     uint64_t before = l->staged_bytes;
-    l->staged_bytes += units * DM_GRAIN;
+    l->staged_bytes += eager_bytes(&e);
     return before < FREE_LOG_EAGER_BYTES && l->staged_bytes >= FREE_LOG_EAGER_BYTES;
 }
 
@@ -164,10 +172,9 @@ static void restage(free_log_t *l, free_log_entry_t *out, size_t n_out, size_t c
     l->n = n_out;
     l->staged_bytes = 0;
     for (size_t i = 0; i < n_out; i++)
-        if (!(out[i].units & FREE_LOG_CLAIM)) l->staged_bytes += out[i].units * DM_GRAIN;
+        l->staged_bytes += eager_bytes(&out[i]);
     for (size_t i = 0; i < n_later; i++)
-        if (stage(l, &later[i]) == 0 && !(later[i].units & FREE_LOG_CLAIM))
-            l->staged_bytes += later[i].units * DM_GRAIN;
+        if (stage(l, &later[i]) == 0) l->staged_bytes += eager_bytes(&later[i]);
     l->spare = later;
     l->spare_cap = cap_later;
 }
