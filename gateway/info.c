@@ -329,6 +329,9 @@ static void sec_dmkv(gw_buf_t *b)
         running += __atomic_load_n(&gw_server.threads[t].commands_running, __ATOMIC_RELAXED);
     gw_buf_printf(b, "commands_in_progress:%llu\r\n",
                   (unsigned long long)(running ? running - 1 : 0));
+    /* Coroutines parked past GW_STALL_MS, each logged once (server/watchdog.h). */
+    gw_buf_printf(b, "stalled_coroutines:%llu\r\n",
+                  (unsigned long long)GW_STAT_GET(stalled_coroutines));
     for (int i = 0; i < gw_server.cfg->nmemnodes; i++) {
         uint64_t msgs, verbs;
         dm_conn_node_stats((unsigned)i, &msgs, &verbs);

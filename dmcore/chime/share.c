@@ -294,7 +294,7 @@ static void wait_split(dm_ctx_t *ctx, const dm_chime_lock_t *m)
         memset(&w, 0, sizeof(w));
         w.next = m->grp->waiters;
         m->grp->waiters = &w;
-        dm_worker_park(ctx->w, &w.wk);
+        dm_worker_park(ctx->w, &w.wk, "a shared hold's split (chime)");
     }
 }
 

@@ -47,6 +47,13 @@ struct dm_coro {
     uint64_t wait_res;                       /* dm_coro_wait_turn_or: waits for res too */
     struct dm_coro *wait_next, *wait_prev;   /* waiters in its bucket, oldest first */
     void *stack;                             /* base of the mmap'd stack */
+    const char *name;                        /* dm_coro_set_name, NULL: none */
+    const char *waits_on;                    /* dm_coro_yield_on's label while suspended */
+    uint64_t switches;                       /* times resumed: dm_coro_watch tells a parked one */
+    uint64_t seen_switches;                  /* switches at dm_coro_watch's last look */
+    uint64_t still_since_ms;                 /* ... and when they last changed */
+    int reported;                            /* dm_coro_watch reported this stillness */
+    struct dm_coro *live_next, *live_prev;   /* this thread's live coroutines */
     int done;
     struct dm_coro *next_free;
 #ifdef DM_ASAN
@@ -65,6 +72,7 @@ static __thread dm_coro_t *current;
 static __thread dm_coro_t *pool;
 static __thread size_t pool_n;
 static __thread size_t live;
+static __thread dm_coro_t *live_head; /* dm_coro_watch walks them */
 /* Lock holders (dm_coro_early_hold) and waiters for a resource (dm_coro_wait_turn_or), in
  * lists per bucket of the resource: a release looks for the lock's other holders and a signal
  * for its waiters, and one list per thread made each a walk of every command in flight (256
@@ -231,6 +239,11 @@ static int switch_into(dm_coro_t *co)
     finish_switch(co, 0);
     if (co->done) {
         live--;
+        if (co->live_prev)
+            co->live_prev->live_next = co->live_next;
+        else
+            live_head = co->live_next;
+        if (co->live_next) co->live_next->live_prev = co->live_prev;
         coro_release(co);
         return 1;
     }
@@ -249,6 +262,14 @@ dm_coro_t *dm_coro_spawn(dm_coro_fn fn, void *arg)
     co->local = NULL;
     co->turn = NULL;
     co->done = 0;
+    co->name = co->waits_on = NULL;
+    co->switches = 0;
+    co->seen_switches = UINT64_MAX; /* the first look starts its clock */
+    co->reported = 0;
+    co->live_prev = NULL;
+    co->live_next = live_head;
+    if (live_head) live_head->live_prev = co;
+    live_head = co;
 #ifdef DM_TSAN
     /* A finished coroutine never returned from its frames: a fresh fiber for each use. */
     if (co->tsan_fiber) __tsan_destroy_fiber(co->tsan_fiber);
@@ -274,10 +295,47 @@ void dm_coro_yield(void)
     finish_switch(co, 1);
 }
 
+void dm_coro_yield_on(const char *what)
+{
+    dm_coro_t *co = current;
+    if (!co) abort();
+    co->waits_on = what;
+    dm_coro_yield();
+    co->waits_on = NULL;
+}
+
 void dm_coro_resume(dm_coro_t *co)
 {
     if (current || co->done) abort();
+    co->switches++;
     switch_into(co);
+}
+
+void dm_coro_set_name(const char *name)
+{
+    if (current) current->name = name;
+}
+
+size_t dm_coro_watch(uint64_t now_ms, uint64_t still_ms, int once, dm_coro_still_t *out, size_t max)
+{
+    size_t n = 0;
+    for (dm_coro_t *co = live_head; co; co = co->live_next) {
+        if (co == current) continue;
+        if (co->switches != co->seen_switches) {
+            co->seen_switches = co->switches;
+            co->still_since_ms = now_ms;
+            co->reported = 0;
+        }
+        uint64_t still = now_ms - co->still_since_ms;
+        if (still < still_ms || (once && co->reported)) continue;
+        co->reported = 1;
+        if (n < max)
+            out[n] = (dm_coro_still_t){.name = co->name ? co->name : "(unnamed)",
+                                       .waits_on = co->waits_on ? co->waits_on : "(unlabelled)",
+                                       .still_ms = still};
+        n++;
+    }
+    return n;
 }
 
 dm_coro_t *dm_coro_self(void)

@@ -90,7 +90,7 @@ int dm_keyq_enter(dm_worker_t *w, dm_keyq_entry_t *e)
     else
         k->head = e;
     k->tail = e;
-    dm_worker_park(w, &e->wake);
+    dm_worker_park(w, &e->wake, "an earlier command on its key (key queue)");
     return !e->absorbed;
 }
 

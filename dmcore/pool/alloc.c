@@ -541,7 +541,7 @@ static int busy(dm_alloc_t *a)
     if (a->busy) {
         refill_wait_t rw = {.next = a->waiters};
         a->waiters = &rw;
-        dm_worker_park(a->w, &rw.wk);
+        dm_worker_park(a->w, &rw.wk, "another coroutine's region switch (allocator)");
         return 0;
     }
     a->busy = 1;

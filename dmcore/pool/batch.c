@@ -369,7 +369,7 @@ static void batch_wait(dm_worker_t *w, batch_wait_t *bw)
     if (!bw->pending) return;
     if (bw->co) {
         bw->yielded = 1;
-        dm_coro_yield();
+        dm_coro_yield_on("a batch's replies from a memory node");
     } else {
         while (bw->pending)
             uv_run(w->loop, UV_RUN_ONCE);

@@ -72,13 +72,13 @@ void dm_worker_wake_now(dm_worker_t *w, dm_wake_t *wk)
         dm_worker_wake(w, wk);
 }
 
-void dm_worker_park(dm_worker_t *w, dm_wake_t *wk)
+void dm_worker_park(dm_worker_t *w, dm_wake_t *wk, const char *what)
 {
     wk->co = dm_coro_self();
     wk->woken = 0;
     wk->next = NULL;
     if (wk->co)
-        dm_coro_yield();
+        dm_coro_yield_on(what);
     else
         while (!wk->woken)
             uv_run(w->loop, UV_RUN_ONCE);
@@ -94,7 +94,7 @@ void dm_ctx_yield(dm_ctx_t *ctx)
 {
     dm_wake_t wk;
     dm_worker_wake(ctx->w, &wk);
-    dm_worker_park(ctx->w, &wk);
+    dm_worker_park(ctx->w, &wk, "its next loop turn");
 }
 
 dm_worker_t *dm_worker_create(uv_loop_t *loop, const char *const *uris, unsigned n, char *err,
@@ -187,7 +187,7 @@ void dm_ctx_sleep(dm_ctx_t *ctx, uint32_t us)
     p->timer.data = p;
     uv_timer_start(&p->timer, pause_fire, (us + 999) / 1000, 0);
     if (p->co)
-        dm_coro_yield();
+        dm_coro_yield_on("a timer (sleep)");
     else
         while (!fired)
             uv_run(ctx->w->loop, UV_RUN_ONCE);

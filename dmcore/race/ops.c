@@ -329,7 +329,7 @@ static void slow_enter(dm_ctx_t *ctx)
         else
             r->slow_head = &wk;
         r->slow_tail = &wk;
-        dm_worker_park(ctx->w, &wk);
+        dm_worker_park(ctx->w, &wk, "the slow-read turn of large values (race)");
     }
     r->slow_held = 1;
 }

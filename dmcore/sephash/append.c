@@ -149,7 +149,7 @@ static void place_commit(dm_verb_t *v, void *arg)
         if (!busy(c, t) || waits++ == SH_PLACE_WAITS) break;
         sh_place_waiter_t me = {.next = p->h->place_waiters};
         p->h->place_waiters = &me;
-        dm_worker_park(p->ctx->w, &me.wk);
+        dm_worker_park(p->ctx->w, &me.wk, "another append's outcome (sephash)");
         c = sh_cache(p->h, p->loc); /* reset meanwhile if the slot moved on */
         trust = c && dm_now_us() - p->look_us < DM_OP_TIMEOUT_US;
     }

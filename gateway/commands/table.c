@@ -10,6 +10,7 @@
 #include "commands/cmdstats.h"
 #include "commands/latency.h"
 #include "commands/slowlog.h"
+#include "dmkv/coro.h"
 #include "dmkv/clock.h"
 #include "dmkv/errors.h"
 #include "resp/reply.h"
@@ -297,6 +298,7 @@ void gw_command_run(gw_conn_t *c, const gw_command_t *gc, gw_cmd_t *cmd)
     size_t before = gw_conn_out(c)->len;
     int sub = gw_command_sub(gc, cmd);
     __atomic_store_n(&c->last_cmd, gc->name, __ATOMIC_RELAXED);
+    dm_coro_set_name(gc->name);
     __atomic_store_n(&c->last_sub, gw_command_sub_name(gc, sub), __ATOMIC_RELAXED);
     __atomic_store_n(&c->running_bytes, cmd->wire, __ATOMIC_RELAXED);
     uint64_t t0 = dm_now_us();

@@ -60,6 +60,7 @@
 #include "server/server.h"
 #include "resp/reply.h"
 #include "server/stats.h"
+#include "dmkv/coro.h"
 #include "dmkv/env.h"
 #include "dmkv/errors.h"
 #include "dmkv/log.h"
@@ -453,7 +454,7 @@ static int turn_wait(void *arg, const dm_chain_pos_t *on)
         }
         dm_wake_t wk = {0};
         s->turn_waiter = &wk;
-        dm_worker_park(s->c->th->w, &wk);
+        dm_worker_park(s->c->th->w, &wk, "its turn: earlier commands of its connection");
     }
     s->early_since_us = 0;
     return rc;
@@ -511,7 +512,7 @@ static void wait_slots(gw_conn_t *c, int below)
     while (c->sinflight >= below && c->sinflight > 0) {
         dm_wake_t wk = {0};
         c->drain_waiter = &wk;
-        dm_worker_park(c->th->w, &wk);
+        dm_worker_park(c->th->w, &wk, "fewer commands in flight on its connection");
     }
 }
 
@@ -583,6 +584,7 @@ static int slot_window(const gw_conn_t *c, const gw_cmd_t *cmd, int kind)
  * reads and of plain SETs concurrently (see the header comment). */
 static void conn_coro(void *arg)
 {
+    dm_coro_set_name("a connection's command loop");
     gw_conn_t *c = arg;
     c->coro_started = true;
     while (!c->closing && !c->close_after_reply && (c->qhead || c->sinflight)) {
@@ -620,6 +622,7 @@ static void conn_coro(void *arg)
         uint64_t t0 = dm_now_us();
         if (c->out.len == 0) c->out_gen = cmd->rgen;
         if (!gw_command_exec(c, cmd)) gw_cmd_free(cmd);
+        dm_coro_set_name("a connection's command loop");
         c->held_gen = 0;
         c->out_replies++;
         if (c->closing) break;
@@ -627,7 +630,7 @@ static void conn_coro(void *arg)
             gw_conn_flush(c);
             while (!c->closing && c->out_inflight > GW_OUT_HIGH) {
                 c->write_waiter = dm_coro_self();
-                dm_coro_yield();
+                dm_coro_yield_on("its client to read replies (output buffer)");
                 c->write_waiter = NULL;
             }
         } else if (c->out.len && dm_now_us() - t0 >= 50 && replies_due(c)) {

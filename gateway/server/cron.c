@@ -24,6 +24,7 @@
 #include "server/expiry_track.h"
 #include "server/monitor.h"
 #include "server/stats.h"
+#include "server/watchdog.h"
 
 /* The clock board (one thread per process) on a coroutine of its own: peers take a
  * gateway whose word stands still for 10 s for dead, so its tick must not wait for the
@@ -31,6 +32,7 @@
  * each, expiries, a sweep, on a slow network). */
 static void clock_step(void *arg)
 {
+    dm_coro_set_name("cron: clock board tick");
     gw_thread_t *th = arg;
     dm_ctx_t ctx;
     dm_ctx_init(&ctx, th->w, DM_CLS_ADMIN);
@@ -40,6 +42,7 @@ static void clock_step(void *arg)
 
 static void expire_step(void *arg)
 {
+    dm_coro_set_name("cron: expiry sweep");
     gw_thread_t *th = arg;
     if (!th->stopping) { /* free blocks this worker left unused go back to the pool */
         dm_ctx_t rctx;
@@ -107,6 +110,7 @@ static void on_tick(uv_timer_t *t)
     gw_evict_tick(th);
     gw_obuf_tick(th);
     gw_monitor_deliver(th); /* lines held back while a monitor ran a command */
+    gw_watchdog_tick(th);
     if (th->w) {
         dm_ctx_t ctx;
         dm_ctx_init(&ctx, th->w, DM_CLS_ADMIN);
@@ -129,6 +133,7 @@ static void log_tick_soon(void *arg)
 
 static void log_step(void *arg)
 {
+    dm_coro_set_name("cron: free-log tick");
     gw_thread_t *th = arg;
     dm_ctx_t ctx;
     dm_ctx_init(&ctx, th->w, DM_CLS_ADMIN);

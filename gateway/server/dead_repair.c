@@ -36,6 +36,7 @@ static int adopting; /* thread 0 only */
  * this process's workers carve them before taking new chunks. */
 static void adopt_main(void *arg)
 {
+    dm_coro_set_name("repair: adopt a dead gateway's leftovers");
     gw_thread_t *th = arg;
     dm_ctx_t c, *ctx = &c;
     dm_ctx_init(ctx, th->w, DM_CLS_ADMIN);
@@ -72,6 +73,7 @@ static void adopt_main(void *arg)
 
 static void repair_main(void *arg)
 {
+    dm_coro_set_name("repair: key count and separators");
     gw_thread_t *th = arg;
     do {
         again = 0;

@@ -15,6 +15,7 @@
 #include "net/listener.h"
 #include "server/cron.h"
 #include "server/monitor.h"
+#include "server/watchdog.h"
 #include "dmkv/log.h"
 
 #define DRAIN_POLL_MS 10
@@ -39,6 +40,7 @@ static void close_leftover(uv_handle_t *h, void *arg)
  * not repair after it). */
 static void leave_pool(void *arg)
 {
+    dm_coro_set_name("stop: hand over free blocks");
     gw_thread_t *th = arg;
     dm_ctx_t ctx;
     dm_ctx_init(&ctx, th->w, DM_CLS_ADMIN);
@@ -68,9 +70,11 @@ static void on_drain(uv_timer_t *t)
     }
     if (live > 0) {
         uint64_t waited = dm_now_us() / 1000 - th->stop_started_ms;
-        if (waited >= DRAIN_WARN_MS && waited < DRAIN_WARN_MS + DRAIN_POLL_MS)
+        int warn = waited >= DRAIN_WARN_MS && waited < DRAIN_WARN_MS + DRAIN_POLL_MS;
+        if (warn)
             dm_log(DM_LOG_WARNING, "Thread %d: still waiting for %zu command(s) to finish",
                    th->index, live);
+        gw_watchdog_drain(th, warn); /* names each of them */
         return;
     }
     uv_timer_stop(t);

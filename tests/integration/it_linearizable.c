@@ -491,6 +491,7 @@ static void wait_quiescent(void)
             if (r && r->type == REDIS_REPLY_STRING) fprintf(stderr, "%s\n", r->str);
             if (r) freeReplyObject(r);
             if (c) redisFree(c);
+            it_proc_dump_log(&gw[i]); /* the watchdog names each stalled command there */
         }
         CHECKF(busy == 0, "gateway %d still runs %lld commands 2 minutes after the run", i, busy);
     }

@@ -258,6 +258,41 @@ static void test_early_many(void)
         CHECK(!dm_coro_early_taken(many_lock(i)));
 }
 
+/* A coroutine parks twice under a name and a label, then ends. */
+static void parked(void *arg)
+{
+    dm_coro_set_name(arg);
+    dm_coro_yield_on("a test's resume");
+    dm_coro_yield_on("a second resume");
+}
+
+/* dm_coro_watch: who is reported (parked past the bound since a look saw it resumed), with
+ * what name and label, once per stillness with once = 1. */
+static void test_watch(void)
+{
+    dm_coro_still_t s[4];
+    dm_coro_t *a = dm_coro_spawn(parked, "task a");
+    dm_coro_t *b = dm_coro_spawn(parked, "task b");
+    CHECK(a && b);
+    CHECK(dm_coro_watch(1000, 100, 1, s, 4) == 0); /* the first look starts the clocks */
+    dm_coro_resume(b);                             /* b moves: its clock starts again */
+    CHECK(dm_coro_watch(1050, 100, 1, s, 4) == 0);
+    size_t n = dm_coro_watch(1120, 100, 1, s, 4);
+    CHECK(n == 1 && strcmp(s[0].name, "task a") == 0);
+    CHECK(strcmp(s[0].waits_on, "a test's resume") == 0 && s[0].still_ms == 120);
+    CHECK(dm_coro_watch(1140, 100, 1, s, 4) == 0); /* a reported once, b parked 90 ms */
+    n = dm_coro_watch(1160, 100, 0, s, 1);         /* every time without once */
+    CHECK(n == 2 && strcmp(s[0].waits_on, "a second resume") == 0); /* b first (newest) */
+    dm_coro_resume(a);
+    CHECK(dm_coro_watch(1300, 100, 1, s, 4) == 0); /* a moved, b was reported */
+    n = dm_coro_watch(1400, 100, 1, s, 4);
+    CHECK(n == 1 && strcmp(s[0].name, "task a") == 0 &&
+          strcmp(s[0].waits_on, "a second resume") == 0);
+    dm_coro_resume(a);
+    dm_coro_resume(b);
+    CHECK(dm_coro_live() == 0 && dm_coro_watch(5000, 0, 0, s, 4) == 0);
+}
+
 int main(void)
 {
     RUN(test_interleave);
@@ -265,6 +300,7 @@ int main(void)
     RUN(test_early_locks);
     RUN(test_early_ages);
     RUN(test_early_many);
+    RUN(test_watch);
     fprintf(stderr, "test_coro: all passed\n");
     return 0;
 }

@@ -21,6 +21,10 @@ dm_coro_t *dm_coro_spawn(dm_coro_fn fn, void *arg);
  * Must be called on a coroutine. */
 void dm_coro_yield(void);
 
+/* dm_coro_yield, with what it waits for (a static string, e.g. "a batch's replies") for
+ * dm_coro_watch to report while it is suspended. */
+void dm_coro_yield_on(const char *what);
+
 /* Switch into a suspended coroutine; returns when it yields again or finishes.
  * Must not be called from inside a coroutine (resumes happen from the event loop). */
 void dm_coro_resume(dm_coro_t *co);
@@ -117,5 +121,26 @@ void dm_coro_early_stats(uint64_t *holds, uint64_t *wounds);
 
 /* Number of live coroutines on this thread (suspended + running). */
 size_t dm_coro_live(void);
+
+/* Name the running coroutine (a static string: a command's name, a background task's) for
+ * dm_coro_watch. */
+void dm_coro_set_name(const char *name);
+
+/* A watchdog's view of a suspended coroutine (dm_coro_watch). */
+typedef struct dm_coro_still {
+    const char *name;     /* dm_coro_set_name's, or "(unnamed)" */
+    const char *waits_on; /* dm_coro_yield_on's label, or "(unlabelled)" */
+    uint64_t still_ms;    /* suspended without a resume for this long, milliseconds */
+} dm_coro_still_t;
+
+/* Look at this thread's suspended coroutines (call from its loop, not from a coroutine):
+ * fills out[0..max) with those not resumed for still_ms or more since an earlier call saw
+ * them resumed (a coroutine's first look starts its clock at now_ms, a monotonic time in
+ * milliseconds), and returns how many there are (may exceed max). With once, a coroutine
+ * is reported once per stillness. Commands are bounded (DM_OP_TIMEOUT_US per operation, 10 s
+ * for a memory node's reply): one parked for tens of seconds waits for a wake-up that will
+ * not come, and its name and label say where (docs/testing-concurrency.md). */
+size_t dm_coro_watch(uint64_t now_ms, uint64_t still_ms, int once, dm_coro_still_t *out,
+                     size_t max);
 
 #endif

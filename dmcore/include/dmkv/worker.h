@@ -88,8 +88,8 @@ typedef struct dm_wake {
 } dm_wake_t;
 
 /* Park the current operation on wk until dm_worker_wake(w, wk) (yields on a coroutine,
- * runs the loop otherwise). */
-void dm_worker_park(dm_worker_t *w, dm_wake_t *wk);
+ * runs the loop otherwise). what: what it waits for, a static string (dm_coro_yield_on). */
+void dm_worker_park(dm_worker_t *w, dm_wake_t *wk, const char *what);
 /* Make wk's operation runnable; it resumes from the loop, never inside the caller. */
 void dm_worker_wake(dm_worker_t *w, dm_wake_t *wk);
 /* dm_worker_wake, but when called from an operation the waker resumed, wk resumes in the
