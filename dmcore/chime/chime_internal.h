@@ -328,6 +328,8 @@ int ch_propagate(dm_ctx_t *ctx, unsigned level, dm_gaddr_t left, const uint8_t *
 
 /* Fence of a leaf (cached record read). *has = 0 for +inf. */
 int ch_fence_get(dm_ctx_t *ctx, dm_gaddr_t rec, uint8_t **key, uint32_t *len);
+/* The fence key at rec if this worker's cache holds it (no round trip): 1, or 0. */
+int ch_fence_cached(const dm_chime_t *c, dm_gaddr_t rec, const uint8_t **key, uint32_t *len);
 
 /* Hotspot buffer (hotspot.c, §4.3). */
 void ch_hot_touch(dm_chime_t *c, dm_gaddr_t leaf, unsigned idx, uint16_t fp);

@@ -325,6 +325,15 @@ int ch_fence_get(dm_ctx_t *ctx, dm_gaddr_t rec, uint8_t **key, uint32_t *len)
     return 0;
 }
 
+int ch_fence_cached(const dm_chime_t *c, dm_gaddr_t rec, const uint8_t **key, uint32_t *len)
+{
+    const ch_fence_cache_t *f = &c->fence[(rec >> 6) % CH_FENCE_SLOTS];
+    if (f->addr != rec || !f->key) return 0;
+    *key = f->key;
+    *len = f->len;
+    return 1;
+}
+
 /* ---- up-propagation ---- */
 
 static uint64_t inner_lock_addr(dm_gaddr_t a)

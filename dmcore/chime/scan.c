@@ -111,16 +111,28 @@ static int read_leaves(dm_ctx_t *ctx, const dm_gaddr_t *a, unsigned k, uint8_t *
     return dm_batch_exec(ctx, &b);
 }
 
-/* After a leaf whose high fence is f, can any key with prefix still follow? */
-static int prefix_may_follow(dm_ctx_t *ctx, dm_gaddr_t fence, const void *prefix, size_t plen,
-                             int *rc)
+/* Is key past every key with prefix (greater than all of them)? A key greater than prefix
+ * that does not start with it differs from it at some byte, upwards. */
+static int past_prefix(const uint8_t *key, uint32_t len, const void *prefix, size_t plen)
 {
-    uint8_t *fk;
+    if (len >= plen && memcmp(key, prefix, plen) == 0) return 0;
+    return ch_key_cmp(key, len, prefix, plen) > 0;
+}
+
+/* After a leaf whose keys (sorted) are keys[from, to) and whose high fence is fence: 0 when
+ * no key with prefix can follow in a later leaf, 1 when one may (or it cannot be told
+ * without a round trip: the walk then reads the next leaf, which tells). Later leaves hold
+ * keys at or above the fence, which is above every key of this leaf: a key of it past the
+ * prefix, or a cached fence past it, ends the prefix's run. Reading the fence key instead
+ * cost a round trip per leaf of a MATCH page (docs/throughput.md "SCAN with MATCH"). */
+static int prefix_may_follow(const dm_chime_t *c, const dm_chime_key_t *keys, size_t from,
+                             size_t to, dm_gaddr_t fence, const void *prefix, size_t plen)
+{
+    if (to > from && past_prefix(keys[to - 1].data, keys[to - 1].len, prefix, plen)) return 0;
+    const uint8_t *fk;
     uint32_t fl;
-    *rc = ch_fence_get(ctx, fence, &fk, &fl);
-    if (*rc) return 1;
-    if (fl >= plen && memcmp(fk, prefix, plen) == 0) return 1;
-    return ch_key_cmp(fk, fl, prefix, plen) < 0;
+    if (ch_fence_cached(c, fence, &fk, &fl) && past_prefix(fk, fl, prefix, plen)) return 0;
+    return 1;
 }
 
 /* Does a leaf whose high fence is f end before prefix (every key it can hold < prefix)? */
@@ -206,7 +218,12 @@ int dm_chime_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *pref
                 poslen = (*keys)[*n - 1].len;
                 known_pos = 1;
             }
-            if (seeking && fence && p.from_cache && ends_before(ctx, fence, prefix, plen, &rc)) {
+            /* A leaf with a key at or above prefix does not end before it: the fence is
+             * read (1 RTT) only for a leaf of smaller keys alone. */
+            int below = seeking &&
+                        (*n == before ||
+                         ch_key_cmp((*keys)[*n - 1].data, (*keys)[*n - 1].len, prefix, plen) < 0);
+            if (below && fence && p.from_cache && ends_before(ctx, fence, prefix, plen, &rc)) {
                 /* A stale cached parent sent the seek too far left (leaves it does not
                  * know split off to the right): drop it and descend again, fresh. */
                 pos = prefix; /* the keys it pointed into go now */
@@ -220,7 +237,8 @@ int dm_chime_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *pref
                 break;
             }
             seeking = 0;
-            if (plen && fence && !prefix_may_follow(ctx, fence, prefix, plen, &rc)) sib = 0;
+            if (plen && fence && !prefix_may_follow(c, *keys, before, *n, fence, prefix, plen))
+                sib = 0;
             leaf = sib;
             if (!leaf || got >= count) break;
         }
