@@ -993,10 +993,41 @@ static int trim_reserve(dm_ctx_t *ctx, dm_alloc_t *a)
     return rc;
 }
 
+/* The free log laps within a quarantine: move it to a larger block, with every listed block
+ * a repairer would take as its first entries (free_log_grow). */
+static void grow_log(dm_ctx_t *ctx, dm_alloc_t *a)
+{
+    size_t n = 0, cap = 1024;
+    free_log_entry_t *keep = malloc(cap * sizeof(*keep));
+    for (int c = 0; c < NCLASSES && keep; c++)
+        for (freed_t *f = a->head[c]; f && keep; f = f->next) {
+            if (f->freed_us < a->log.horizon && !f->need_claim) continue;
+            if (n == cap) {
+                free_log_entry_t *k = realloc(keep, 2 * cap * sizeof(*keep));
+                if (!k) free(keep);
+                keep = k;
+                cap *= 2;
+                if (!keep) break;
+            }
+            keep[n++] = (free_log_entry_t){f->addr, f->units, f->freed_us, 0};
+        }
+    if (!keep) return; /* no memory: the ring stays, and laps */
+    a->log.busy = 1;   /* no tick meanwhile (another coroutine's) */
+    int rc = free_log_grow(ctx, &a->log, a->entry, keep, n);
+    a->log.busy = 0;
+    if (rc && rc != DM_EINVAL)
+        dm_log(DM_LOG_WARNING,
+               "allocator: the free log could not grow (%s): a death now loses "
+               "what its ring no longer holds",
+               dm_strerror(rc));
+    free(keep);
+}
+
 int dm_alloc_log_tick(dm_ctx_t *ctx)
 {
     dm_alloc_t *a = ctx->w->alloc;
     if (!a || a->entry < 0) return 0;
+    if (free_log_wants_room(&a->log)) grow_log(ctx, a);
     uint64_t lo = 1, hi = 0;
     int was_off = a->log.state == FREE_LOG_OFF;
     int rc = free_log_tick(ctx, &a->log, a->entry, &lo, &hi);
@@ -1028,13 +1059,16 @@ int dm_alloc_log_due(const dm_worker_t *w)
 static void close_log(dm_ctx_t *ctx, dm_alloc_t *a)
 {
     int was_on = a->log.state == FREE_LOG_ON;
-    dm_gaddr_t blk = a->log.blk;
+    dm_gaddr_t blk = a->log.blk, old = a->log.old_blk;
+    uint64_t bytes = a->log.blk_bytes, old_bytes = a->log.old_bytes;
     uint64_t lo = 1, hi = 0;
     int rc = free_log_close(ctx, &a->log, a->entry, &lo, &hi);
-    if (rc)
+    if (rc) {
         drop_logged(a, lo, hi);
-    else if (was_on && blk) /* nobody reads it any more */
-        alloc_put_log_block(ctx, blk, FREE_LOG_BYTES);
+    } else if (was_on && blk) { /* nobody reads them any more (the horizon is closed) */
+        alloc_put_log_block(ctx, blk, bytes);
+        if (old) dm_alloc_free(a, old, old_bytes);
+    }
 }
 
 /* Everything this worker holds free: its free lists (emptied), the reserved rest of its

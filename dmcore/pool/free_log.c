@@ -17,23 +17,23 @@
 /* With nothing to write, the horizon is raised this often (FREE_LOG_AHEAD_US covers it). */
 #define RAISE_IDLE_US 100000u
 
-static uint64_t open_logs; /* this process's, atomics (INFO) */
+static uint64_t open_bytes; /* this process's open log blocks, atomics (INFO) */
 
 uint64_t free_log_open_bytes(void)
 {
-    return __atomic_load_n(&open_logs, __ATOMIC_RELAXED) * FREE_LOG_BYTES;
+    return __atomic_load_n(&open_bytes, __ATOMIC_RELAXED);
 }
 
 static void set_on(free_log_t *l)
 {
     l->state = FREE_LOG_ON;
-    __atomic_fetch_add(&open_logs, 1, __ATOMIC_RELAXED);
+    __atomic_fetch_add(&open_bytes, l->blk_bytes, __ATOMIC_RELAXED);
 }
 
 /* The log stops for good: fenced by a repairer, closed at a stop, or its worker gone. */
 void free_log_release(free_log_t *l)
 {
-    if (l->state == FREE_LOG_ON) __atomic_fetch_sub(&open_logs, 1, __ATOMIC_RELAXED);
+    if (l->state == FREE_LOG_ON) __atomic_fetch_sub(&open_bytes, l->blk_bytes, __ATOMIC_RELAXED);
     l->state = FREE_LOG_FENCED;
     l->horizon = UINT64_MAX;
     free(l->staged);
@@ -60,7 +60,7 @@ static int stage(free_log_t *l, const free_log_entry_t *e)
     if (l->state != FREE_LOG_ON) return -1;
     /* More than a log holds in one tick: not logged, so lost only if we die with it
      * listed (a claim not staged is not made: the block is not used). */
-    if (l->n >= FREE_LOG_CAP) return -1;
+    if (l->n >= l->ring) return -1;
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 256;
         free_log_entry_t *s = realloc(l->staged, cap * sizeof(*s));
@@ -118,6 +118,8 @@ static int open_log(dm_ctx_t *ctx, free_log_t *l, int idx)
         dm_gaddr_t blk;
         if ((rc = alloc_take_log_block(ctx, FREE_LOG_BYTES, &blk)) != 0) return rc;
         uint64_t hdr[4] = {FREE_LOG_MAGIC, FREE_LOG_CAP, 0, FREE_LOG_CLAIMS_MAGIC};
+        l->blk_bytes = FREE_LOG_BYTES;
+        l->ring = FREE_LOG_CAP;
         dm_batch_t b;
         dm_batch_init(&b);
         dm_batch_write(&b, blk, hdr, sizeof(hdr));
@@ -148,14 +150,15 @@ static int open_log(dm_ctx_t *ctx, free_log_t *l, int idx)
     return 0;
 }
 
-/* Add the ring writes of entries[0..n) from position pos to b (one or two verbs). */
-static void add_ring_writes(dm_batch_t *b, dm_gaddr_t blk, free_log_entry_t *e, size_t n,
-                            uint64_t pos)
+/* Add the ring writes of entries[0..n) from position pos to b (one or two verbs), in a ring
+ * of cap entries. */
+static void add_ring_writes(dm_batch_t *b, dm_gaddr_t blk, uint64_t cap, free_log_entry_t *e,
+                            size_t n, uint64_t pos)
 {
     for (size_t i = 0; i < n; i++)
         e[i].check = entry_check(&e[i], pos + i);
-    uint64_t slot = pos % FREE_LOG_CAP;
-    size_t first = n < FREE_LOG_CAP - slot ? n : (size_t)(FREE_LOG_CAP - slot);
+    uint64_t slot = pos % cap;
+    size_t first = n < cap - slot ? n : (size_t)(cap - slot);
     dm_batch_write(b, blk + FREE_LOG_HDR + slot * sizeof(*e), e, (uint32_t)(first * sizeof(*e)));
     if (first < n)
         dm_batch_write(b, blk + FREE_LOG_HDR, e + first, (uint32_t)((n - first) * sizeof(*e)));
@@ -222,7 +225,7 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
      * one batch may run in any order, on different nodes at least). */
     int rc = 0;
     if (n) {
-        add_ring_writes(&b, l->blk, out, n, l->count);
+        add_ring_writes(&b, l->blk, l->ring, out, n, l->count);
         dm_batch_write(&b, l->blk + 16, &count, 8); /* after the entries it covers */
         if (claims) {
             rc = dm_batch_exec(ctx, &b);
@@ -248,7 +251,8 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
         *drop_lo = old;
         *drop_hi = l->flushed_us;
         free_log_release(l);
-        l->blk = 0; /* the repairer frees it */
+        l->blk = 0;     /* the repairer frees it */
+        l->old_blk = 0; /* or this one: which, we cannot tell (it is left taken) */
         return 1;
     }
     l->done = id;
@@ -256,6 +260,77 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
     l->horizon = want;
     l->unsure = 0;
     l->raised_us = dm_now_us();
+    if (l->raised_us - l->mark_us >= DM_GRACE_US / 2) {
+        l->prev_count = l->mark_count;
+        l->mark_count = count;
+        l->mark_us = l->raised_us;
+    }
+    /* Two raises after a growth: a repairer that read the record (horizon and log word)
+     * before the switch has lost its CAS; the old block is nobody's but ours. */
+    if (l->old_blk && want > old && ++l->old_raises >= 2) {
+        dm_alloc_free(ctx->w->alloc, l->old_blk, l->old_bytes);
+        l->old_blk = 0;
+    }
+    return 0;
+}
+
+int free_log_wants_room(const free_log_t *l)
+{
+    return l->state == FREE_LOG_ON && !l->busy && !l->old_blk &&
+           l->blk_bytes < FREE_LOG_MAX_BYTES && l->count + l->n - l->prev_count > l->ring / 2 &&
+           dm_now_us() >= l->grow_after_us;
+}
+
+int free_log_grow(dm_ctx_t *ctx, free_log_t *l, int idx, free_log_entry_t *keep, size_t n)
+{
+    uint64_t bytes = 4 * l->blk_bytes, cap = FREE_LOG_CAP_OF(bytes);
+    dm_gaddr_t lword = tails_log_addr(idx), blk;
+    if (n > cap / 2 || !lword) return DM_EINVAL; /* not worth it: the ring would lap again */
+    l->grow_after_us = dm_now_us() + 1000000u;
+    int rc = alloc_take_log_block(ctx, bytes, &blk);
+    if (rc) return rc;
+    uint64_t hdr[4] = {FREE_LOG_MAGIC, cap, n, FREE_LOG_CLAIMS_MAGIC};
+    for (size_t i = 0; i < n; i++)
+        keep[i].check = entry_check(&keep[i], i);
+    dm_batch_t b;
+    /* The entries first, then the header that counts them, a MiB per batch. */
+    for (size_t i = 0; i < n && !rc; i += FREE_LOG_CAP) {
+        size_t k = n - i < FREE_LOG_CAP ? n - i : FREE_LOG_CAP;
+        dm_batch_init(&b);
+        dm_batch_write(&b, blk + FREE_LOG_HDR + i * sizeof(*keep), keep + i,
+                       (uint32_t)(k * sizeof(*keep)));
+        rc = dm_batch_exec(ctx, &b);
+    }
+    if (!rc) {
+        dm_batch_init(&b);
+        dm_batch_write(&b, blk, hdr, sizeof(hdr));
+        rc = dm_batch_exec(ctx, &b);
+    }
+    /* The CAS a round trip after the header (rare: no ordering of a WRITE and a later
+     * atomic on the wire is assumed), so a repairer that reads the new word finds it. */
+    dm_verb_t *v = NULL;
+    if (!rc) {
+        dm_batch_init(&b);
+        v = dm_batch_cas(&b, lword, l->blk, blk);
+        rc = dm_batch_exec(ctx, &b);
+    }
+    if (rc || v->result != l->blk) { /* the CAS's fate unknown, or lost: blk stays taken */
+        if (!rc) alloc_put_log_block(ctx, blk, bytes);
+        return rc ? rc : DM_ERETRY;
+    }
+    __atomic_fetch_add(&open_bytes, bytes - l->blk_bytes, __ATOMIC_RELAXED);
+    l->old_blk = l->blk;
+    l->old_bytes = l->blk_bytes;
+    l->old_raises = 0;
+    l->blk = blk;
+    l->blk_bytes = bytes;
+    l->ring = cap;
+    l->count = n;
+    l->mark_count = l->prev_count = n; /* the old ring's laps do not count for this one */
+    dm_log(DM_LOG_NOTICE,
+           "allocator: free log moved to a block of %llu MiB (%zu blocks listed; a repairer "
+           "needs the last %u ms of frees and the ring held less)",
+           (unsigned long long)(bytes >> 20), n, (unsigned)(DM_GRACE_US / 1000));
     return 0;
 }
 
@@ -316,12 +391,19 @@ int free_log_take(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t horizon, uint64_t *byt
     dm_batch_read(&b, blk, hdr, sizeof(hdr));
     int rc = dm_batch_exec(ctx, &b);
     if (rc) return rc;
-    if (hdr[0] != FREE_LOG_MAGIC || hdr[1] != FREE_LOG_CAP) return DM_ECORRUPT;
+    uint64_t lbytes = FREE_LOG_BYTES; /* a grown log's: FREE_LOG_BYTES times a power of 4 */
+    while (lbytes < FREE_LOG_MAX_BYTES && FREE_LOG_CAP_OF(lbytes) != hdr[1])
+        lbytes *= 4;
+    uint64_t cap = FREE_LOG_CAP_OF(lbytes);
+    if (hdr[0] != FREE_LOG_MAGIC || hdr[1] != cap) return DM_ECORRUPT;
+    unsigned node = dm_gaddr_node(blk);
+    if (node >= ctx->w->n_nodes || dm_gaddr_off(blk) + lbytes > ctx->w->conns[node]->region_size)
+        return DM_ECORRUPT;
     int claims = hdr[3] == FREE_LOG_CLAIMS_MAGIC;
-    uint64_t count = hdr[2], first = count > FREE_LOG_CAP ? count - FREE_LOG_CAP : 0;
+    uint64_t count = hdr[2], first = count > cap ? count - cap : 0;
     free_log_entry_t *v = malloc((size_t)(count - first) * sizeof(*v) + 1);
     size_t setcap = 1; /* a power of two, at least twice the entries */
-    while (setcap < 2u * FREE_LOG_CAP)
+    while (setcap < 2u * (count - first) + 2)
         setcap <<= 1;
     addr_set_t seen = {calloc(setcap, sizeof(uint64_t)), setcap - 1};
     if (!v || !seen.v) {
@@ -331,9 +413,9 @@ int free_log_take(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t horizon, uint64_t *byt
     }
     for (uint64_t pos = first; pos < count && !rc;) {
         /* A run of positions that does not wrap around the ring's end. */
-        uint64_t slot = pos % FREE_LOG_CAP, n = count - pos;
+        uint64_t slot = pos % cap, n = count - pos;
         if (n > TAKE_READ) n = TAKE_READ;
-        if (n > FREE_LOG_CAP - slot) n = FREE_LOG_CAP - slot;
+        if (n > cap - slot) n = cap - slot;
         dm_batch_init(&b);
         dm_batch_read(&b, blk + FREE_LOG_HDR + slot * sizeof(*v), v + (pos - first),
                       (uint32_t)(n * sizeof(*v)));
@@ -354,6 +436,6 @@ int free_log_take(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t horizon, uint64_t *byt
     }
     free(v);
     free(seen.v);
-    if (!rc) dm_alloc_free(ctx->w->alloc, blk, FREE_LOG_BYTES);
+    if (!rc) dm_alloc_free(ctx->w->alloc, blk, lbytes);
     return rc;
 }

@@ -24,6 +24,14 @@
 #define FREE_LOG_BYTES (1u << 20) /* a log block, header included */
 #define FREE_LOG_HDR 64u          /* magic, capacity, entries written */
 #define FREE_LOG_CAP ((FREE_LOG_BYTES - FREE_LOG_HDR) / 32u)
+/* A worker that writes more than half its ring in a quarantine (DM_GRACE_US) moves to a log
+ * four times as large (free_log_grow), up to this many bytes: a repairer needs the entries
+ * of the last DM_GRACE_US, and a ring that laps sooner loses them (a 1 MiB ring held a
+ * quarter of a second of 130k frees a second: docs/leases.md "A ring that laps"). 32 MiB
+ * hold 1.7 s of 600k frees a second. */
+#define FREE_LOG_MAX_BYTES (32u << 20)
+/* Entries of a log block of `bytes` bytes (FREE_LOG_BYTES times a power of 4). */
+#define FREE_LOG_CAP_OF(bytes) (((bytes)-FREE_LOG_HDR) / 32u)
 #define FREE_LOG_MAGIC 0x474c454552464b44ull /* "DKFREELG" */
 /* How far ahead of the quarantine the horizon is raised: an idle worker raises it every
  * 100 ms, a busy one every tick (20 ms), so a few ticks may be late before a reuse waits.
@@ -52,16 +60,23 @@ typedef struct free_log_entry {
 } free_log_entry_t;
 
 typedef struct free_log {
-    dm_gaddr_t blk;      /* the log block, 0 before it exists */
-    uint64_t count;      /* entries written in all (the next one's ring position) */
-    uint64_t horizon;    /* reuse only blocks freed before this; UINT64_MAX when not logging */
-    uint64_t flushed_us; /* the newest free time handed to a write, done or not */
-    int state;           /* FREE_LOG_OFF, _ON, _FENCED */
-    int busy;            /* a tick is on the wire (ticks of one worker do not overlap) */
-    uint64_t started;    /* ticks that took staged entries out (the last one's number) */
-    uint64_t done;       /* the number of the last tick whose writes and CAS succeeded */
-    uint64_t raised_us;  /* when the horizon was last raised */
-    uint64_t unsure;     /* the horizon a raise whose outcome is unknown asked for, 0 none */
+    dm_gaddr_t blk;           /* the log block, 0 before it exists */
+    uint64_t blk_bytes, ring; /* its size and entries (FREE_LOG_BYTES, FREE_LOG_CAP at first) */
+    dm_gaddr_t old_blk;       /* the block before the last growth, freed after two raises */
+    uint64_t old_bytes;
+    unsigned old_raises;                      /* horizon raises since the growth */
+    uint64_t mark_us, mark_count, prev_count; /* count at the last two marks, DM_GRACE_US / 2
+                                                 apart: the entries of the last quarantine */
+    uint64_t grow_after_us; /* no growth before (a growth failed: the pool is full) */
+    uint64_t count;         /* entries written in all (the next one's ring position) */
+    uint64_t horizon;       /* reuse only blocks freed before this; UINT64_MAX when not logging */
+    uint64_t flushed_us;    /* the newest free time handed to a write, done or not */
+    int state;              /* FREE_LOG_OFF, _ON, _FENCED */
+    int busy;               /* a tick is on the wire (ticks of one worker do not overlap) */
+    uint64_t started;       /* ticks that took staged entries out (the last one's number) */
+    uint64_t done;          /* the number of the last tick whose writes and CAS succeeded */
+    uint64_t raised_us;     /* when the horizon was last raised */
+    uint64_t unsure;        /* the horizon a raise whose outcome is unknown asked for, 0 none */
     free_log_entry_t *staged;
     size_t n, cap;
     uint64_t staged_bytes;   /* bytes of the large blocks staged[0..n) name */
@@ -90,6 +105,18 @@ int free_log_stage(free_log_t *l, dm_gaddr_t addr, uint64_t units, uint64_t free
 uint64_t free_log_stage_claim(free_log_t *l, dm_gaddr_t addr, uint64_t units);
 /* Whether the staged bytes call for an early tick (FREE_LOG_EAGER_BYTES) and none runs. */
 int free_log_due(const free_log_t *l);
+
+/* Whether the ring laps within a quarantine at the present rate (more than half of it
+ * written in the last DM_GRACE_US) and may grow (below FREE_LOG_MAX_BYTES). */
+int free_log_wants_room(const free_log_t *l);
+/* Move the log to a block four times as large: write keep[0..n) (every listed block a
+ * repairer would take: freed at or after the horizon, or large and unclaimed) as its first
+ * entries, then CAS the record's free-log word to it. The old block stays untouched until
+ * two horizon raises have followed (a repairer that read the record before the switch
+ * then can no longer win its CAS), and is then freed (free_log_tick). Call with no tick
+ * running (l->busy clear). 1 RTT per MiB of entries plus 3. Returns 0 or DM_E* (nothing
+ * changed; not tried again for a second). */
+int free_log_grow(dm_ctx_t *ctx, free_log_t *l, int idx, free_log_entry_t *keep, size_t n);
 
 /* The free-log tick of worker entry idx: creates the log (once: a 1 MiB block, 3 RTTs), else
  * writes what was staged and raises the horizon, 1 RTT. Returns 0, 1 when a repairer took

@@ -812,6 +812,37 @@ static void test_claims(void)
     two_stop(&t);
 }
 
+/* A worker that frees more blocks within a quarantine than its 1 MiB ring holds (32,766
+ * entries) moves its log to a larger block, listed blocks first: a repairer then takes
+ * every one of them. With the ring alone it got the last 32,766 (docs/leases.md "A ring
+ * that laps"). */
+static void test_log_grows(void)
+{
+    enum { N1 = 20000, N2 = 30000, LEN = 40 };
+    two_t t;
+    two_start(&t);
+    dm_ctx_t *ca = &t.ca, *cb = &t.cb;
+    static dm_gaddr_t set[N1 + N2];
+    CHECK(dm_alloc_log_tick(ca) == 0); /* opens A's log */
+    alloc_blocks(ca, N1 + N2, LEN, set);
+    for (int i = 0; i < N1; i++)
+        dm_alloc_free(t.wa->alloc, set[i], LEN);
+    CHECK(dm_alloc_log_tick(ca) == 0); /* 20,000 written: more than half the ring */
+    CHECK(dm_alloc_log_tick(ca) == 0); /* grows (four times as large), then ticks */
+    for (int i = N1; i < N1 + N2; i++)
+        dm_alloc_free(t.wa->alloc, set[i], LEN);
+    CHECK(dm_alloc_log_tick(ca) == 0);
+    dm_alloc_tail_stats_t got;
+    CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &got) == 0);
+    uint64_t want = (uint64_t)(N1 + N2) * dm_alloc_kv_block_bytes(LEN);
+    CHECKF(got.free_logs_adopted == 1 && got.free_log_bytes_adopted == want,
+           "%llu logs, %llu bytes taken over (want 1, %llu: %d blocks)",
+           (unsigned long long)got.free_logs_adopted,
+           (unsigned long long)got.free_log_bytes_adopted, (unsigned long long)want, N1 + N2);
+    CHECK(dm_alloc_log_tick(ca) == 0); /* finds its log taken: drops them */
+    two_stop(&t);
+}
+
 int main(void)
 {
     RUN(test_push_pop);
@@ -828,6 +859,7 @@ int main(void)
     RUN(test_refill_pops_bounded);
     RUN(test_free_log);
     RUN(test_claims);
+    RUN(test_log_grows);
     RUN(test_log_on_full_pool);
     printf("test_pool_free: passed\n");
     return 0;
