@@ -483,6 +483,8 @@ static void wait_quiescent(void)
             usleep(200000);
         }
         if (busy != 0) { /* what the next look at a hang needs (docs/testing-concurrency.md) */
+            fprintf(stderr, "gateway %d still runs %lld commands; its watchdog said:\n", i, busy);
+            it_proc_grep_log(&gw[i], "stalled");
             redisContext *c = connect_gw(i);
             redisReply *r = c ? redisCommand(c, "INFO everything") : NULL;
             if (r && r->type == REDIS_REPLY_STRING) fprintf(stderr, "gateway %d:\n%s\n", i, r->str);

@@ -202,6 +202,16 @@ void it_proc_dump_log(const it_proc_t *p)
     fclose(f);
 }
 
+void it_proc_grep_log(const it_proc_t *p, const char *needle)
+{
+    FILE *f = fopen(p->log, "r");
+    if (!f) return;
+    char line[1024];
+    while (fgets(line, sizeof(line), f))
+        if (strstr(line, needle)) fprintf(stderr, "%s: %s", p->log, line);
+    fclose(f);
+}
+
 static bool executable(const char *path)
 {
     struct stat st;

@@ -79,6 +79,10 @@ int it_proc_stop(it_proc_t *p);
 /* Print the last lines of p's log to stderr (on failures). */
 void it_proc_dump_log(const it_proc_t *p);
 
+/* Print every line of p's log that contains needle, prefixed by the log's path (to stderr).
+ * Used before long dumps: CI keeps only the head and tail of a failing test's output. */
+void it_proc_grep_log(const it_proc_t *p, const char *needle);
+
 /* Lines of p's log that contain text (aborts when the log cannot be read). */
 int it_log_count(const it_proc_t *p, const char *text);
 
