@@ -997,20 +997,16 @@ static int trim_reserve(dm_ctx_t *ctx, dm_alloc_t *a)
  * a repairer would take as its first entries (free_log_grow). */
 static void grow_log(dm_ctx_t *ctx, dm_alloc_t *a)
 {
-    size_t n = 0, cap = 1024;
-    free_log_entry_t *keep = malloc(cap * sizeof(*keep));
+    size_t n = 0;
+    for (int c = 0; c < NCLASSES; c++)
+        for (freed_t *f = a->head[c]; f; f = f->next)
+            n += f->freed_us >= a->log.horizon || f->need_claim;
+    free_log_entry_t *keep = malloc(n * sizeof(*keep) + 1);
+    size_t k = 0;
     for (int c = 0; c < NCLASSES && keep; c++)
-        for (freed_t *f = a->head[c]; f && keep; f = f->next) {
-            if (f->freed_us < a->log.horizon && !f->need_claim) continue;
-            if (n == cap) {
-                free_log_entry_t *k = realloc(keep, 2 * cap * sizeof(*keep));
-                if (!k) free(keep);
-                keep = k;
-                cap *= 2;
-                if (!keep) break;
-            }
-            keep[n++] = (free_log_entry_t){f->addr, f->units, f->freed_us, 0};
-        }
+        for (freed_t *f = a->head[c]; f; f = f->next)
+            if (f->freed_us >= a->log.horizon || f->need_claim)
+                keep[k++] = (free_log_entry_t){f->addr, f->units, f->freed_us, 0};
     if (!keep) return; /* no memory: the ring stays, and laps */
     a->log.busy = 1;   /* no tick meanwhile (another coroutine's) */
     int rc = free_log_grow(ctx, &a->log, a->entry, keep, n);

@@ -60,7 +60,7 @@ static int stage(free_log_t *l, const free_log_entry_t *e)
     if (l->state != FREE_LOG_ON) return -1;
     /* More than a log holds in one tick: not logged, so lost only if we die with it
      * listed (a claim not staged is not made: the block is not used). */
-    if (l->n >= l->ring) return -1;
+    if (l->n >= FREE_LOG_CAP_OF(l->blk_bytes)) return -1;
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 256;
         free_log_entry_t *s = realloc(l->staged, cap * sizeof(*s));
@@ -119,7 +119,6 @@ static int open_log(dm_ctx_t *ctx, free_log_t *l, int idx)
         if ((rc = alloc_take_log_block(ctx, FREE_LOG_BYTES, &blk)) != 0) return rc;
         uint64_t hdr[4] = {FREE_LOG_MAGIC, FREE_LOG_CAP, 0, FREE_LOG_CLAIMS_MAGIC};
         l->blk_bytes = FREE_LOG_BYTES;
-        l->ring = FREE_LOG_CAP;
         dm_batch_t b;
         dm_batch_init(&b);
         dm_batch_write(&b, blk, hdr, sizeof(hdr));
@@ -225,7 +224,7 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
      * one batch may run in any order, on different nodes at least). */
     int rc = 0;
     if (n) {
-        add_ring_writes(&b, l->blk, l->ring, out, n, l->count);
+        add_ring_writes(&b, l->blk, FREE_LOG_CAP_OF(l->blk_bytes), out, n, l->count);
         dm_batch_write(&b, l->blk + 16, &count, 8); /* after the entries it covers */
         if (claims) {
             rc = dm_batch_exec(ctx, &b);
@@ -277,7 +276,8 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
 int free_log_wants_room(const free_log_t *l)
 {
     return l->state == FREE_LOG_ON && !l->busy && !l->old_blk &&
-           l->blk_bytes < FREE_LOG_MAX_BYTES && l->count + l->n - l->prev_count > l->ring / 2 &&
+           4 * l->blk_bytes <= FREE_LOG_MAX_BYTES &&
+           l->count + l->n - l->prev_count > FREE_LOG_CAP_OF(l->blk_bytes) / 2 &&
            dm_now_us() >= l->grow_after_us;
 }
 
@@ -285,8 +285,8 @@ int free_log_grow(dm_ctx_t *ctx, free_log_t *l, int idx, free_log_entry_t *keep,
 {
     uint64_t bytes = 4 * l->blk_bytes, cap = FREE_LOG_CAP_OF(bytes);
     dm_gaddr_t lword = tails_log_addr(idx), blk;
-    if (n > cap / 2 || !lword) return DM_EINVAL; /* not worth it: the ring would lap again */
     l->grow_after_us = dm_now_us() + 1000000u;
+    if (n > cap / 2 || !lword) return DM_EINVAL; /* not worth it: the ring would lap again */
     int rc = alloc_take_log_block(ctx, bytes, &blk);
     if (rc) return rc;
     uint64_t hdr[4] = {FREE_LOG_MAGIC, cap, n, FREE_LOG_CLAIMS_MAGIC};
@@ -324,7 +324,6 @@ int free_log_grow(dm_ctx_t *ctx, free_log_t *l, int idx, free_log_entry_t *keep,
     l->old_raises = 0;
     l->blk = blk;
     l->blk_bytes = bytes;
-    l->ring = cap;
     l->count = n;
     l->mark_count = l->prev_count = n; /* the old ring's laps do not count for this one */
     dm_log(DM_LOG_NOTICE,

@@ -27,9 +27,9 @@
 /* A worker that writes more than half its ring in a quarantine (DM_GRACE_US) moves to a log
  * four times as large (free_log_grow), up to this many bytes: a repairer needs the entries
  * of the last DM_GRACE_US, and a ring that laps sooner loses them (a 1 MiB ring held a
- * quarter of a second of 130k frees a second: docs/leases.md "A ring that laps"). 32 MiB
- * hold 1.7 s of 600k frees a second. */
-#define FREE_LOG_MAX_BYTES (32u << 20)
+ * quarter of a second of 130k frees a second: docs/leases.md "A ring that laps"). 16 MiB
+ * (two growths) hold 2 s of 260k frees a second. FREE_LOG_BYTES times a power of 4. */
+#define FREE_LOG_MAX_BYTES (16u << 20)
 /* Entries of a log block of `bytes` bytes (FREE_LOG_BYTES times a power of 4). */
 #define FREE_LOG_CAP_OF(bytes) (((bytes)-FREE_LOG_HDR) / 32u)
 #define FREE_LOG_MAGIC 0x474c454552464b44ull /* "DKFREELG" */
@@ -60,9 +60,9 @@ typedef struct free_log_entry {
 } free_log_entry_t;
 
 typedef struct free_log {
-    dm_gaddr_t blk;           /* the log block, 0 before it exists */
-    uint64_t blk_bytes, ring; /* its size and entries (FREE_LOG_BYTES, FREE_LOG_CAP at first) */
-    dm_gaddr_t old_blk;       /* the block before the last growth, freed after two raises */
+    dm_gaddr_t blk;     /* the log block, 0 before it exists */
+    uint64_t blk_bytes; /* its size (FREE_LOG_BYTES at first; FREE_LOG_CAP_OF: entries) */
+    dm_gaddr_t old_blk; /* the block before the last growth, freed after two raises */
     uint64_t old_bytes;
     unsigned old_raises;                      /* horizon raises since the growth */
     uint64_t mark_us, mark_count, prev_count; /* count at the last two marks, DM_GRACE_US / 2
@@ -107,7 +107,7 @@ uint64_t free_log_stage_claim(free_log_t *l, dm_gaddr_t addr, uint64_t units);
 int free_log_due(const free_log_t *l);
 
 /* Whether the ring laps within a quarantine at the present rate (more than half of it
- * written in the last DM_GRACE_US) and may grow (below FREE_LOG_MAX_BYTES). */
+ * written in the last DM_GRACE_US) and may grow (to at most FREE_LOG_MAX_BYTES). */
 int free_log_wants_room(const free_log_t *l);
 /* Move the log to a block four times as large: write keep[0..n) (every listed block a
  * repairer would take: freed at or after the horizon, or large and unclaimed) as its first
