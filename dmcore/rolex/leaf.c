@@ -69,24 +69,34 @@ int rx_read_positions(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t a, uint64_t b
 
 int rx_win_read(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t x, uint64_t extra, rx_win_t *w)
 {
-    rx_window(r, x, &w->a, &w->b);
-    uint64_t last = r->hdr.entries - 1, e = w->b + extra;
-    e = e > last ? last : e;
-    w->e = e - w->a >= DM_BATCH_MAX - 1 ? w->a + DM_BATCH_MAX - 2 : e; /* + the model word */
-    w->model = 0;
-    w->buf = malloc((w->e - w->a + 1) * sizeof(*w->buf)); /* coroutine stacks are small */
-    if (!w->buf) return DM_ENOMEM;
-    int rc = rx_read_positions(ctx, r, w->a, w->e, w->buf, r->pinned ? NULL : &w->model);
-    /* The last position of the window whose low is <= x covers x, by rx_window's bound;
-     * the cached LT tells when the bound failed. */
-    if (!rc) rc = rx_cover(r, x, &w->j);
-    if (rc) free(w->buf);
-    return rc;
+    for (unsigned t = 0; t < RX_LOAD_TRIES; t++) {
+        w->gen = r->model;
+        rx_window(r, x, &w->a, &w->b);
+        uint64_t last = r->hdr.entries - 1, e = w->b + extra;
+        e = e > last ? last : e;
+        w->e = e - w->a >= DM_BATCH_MAX - 1 ? w->a + DM_BATCH_MAX - 2 : e; /* + the model word */
+        w->model = 0;
+        w->buf = malloc((w->e - w->a + 1) * sizeof(*w->buf)); /* coroutine stacks are small */
+        if (!w->buf) return DM_ENOMEM;
+        int rc = rx_read_positions(ctx, r, w->a, w->e, w->buf, r->pinned ? NULL : &w->model);
+        /* Another coroutine of this worker loaded a new model meanwhile: the positions read
+         * are the old one's, its LT freed. */
+        if (!rc && w->gen != r->model) {
+            free(w->buf);
+            continue;
+        }
+        /* The last position of the window whose low is <= x covers x, by rx_window's bound;
+         * the cached LT tells when the bound failed. */
+        if (!rc) rc = rx_cover(r, x, &w->j);
+        if (rc) free(w->buf);
+        return rc;
+    }
+    return DM_ERETRY;
 }
 
 const rx_leaf_t *rx_win_next(const dm_rolex_t *r, const rx_win_t *w, uint64_t *p)
 {
-    if (*p >= w->e || r->lt[*p + 1].head != r->lt[*p].head ||
+    if (w->gen != r->model || *p >= w->e || r->lt[*p + 1].head != r->lt[*p].head ||
         w->buf[*p - w->a].next != rx_leaf_addr(r, r->lt[*p + 1].leaf))
         return NULL;
     ++*p;

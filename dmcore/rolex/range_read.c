@@ -259,6 +259,7 @@ static void sort_page(dm_range_key_t *keys, size_t from, size_t *n)
 typedef struct ahead {
     rx_leaf_t *buf; /* LT positions pos .. pos + n - 1; k leaves of room */
     uint64_t pos;
+    uint64_t gen;     /* r->model whose positions they are (rx_win_t's gen) */
     unsigned n, i, k; /* i: the buffered leaf the walk is at */
 } ahead_t;
 
@@ -266,7 +267,7 @@ typedef struct ahead {
  * else a batch from nl's LT position, else nl alone. 0 or DM_E*. */
 static int ahead_next(dm_ctx_t *ctx, const dm_rolex_t *r, ahead_t *a, uint64_t nl, rx_leaf_t *l)
 {
-    if (a->n && a->i + 1 < a->n && r->lt[a->pos + a->i + 1].leaf == nl) {
+    if (a->n && a->gen == r->model && a->i + 1 < a->n && r->lt[a->pos + a->i + 1].leaf == nl) {
         *l = a->buf[++a->i];
         return 0;
     }
@@ -275,6 +276,7 @@ static int ahead_next(dm_ctx_t *ctx, const dm_rolex_t *r, ahead_t *a, uint64_t n
     if (p < 0) return rx_read_leaf(ctx, rx_leaf_addr(r, nl), l);
     uint64_t e = (uint64_t)p + a->k - 1, last = r->hdr.entries - 1;
     e = e > last ? last : e;
+    a->gen = r->model; /* a model loaded during the read: the next call drops the buffer */
     int rc = rx_read_positions(ctx, r, (uint64_t)p, e, a->buf, NULL);
     if (rc) return rc;
     a->pos = (uint64_t)p, a->n = (unsigned)(e - (uint64_t)p + 1), a->i = 0;
@@ -310,7 +312,7 @@ int rr_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, const void *prefix, si
             return rc;
         }
         leaf = r->lt[w.j].leaf;
-        a.pos = w.j, a.i = 0;
+        a.pos = w.j, a.i = 0, a.gen = w.gen;
         a.n = (unsigned)(w.e - w.j + 1 < a.k ? w.e - w.j + 1 : a.k);
         memcpy(a.buf, &w.buf[w.j - w.a], a.n * sizeof(*a.buf));
         l = a.buf[0];

@@ -357,20 +357,28 @@ int rx_read_leaf(dm_ctx_t *ctx, dm_gaddr_t at, rx_leaf_t *out);
 int rx_read_chains(dm_ctx_t *ctx, const rx_leaf_t *heads, unsigned k, rx_leaf_t **out, unsigned *n);
 
 /* A window: the leaves of LT positions [a, e] read in one batch (ascending, so in chain
- * order in time), j the position covering the image asked for (a <= j <= b <= e). */
+ * order in time), j the position covering the image asked for (a <= j <= b <= e).
+ *
+ * Positions are the cached model's: the coroutines of a worker share its handle, and one of
+ * them may load a new model (rx_notice) while another is parked on a read. Whoever holds
+ * positions across a read compares gen with r->model after it and drops them (reads alone,
+ * or starts again) when the model moved on (CI of 39b1e74: a SCAN read past a new LT). */
 typedef struct rx_win {
     uint64_t a, b, e, j;
     rx_leaf_t *buf; /* malloc'd: position p's leaf is buf[p - a] */
     uint64_t model; /* the root's model word read in the same batch (0: pinned handle) */
+    uint64_t gen;   /* r->model whose positions a, b, e and j are */
 } rx_win_t;
 /* Read the window of image x and `extra` positions after it (at most DM_BATCH_MAX - 1 in
- * all) and, unless r is pinned, the root's model word (step 4 of DESIGN.md's plan): 1 RTT.
- * Returns 0 (free w->buf; pass w->model to rx_notice once done) or DM_E*; DM_ECORRUPT when
- * the model's bound failed. */
+ * all) and, unless r is pinned, the root's model word (step 4 of DESIGN.md's plan): 1 RTT,
+ * another when r's model changed during the read (positions of r's model on return: gen ==
+ * r->model). Returns 0 (free w->buf; pass w->model to rx_notice once done) or DM_E*;
+ * DM_ECORRUPT when the model's bound failed, DM_ERETRY when the model changed at every one of
+ * RX_LOAD_TRIES reads. */
 int rx_win_read(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t x, uint64_t extra, rx_win_t *w);
 /* The leaf after *p's in w, when it is position *p + 1's leaf of the same chain: a walker
  * that has read nothing since the window may take it (its reads stay in chain order in
- * time). Advances *p and returns it, else NULL. */
+ * time). Advances *p and returns it, else NULL (also when r's model is no longer w's). */
 const rx_leaf_t *rx_win_next(const dm_rolex_t *r, const rx_win_t *w, uint64_t *p);
 /* The LT position of leaf number `leaf` in r's model, or -1 when no entry names it (a synonym
  * not promoted yet). O(log n) over r->pos_of. */

@@ -190,15 +190,16 @@ static int walk_all(dm_ctx_t *ctx, const dm_rolex_t *r, const rx_win_t *w, walk_
 }
 
 /* The chains starting in w at positions p0 (the first, from `from`) and at every head after
- * it up to w->e, walked and appended to out. *next: the first head after w->e. */
+ * it up to w->e, walked and appended to out. *next: the first head after w->e. DM_ERETRY when
+ * r's model is no longer w's (another coroutine of the worker loaded one: rx_win_t). */
 static int take_window(dm_ctx_t *ctx, const dm_rolex_t *r, const rx_win_t *w, uint64_t p0,
                        const rx_kview_t *from, size_t max, dm_rolex_key_t *out, size_t *got,
                        uint64_t *next)
 {
     walk_t ks[DM_BATCH_MAX];
     unsigned m = 0;
-    int rc = 0;
-    for (uint64_t p = p0; p <= w->e; p++) {
+    int rc = w->gen == r->model ? 0 : DM_ERETRY;
+    for (uint64_t p = p0; !rc && p <= w->e; p++) {
         if (p != p0 && r->lt[p].leaf != r->lt[p].head) continue;
         walk_t *k = &ks[m++];
         *k = (walk_t){malloc(4 * sizeof(rx_leaf_t)), 1, 4, p, 0, 0, p == p0 ? from : NULL};
@@ -227,18 +228,19 @@ static int take_window(dm_ctx_t *ctx, const dm_rolex_t *r, const rx_win_t *w, ui
         if (e) skeys_free(e, d);
         free(ks[i].v);
     }
+    if (!rc && w->gen != r->model) rc = DM_ERETRY; /* *next would be another model's */
     uint64_t p = w->e + 1;
-    while (p < r->hdr.entries && r->lt[p].leaf != r->lt[p].head)
+    while (!rc && p < r->hdr.entries && r->lt[p].leaf != r->lt[p].head)
         p++;
     *next = p;
     return rc;
 }
 
-int dm_rolex_scan(dm_ctx_t *ctx, dm_rolex_t *r, const void *from, size_t len, size_t max,
-                  dm_rolex_key_t *out, size_t *got)
+/* One try of dm_rolex_scan: DM_ERETRY when another coroutine of the worker loaded a new
+ * model during it (its positions are the old model's); *word: the model word it read. */
+static int scan_once(dm_ctx_t *ctx, dm_rolex_t *r, const void *from, size_t len, size_t max,
+                     dm_rolex_key_t *out, size_t *got, uint64_t *word)
 {
-    *got = 0;
-    if (!max) return 0;
     /* The predicted leaves and the ones after them in the first batch (ROLEX §4.2: it "reads N
      * subsequent data" in the READ phase): about max / 8 leaves (leaves are 1/2 to full). */
     rx_win_t w;
@@ -248,23 +250,36 @@ int dm_rolex_scan(dm_ctx_t *ctx, dm_rolex_t *r, const void *from, size_t len, si
     if (rc) return rc;
     rc = take_window(ctx, r, &w, w.j, len ? &fv : NULL, max, out, got, &next);
     free(w.buf);
-    uint64_t word = w.model; /* noticed once the scan is done: it walks this model's LT */
+    *word = w.model; /* noticed once the scan is done: it walks this model's LT */
     while (!rc && *got < max && next < r->hdr.entries) { /* next is a head */
         uint64_t k = (max - *got) / (DM_ROLEX_SLOTS / 2) + 1, left = r->hdr.entries - next;
         k = k > DM_BATCH_MAX ? DM_BATCH_MAX : k;
         w.a = w.b = w.j = next;
         w.e = next + (k > left ? left : k) - 1;
+        w.gen = r->model;
         w.buf = malloc((w.e - w.a + 1) * sizeof(*w.buf));
         rc = w.buf ? 0 : DM_ENOMEM;
         if (!rc) rc = rx_read_positions(ctx, r, w.a, w.e, w.buf, NULL);
         if (!rc) rc = take_window(ctx, r, &w, next, NULL, max, out, got, &next);
         free(w.buf);
     }
-    rx_notice(ctx, r, word);
     if (rc) { /* nothing half-returned */
         dm_rolex_keys_free(out, *got);
         *got = 0;
     }
+    return rc;
+}
+
+int dm_rolex_scan(dm_ctx_t *ctx, dm_rolex_t *r, const void *from, size_t len, size_t max,
+                  dm_rolex_key_t *out, size_t *got)
+{
+    *got = 0;
+    if (!max) return 0;
+    int rc = DM_ERETRY;
+    uint64_t word = 0;
+    for (unsigned t = 0; rc == DM_ERETRY && t < RX_LOAD_TRIES; t++)
+        rc = scan_once(ctx, r, from, len, max, out, got, &word);
+    rx_notice(ctx, r, word);
     return rc;
 }
 

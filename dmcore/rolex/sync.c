@@ -6,9 +6,12 @@
  *
  * After, not before: the old model answered the operation correctly (every entry of every
  * model keeps I(e) for ever: retrain.c), a load first would throw the window's leaves away and
- * read them again through the new model (one round trip more), a scan walks positions of the
- * cached LT that must not change under it, and an insert or remove has let its chain's lock
- * go by then (the 2 RTTs of the load are not spent holding it). */
+ * read them again through the new model (one round trip more), and an insert or remove has let
+ * its chain's lock go by then (the 2 RTTs of the load are not spent holding it).
+ *
+ * The handle is shared by the coroutines of its worker, so a model may still change while an
+ * operation is parked on a read: whatever holds LT positions across a read checks that the
+ * model is the one they came from (rx_win_t's gen) and drops them otherwise. */
 #include "dmkv/rolex.h"
 
 #include "dmkv/batch.h"

@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "dmkv/coro.h"
 #include "dmkv/errors.h"
 #include "dmkv/kv.h"
 #include "dmkv/rolex.h"
@@ -620,6 +621,156 @@ static void test_room(void)
     CHECK(dm_rolex_set_create_leaves(0) == 0);
 }
 
+/* A worker's coroutines share its handle (rr_of(w)->r): a SET that notices a retrain loads
+ * the new model while a SCAN or another SET of the same worker is parked between two reads of
+ * LT positions of the old one (CI of 39b1e74: ahead_next read past the new LT, a heap overflow
+ * under ASan). Keys are loaded into the index as created (one LT entry), then on each of four
+ * workers a writer sets the fourth quarter while two scanners walk full and prefix iterations
+ * by COUNT 20, a fifth worker retrains back to back, every completion 1-3 ms late: each
+ * worker's first load moves from one LT entry to hundreds under its scanners. Each iteration
+ * holds every key set before it began, and the index ends holding every key. */
+enum { SW_M = 3000, SW_WORKERS = 4, SW_SCANNERS = 2 };
+static char sw_in[SW_M];
+static int sw_writing, sw_done, sw_iterations;
+
+typedef struct sw_coro {
+    dm_worker_t *w;
+    int id;
+} sw_coro_t;
+
+/* Keys "%08d" of i, i % 4 == 3 (writing) or not, i % SW_WORKERS == id, shuffled. */
+static void sw_set(dm_worker_t *w, int id, int writing)
+{
+    char k[32];
+    for (int j = 0; j < SW_M; j++) {
+        int i = (int)((uint64_t)j * 7919 % SW_M);
+        if ((i % 4 == 3) != writing || (id >= 0 && i % SW_WORKERS != id)) continue;
+        snprintf(k, sizeof(k), "%08d", i);
+        dm_ctx_t ctx;
+        dm_ctx_init(&ctx, w, DM_CLS_SET);
+        int rc = dm_kv_set(&ctx, k, strlen(k), "v", 1, 0, 0, NULL);
+        CHECKF(rc == 1, "set %s rc=%d", k, rc);
+        sw_in[i] = 1;
+    }
+}
+
+static void sw_writer(void *arg)
+{
+    sw_coro_t *c = arg;
+    sw_set(c->w, c->id, 1);
+    sw_writing--, sw_done++;
+}
+
+/* One iteration by COUNT 20 of the keys starting with prefix (plen 0: all): every key of
+ * before[] with the prefix is returned. */
+static void sw_iterate(dm_worker_t *w, const char *prefix, size_t plen, const char *before)
+{
+    char *seen = calloc(SW_M, 1); /* coroutine stacks are small */
+    CHECK(seen);
+    uint64_t cursor = 0;
+    do {
+        dm_ctx_t ctx;
+        dm_ctx_init(&ctx, w, DM_CLS_SCAN);
+        dm_keylist_t l = {0};
+        int rc = dm_kv_scan(&ctx, cursor, 20, prefix, plen, &l, &cursor);
+        CHECKF(rc == 0, "scan rc=%d", rc);
+        for (size_t i = 0; i < l.n; i++) {
+            char k[32];
+            CHECK(l.keys[i].len == 8 && !memcmp(l.keys[i].data, prefix, plen));
+            memcpy(k, l.keys[i].data, 8), k[8] = 0;
+            int n = atoi(k);
+            CHECKF(n >= 0 && n < SW_M, "scan returned %s", k);
+            seen[n] = 1;
+        }
+        dm_keylist_free(&l);
+    } while (cursor);
+    char k[32];
+    for (int i = 0; i < SW_M; i++) {
+        snprintf(k, sizeof(k), "%08d", i);
+        CHECKF(!before[i] || memcmp(k, prefix, plen) || seen[i], "an iteration of '%.*s' missed %s",
+               (int)plen, prefix, k);
+    }
+    free(seen);
+}
+
+/* Full iterations and prefix ones (SCAN MATCH, KEYS: a first page from the middle of the
+ * LT) until the writers are done. */
+static void sw_scanner(void *arg)
+{
+    sw_coro_t *c = arg;
+    char *before = malloc(SW_M), prefix[16];
+    CHECK(before);
+    unsigned t = 0;
+    do {
+        memcpy(before, sw_in, SW_M);
+        if (t++ % 8 == 0) {
+            sw_iterate(c->w, "", 0, before);
+        } else {
+            snprintf(prefix, sizeof(prefix), "%06d", (int)((t * 7 + (unsigned)c->id) % 30));
+            sw_iterate(c->w, prefix, 6, before);
+        }
+        sw_iterations++;
+    } while (sw_writing);
+    free(before);
+    sw_done++;
+}
+
+static void sw_retrainer(void *arg)
+{
+    dm_worker_t *w = arg;
+    uint64_t root = 0;
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+    CHECK(dm_read_span(&ctx, dm_gaddr_make(0, DM_SB_OFF(rolex_root)), &root, 8) == 0);
+    dm_ctx_sleep(&ctx, 20000); /* the scanners under way */
+    while (sw_writing) {
+        dm_rolex_retrain_stats_t st;
+        dm_ctx_init(&ctx, w, DM_CLS_ADMIN);
+        int rc = rx_retrain(&ctx, root, 1, &st);
+        CHECKF(rc == 0, "retrain rc=%d", rc);
+    }
+    sw_done++;
+}
+
+static void test_model_swap(void)
+{
+    uv_loop_t loop;
+    dm_worker_t *ws[SW_WORKERS + 1];
+    ws[0] = rolex_worker(&loop, "local:rxswap");
+    for (int i = 1; i <= SW_WORKERS; i++)
+        ws[i] = worker_on(&loop, "local:rxswap");
+    sw_set(ws[0], -1, 0); /* three keys in four, no retrain: one LT entry */
+    CHECK(rr_of(ws[0])->r->hdr.entries == 1);
+    dm_rolex_stats_t s0, s1;
+    dm_rolex_stats(&s0);
+    dm_local_inject(2000, 0, NULL, NULL);
+    sw_writing = SW_WORKERS, sw_done = 0, sw_iterations = 0;
+    static sw_coro_t cs[SW_WORKERS * (1 + SW_SCANNERS)];
+    int n = 0;
+    for (int i = 0; i < SW_WORKERS; i++) {
+        cs[n] = (sw_coro_t){ws[i], i};
+        dm_coro_spawn(sw_writer, &cs[n++]);
+        for (int j = 0; j < SW_SCANNERS; j++) {
+            cs[n] = (sw_coro_t){ws[i], i * SW_SCANNERS + j};
+            dm_coro_spawn(sw_scanner, &cs[n++]);
+        }
+    }
+    dm_coro_spawn(sw_retrainer, ws[SW_WORKERS]);
+    while (sw_done < n + 1)
+        uv_run(&loop, UV_RUN_ONCE);
+    dm_local_inject(0, 0, NULL, NULL);
+    dm_rolex_stats(&s1);
+    fprintf(stderr, "  %d iterations, %llu models loaded by the writers and scanners\n",
+            sw_iterations, (unsigned long long)(s1.model_loads - s0.model_loads));
+    CHECK(s1.model_loads - s0.model_loads >= SW_WORKERS);
+    dm_ctx_t ctx;
+    dm_ctx_init(&ctx, ws[0], DM_CLS_SCAN);
+    scan_all(&ctx, sw_in, SW_M, "%08d", 100);
+    for (int i = 1; i <= SW_WORKERS; i++)
+        dm_worker_destroy(ws[i]);
+    worker_done(ws[0], &loop);
+}
+
 int main(void)
 {
     dm_local_set_size(256ull << 20);
@@ -632,6 +783,7 @@ int main(void)
     RUN(test_asks);
     RUN(test_empty_run);
     RUN(test_shared_image);
+    RUN(test_model_swap);
     fprintf(stderr, "test_rolex_range: all passed\n");
     return 0;
 }
