@@ -8,8 +8,9 @@
  * than the holder's, whatever the wall clocks say: a holder that stops using the lock
  * within hold_ms is never overtaken by a waiter that waits lease_ms > hold_ms.
  *
- * Observations live in a per-thread table (1024 words, direct-mapped by address): a word
- * evicted by a collision is observed again from scratch, which only delays a takeover. */
+ * Observations live in a per-thread hash table that grows: an observation stays while its
+ * word is polled (a waiter's clock is never reset by another word), and one not polled for
+ * 10 s is dropped when the table fills (pool/lease.c). */
 #ifndef DMKV_LEASE_H
 #define DMKV_LEASE_H
 
