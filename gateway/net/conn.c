@@ -48,7 +48,6 @@
 #include "net/conn.h"
 
 #include <arpa/inet.h>
-#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
@@ -77,6 +76,13 @@ typedef struct wreq {
 static void conn_unref(gw_conn_t *c)
 {
     if (--c->refs > 0) return;
+    if (c->closing) { /* off the closed list (gw_conn_close) */
+        if (c->prev)
+            c->prev->next = c->next;
+        else
+            c->th->closed = c->next;
+        if (c->next) c->next->prev = c->prev;
+    }
     while (c->sfree) {
         gw_slot_t *s = c->sfree;
         c->sfree = s->next;
@@ -120,8 +126,12 @@ void gw_conn_close(gw_conn_t *c)
     else
         th->conns = c->next;
     if (c->next) c->next->prev = c->prev;
-    c->prev = c->next = NULL;
+    c->prev = NULL;
     th->nconns--;
+    /* Its running commands still take part in the early-lock sweep (gw_conn_early_sweep). */
+    c->next = th->closed;
+    if (th->closed) th->closed->prev = c;
+    th->closed = c;
     bool counted = !c->uncounted;
     uv_mutex_unlock(&th->lock);
     if (counted) GW_STAT_SUB(connected_clients, 1);
@@ -425,16 +435,24 @@ static void turn_wound(void *arg)
  * (gw_conn_early_sweep), so a wait gives way after 100-200 ms. */
 #define EARLY_HOLD_MS 100
 
-void gw_conn_early_sweep(gw_thread_t *th)
+static void early_sweep_conns(gw_conn_t *conns, uint64_t now)
 {
-    uint64_t now = dm_now_us();
-    for (gw_conn_t *c = th->conns; c; c = c->next)
+    for (gw_conn_t *c = conns; c; c = c->next)
         for (gw_slot_t *s = c->shead; s; s = s->next)
             if (s->turn_waiter && s->early_since_us &&
                 now - s->early_since_us >= (uint64_t)EARLY_HOLD_MS * 1000) {
                 s->early_timeout = true;
                 turn_wound(s);
             }
+}
+
+/* Open connections and closed ones whose commands still run (a client that gave up leaves
+ * them holding early locks that others wait for). */
+void gw_conn_early_sweep(gw_thread_t *th)
+{
+    uint64_t now = dm_now_us();
+    early_sweep_conns(th->conns, now);
+    early_sweep_conns(th->closed, now);
 }
 
 /* dm_turn_hook_t.wait of a SET in a run (dmkv/coro.h). */
@@ -481,6 +499,7 @@ static void slot_coro(void *arg)
 {
     gw_slot_t *s = arg;
     gw_conn_t *c = s->c;
+    s->started = true;
     dm_coro_set_local(s);
     if (c->skind == GW_SLOT_WRITE) {
         /* Chain tags 1-255; two connections of a worker that share one only make each
@@ -531,6 +550,7 @@ static bool start_slot(gw_conn_t *c, gw_cmd_t *cmd, int kind)
     s->cmd = cmd;
     s->rgen = cmd->rgen;
     s->done = false;
+    s->started = false;
     s->turn_waiter = NULL;
     s->chained = false;
     s->next = NULL;
@@ -543,10 +563,10 @@ static bool start_slot(gw_conn_t *c, gw_cmd_t *cmd, int kind)
     c->sinflight++;
     c->skind = kind;
     c->refs++;
-    errno = 0;
     /* Runs until its first round trip; NULL also when it already finished (s then waits
-     * in sfree). */
-    if (!dm_coro_spawn(slot_coro, s) && errno == ENOMEM) {
+     * in sfree). Not errno: a command that finished may have left ENOMEM there, and the slot
+     * would be unlinked and freed twice. */
+    if (!dm_coro_spawn(slot_coro, s) && !s->started) {
         /* No coroutine: it never ran. Unlink it (the tail); cmd then runs as a barrier. */
         if (prev)
             prev->next = NULL;

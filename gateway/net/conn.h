@@ -57,7 +57,7 @@ struct gw_conn {
     int skind;               /* what runs (GW_SLOT_READ / GW_SLOT_WRITE) while sinflight > 0 */
     dm_wake_t *drain_waiter; /* the command loop, waiting for slots to finish */
 
-    gw_conn_t *prev, *next; /* th->conns list (under th->lock) */
+    gw_conn_t *prev, *next; /* th->conns list (under th->lock), th->closed once closed */
     char addr[64];          /* peer "ip:port" */
     char laddr[64];         /* local "ip:port" */
     int fd;
@@ -101,6 +101,7 @@ typedef struct gw_slot {
     gw_cmd_t *cmd;
     gw_buf_t out;
     bool done;
+    bool started;            /* its coroutine ran (start_slot: a NULL spawn is not enough) */
     uint64_t rgen;           /* its command's client read (gw_cmd_t.rgen) */
     dm_wake_t *turn_waiter;  /* a write waiting for its commit turn */
     bool early_timeout;      /* its early lock was held EARLY_HOLD_MS waiting (conn.c) */

@@ -43,7 +43,8 @@ typedef struct gw_thread {
 
     /* Guarded by lock so that CLIENT LIST on another thread can walk it. */
     uv_mutex_t lock;
-    gw_conn_t *conns; /* doubly linked through gw_conn_t.prev/next */
+    gw_conn_t *conns;  /* doubly linked through gw_conn_t.prev/next */
+    gw_conn_t *closed; /* closed, commands still running (this thread only; same links) */
     size_t nconns;
     uint64_t clients_mem;        /* bytes its clients held at the last cron tick (atomic) */
     uint64_t commands_running;   /* its commands begun and not yet returned (INFO dmkv): written
