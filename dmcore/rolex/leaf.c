@@ -50,13 +50,18 @@ int rx_read_positions(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t a, uint64_t b
                       uint64_t *model)
 {
     if (b < a || b - a >= DM_BATCH_MAX - !!model || b >= r->hdr.entries) return DM_EINVAL;
+    /* The leaves of the positions now: a torn leaf's retry reads the same leaves, whatever
+     * model another coroutine of the worker loads meanwhile (its LT may be shorter). */
+    dm_gaddr_t at[DM_BATCH_MAX];
+    for (uint64_t p = a; p <= b; p++)
+        at[p - a] = rx_leaf_addr(r, r->lt[p].leaf);
     for (int t = 0; t < RX_TORN_TRIES; t++) {
         dm_batch_t bt;
         dm_batch_init(&bt);
         if (model) /* 8 bytes more, no round trip more: a new model is noticed (sync.c) */
             dm_batch_read(&bt, r->root + RX_OFF_MODEL, model, 8);
         for (uint64_t p = a; p <= b; p++) /* ascending: chain order in time */
-            dm_batch_read(&bt, rx_leaf_addr(r, r->lt[p].leaf), &out[p - a], RX_LEAF_BYTES);
+            dm_batch_read(&bt, at[p - a], &out[p - a], RX_LEAF_BYTES);
         int rc = dm_batch_exec(ctx, &bt);
         if (rc) return rc;
         int torn = 0;

@@ -346,7 +346,8 @@ int rx_leaf_find(const rx_leaf_t *l, rx_probe_t *p);
 int rx_leaf_above(const rx_leaf_t *l, rx_probe_t *p);
 /* Read leaves numbered [a, b] in one batch (b - a < DM_BATCH_MAX), re-reading torn ones. */
 int rx_read_leaves(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t a, uint64_t b, rx_leaf_t *out);
-/* Read the leaves of LT positions [a, b] in one batch, ascending, re-reading torn ones; with
+/* Read the leaves of LT positions [a, b] of r's model now in one batch, ascending, re-reading
+ * torn ones (the same leaves if the model changes meanwhile); with
  * model non-NULL (then b - a < DM_BATCH_MAX - 1), the root's model word too, in the batch. */
 int rx_read_positions(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t a, uint64_t b, rx_leaf_t *out,
                       uint64_t *model);
