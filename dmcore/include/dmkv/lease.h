@@ -19,11 +19,12 @@
 #include "dmkv/gaddr.h"
 
 /* A fresh lease token, 31 bits, nonzero: this thread's holder id (dm_holder_id,
- * dmkv/transport.h) in bits 21..30, so that a taker knows whose connections to fence
- * (dmkv/fence.h), and 21 random bits: a holder that let go and took the lock again between
- * two reads of a waiter draws the same token 1 time in 2^21 (and must leave the vacancy
- * bits as they were) to look like one long holding. Thread-safe (per-thread generator). */
-#define DM_LEASE_RANDOM_BITS 21
+ * dmkv/transport.h) in bits 15..30, so that a taker knows whose connections to fence
+ * (dmkv/fence.h), and 15 random bits: a holder that let go and took the lock again between
+ * two reads of a waiter draws the same token 1 time in 2^15 (and must leave the vacancy
+ * bits as they were) to look like one long holding, which a waiter takes over only if every
+ * read of a whole lease saw that word. Thread-safe (per-thread generator). */
+#define DM_LEASE_RANDOM_BITS 15
 uint32_t dm_lease_token(void);
 
 /* The holder id in a lock word whose bits 1..31 are a lease token (0 = none). */
