@@ -78,17 +78,20 @@ static void test_polls_after_work(void)
 static void test_no_poll_after_timer(void)
 {
     dm_busy_poll_t bp = run_once(0, 0);
-    /* only the first 200 us after the start, before any timer */
-    CHECKF(bp.polled_us < 2000, "%llu us polled after timers alone",
-           (unsigned long long)bp.polled_us);
+    /* only the first poll after the start, before any timer: one sleep, never woken into a
+     * poll (counts, not microseconds: on a loaded host the first 200 us poll took 3.9 ms of
+     * wall time, 2026-12-04) */
+    CHECKF(bp.sleeps == 1 && bp.hits == 0, "%llu sleeps, %llu hits after timers alone",
+           (unsigned long long)bp.sleeps, (unsigned long long)bp.hits);
 }
 
 static void test_pressure_stops_it(void)
 {
-    /* 5 ms stalled per 1 ms tick, far over 10%: read at 10 ms, it stops polling there */
+    /* 5 ms stalled per 1 ms tick, far over 10%: read at 10 ms, it stops polling there, so
+     * few of the ticks' work is found by a poll (4-6 of 100; 31-90 without pressure) */
     dm_busy_poll_t bp = run_once(1, 1);
-    CHECKF(bp.polled_us < TICKS * 100 / 2, "%llu us polled under pressure",
-           (unsigned long long)bp.polled_us);
+    CHECKF(bp.hits < TICKS / 4, "%llu polls found work under pressure",
+           (unsigned long long)bp.hits);
 }
 
 int main(void)
