@@ -16,6 +16,7 @@
 #include "dmkv/alloc.h"
 #include "dmkv/log.h"
 #include "version.h"
+#include "util/heap.h"
 
 #define SHUTDOWN_TIMEOUT_S 15 /* give up waiting for threads after this */
 
@@ -82,6 +83,7 @@ static void stop_threads(int n)
 int gw_server_run(const gw_config_t *cfg)
 {
     signal(SIGPIPE, SIG_IGN);
+    gw_heap_tune();
     memset(&gw_server, 0, sizeof(gw_server));
     gw_server.cfg = cfg;
     gw_server.start_ms = dm_wall_ms();
