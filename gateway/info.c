@@ -332,6 +332,8 @@ static void sec_dmkv(gw_buf_t *b)
     /* Coroutines parked past GW_STALL_MS, each logged once (server/watchdog.h). */
     gw_buf_printf(b, "stalled_coroutines:%llu\r\n",
                   (unsigned long long)GW_STAT_GET(stalled_coroutines));
+    gw_buf_printf(b, "long_running_commands:%llu\r\n",
+                  (unsigned long long)GW_STAT_GET(long_running_commands));
     for (int i = 0; i < gw_server.cfg->nmemnodes; i++) {
         uint64_t msgs, verbs;
         dm_conn_node_stats((unsigned)i, &msgs, &verbs);

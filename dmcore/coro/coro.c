@@ -53,6 +53,10 @@ struct dm_coro {
     uint64_t seen_switches;                  /* switches at dm_coro_watch's last look */
     uint64_t still_since_ms;                 /* ... and when they last changed */
     int reported;                            /* dm_coro_watch reported this stillness */
+    unsigned bounded;                        /* dm_coro_begin_bounded depth (0: none) */
+    uint64_t bounded_since_ms;               /* ... when the outermost began */
+    uint64_t long_seen_switches;             /* switches at dm_coro_watch_long's last look */
+    int long_reported;                       /* dm_coro_watch_long reported this work */
     struct dm_coro *live_next, *live_prev;   /* this thread's live coroutines */
     int done;
     struct dm_coro *next_free;
@@ -266,6 +270,7 @@ dm_coro_t *dm_coro_spawn(dm_coro_fn fn, void *arg)
     co->switches = 0;
     co->seen_switches = UINT64_MAX; /* the first look starts its clock */
     co->reported = 0;
+    co->bounded = 0;
     co->live_prev = NULL;
     co->live_next = live_head;
     if (live_head) live_head->live_prev = co;
@@ -333,6 +338,40 @@ size_t dm_coro_watch(uint64_t now_ms, uint64_t still_ms, int once, dm_coro_still
             out[n] = (dm_coro_still_t){.name = co->name ? co->name : "(unnamed)",
                                        .waits_on = co->waits_on ? co->waits_on : "(unlabelled)",
                                        .still_ms = still};
+        n++;
+    }
+    return n;
+}
+
+void dm_coro_begin_bounded(uint64_t now_ms)
+{
+    dm_coro_t *co = current;
+    if (!co || co->bounded++) return; /* nested (EXEC's commands): the outermost counts */
+    co->bounded_since_ms = now_ms;
+    co->long_seen_switches = co->switches;
+    co->long_reported = 0;
+}
+
+void dm_coro_end_bounded(void)
+{
+    if (current && current->bounded) current->bounded--;
+}
+
+size_t dm_coro_watch_long(uint64_t now_ms, uint64_t run_ms, dm_coro_long_t *out, size_t max)
+{
+    size_t n = 0;
+    for (dm_coro_t *co = live_head; co; co = co->live_next) {
+        if (co == current || !co->bounded) continue;
+        int resumed = co->switches != co->long_seen_switches;
+        co->long_seen_switches = co->switches;
+        /* Not resumed since the last look: parked, dm_coro_watch's case. */
+        if (!resumed || co->long_reported || now_ms - co->bounded_since_ms < run_ms) continue;
+        co->long_reported = 1;
+        if (n < max)
+            out[n] = (dm_coro_long_t){.name = co->name ? co->name : "(unnamed)",
+                                      .waits_on = co->waits_on ? co->waits_on : "(unlabelled)",
+                                      .running_ms = now_ms - co->bounded_since_ms,
+                                      .resumes = co->switches};
         n++;
     }
     return n;

@@ -303,9 +303,11 @@ void gw_command_run(gw_conn_t *c, const gw_command_t *gc, gw_cmd_t *cmd)
     __atomic_store_n(&c->running_bytes, cmd->wire, __ATOMIC_RELAXED);
     uint64_t t0 = dm_now_us();
     __atomic_store_n(&c->last_ms, t0 / 1000, __ATOMIC_RELAXED);
-    gw_thread_t *th = c->th; /* commands run on their connection's thread: a plain count */
+    dm_coro_begin_bounded(t0 / 1000); /* the watchdog's "running long" (server/watchdog.h) */
+    gw_thread_t *th = c->th;          /* commands run on their connection's thread: a plain count */
     __atomic_store_n(&th->commands_running, th->commands_running + 1, __ATOMIC_RELAXED);
     gc->proc(c, cmd);
+    dm_coro_end_bounded();
     __atomic_store_n(&th->commands_running, th->commands_running - 1, __ATOMIC_RELAXED);
     GW_STAT_ADD(total_commands_processed, 1);
     bool failed =

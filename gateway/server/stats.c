@@ -20,4 +20,5 @@ void gw_stats_reset(void)
     GW_STAT_SET(keyspace_misses, 0);
     GW_STAT_SET(expired_keys, 0);
     GW_STAT_SET(stalled_coroutines, 0);
+    GW_STAT_SET(long_running_commands, 0);
 }

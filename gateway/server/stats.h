@@ -23,6 +23,7 @@ typedef struct gw_stats {
     uint64_t keyspace_misses;           /* ... that did not */
     uint64_t expired_keys;              /* expired keys removed by this gateway's active expiry */
     uint64_t stalled_coroutines;        /* parked past GW_STALL_MS (server/watchdog.h) */
+    uint64_t long_running_commands;     /* resumed yet running past GW_STALL_MS (same) */
     uint64_t next_client_id;            /* CLIENT ID source */
 } gw_stats_t;
 

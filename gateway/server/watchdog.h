@@ -2,7 +2,10 @@
  * replies: 10 s at most; an operation: DM_OP_TIMEOUT_US): each is logged once, with the
  * command or task it runs and what it waits for, and counted (INFO stalled_coroutines). A
  * hang then names itself in the log instead of leaving only a count of commands in
- * progress (docs/testing-concurrency.md "Open"). */
+ * progress (docs/testing-concurrency.md "Open"). Commands that run as long while they are
+ * resumed (a lock polled every millisecond, a retry loop: a livelock) are logged once too,
+ * with the time they ran, how often they were resumed and their wait at the look (INFO
+ * long_running_commands). */
 #ifndef GW_SERVER_WATCHDOG_H
 #define GW_SERVER_WATCHDOG_H
 
@@ -14,7 +17,8 @@
     20000 /* a coroutine parked this long is reported, milliseconds                                \
              (environment DMKV_STALL_MS: tests) */
 
-/* th's cron: report th's coroutines that crossed GW_STALL_MS since the last call. */
+/* th's cron: report th's coroutines and commands that crossed GW_STALL_MS since the last
+ * call. */
 void gw_watchdog_tick(gw_thread_t *th);
 
 /* th's stop: log each of th's live coroutines (a drain that does not end). Every drain poll

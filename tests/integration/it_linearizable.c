@@ -485,6 +485,7 @@ static void wait_quiescent(void)
         if (busy != 0) { /* what the next look at a hang needs (docs/testing-concurrency.md) */
             fprintf(stderr, "gateway %d still runs %lld commands; its watchdog said:\n", i, busy);
             it_proc_grep_log(&gw[i], "stalled");
+            it_proc_grep_log(&gw[i], "running long");
             redisContext *c = connect_gw(i);
             redisReply *r = c ? redisCommand(c, "INFO everything") : NULL;
             if (r && r->type == REDIS_REPLY_STRING) fprintf(stderr, "gateway %d:\n%s\n", i, r->str);

@@ -2,7 +2,9 @@
  * far past any bounded wait is named in the log, with what it waits for, and counted in INFO
  * (stalled_coroutines); a stop that has to wait for a command names it too. The stall is a
  * test fault ('inserted': a new key's SET sleeps after its slot CAS) and the bound is
- * lowered for the test (DMKV_STALL_MS). */
+ * lowered for the test (DMKV_STALL_MS). A command that runs as long while it is resumed
+ * all along (section 3: a SET polling a leaf lock whose holder stalls, until the lease runs
+ * out and it takes the lock over) is named too ("running long"), as a livelock would be. */
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
@@ -59,7 +61,33 @@ int main(void)
     CHECKF(it_log_count(&gw, "not finished at stop: set waits for a timer (sleep)") == 1,
            "the drain did not name the SET it waited for");
     redisFree(a);
+
+    /* 3. Gateway h holds the only leaf's lock and stalls 4.5 s ('locked': after the lock,
+     * before the slot CAS); a SET of another new key through gateway p polls that lock until
+     * the 3 s lease runs out and p takes it over: resumed every millisecond, never parked
+     * 300 ms, so only the running-long report can name it. */
+    setenv("DMKV_FAULT_STALL", "locked:4500:1:1", 1);
+    it_proc_t holder, poller;
+    it_gateway_start(&holder, uris, 1, 1, NULL);
     unsetenv("DMKV_FAULT_STALL");
+    it_gateway_start(&poller, uris, 1, 1, NULL);
+    a = set_async(holder.port, "lease:held");
+    usleep(300 * 1000);
+    b = it_connect(poller.port);
+    EXPECT_STATUS(it_cmd(b, "SET lease:polled v"), "OK");
+    CHECKF(it_info_field(b, "dmkv", "long_running_commands") >= 1,
+           "long_running_commands %lld after a SET polled a held lock for seconds",
+           (long long)it_info_field(b, "dmkv", "long_running_commands"));
+    CHECKF(it_log_count(&poller, "running long (a livelock?): set for") >= 1,
+           "the polling SET was not named in the log");
+    CHECK(it_info_field(b, "dmkv", "stalled_coroutines") == 0); /* it never parked */
+    CHECK(redisGetReply(a, (void **)&r) == REDIS_OK);           /* OK or an error: fenced */
+    freeReplyObject(r);
+    EXPECT_BULKS(it_cmd(b, "GET lease:polled"), "v");
+    redisFree(a);
+    redisFree(b);
+    CHECK(it_proc_stop(&poller) == 0);
+    CHECK(it_proc_stop(&holder) == 0);
     fprintf(stderr, "it_watchdog: OK\n");
     return 0;
 }

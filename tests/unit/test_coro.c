@@ -293,6 +293,52 @@ static void test_watch(void)
     CHECK(dm_coro_live() == 0 && dm_coro_watch(5000, 0, 0, s, 4) == 0);
 }
 
+/* A command that polls: bounded work from t = 1000 ms, yields until told to stop; an EXEC
+ * inside it (nested bounded work) does not restart its clock. */
+static int spin_stop;
+static void spinning(void *arg)
+{
+    dm_coro_set_name(arg);
+    dm_coro_begin_bounded(1000);
+    dm_coro_begin_bounded(1500); /* nested: the outer start counts */
+    while (!spin_stop)
+        dm_coro_yield_on("a lease word to change");
+    dm_coro_end_bounded();
+    dm_coro_end_bounded();
+    dm_coro_yield_on("after its command"); /* no bounded work: never reported */
+}
+
+/* dm_coro_watch_long: a coroutine resumed all along in bounded work past the bound is
+ * reported once, with its running time, resumes and label; a parked one is not (that is
+ * dm_coro_watch's), nor one outside bounded work. */
+static void test_watch_long(void)
+{
+    dm_coro_long_t s[4];
+    dm_coro_still_t st[4];
+    spin_stop = 0;
+    dm_coro_t *spin = dm_coro_spawn(spinning, "get");
+    dm_coro_t *park = dm_coro_spawn(parked, "task p");
+    CHECK(spin && park);
+    dm_coro_resume(spin);
+    CHECK(dm_coro_watch_long(1050, 100, s, 4) == 0); /* too young */
+    dm_coro_resume(spin);
+    size_t n = dm_coro_watch_long(1120, 100, s, 4);
+    CHECK(n == 1 && strcmp(s[0].name, "get") == 0 && s[0].running_ms == 120);
+    CHECK(strcmp(s[0].waits_on, "a lease word to change") == 0 && s[0].resumes == 2);
+    dm_coro_resume(spin);
+    CHECK(dm_coro_watch_long(1300, 100, s, 4) == 0); /* once per piece of work */
+    CHECK(dm_coro_watch(1300, 100, 1, st, 4) == 0);  /* first look: clocks start */
+    CHECK(dm_coro_watch(1450, 100, 1, st, 4) == 2);  /* both parked since 1300 */
+    CHECK(dm_coro_watch_long(1450, 100, s, 4) == 0); /* so spin is dm_coro_watch's now */
+    spin_stop = 1;
+    dm_coro_resume(spin); /* its work ends */
+    dm_coro_resume(spin);
+    CHECK(dm_coro_watch_long(9000, 100, s, 4) == 0);
+    dm_coro_resume(park);
+    dm_coro_resume(park);
+    CHECK(dm_coro_live() == 0);
+}
+
 int main(void)
 {
     RUN(test_interleave);
@@ -301,6 +347,7 @@ int main(void)
     RUN(test_early_ages);
     RUN(test_early_many);
     RUN(test_watch);
+    RUN(test_watch_long);
     fprintf(stderr, "test_coro: all passed\n");
     return 0;
 }

@@ -143,4 +143,26 @@ typedef struct dm_coro_still {
 size_t dm_coro_watch(uint64_t now_ms, uint64_t still_ms, int once, dm_coro_still_t *out,
                      size_t max);
 
+/* Bounded work (a command: every wait in it has a deadline) begins on the running
+ * coroutine at now_ms (monotonic milliseconds), or ends. Nests: an EXEC's commands count
+ * from the EXEC. Outside a coroutine: nothing. */
+void dm_coro_begin_bounded(uint64_t now_ms);
+void dm_coro_end_bounded(void);
+
+/* A watchdog's view of bounded work that runs far too long while it is resumed. */
+typedef struct dm_coro_long {
+    const char *name;     /* dm_coro_set_name's, or "(unnamed)" */
+    const char *waits_on; /* its label at the look (it is suspended then), or "(unlabelled)" */
+    uint64_t running_ms;  /* since its bounded work began, milliseconds */
+    uint64_t resumes;     /* times the coroutine was resumed in all */
+} dm_coro_long_t;
+
+/* Look at this thread's coroutines in bounded work (call from its loop, as dm_coro_watch):
+ * fills out[0..max) with those whose work has run for run_ms or more and that were resumed
+ * since the previous look, each once per piece of work, and returns how many there are (may
+ * exceed max). A command that polls a lock or retries every millisecond without end is
+ * resumed all the time, so dm_coro_watch never counts it still; this names it. Parked ones
+ * (not resumed since the previous look) are dm_coro_watch's. */
+size_t dm_coro_watch_long(uint64_t now_ms, uint64_t run_ms, dm_coro_long_t *out, size_t max);
+
 #endif
