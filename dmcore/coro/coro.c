@@ -55,8 +55,7 @@ struct dm_coro {
     int reported;                            /* dm_coro_watch reported this stillness */
     unsigned bounded;                        /* dm_coro_begin_bounded depth (0: none) */
     uint64_t bounded_since_ms;               /* ... when the outermost began */
-    uint64_t long_seen_switches;             /* switches at dm_coro_watch_long's last look */
-    int long_reported;                       /* dm_coro_watch_long reported this work */
+    int long_reported;                       /* dm_coro_watch reported this work running long */
     struct dm_coro *live_next, *live_prev;   /* this thread's live coroutines */
     int done;
     struct dm_coro *next_free;
@@ -321,34 +320,11 @@ void dm_coro_set_name(const char *name)
     if (current) current->name = name;
 }
 
-size_t dm_coro_watch(uint64_t now_ms, uint64_t still_ms, int once, dm_coro_still_t *out, size_t max)
-{
-    size_t n = 0;
-    for (dm_coro_t *co = live_head; co; co = co->live_next) {
-        if (co == current) continue;
-        if (co->switches != co->seen_switches) {
-            co->seen_switches = co->switches;
-            co->still_since_ms = now_ms;
-            co->reported = 0;
-        }
-        uint64_t still = now_ms - co->still_since_ms;
-        if (still < still_ms || (once && co->reported)) continue;
-        co->reported = 1;
-        if (n < max)
-            out[n] = (dm_coro_still_t){.name = co->name ? co->name : "(unnamed)",
-                                       .waits_on = co->waits_on ? co->waits_on : "(unlabelled)",
-                                       .still_ms = still};
-        n++;
-    }
-    return n;
-}
-
 void dm_coro_begin_bounded(uint64_t now_ms)
 {
     dm_coro_t *co = current;
     if (!co || co->bounded++) return; /* nested (EXEC's commands): the outermost counts */
     co->bounded_since_ms = now_ms;
-    co->long_seen_switches = co->switches;
     co->long_reported = 0;
 }
 
@@ -357,23 +333,36 @@ void dm_coro_end_bounded(void)
     if (current && current->bounded) current->bounded--;
 }
 
-size_t dm_coro_watch_long(uint64_t now_ms, uint64_t run_ms, dm_coro_long_t *out, size_t max)
+size_t dm_coro_watch(uint64_t now_ms, uint64_t still_ms, uint64_t run_ms, int once,
+                     dm_coro_still_t *out, size_t max, size_t *nrunning)
 {
-    size_t n = 0;
+    size_t n = 0, running = 0;
     for (dm_coro_t *co = live_head; co; co = co->live_next) {
-        if (co == current || !co->bounded) continue;
-        int resumed = co->switches != co->long_seen_switches;
-        co->long_seen_switches = co->switches;
-        /* Not resumed since the last look: parked, dm_coro_watch's case. */
-        if (!resumed || co->long_reported || now_ms - co->bounded_since_ms < run_ms) continue;
-        co->long_reported = 1;
-        if (n < max)
-            out[n] = (dm_coro_long_t){.name = co->name ? co->name : "(unnamed)",
-                                      .waits_on = co->waits_on ? co->waits_on : "(unlabelled)",
-                                      .running_ms = now_ms - co->bounded_since_ms,
-                                      .resumes = co->switches};
+        if (co == current) continue;
+        int resumed = co->switches != co->seen_switches;
+        if (resumed) {
+            co->seen_switches = co->switches;
+            co->still_since_ms = now_ms;
+            co->reported = 0;
+        }
+        dm_coro_still_t s = {.name = co->name ? co->name : "(unnamed)",
+                             .waits_on = co->waits_on ? co->waits_on : "(unlabelled)",
+                             .still_ms = now_ms - co->still_since_ms};
+        if (s.still_ms >= still_ms && !(once && co->reported)) {
+            co->reported = 1;
+        } else if (resumed && co->bounded && !co->long_reported &&
+                   now_ms - co->bounded_since_ms >= run_ms) {
+            co->long_reported = 1;
+            s.running_ms = now_ms - co->bounded_since_ms;
+            s.resumes = co->switches;
+            running++;
+        } else {
+            continue;
+        }
+        if (n < max) out[n] = s;
         n++;
     }
+    if (nrunning) *nrunning = running;
     return n;
 }
 

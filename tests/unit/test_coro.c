@@ -274,23 +274,25 @@ static void test_watch(void)
     dm_coro_t *a = dm_coro_spawn(parked, "task a");
     dm_coro_t *b = dm_coro_spawn(parked, "task b");
     CHECK(a && b);
-    CHECK(dm_coro_watch(1000, 100, 1, s, 4) == 0); /* the first look starts the clocks */
-    dm_coro_resume(b);                             /* b moves: its clock starts again */
-    CHECK(dm_coro_watch(1050, 100, 1, s, 4) == 0);
-    size_t n = dm_coro_watch(1120, 100, 1, s, 4);
+    CHECK(dm_coro_watch(1000, 100, UINT64_MAX, 1, s, 4, NULL) ==
+          0);          /* the first look starts the clocks */
+    dm_coro_resume(b); /* b moves: its clock starts again */
+    CHECK(dm_coro_watch(1050, 100, UINT64_MAX, 1, s, 4, NULL) == 0);
+    size_t n = dm_coro_watch(1120, 100, UINT64_MAX, 1, s, 4, NULL);
     CHECK(n == 1 && strcmp(s[0].name, "task a") == 0);
     CHECK(strcmp(s[0].waits_on, "a test's resume") == 0 && s[0].still_ms == 120);
-    CHECK(dm_coro_watch(1140, 100, 1, s, 4) == 0); /* a reported once, b parked 90 ms */
-    n = dm_coro_watch(1160, 100, 0, s, 1);         /* every time without once */
+    CHECK(dm_coro_watch(1140, 100, UINT64_MAX, 1, s, 4, NULL) ==
+          0);                                                /* a reported once, b parked 90 ms */
+    n = dm_coro_watch(1160, 100, UINT64_MAX, 0, s, 1, NULL); /* every time without once */
     CHECK(n == 2 && strcmp(s[0].waits_on, "a second resume") == 0); /* b first (newest) */
     dm_coro_resume(a);
-    CHECK(dm_coro_watch(1300, 100, 1, s, 4) == 0); /* a moved, b was reported */
-    n = dm_coro_watch(1400, 100, 1, s, 4);
+    CHECK(dm_coro_watch(1300, 100, UINT64_MAX, 1, s, 4, NULL) == 0); /* a moved, b was reported */
+    n = dm_coro_watch(1400, 100, UINT64_MAX, 1, s, 4, NULL);
     CHECK(n == 1 && strcmp(s[0].name, "task a") == 0 &&
           strcmp(s[0].waits_on, "a second resume") == 0);
     dm_coro_resume(a);
     dm_coro_resume(b);
-    CHECK(dm_coro_live() == 0 && dm_coro_watch(5000, 0, 0, s, 4) == 0);
+    CHECK(dm_coro_live() == 0 && dm_coro_watch(5000, 0, UINT64_MAX, 0, s, 4, NULL) == 0);
 }
 
 /* A command that polls: bounded work from t = 1000 ms, yields until told to stop; an EXEC
@@ -308,32 +310,33 @@ static void spinning(void *arg)
     dm_coro_yield_on("after its command"); /* no bounded work: never reported */
 }
 
-/* dm_coro_watch_long: a coroutine resumed all along in bounded work past the bound is
- * reported once, with its running time, resumes and label; a parked one is not (that is
- * dm_coro_watch's), nor one outside bounded work. */
+/* dm_coro_watch's second kind: a coroutine resumed since the previous look, in bounded work
+ * past run_ms, is reported once, with its running time, resumes and label; a parked one is
+ * reported as parked instead, and nothing outside bounded work runs long. */
 static void test_watch_long(void)
 {
-    dm_coro_long_t s[4];
-    dm_coro_still_t st[4];
+    dm_coro_still_t s[4];
+    size_t running;
     spin_stop = 0;
     dm_coro_t *spin = dm_coro_spawn(spinning, "get");
     dm_coro_t *park = dm_coro_spawn(parked, "task p");
     CHECK(spin && park);
     dm_coro_resume(spin);
-    CHECK(dm_coro_watch_long(1050, 100, s, 4) == 0); /* too young */
+    CHECK(dm_coro_watch(1050, 1000, 100, 1, s, 4, &running) == 0); /* too young */
     dm_coro_resume(spin);
-    size_t n = dm_coro_watch_long(1120, 100, s, 4);
-    CHECK(n == 1 && strcmp(s[0].name, "get") == 0 && s[0].running_ms == 120);
+    size_t n = dm_coro_watch(1120, 1000, 100, 1, s, 4, &running);
+    CHECK(n == 1 && running == 1 && strcmp(s[0].name, "get") == 0 && s[0].running_ms == 120);
     CHECK(strcmp(s[0].waits_on, "a lease word to change") == 0 && s[0].resumes == 2);
     dm_coro_resume(spin);
-    CHECK(dm_coro_watch_long(1300, 100, s, 4) == 0); /* once per piece of work */
-    CHECK(dm_coro_watch(1300, 100, 1, st, 4) == 0);  /* first look: clocks start */
-    CHECK(dm_coro_watch(1450, 100, 1, st, 4) == 2);  /* both parked since 1300 */
-    CHECK(dm_coro_watch_long(1450, 100, s, 4) == 0); /* so spin is dm_coro_watch's now */
+    CHECK(dm_coro_watch(1300, 1000, 100, 1, s, 4, &running) == 0); /* once per piece of work */
+    n = dm_coro_watch(1300, 100, 100, 1, s, 4, &running);          /* p parked since 1050 */
+    CHECK(n == 1 && running == 0 && strcmp(s[0].name, "task p") == 0 && s[0].still_ms == 250);
+    n = dm_coro_watch(1450, 100, 100, 1, s, 4, &running); /* spin parked since 1300 */
+    CHECK(n == 1 && running == 0 && strcmp(s[0].name, "get") == 0 && s[0].running_ms == 0);
     spin_stop = 1;
     dm_coro_resume(spin); /* its work ends */
     dm_coro_resume(spin);
-    CHECK(dm_coro_watch_long(9000, 100, s, 4) == 0);
+    CHECK(dm_coro_watch(9000, 100000, 100, 1, s, 4, &running) == 0 && running == 0);
     dm_coro_resume(park);
     dm_coro_resume(park);
     CHECK(dm_coro_live() == 0);

@@ -126,43 +126,36 @@ size_t dm_coro_live(void);
  * dm_coro_watch. */
 void dm_coro_set_name(const char *name);
 
-/* A watchdog's view of a suspended coroutine (dm_coro_watch). */
-typedef struct dm_coro_still {
-    const char *name;     /* dm_coro_set_name's, or "(unnamed)" */
-    const char *waits_on; /* dm_coro_yield_on's label, or "(unlabelled)" */
-    uint64_t still_ms;    /* suspended without a resume for this long, milliseconds */
-} dm_coro_still_t;
-
-/* Look at this thread's suspended coroutines (call from its loop, not from a coroutine):
- * fills out[0..max) with those not resumed for still_ms or more since an earlier call saw
- * them resumed (a coroutine's first look starts its clock at now_ms, a monotonic time in
- * milliseconds), and returns how many there are (may exceed max). With once, a coroutine
- * is reported once per stillness. Commands are bounded (DM_OP_TIMEOUT_US per operation, 10 s
- * for a memory node's reply): one parked for tens of seconds waits for a wake-up that will
- * not come, and its name and label say where (docs/testing-concurrency.md). */
-size_t dm_coro_watch(uint64_t now_ms, uint64_t still_ms, int once, dm_coro_still_t *out,
-                     size_t max);
-
 /* Bounded work (a command: every wait in it has a deadline) begins on the running
  * coroutine at now_ms (monotonic milliseconds), or ends. Nests: an EXEC's commands count
  * from the EXEC. Outside a coroutine: nothing. */
 void dm_coro_begin_bounded(uint64_t now_ms);
 void dm_coro_end_bounded(void);
 
-/* A watchdog's view of bounded work that runs far too long while it is resumed. */
-typedef struct dm_coro_long {
+/* A watchdog's view of a coroutine (dm_coro_watch): parked (still_ms > 0 or running_ms ==
+ * 0), or in bounded work that runs long while it is resumed (running_ms > 0). */
+typedef struct dm_coro_still {
     const char *name;     /* dm_coro_set_name's, or "(unnamed)" */
-    const char *waits_on; /* its label at the look (it is suspended then), or "(unlabelled)" */
-    uint64_t running_ms;  /* since its bounded work began, milliseconds */
-    uint64_t resumes;     /* times the coroutine was resumed in all */
-} dm_coro_long_t;
+    const char *waits_on; /* dm_coro_yield_on's label, or "(unlabelled)" */
+    uint64_t still_ms;    /* parked: suspended without a resume for this long, milliseconds */
+    uint64_t running_ms;  /* running long: since its bounded work began, milliseconds */
+    uint64_t resumes;     /* running long: times the coroutine was resumed in all */
+} dm_coro_still_t;
 
-/* Look at this thread's coroutines in bounded work (call from its loop, as dm_coro_watch):
- * fills out[0..max) with those whose work has run for run_ms or more and that were resumed
- * since the previous look, each once per piece of work, and returns how many there are (may
- * exceed max). A command that polls a lock or retries every millisecond without end is
- * resumed all the time, so dm_coro_watch never counts it still; this names it. Parked ones
- * (not resumed since the previous look) are dm_coro_watch's. */
-size_t dm_coro_watch_long(uint64_t now_ms, uint64_t run_ms, dm_coro_long_t *out, size_t max);
+/* Look at this thread's suspended coroutines (call from its loop, not from a coroutine):
+ * fills out[0..max) with
+ * - those not resumed for still_ms or more since an earlier call saw them resumed (a
+ *   coroutine's first look starts its clock at now_ms, a monotonic time in milliseconds);
+ *   with once, each is reported once per stillness. Commands are bounded (DM_OP_TIMEOUT_US
+ *   per operation, 10 s for a memory node's reply): one parked for tens of seconds waits
+ *   for a wake-up that will not come, and its name and label say where
+ *   (docs/testing-concurrency.md);
+ * - those resumed since the previous look whose bounded work has run for run_ms or more,
+ *   once per piece of work (UINT64_MAX: none): a command that polls a lock or retries every
+ *   millisecond without end is never still, and this names it.
+ * Returns how many there are (may exceed max); *nrunning (may be NULL) gets how many of
+ * them run long. */
+size_t dm_coro_watch(uint64_t now_ms, uint64_t still_ms, uint64_t run_ms, int once,
+                     dm_coro_still_t *out, size_t max, size_t *nrunning);
 
 #endif
