@@ -9,16 +9,30 @@
 #include "dmkv/alloc.h"
 #include "dmkv/batch.h"
 #include "dmkv/errors.h"
+#include "dmkv/fault.h"
 #include "dmkv/superblock.h"
 
 #define MS_BITS 48
 #define MS_MASK ((1ull << MS_BITS) - 1)
+/* clock_delay words: the word's wall ms (low 42 bits) | how late it landed, ms (22 bits) */
+#define DELAY_BITS 22
+#define DELAY_MAX ((1ull << DELAY_BITS) - 1)
+#define DELAY_TS_MASK ((1ull << (64 - DELAY_BITS)) - 1)
+#define PENDING 4
+
+/* A change of a peer's word, bounded but for how late it landed (in its next delay word). */
+typedef struct pending {
+    uint64_t word; /* 0 = empty */
+    int64_t lo, hi;
+} pending_t;
 
 typedef struct peer {
     uint64_t word;    /* last word seen in the slot */
     uint64_t seen_us; /* monotonic time the word last changed (our reads) */
     int64_t lo, hi;   /* (our clock - its clock) in (lo, hi], ms; valid when measured */
     int measured;
+    pending_t pending[PENDING]; /* changes waiting for their delay, oldest replaced first */
+    unsigned next_pending;
 } peer_t;
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
@@ -27,6 +41,7 @@ static uint32_t bound_ms = DM_CLOCK_BOUND_MS_DEFAULT;
 static int my_slot = -1;
 static uint16_t my_tag;
 static uint64_t prev_issue_us; /* when the previous board read was posted, 0 = none */
+static uint64_t last_delay;    /* our last word's clock_delay word, 0 = none yet */
 static unsigned dead_cleared;  /* peers' slots this process found dead and cleared */
 static uint64_t dead_records[DM_CLOCK_SLOTS]; /* their allocation records, not yet taken */
 static unsigned ndead_records;
@@ -47,6 +62,37 @@ uint32_t dm_clock_bound_ms(void)
 static dm_gaddr_t slot_addr(int i)
 {
     return dm_gaddr_make(0, DM_SB_OFF(clock_board) + 8u * (unsigned)i);
+}
+
+static dm_gaddr_t delay_addr(int i)
+{
+    return dm_gaddr_make(0, DM_SB_OFF(clock_delay) + 8u * (unsigned)i);
+}
+
+/* The clock_delay word for a word read at taken_us (monotonic) that landed by done_us. */
+static uint64_t delay_word(uint64_t word, uint64_t taken_us, uint64_t done_us)
+{
+    uint64_t ms = (done_us - taken_us + 999) / 1000 + 1; /* + 1: both clocks read in whole ms */
+    if (ms > DELAY_MAX) ms = DELAY_MAX;
+    return (word & MS_MASK & DELAY_TS_MASK) << DELAY_BITS | ms;
+}
+
+/* A peer's delay word: the change it describes, if still pending, becomes a measurement
+ * (mu held). Its lower bound loses the delay: the peer read its clock up to that long
+ * before the word landed inside our window. */
+static void confirm(peer_t *p, uint64_t dw)
+{
+    if (!dw) return;
+    uint64_t ts = dw >> DELAY_BITS;
+    for (int k = 0; k < PENDING; k++) {
+        pending_t *q = &p->pending[k];
+        if (!q->word || (q->word & MS_MASK & DELAY_TS_MASK) != ts) continue;
+        p->lo = q->lo - (int64_t)(dw & DELAY_MAX);
+        p->hi = q->hi;
+        p->measured = 1;
+        memset(p->pending, 0, sizeof(p->pending)); /* older ones are superseded */
+        return;
+    }
 }
 
 static dm_gaddr_t record_addr(int i)
@@ -77,7 +123,7 @@ static uint64_t my_word(uint64_t wall)
 static void judge(uint64_t now_us)
 {
     dm_clock_status_t s = {0};
-    int64_t b = (int64_t)dm_clock_bound_ms(), worst = -1;
+    int64_t b = (int64_t)dm_clock_bound_ms(), worst = INT64_MIN;
     for (int i = 0; i < DM_CLOCK_SLOTS; i++) {
         peer_t *p = &peers[i];
         if (i == my_slot || !p->measured || now_us - p->seen_us > DM_CLOCK_STALE_MS * 1000ull)
@@ -100,20 +146,27 @@ static void judge(uint64_t now_us)
 
 int dm_clock_tick(dm_ctx_t *ctx)
 {
-    uint64_t board[DM_CLOCK_SLOTS], recs[DM_CLOCK_SLOTS];
+    uint64_t board[DM_CLOCK_SLOTS], recs[DM_CLOCK_SLOTS], delays[DM_CLOCK_SLOTS];
     pthread_mutex_lock(&mu);
     while (!my_tag)
         if (getrandom(&my_tag, sizeof(my_tag), 0) != sizeof(my_tag)) my_tag = 1;
     int slot = my_slot;
+    uint64_t prev_delay = last_delay;
     pthread_mutex_unlock(&mu);
 
     dm_batch_t b;
     dm_batch_init(&b);
+    uint64_t taken_us = dm_now_us();
     uint64_t mine = my_word(dm_wall_ms());
-    if (slot >= 0) dm_batch_write(&b, slot_addr(slot), &mine, 8);
+    if (slot >= 0) {
+        dm_batch_write(&b, slot_addr(slot), &mine, 8);
+        if (prev_delay) dm_batch_write(&b, delay_addr(slot), &prev_delay, 8);
+    }
     dm_batch_read(&b, slot_addr(0), board, sizeof(board));
+    dm_batch_read(&b, delay_addr(0), delays, sizeof(delays));
     dm_batch_read(&b, record_addr(0), recs, sizeof(recs)); /* read with the board: a slot's
         record is its dead owner's only while the word is unchanged (the clearing CAS) */
+    dm_fault_point(ctx, DM_FAULT_CLOCK);
     uint64_t issue_us = dm_now_us();
     int rc = dm_batch_exec(ctx, &b);
     if (rc) return rc;
@@ -121,6 +174,7 @@ int dm_clock_tick(dm_ctx_t *ctx)
     int64_t wall = (int64_t)(dm_wall_ms() & MS_MASK);
 
     pthread_mutex_lock(&mu);
+    if (slot >= 0 && slot == my_slot) last_delay = delay_word(mine, taken_us, done_us);
     int64_t window = prev_issue_us ? (int64_t)((done_us - prev_issue_us + 999) / 1000) : -1;
     int claim = -1;
     for (int i = 0; i < DM_CLOCK_SLOTS; i++) {
@@ -132,15 +186,20 @@ int dm_clock_tick(dm_ctx_t *ctx)
         }
         if (w != p->word || !p->seen_us) {
             int changed = p->seen_us && w != p->word;
+            if (w >> MS_BITS != p->word >> MS_BITS) { /* another gateway (or none) */
+                memset(p->pending, 0, sizeof(p->pending));
+                p->measured = 0;
+            }
             p->word = w;
             p->seen_us = done_us;
             if (changed && w && window >= 0) {
+                /* Landed inside our window, but read from the peer's clock before it was
+                 * posted: bounded once the peer says how late it landed. */
                 int64_t d = wall - (int64_t)(w & MS_MASK);
-                p->lo = d - window;
-                p->hi = d;
-                p->measured = 1;
+                p->pending[p->next_pending++ % PENDING] = (pending_t){w, d - window, d};
             }
         }
+        confirm(p, delays[i]);
         int stale = done_us - p->seen_us > 2ull * DM_CLOCK_STALE_MS * 1000;
         if (claim < 0 && (!w || stale)) claim = i;
     }
@@ -176,12 +235,15 @@ int dm_clock_tick(dm_ctx_t *ctx)
     }
     if (claim < 0) return DM_EFULL;
     dm_batch_init(&b);
+    taken_us = dm_now_us();
     mine = my_word(dm_wall_ms());
     dm_verb_t *v = dm_batch_cas(&b, slot_addr(claim), board[claim], mine);
     rc = dm_batch_exec(ctx, &b);
     if (rc) return rc;
     if (v->result != board[claim]) return 0;
+    done_us = dm_now_us();
     pthread_mutex_lock(&mu);
+    last_delay = delay_word(mine, taken_us, done_us);
     if (board[claim])
         note_dead(recs[claim]); /* a dead gateway's slot: its repair is ours */
     else

@@ -11,7 +11,7 @@
 
 static const char *const site_names[DM_FAULT_NSITES] = {
     "locked", "inserted",    "taken_back", "propagate", "posted", "uncounted",
-    "wire",   "commit_miss", "split",      "late",      "cron"};
+    "wire",   "commit_miss", "split",      "late",      "cron",   "clock"};
 
 typedef struct {
     uint32_t ms, one_in;

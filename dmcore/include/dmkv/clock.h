@@ -3,10 +3,12 @@
  * Expiry is wall-clock time written by one gateway and judged by another, so their clocks
  * must agree. Each gateway process publishes its wall clock every tick in one word of the
  * superblock's clock board (tag:16 | wall ms:48) and reads the others' words in the same
- * batch. A peer word that changed since our previous read was written after that read was
- * posted and before this one completed, so, with d = our wall clock at completion minus
- * the peer's published time and w = the time between the two (our monotonic clock):
- *     our clock - peer clock  in  (d - w, d]
+ * batch. A peer word that changed since our previous read landed after that read was
+ * posted and before this one completed. With d = our wall clock at completion minus the
+ * peer's published time, w = the time between the two (our monotonic clock) and u = how
+ * late the peer says the word landed after it read its clock (its clock_delay word,
+ * written with its next word):
+ *     our clock - peer clock  in  (d - w - u, d]
  * No round trip to the peer and no clock of the peer's is trusted beyond its own reading.
  * A gateway whose clock is surely more than the bound (default 500 ms) away from a
  * majority of the live peers is skewed: it refuses commands (gateway/server) until its
@@ -27,8 +29,9 @@
 void dm_clock_set_bound_ms(uint32_t ms);
 uint32_t dm_clock_bound_ms(void);
 
-/* One clock-board step: READ the board ‖ WRITE our word (claimed by CAS on first use:
- * an empty slot or one unchanged for 2 * DM_CLOCK_STALE_MS). 1 RTT on node 0. Call from
+/* One clock-board step: WRITE our word and the delay word of our previous one ‖ READ both
+ * boards (the word claimed by CAS on first use: an empty slot or one unchanged for
+ * 2 * DM_CLOCK_STALE_MS). 1 RTT on node 0. Call from
  * one thread of the process about every 100 ms. Returns 0 or DM_E* (DM_EFULL: no slot). */
 int dm_clock_tick(dm_ctx_t *ctx);
 

@@ -37,6 +37,8 @@ typedef enum {
                              turn's other messages leave (transport/tcp.c, local.c, rdma.c) */
     DM_FAULT_CRON,        /* a gateway thread's cron step (expiry, idle blocks returned) after
                              its start: a slow step (gateway/server/cron.c) */
+    DM_FAULT_CLOCK,       /* a clock-board tick between reading the wall clock and posting its
+                             word: the word lands late, older than it looks (pool/clock.c) */
     DM_FAULT_NSITES
 } dm_fault_site_t;
 

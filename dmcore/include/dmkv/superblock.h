@@ -64,11 +64,15 @@ typedef struct dm_superblock {
                                    of a request word (holder id | nonce << 16, 0 = free),
                                    claimed by CAS, and the node's ack (the request it
                                    carried out: the holder's connections are cut) */
+    uint64_t clock_delay[32];   /* node 0: per clock-board slot, how late that gateway's
+                                   previous word landed: its wall ms:42 | delay ms:22
+                                   (clock.h); zero in pools made before 2026-12-04 */
 } dm_superblock_t;
 
 #define DM_FENCE_BOX 16 /* entries of fence_box */
 _Static_assert(sizeof(dm_superblock_t) <= DM_SB_SIZE, "superblock fits its reserved bytes");
-_Static_assert(offsetof(dm_superblock_t, alloc_board) == 512,
+_Static_assert(offsetof(dm_superblock_t, alloc_board) == 512 &&
+                   offsetof(dm_superblock_t, clock_delay) == 1152,
                "fields after reserved keep their place");
 
 #define DM_SB_OFF(field) offsetof(dm_superblock_t, field)
