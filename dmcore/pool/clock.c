@@ -10,6 +10,7 @@
 #include "dmkv/batch.h"
 #include "dmkv/errors.h"
 #include "dmkv/fault.h"
+#include "dmkv/log.h"
 #include "dmkv/superblock.h"
 
 #define MS_BITS 48
@@ -175,6 +176,15 @@ int dm_clock_tick(dm_ctx_t *ctx)
 
     pthread_mutex_lock(&mu);
     if (slot >= 0 && slot == my_slot) last_delay = delay_word(mine, taken_us, done_us);
+    static uint64_t late_logged_us;
+    if (done_us - taken_us > 1000ull * dm_clock_bound_ms() &&
+        done_us - late_logged_us > 10000000ull) { /* peers see us that much vaguer */
+        late_logged_us = done_us;
+        dm_log(DM_LOG_NOTICE,
+               "clock board: our word landed %llu ms after we read the clock (a long event-loop "
+               "turn, a loaded host or a slow memory node)",
+               (unsigned long long)((done_us - taken_us) / 1000));
+    }
     int64_t window = prev_issue_us ? (int64_t)((done_us - prev_issue_us + 999) / 1000) : -1;
     int claim = -1;
     for (int i = 0; i < DM_CLOCK_SLOTS; i++) {
