@@ -15,10 +15,14 @@
 
 #define MS_BITS 48
 #define MS_MASK ((1ull << MS_BITS) - 1)
-/* clock_delay words: the word's wall ms (low 42 bits) | how late it landed, ms (22 bits) */
+/* clock_delay words: a word's wall ms (low 42 bits) | the most any of our words stamped
+ * in the COVER_MS before it (it included) landed late, ms (22 bits). A span, not one word:
+ * a reader that ticks slower than we do misses words, and needs the delay of one it saw. */
 #define DELAY_BITS 22
 #define DELAY_MAX ((1ull << DELAY_BITS) - 1)
 #define DELAY_TS_MASK ((1ull << (64 - DELAY_BITS)) - 1)
+#define COVER_MS 2000
+#define HIST 32 /* our last words (3.2 s of ticks, more than COVER_MS) */
 #define PENDING 4
 
 /* A change of a peer's word, bounded but for how late it landed (in its next delay word). */
@@ -43,7 +47,11 @@ static int my_slot = -1;
 static uint16_t my_tag;
 static uint64_t prev_issue_us; /* when the previous board read was posted, 0 = none */
 static uint64_t last_delay;    /* our last word's clock_delay word, 0 = none yet */
-static unsigned dead_cleared;  /* peers' slots this process found dead and cleared */
+static struct {
+    uint64_t ts, delay_ms; /* a word of ours: its stamp (42 bits), how late it landed */
+} hist[HIST];
+static unsigned nhist;
+static unsigned dead_cleared;                 /* peers' slots this process found dead and cleared */
 static uint64_t dead_records[DM_CLOCK_SLOTS]; /* their allocation records, not yet taken */
 static unsigned ndead_records;
 static dm_clock_status_t verdict;
@@ -70,30 +78,51 @@ static dm_gaddr_t delay_addr(int i)
     return dm_gaddr_make(0, DM_SB_OFF(clock_delay) + 8u * (unsigned)i);
 }
 
-/* The clock_delay word for a word read at taken_us (monotonic) that landed by done_us. */
-static uint64_t delay_word(uint64_t word, uint64_t taken_us, uint64_t done_us)
+static uint64_t stamp_of(uint64_t word)
 {
-    uint64_t ms = (done_us - taken_us + 999) / 1000 + 1; /* + 1: both clocks read in whole ms */
-    if (ms > DELAY_MAX) ms = DELAY_MAX;
-    return (word & MS_MASK & DELAY_TS_MASK) << DELAY_BITS | ms;
+    return word & MS_MASK & DELAY_TS_MASK;
 }
 
-/* A peer's delay word: the change it describes, if still pending, becomes a measurement
- * (mu held). Its lower bound loses the delay: the peer read its clock up to that long
- * before the word landed inside our window. */
+/* Our word stamped with the wall clock read at taken_us (monotonic) landed by done_us
+ * (done_us 0: a failed post, it may land any time): set the clock_delay word our next tick
+ * writes (mu held). */
+static void note_landed(uint64_t word, uint64_t taken_us, uint64_t done_us)
+{
+    uint64_t ts = stamp_of(word);
+    /* + 1: both clocks are read in whole ms */
+    uint64_t ms = done_us ? (done_us - taken_us + 999) / 1000 + 1 : DELAY_MAX;
+    unsigned at = nhist++ % HIST;
+    hist[at].ts = ts;
+    hist[at].delay_ms = ms;
+    for (unsigned k = 0; k < HIST && k < nhist; k++)
+        if (hist[k].ts <= ts && hist[k].ts + COVER_MS >= ts && hist[k].delay_ms > ms)
+            ms = hist[k].delay_ms;
+    last_delay = ts << DELAY_BITS | (ms > DELAY_MAX ? DELAY_MAX : ms);
+}
+
+/* A peer's delay word: the newest pending change it covers becomes a measurement (mu
+ * held). Its lower bound loses the delay: the peer read its clock up to that long before
+ * the word landed inside our window. Changes it can no longer cover are dropped. */
 static void confirm(peer_t *p, uint64_t dw)
 {
     if (!dw) return;
-    uint64_t ts = dw >> DELAY_BITS;
+    uint64_t last = dw >> DELAY_BITS, best = 0;
+    pending_t *pick = NULL;
     for (int k = 0; k < PENDING; k++) {
         pending_t *q = &p->pending[k];
-        if (!q->word || (q->word & MS_MASK & DELAY_TS_MASK) != ts) continue;
-        p->lo = q->lo - (int64_t)(dw & DELAY_MAX);
-        p->hi = q->hi;
-        p->measured = 1;
-        memset(p->pending, 0, sizeof(p->pending)); /* older ones are superseded */
-        return;
+        uint64_t ts = stamp_of(q->word);
+        if (!q->word || ts > last) continue;
+        if (ts + COVER_MS < last)
+            q->word = 0; /* older than any later delay word covers */
+        else if (!pick || ts > best)
+            pick = q, best = ts;
     }
+    if (!pick) return;
+    p->lo = pick->lo - (int64_t)(dw & DELAY_MAX);
+    p->hi = pick->hi;
+    p->measured = 1;
+    for (int k = 0; k < PENDING; k++) /* it and older ones are done */
+        if (p->pending[k].word && stamp_of(p->pending[k].word) <= best) p->pending[k].word = 0;
 }
 
 static dm_gaddr_t record_addr(int i)
@@ -170,12 +199,17 @@ int dm_clock_tick(dm_ctx_t *ctx)
     dm_fault_point(ctx, DM_FAULT_CLOCK);
     uint64_t issue_us = dm_now_us();
     int rc = dm_batch_exec(ctx, &b);
-    if (rc) return rc;
+    if (rc) {
+        pthread_mutex_lock(&mu);
+        if (slot >= 0 && slot == my_slot) note_landed(mine, taken_us, 0);
+        pthread_mutex_unlock(&mu);
+        return rc;
+    }
     uint64_t done_us = dm_now_us();
     int64_t wall = (int64_t)(dm_wall_ms() & MS_MASK);
 
     pthread_mutex_lock(&mu);
-    if (slot >= 0 && slot == my_slot) last_delay = delay_word(mine, taken_us, done_us);
+    if (slot >= 0 && slot == my_slot) note_landed(mine, taken_us, done_us);
     static uint64_t late_logged_us;
     if (done_us - taken_us > 1000ull * dm_clock_bound_ms() &&
         done_us - late_logged_us > 10000000ull) { /* peers see us that much vaguer */
@@ -253,7 +287,8 @@ int dm_clock_tick(dm_ctx_t *ctx)
     if (v->result != board[claim]) return 0;
     done_us = dm_now_us();
     pthread_mutex_lock(&mu);
-    last_delay = delay_word(mine, taken_us, done_us);
+    nhist = 0; /* a new slot: its words start here */
+    note_landed(mine, taken_us, done_us);
     if (board[claim])
         note_dead(recs[claim]); /* a dead gateway's slot: its repair is ours */
     else

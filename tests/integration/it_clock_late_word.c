@@ -5,8 +5,10 @@
  * when it lands. A CI run saw it: a gateway refused every key command with "clock is off
  * by 1180..1301 ms" from a peer on the same machine. Here gateway B stalls 1.5 s at every
  * tick between reading its clock and posting (fault point `clock`); A, with the same clock,
- * must keep serving and must still measure B within the bound. Without the delay B
- * publishes with its next word, A took itself for 1.4 s ahead and refused. */
+ * must keep serving and must still measure B. Without the delay B publishes with its next
+ * word, A took itself for 1.4 s ahead and refused. B, which reads the board only every
+ * 1.6 s and so misses most of A's words, must measure A too (A's delay word covers its
+ * last 2 s, not one word). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +46,8 @@ int main(void)
         }
     }
     CHECKF(measured, "A never measured B's clock");
+    /* B reads the board every 1.6 s and misses most of A's words: it still measures A. */
+    CHECKF(it_info_field(b, "dmkv", "clock_peers") == 1, "B, a slow reader, never measured A");
     EXPECT_BULKS(it_cmd(b, "GET late:0"), "v");
     redisFree(a);
     redisFree(b);
