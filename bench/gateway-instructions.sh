@@ -4,6 +4,7 @@
 # runs). One dmkv-memnode over tcp and one dmkv-gateway worker under valgrind; KEYS keys
 # are loaded, then counting is switched on for N commands of each workload:
 #   get, set   redis-benchmark -t get|set -P 16 -c 50 -r KEYS over the loaded keys
+#   set1000    redis-benchmark -t set -P 1000 -c 1 -r KEYS: one connection's deep pipeline
 #   insert     dmkv-bench-load of N new keys (4 connections x 64 pipelined)
 # Valgrind runs the gateway ~50x slower: commands then outlast the slow log's 10 ms (its
 # entries are counted here, not in a real run), and `rep stos`/`rep movs` count one
@@ -37,6 +38,7 @@ count() { # WORKLOAD: instructions per op of one fresh gateway
     callgrind_control -i on "$gw" >/dev/null 2>&1
     case $w in
     get | set) redis-benchmark -p "$DMKV_PORT" -t "$w" -P 16 -c 50 -r "$KEYS" -n "$N" -q >/dev/null ;;
+    set1000) redis-benchmark -p "$DMKV_PORT" -t set -P 1000 -c 1 -r "$KEYS" -n "$N" -q >/dev/null ;;
     insert) "$BUILD/bench/dmkv-bench-load" "$DMKV_PORT" "$N" 4 64 100 >/dev/null ;; # "pNNNN:" keys: new
     esac
     callgrind_control -d "$gw" >/dev/null 2>&1

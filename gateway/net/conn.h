@@ -52,7 +52,17 @@ struct gw_conn {
      * ordered commit points): oldest first; their replies are moved to out in this order
      * as the oldest ones finish. */
     struct gw_slot *shead, *stail;
-    struct gw_slot *sfree; /* finished slots, reused */
+    struct gw_slot *sfree;        /* finished slots, reused */
+    uint64_t slot_seq;            /* numbers the slots in pipeline order (gw_slot_t.seq) */
+    struct gw_slot *first_waiter; /* the oldest slot with turn_waiter set, NULL = none */
+    /* turn_granted's memo: every slot from shead to pass_upto (NULL: none) has passed, done
+     * or its commit chained at pass_node / pass_serial under epoch pass_epoch of its chain
+     * (conn.c turn_granted) */
+    struct gw_slot *pass_upto;
+    unsigned pass_node;
+    uint64_t pass_serial;
+    uint16_t pass_epoch;
+    uint8_t pass_tag;
     int sinflight;
     int skind;               /* what runs (GW_SLOT_READ / GW_SLOT_WRITE) while sinflight > 0 */
     dm_wake_t *drain_waiter; /* the command loop, waiting for slots to finish */
@@ -103,6 +113,7 @@ typedef struct gw_slot {
     bool done;
     bool started;            /* its coroutine ran (start_slot: a NULL spawn is not enough) */
     uint64_t rgen;           /* its command's client read (gw_cmd_t.rgen) */
+    uint64_t seq;            /* its place in the pipeline (gw_conn_t.slot_seq) */
     dm_wake_t *turn_waiter;  /* a write waiting for its commit turn */
     bool early_timeout;      /* its early lock was held EARLY_HOLD_MS waiting (conn.c) */
     uint64_t early_since_us; /* monotonic µs it began waiting for its turn holding one */
