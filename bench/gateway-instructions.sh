@@ -10,7 +10,8 @@
 # entries are counted here, not in a real run), and `rep stos`/`rep movs` count one
 # instruction per iteration (large memset/memcpy look dearer than they are).
 # Usage: bench/gateway-instructions.sh [BUILD_DIR] [N] [KEYS] [WORKLOADS]
-# Environment: MEMNODE_PORT (17140), DMKV_PORT (16520). Prints "workload instructions/op".
+# Environment: MEMNODE_PORT (17140), DMKV_PORT (16520); KEEP_CG=PREFIX keeps each
+# workload's callgrind file as PREFIX.WORKLOAD. Prints "workload instructions/op".
 set -euo pipefail
 BUILD=${1:-build}
 N=${2:-50000}
@@ -45,6 +46,7 @@ count() { # WORKLOAD: instructions per op of one fresh gateway
     kill "$gw" "$mn"
     wait "$gw" "$mn" 2>/dev/null || true
     local total
+    [ -n "${KEEP_CG:-}" ] && cp "$out.1" "$KEEP_CG.$w"
     total=$(callgrind_annotate "$out.1" 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }')
     printf '%-8s %8d\n' "$w" $((total / N))
 }
