@@ -51,7 +51,8 @@ static struct {
     uint64_t ts, delay_ms; /* a word of ours: its stamp (42 bits), how late it landed */
 } hist[HIST];
 static unsigned nhist;
-static unsigned dead_cleared;                 /* peers' slots this process found dead and cleared */
+static uint64_t late_logged_us; /* when we last logged a word of ours that landed late */
+static unsigned dead_cleared;   /* peers' slots this process found dead and cleared */
 static uint64_t dead_records[DM_CLOCK_SLOTS]; /* their allocation records, not yet taken */
 static unsigned ndead_records;
 static dm_clock_status_t verdict;
@@ -210,8 +211,7 @@ int dm_clock_tick(dm_ctx_t *ctx)
 
     pthread_mutex_lock(&mu);
     if (slot >= 0 && slot == my_slot) note_landed(mine, taken_us, done_us);
-    static uint64_t late_logged_us;
-    if (done_us - taken_us > 1000ull * dm_clock_bound_ms() &&
+    if (dm_clock_bound_ms() && done_us - taken_us > 1000ull * dm_clock_bound_ms() &&
         done_us - late_logged_us > 10000000ull) { /* peers see us that much vaguer */
         late_logged_us = done_us;
         dm_log(DM_LOG_NOTICE,

@@ -65,8 +65,10 @@ typedef struct dm_superblock {
                                    claimed by CAS, and the node's ack (the request it
                                    carried out: the holder's connections are cut) */
     uint64_t clock_delay[32];   /* node 0: per clock-board slot, how late that gateway's
-                                   previous word landed: its wall ms:42 | delay ms:22
-                                   (clock.h); zero in pools made before 2026-12-04 */
+                                   words landed: its previous word's wall ms:42 | the
+                                   most any of its words of the 2 s before landed late,
+                                   ms:22 (pool/clock.c); zero in pools made before
+                                   2026-12-04 */
 } dm_superblock_t;
 
 #define DM_FENCE_BOX 16 /* entries of fence_box */
