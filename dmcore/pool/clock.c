@@ -46,11 +46,10 @@ static uint32_t bound_ms = DM_CLOCK_BOUND_MS_DEFAULT;
 static int my_slot = -1;
 static uint16_t my_tag;
 static uint64_t prev_issue_us; /* when the previous board read was posted, 0 = none */
-static uint64_t last_delay;    /* our last word's clock_delay word, 0 = none yet */
 static struct {
     uint64_t ts, delay_ms; /* a word of ours: its stamp (42 bits), how late it landed */
 } hist[HIST];
-static unsigned nhist;
+static unsigned nhist;          /* words noted since our slot was claimed */
 static uint64_t late_logged_us; /* when we last logged a word of ours that landed late */
 static unsigned dead_cleared;   /* peers' slots this process found dead and cleared */
 static uint64_t dead_records[DM_CLOCK_SLOTS]; /* their allocation records, not yet taken */
@@ -85,20 +84,25 @@ static uint64_t stamp_of(uint64_t word)
 }
 
 /* Our word stamped with the wall clock read at taken_us (monotonic) landed by done_us
- * (done_us 0: a failed post, it may land any time): set the clock_delay word our next tick
- * writes (mu held). */
+ * (done_us 0: a failed post, it may land any time) (mu held). */
 static void note_landed(uint64_t word, uint64_t taken_us, uint64_t done_us)
 {
-    uint64_t ts = stamp_of(word);
-    /* + 1: both clocks are read in whole ms */
-    uint64_t ms = done_us ? (done_us - taken_us + 999) / 1000 + 1 : DELAY_MAX;
     unsigned at = nhist++ % HIST;
-    hist[at].ts = ts;
-    hist[at].delay_ms = ms;
+    hist[at].ts = stamp_of(word);
+    /* + 1: both clocks are read in whole ms */
+    hist[at].delay_ms = done_us ? (done_us - taken_us + 999) / 1000 + 1 : DELAY_MAX;
+}
+
+/* The clock_delay word our next tick writes: our last word's stamp and the most any word
+ * of ours stamped in the COVER_MS before it landed late; 0 before our first (mu held). */
+static uint64_t delay_word(void)
+{
+    if (!nhist) return 0;
+    uint64_t ts = hist[(nhist - 1) % HIST].ts, ms = 0;
     for (unsigned k = 0; k < HIST && k < nhist; k++)
         if (hist[k].ts <= ts && hist[k].ts + COVER_MS >= ts && hist[k].delay_ms > ms)
             ms = hist[k].delay_ms;
-    last_delay = ts << DELAY_BITS | (ms > DELAY_MAX ? DELAY_MAX : ms);
+    return ts << DELAY_BITS | (ms > DELAY_MAX ? DELAY_MAX : ms);
 }
 
 /* A peer's delay word: the newest pending change it covers becomes a measurement (mu
@@ -182,7 +186,7 @@ int dm_clock_tick(dm_ctx_t *ctx)
     while (!my_tag)
         if (getrandom(&my_tag, sizeof(my_tag), 0) != sizeof(my_tag)) my_tag = 1;
     int slot = my_slot;
-    uint64_t prev_delay = last_delay;
+    uint64_t prev_delay = delay_word();
     pthread_mutex_unlock(&mu);
 
     dm_batch_t b;
