@@ -21,9 +21,7 @@ int main(void)
     const char *uris[1] = {pool.uri};
     it_proc_t a_gw, b_gw;
     it_gateway_start(&a_gw, uris, 1, 1, NULL);
-    setenv("DMKV_FAULT_STALL", "cron:13000:1:1", 1);
-    it_gateway_start(&b_gw, uris, 1, 1, NULL);
-    unsetenv("DMKV_FAULT_STALL");
+    it_gateway_start_env(&b_gw, uris, 1, 1, NULL, "DMKV_FAULT_STALL", "cron:13000:1:1");
     redisContext *a = it_connect(a_gw.port), *b = it_connect(b_gw.port);
     EXPECT_STATUS(it_cmd(b, "SET live:b 1"), "OK");
     for (int s = 0; s < 16; s++) {

@@ -52,9 +52,7 @@ static void scenario(int kill_after_ms)
     it_proc_t b, cgw, victim;
     it_gateway_start(&b, uris, 2, 1, NULL);
     it_gateway_start(&cgw, uris, 2, 1, NULL);
-    setenv("DMKV_SPLIT_PAUSE_MS", "4000", 1);
-    it_gateway_start(&victim, uris, 2, 1, verbose);
-    unsetenv("DMKV_SPLIT_PAUSE_MS");
+    it_gateway_start_env(&victim, uris, 2, 1, verbose, "DMKV_SPLIT_PAUSE_MS", "4000");
 
     redisContext *cb = it_connect(b.port), *cc = it_connect(cgw.port);
     int n = 0;

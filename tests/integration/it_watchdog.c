@@ -62,10 +62,10 @@ int main(void)
            "the drain did not name the SET it waited for");
     redisFree(a);
 
-    /* 3. The holder gateway holds the only leaf's lock and stalls 4.5 s ('locked': after the lock,
-     * before the slot CAS); a SET of another new key through the poller gateway polls that lock
-     * until the 3 s lease runs out and takes it over: resumed every millisecond, never parked
-     * 300 ms, so only the running-long report can name it. */
+    /* 3. The holder gateway holds the only leaf's lock and stalls 4.5 s ('locked': after the
+     * lock, before the slot CAS); a SET of another new key through the poller gateway polls
+     * that lock until the 3 s lease runs out and takes it over: resumed every millisecond,
+     * never parked 300 ms, so only the running-long report can name it. */
     setenv("DMKV_FAULT_STALL", "locked:4500:1:1", 1);
     it_proc_t holder, poller;
     it_gateway_start(&holder, uris, 1, 1, NULL);
@@ -80,8 +80,8 @@ int main(void)
            (long long)it_info_field(b, "dmkv", "long_running_commands"));
     CHECKF(it_log_count(&poller, "running long (a livelock?): set for") >= 1,
            "the polling SET was not named in the log");
-    /* It never parked 300 ms (a background task of the poller sleeping that long may be reported).
-     */
+    /* It never parked 300 ms (a background task of the poller sleeping that long may be
+     * reported). */
     CHECK(it_log_count(&poller, "stalled (a lost wake-up?): set ") == 0);
     CHECK(redisGetReply(a, (void **)&r) == REDIS_OK); /* OK or an error: fenced */
     freeReplyObject(r);

@@ -322,6 +322,14 @@ void it_pool_start(it_pool_t *pool)
     abort();
 }
 
+void it_gateway_start_env(it_proc_t *gw, const char *const *uris, int nuris, int threads,
+                          const char *const *extra, const char *name, const char *value)
+{
+    setenv(name, value, 1);
+    it_gateway_start(gw, uris, nuris, threads, extra);
+    unsetenv(name);
+}
+
 void it_gateway_start(it_proc_t *gw, const char *const *uris, int nuris, int threads,
                       const char *const *extra)
 {

@@ -68,6 +68,11 @@ void it_gateways_start(const it_pool_t *pool, it_proc_t *gw, int n, int threads_
 void it_gateway_start(it_proc_t *gw, const char *const *uris, int nuris, int threads,
                       const char *const *extra);
 
+/* it_gateway_start with the environment variable name set to value for that gateway only
+ * (a test-only knob: DMKV_FAULT_STALL, DMKV_SPLIT_PAUSE_MS). */
+void it_gateway_start_env(it_proc_t *gw, const char *const *uris, int nuris, int threads,
+                          const char *const *extra, const char *name, const char *value);
+
 /* Wait up to timeout_ms for p to exit by itself (SHUTDOWN). Returns its exit status, -1
  * when a signal ended it, -2 when it is still running. */
 int it_proc_wait(it_proc_t *p, int timeout_ms);

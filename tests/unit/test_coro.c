@@ -274,16 +274,16 @@ static void test_watch(void)
     dm_coro_t *a = dm_coro_spawn(parked, "task a");
     dm_coro_t *b = dm_coro_spawn(parked, "task b");
     CHECK(a && b);
-    CHECK(dm_coro_watch(1000, 100, UINT64_MAX, 1, s, 4, NULL) ==
-          0);          /* the first look starts the clocks */
+    /* The first look starts the clocks. */
+    CHECK(dm_coro_watch(1000, 100, UINT64_MAX, 1, s, 4, NULL) == 0);
     dm_coro_resume(b); /* b moves: its clock starts again */
     CHECK(dm_coro_watch(1050, 100, UINT64_MAX, 1, s, 4, NULL) == 0);
     size_t n = dm_coro_watch(1120, 100, UINT64_MAX, 1, s, 4, NULL);
     CHECK(n == 1 && strcmp(s[0].name, "task a") == 0);
     CHECK(strcmp(s[0].waits_on, "a test's resume") == 0 && s[0].still_ms == 120);
-    CHECK(dm_coro_watch(1140, 100, UINT64_MAX, 1, s, 4, NULL) ==
-          0);                                                /* a reported once, b parked 90 ms */
-    n = dm_coro_watch(1160, 100, UINT64_MAX, 0, s, 1, NULL); /* every time without once */
+    /* a reported once, b parked 90 ms */
+    CHECK(dm_coro_watch(1140, 100, UINT64_MAX, 1, s, 4, NULL) == 0);
+    n = dm_coro_watch(1160, 100, UINT64_MAX, 0, s, 1, NULL);        /* every time without once */
     CHECK(n == 2 && strcmp(s[0].waits_on, "a second resume") == 0); /* b first (newest) */
     dm_coro_resume(a);
     CHECK(dm_coro_watch(1300, 100, UINT64_MAX, 1, s, 4, NULL) == 0); /* a moved, b was reported */
