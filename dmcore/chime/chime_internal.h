@@ -212,6 +212,7 @@ typedef struct ch_inner {
     ch_sep_t *sep;     /* count separators (sep[0] = low fence) */
     dm_gaddr_t *child; /* count children */
     size_t bytes;      /* memory held (cache accounting) */
+    uint64_t gen;      /* dm_chime_t.cache_gen when it was cached: names this copy */
     struct ch_inner *next_in_bucket;
     uint8_t *arena;   /* the decoded keys' bytes (sep[].key and high.key point into it) */
     size_t arena_len; /* keys inserted later are malloc'd each (ch_inner_free tells) */
@@ -301,15 +302,21 @@ typedef struct ch_path {
 /* Find the leaf for key: cached inner nodes, fresh reads where missing. fresh = 1 forces
  * the level-1 parent to be read from the pool. */
 int ch_find_leaf(dm_ctx_t *ctx, const void *key, size_t klen, int fresh, ch_path_t *p);
-/* A path found over cached nodes alone, and the cache it was found in (zeroed: none yet). */
+#define CH_MEMO_NODES 8
+/* A path found over cached nodes alone: the root word and the cached copies it went
+ * through (zeroed: none yet). */
 typedef struct ch_find_memo {
-    uint64_t gen, root;
-    int valid;
+    uint64_t root;
+    unsigned nodes; /* 0: no path kept */
+    dm_gaddr_t addr[CH_MEMO_NODES];
+    uint64_t gen[CH_MEMO_NODES]; /* ch_inner_t.gen of each */
 } ch_find_memo_t;
 /* ch_find_leaf (fresh = 0) for a loop that finds the same key's leaf again after each wait:
- * keeps *p while the cache and the root are as memo saw them (cached nodes never change in
- * place, so a new descent would give the same path; 3,700 of an insert's 36,000
- * instructions were such descents). Errors as ch_find_leaf. */
+ * keeps *p while the root and every cached node the descent went through are as memo saw
+ * them (cached nodes never change in place, so a new descent would give the same path;
+ * 3,700 of an insert's 36,000 instructions were such descents, and with the whole cache
+ * as the test, not the nodes on the way, a load still re-descended 1.3 times an insert).
+ * Errors as ch_find_leaf. */
 int ch_find_leaf_again(dm_ctx_t *ctx, const void *key, size_t klen, ch_path_t *p,
                        ch_find_memo_t *memo);
 /* Leaves right of leaf (which covers key; key NULL: position unknown, the parent is found

@@ -77,7 +77,7 @@ void ch_cache_put(dm_chime_t *c, ch_inner_t *n)
     unsigned b = bucket_of(n->addr);
     n->next_in_bucket = c->cache[b];
     c->cache[b] = n;
-    c->cache_gen++;
+    n->gen = ++c->cache_gen;
     account(c, n, 1);
 }
 
@@ -161,8 +161,22 @@ int ch_read_root(dm_ctx_t *ctx)
 
 /* Descend to the node at target level covering key. At level 1 and above *out is the
  * node's address; for target 0 the path describes the leaf. */
+static void memo_note(ch_find_memo_t *memo, const ch_inner_t *n, int cached)
+{
+    if (!memo || !memo->nodes) return;
+    if (!cached || memo->nodes > CH_MEMO_NODES) { /* read, or too long a way: not kept */
+        memo->nodes = 0;
+        return;
+    }
+    memo->addr[memo->nodes - 1] = n->addr;
+    memo->gen[memo->nodes - 1] = n->gen;
+    memo->nodes++;
+}
+
+/* memo (when not NULL) records the cached nodes the descent goes through: nodes counts
+ * them plus one, 0 when the path did not come from the cache alone. */
 static int descend(dm_ctx_t *ctx, const void *key, size_t klen, unsigned target, int fresh,
-                   ch_path_t *p, dm_gaddr_t *out)
+                   ch_path_t *p, dm_gaddr_t *out, ch_find_memo_t *memo)
 {
     dm_chime_t *c = ctx->w->chime;
     for (int restart = 0; restart < MAX_RESTARTS; restart++) {
@@ -175,6 +189,7 @@ static int descend(dm_ctx_t *ctx, const void *key, size_t klen, unsigned target,
         dm_gaddr_t a = ch_root_addr(c->root);
         if (lvl < target) return DM_EINVAL;
         memset(p, 0, sizeof(*p));
+        if (memo) memo->nodes = root_cached && restart == 0;
         if (lvl == 0) {
             p->leaf = a;
             p->from_cache = root_cached && restart == 0;
@@ -197,6 +212,7 @@ static int descend(dm_ctx_t *ctx, const void *key, size_t klen, unsigned target,
                 int rc = ch_inner_read(ctx, a, &n);
                 if (rc) return rc;
             }
+            memo_note(memo, n, cached);
             if (n->level != lvl || !n->valid) {
                 ch_cache_drop(c, a);
                 again = 1;
@@ -289,17 +305,23 @@ unsigned ch_cached_next_leaves(dm_chime_t *c, const void *key, size_t klen, dm_g
 
 int ch_find_leaf(dm_ctx_t *ctx, const void *key, size_t klen, int fresh, ch_path_t *p)
 {
-    return descend(ctx, key, klen, 0, fresh, p, NULL);
+    return descend(ctx, key, klen, 0, fresh, p, NULL, NULL);
 }
 
 int ch_find_leaf_again(dm_ctx_t *ctx, const void *key, size_t klen, ch_path_t *p,
                        ch_find_memo_t *memo)
 {
     dm_chime_t *c = ctx->w->chime;
-    if (memo->valid && memo->gen == c->cache_gen && memo->root == c->root) return 0;
-    int rc = descend(ctx, key, klen, 0, 0, p, NULL);
-    memo->valid = !rc && p->from_cache;
-    memo->gen = c->cache_gen;
+    if (memo->nodes && memo->root == c->root) {
+        unsigned i = 0;
+        for (; i + 1 < memo->nodes; i++) {
+            const ch_inner_t *n = ch_cache_get(c, memo->addr[i]);
+            if (!n || n->gen != memo->gen[i]) break;
+        }
+        if (i + 1 == memo->nodes) return 0;
+    }
+    int rc = descend(ctx, key, klen, 0, 0, p, NULL, memo);
+    if (rc || !p->from_cache) memo->nodes = 0;
     memo->root = c->root;
     return rc;
 }
@@ -595,7 +617,7 @@ int ch_propagate(dm_ctx_t *ctx, unsigned level, dm_gaddr_t left, const uint8_t *
         }
         ch_path_t p;
         dm_gaddr_t a;
-        rc = descend(ctx, sep, seplen, level, 1, &p, &a);
+        rc = descend(ctx, sep, seplen, level, 1, &p, &a, NULL);
         for (int right_moves = 0; !rc && right_moves < 4096; right_moves++) {
             uint64_t word, since;
             rc = inner_lock(ctx, a, img, &word, &since);
