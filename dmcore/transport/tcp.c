@@ -431,11 +431,11 @@ static int got_header(tcp_conn_t *c)
     return 0;
 }
 
-/* A whole result for verbs[vi] is in c->part. */
-static int got_result(tcp_conn_t *c)
+/* A whole result for verbs[vi] is at src (c->part, or the bytes read). */
+static int got_result(tcp_conn_t *c, const uint8_t *src)
 {
     dm_tcp_result_t r;
-    memcpy(&r, c->part, sizeof(r));
+    memcpy(&r, src, sizeof(r));
     c->part_len = 0;
     pending_t *p = c->head;
     if (r.status > 0 || r.status < -64) return DM_EIO;
@@ -468,6 +468,12 @@ static int payload_advance(tcp_conn_t *c, size_t k)
 static int feed(tcp_conn_t *c, const uint8_t *d, size_t len)
 {
     while (len && !c->broken) {
+        if (c->rs == RS_RESULTS && c->part_len == 0 && len >= sizeof(dm_tcp_result_t)) {
+            /* whole results in the bytes read: taken from there, not through c->part */
+            if (got_result(c, d) != 0) return DM_EIO;
+            d += sizeof(dm_tcp_result_t), len -= sizeof(dm_tcp_result_t);
+            continue;
+        }
         if (c->rs == RS_PAYLOAD) {
             dm_verb_t *v = &c->head->verbs[c->vi];
             size_t k = v->len - c->got < len ? (size_t)(v->len - c->got) : len;
@@ -482,7 +488,7 @@ static int feed(tcp_conn_t *c, const uint8_t *d, size_t len)
         c->part_len += k;
         d += k, len -= k;
         if (c->part_len < want) continue;
-        if ((c->rs == RS_HDR ? got_header(c) : got_result(c)) != 0) return DM_EIO;
+        if ((c->rs == RS_HDR ? got_header(c) : got_result(c, c->part)) != 0) return DM_EIO;
     }
     return 0;
 }
