@@ -159,8 +159,7 @@ int ch_read_root(dm_ctx_t *ctx)
 
 /* ---- traversal ---- */
 
-/* Descend to the node at target level covering key. At level 1 and above *out is the
- * node's address; for target 0 the path describes the leaf. */
+/* Note the cached copy n (or a node read, cached = 0) on memo's path. */
 static void memo_note(ch_find_memo_t *memo, const ch_inner_t *n, int cached)
 {
     if (!memo || !memo->nodes) return;
@@ -173,8 +172,10 @@ static void memo_note(ch_find_memo_t *memo, const ch_inner_t *n, int cached)
     memo->nodes++;
 }
 
-/* memo (when not NULL) records the cached nodes the descent goes through: nodes counts
- * them plus one, 0 when the path did not come from the cache alone. */
+/* Descend to the node at target level covering key. At level 1 and above *out is the
+ * node's address; for target 0 the path describes the leaf. memo (when not NULL) records
+ * the cached nodes the descent goes through: nodes counts them plus one, 0 when the path
+ * did not come from the cache alone. */
 static int descend(dm_ctx_t *ctx, const void *key, size_t klen, unsigned target, int fresh,
                    ch_path_t *p, dm_gaddr_t *out, ch_find_memo_t *memo)
 {
