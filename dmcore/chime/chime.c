@@ -162,7 +162,7 @@ int64_t dm_chime_settle_all(dm_ctx_t *ctx)
     int64_t removed = 0;
     int lapses = 0;
     for (dm_gaddr_t leaf = p.leaf; leaf;) {
-        dm_chime_lock_t *lk = ch_lock_new(&c->geo, "", 0);
+        dm_chime_lock_t *lk = ch_lock_new(&c->geo, "", 0, 1);
         if (!lk) return DM_ENOMEM;
         int took;
         rc = ch_lock_leaf(ctx, lk, leaf, &took);

@@ -307,13 +307,14 @@ void dm_chime_lock_free(dm_chime_lock_t *lk)
     free(lk);                /* key and image live in the same allocation */
 }
 
-dm_chime_lock_t *ch_lock_new(const ch_geo_t *g, const void *key, size_t klen)
+dm_chime_lock_t *ch_lock_new(const ch_geo_t *g, const void *key, size_t klen, int with_image)
 {
     /* One allocation per locked operation: handle, leaf image, key copy. */
-    dm_chime_lock_t *lk = calloc(1, sizeof(*lk) + g->bytes + klen);
+    size_t img_bytes = with_image ? g->bytes : 0;
+    dm_chime_lock_t *lk = calloc(1, sizeof(*lk) + img_bytes + klen);
     if (!lk) return NULL;
-    lk->img = (uint8_t *)(lk + 1);
-    lk->key = lk->img + g->bytes;
+    lk->img = with_image ? (uint8_t *)(lk + 1) : NULL;
+    lk->key = (uint8_t *)(lk + 1) + img_bytes;
     memcpy(lk->key, key, klen);
     lk->klen = klen;
     ch_hash_key(g, key, klen, &lk->kh);
@@ -372,7 +373,7 @@ int ch_lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int flags, const dm
     int speculate = flags & CH_LOCK_EXISTING;
     *out = NULL;
     if (extra_fresh) *extra_fresh = 0;
-    dm_chime_lock_t *lk = ch_lock_new(&c->geo, key, klen);
+    dm_chime_lock_t *lk = ch_lock_new(&c->geo, key, klen, 1);
     if (!lk) return DM_ENOMEM;
     lk->extra = extra;
     lk->want_hop = !speculate; /* SET: a new key needs its hop range */

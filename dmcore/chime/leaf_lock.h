@@ -15,7 +15,8 @@ struct dm_range_lock { /* dm_chime_lock_t: CHIME's range lock (dmkv/index.h) */
     uint64_t word;             /* the lock word as held: locked, our lease time, vacancy */
     uint64_t remote_word;      /* the lock word as it is in the pool now (CAS-unlock expects it) */
     uint64_t locked_us;        /* monotonic time the lock was taken */
-    uint8_t *img;              /* leaf image, geo.bytes (same allocation as the handle) */
+    uint8_t *img;              /* leaf image, geo.bytes (same allocation as the handle);
+                                  NULL in a shared hold's member */
     uint8_t have[CH_MAX_OBJS]; /* per 32-byte object: read into img */
     uint8_t dirty[CH_MAX_OBJS];
     int idx;                     /* entry of key, -1 when none */
@@ -104,8 +105,10 @@ int ch_mark_pending_own(dm_ctx_t *ctx, dm_chime_lock_t *lk);
 /* share.c: dm_chime_mark_pending / dm_chime_unlock of a shared hold's member. */
 int ch_share_mark_pending(dm_ctx_t *ctx, dm_chime_lock_t *m);
 int ch_share_unlock(dm_ctx_t *ctx, dm_chime_lock_t *m, int present);
-/* A lock handle for key (not yet locked). NULL when out of memory. */
-dm_chime_lock_t *ch_lock_new(const ch_geo_t *g, const void *key, size_t klen);
+/* A lock handle for key (not yet locked). with_image 0: no leaf image (img NULL), for a
+ * shared hold's member, which works on the hold's (share.c): a calloc of the leaf's ~3.3 KB
+ * less for most inserts of a load. NULL when out of memory. */
+dm_chime_lock_t *ch_lock_new(const ch_geo_t *g, const void *key, size_t klen, int with_image);
 /* Lock leaf, reading the key's neighborhood in the same batch; *took_over when an expired
  * lease was taken over (the caller settles). Returns 0 or DM_E*. */
 int ch_lock_leaf(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_gaddr_t leaf, int *took_over);

@@ -28,7 +28,7 @@
  * cursor names. Returns 0 or DM_E*. */
 static int repair_leaf(dm_ctx_t *ctx, dm_gaddr_t leaf)
 {
-    dm_chime_lock_t *lk = ch_lock_new(&ctx->w->chime->geo, "", 0);
+    dm_chime_lock_t *lk = ch_lock_new(&ctx->w->chime->geo, "", 0, 1);
     if (!lk) return DM_ENOMEM;
     int took = 0;
     int rc = ch_lock_leaf(ctx, lk, leaf, &took);

@@ -114,7 +114,7 @@ static int joinable(const ch_group_t *gp)
 /* A member handle for key in gp (entry not looked up). NULL when out of memory. */
 static dm_chime_lock_t *member_new(dm_chime_t *c, ch_group_t *gp, const void *key, size_t klen)
 {
-    dm_chime_lock_t *m = ch_lock_new(&c->geo, key, klen);
+    dm_chime_lock_t *m = ch_lock_new(&c->geo, key, klen, 0);
     if (!m) return NULL;
     const dm_chime_lock_t *h = gp->hold;
     m->grp = gp;
@@ -344,7 +344,7 @@ static int split_shared(dm_ctx_t *ctx, dm_chime_lock_t *m)
     dm_chime_t *c = ctx->w->chime;
     ch_group_t *gp = m->grp;
     dm_chime_lock_t *h = gp->hold;
-    dm_chime_lock_t *r = ch_lock_new(&c->geo, m->key, m->klen);
+    dm_chime_lock_t *r = ch_lock_new(&c->geo, m->key, m->klen, 1);
     ch_group_t *rg = calloc(1, sizeof(*rg));
     if (!r || !rg) {
         free(r);
