@@ -212,7 +212,7 @@ typedef struct ch_inner {
     ch_sep_t *sep;     /* count separators (sep[0] = low fence) */
     dm_gaddr_t *child; /* count children */
     size_t bytes;      /* memory held (cache accounting) */
-    uint64_t gen;      /* dm_chime_t.cache_gen when it was cached: names this copy */
+    uint64_t gen;      /* numbers this cached copy (dm_chime_t.cache_gen), 0 until cached */
     struct ch_inner *next_in_bucket;
     uint8_t *arena;   /* the decoded keys' bytes (sep[].key and high.key point into it) */
     size_t arena_len; /* keys inserted later are malloc'd each (ch_inner_free tells) */
@@ -265,8 +265,7 @@ struct dm_chime {
     dm_chime_presence_fn presence; /* the point index's presence check (settle.c) */
     ch_inner_t *cache[CH_CACHE_BUCKETS];
     size_t cache_bytes, cache_nodes;
-    uint64_t cache_gen; /* bumped by every put and drop: a descent over cached nodes alone
-                           gives the same path while it and root are unchanged */
+    uint64_t cache_gen; /* the last ch_inner_t.gen given to a cached copy */
     ch_hot_t hot[CH_HOT_SLOTS];
     ch_fence_cache_t fence[CH_FENCE_SLOTS];
     uint64_t lockguess[256];  /* last lock word seen per leaf hash: the CAS fallback's guess */
@@ -306,8 +305,9 @@ int ch_find_leaf(dm_ctx_t *ctx, const void *key, size_t klen, int fresh, ch_path
 /* A path found over cached nodes alone: the root word and the cached copies it went
  * through (zeroed: none yet). */
 typedef struct ch_find_memo {
+    int kept; /* a path is kept */
     uint64_t root;
-    unsigned nodes; /* 0: no path kept */
+    unsigned n; /* cached copies on it */
     dm_gaddr_t addr[CH_MEMO_NODES];
     uint64_t gen[CH_MEMO_NODES]; /* ch_inner_t.gen of each */
 } ch_find_memo_t;

@@ -54,7 +54,6 @@ void ch_cache_drop(dm_chime_t *c, dm_gaddr_t a)
         if ((*pp)->addr != a) continue;
         ch_inner_t *n = *pp;
         *pp = n->next_in_bucket;
-        c->cache_gen++;
         account(c, n, -1);
         ch_inner_free(n);
         return;
@@ -162,20 +161,20 @@ int ch_read_root(dm_ctx_t *ctx)
 /* Note the cached copy n (or a node read, cached = 0) on memo's path. */
 static void memo_note(ch_find_memo_t *memo, const ch_inner_t *n, int cached)
 {
-    if (!memo || !memo->nodes) return;
-    if (!cached || memo->nodes > CH_MEMO_NODES) { /* read, or too long a way: not kept */
-        memo->nodes = 0;
+    if (!memo || !memo->kept) return;
+    if (!cached || memo->n == CH_MEMO_NODES) { /* read, or too long a way: not kept */
+        memo->kept = 0;
         return;
     }
-    memo->addr[memo->nodes - 1] = n->addr;
-    memo->gen[memo->nodes - 1] = n->gen;
-    memo->nodes++;
+    memo->addr[memo->n] = n->addr;
+    memo->gen[memo->n] = n->gen;
+    memo->n++;
 }
 
 /* Descend to the node at target level covering key. At level 1 and above *out is the
  * node's address; for target 0 the path describes the leaf. memo (when not NULL) records
- * the cached nodes the descent goes through: nodes counts them plus one, 0 when the path
- * did not come from the cache alone. */
+ * the cached nodes the descent goes through (kept 0 when the path did not come from the
+ * cache alone). */
 static int descend(dm_ctx_t *ctx, const void *key, size_t klen, unsigned target, int fresh,
                    ch_path_t *p, dm_gaddr_t *out, ch_find_memo_t *memo)
 {
@@ -190,7 +189,10 @@ static int descend(dm_ctx_t *ctx, const void *key, size_t klen, unsigned target,
         dm_gaddr_t a = ch_root_addr(c->root);
         if (lvl < target) return DM_EINVAL;
         memset(p, 0, sizeof(*p));
-        if (memo) memo->nodes = root_cached && restart == 0;
+        if (memo) {
+            memo->kept = root_cached && restart == 0;
+            memo->n = 0;
+        }
         if (lvl == 0) {
             p->leaf = a;
             p->from_cache = root_cached && restart == 0;
@@ -313,16 +315,16 @@ int ch_find_leaf_again(dm_ctx_t *ctx, const void *key, size_t klen, ch_path_t *p
                        ch_find_memo_t *memo)
 {
     dm_chime_t *c = ctx->w->chime;
-    if (memo->nodes && memo->root == c->root) {
+    if (memo->kept && memo->root == c->root) {
         unsigned i = 0;
-        for (; i + 1 < memo->nodes; i++) {
+        for (; i < memo->n; i++) {
             const ch_inner_t *n = ch_cache_get(c, memo->addr[i]);
             if (!n || n->gen != memo->gen[i]) break;
         }
-        if (i + 1 == memo->nodes) return 0;
+        if (i == memo->n) return 0;
     }
     int rc = descend(ctx, key, klen, 0, 0, p, NULL, memo);
-    if (rc || !p->from_cache) memo->nodes = 0;
+    if (rc || !p->from_cache) memo->kept = 0;
     memo->root = c->root;
     return rc;
 }

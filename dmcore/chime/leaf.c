@@ -309,7 +309,7 @@ void dm_chime_lock_free(dm_chime_lock_t *lk)
 
 dm_chime_lock_t *ch_lock_new(const ch_geo_t *g, const void *key, size_t klen, int with_image)
 {
-    /* One allocation per locked operation: handle, leaf image, key copy. */
+    /* One allocation per locked operation: handle, leaf image (when wanted), key copy. */
     size_t img_bytes = with_image ? g->bytes : 0;
     dm_chime_lock_t *lk = calloc(1, sizeof(*lk) + img_bytes + klen);
     if (!lk) return NULL;
