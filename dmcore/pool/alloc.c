@@ -995,7 +995,7 @@ static int trim_reserve(dm_ctx_t *ctx, dm_alloc_t *a)
 
 /* The free log laps within a quarantine: move it to a larger block, with every listed block
  * a repairer would take as its first entries (free_log_grow). */
-static void grow_log(dm_ctx_t *ctx, dm_alloc_t *a)
+static void grow_log(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t bytes)
 {
     size_t n = 0;
     for (int c = 0; c < NCLASSES; c++)
@@ -1009,7 +1009,7 @@ static void grow_log(dm_ctx_t *ctx, dm_alloc_t *a)
                 keep[k++] = (free_log_entry_t){f->addr, f->units, f->freed_us, 0};
     if (!keep) return; /* no memory: the ring stays, and laps */
     a->log.busy = 1;   /* no tick meanwhile (another coroutine's) */
-    int rc = free_log_grow(ctx, &a->log, a->entry, keep, n);
+    int rc = free_log_grow(ctx, &a->log, a->entry, bytes, keep, n);
     a->log.busy = 0;
     if (rc && rc != DM_EINVAL)
         dm_log(DM_LOG_WARNING,
@@ -1023,7 +1023,8 @@ int dm_alloc_log_tick(dm_ctx_t *ctx)
 {
     dm_alloc_t *a = ctx->w->alloc;
     if (!a || a->entry < 0) return 0;
-    if (free_log_wants_room(&a->log)) grow_log(ctx, a);
+    uint64_t room = free_log_wants_room(&a->log);
+    if (room) grow_log(ctx, a, room);
     uint64_t lo = 1, hi = 0;
     int was_off = a->log.state == FREE_LOG_OFF;
     int rc = free_log_tick(ctx, &a->log, a->entry, &lo, &hi);

@@ -273,20 +273,39 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
     return 0;
 }
 
-int free_log_wants_room(const free_log_t *l)
+/* Entries the worker writes in a quarantine at its present rate: the entries since the
+ * mark before last (a window of one to two half quarantines), or, when more, those since
+ * the last mark scaled to a quarantine (the rate of the last 100 ms or more: a burst shows
+ * within a few ticks instead of a second). */
+static uint64_t entries_per_quarantine(const free_log_t *l)
 {
-    return l->state == FREE_LOG_ON && !l->busy && !l->old_blk &&
-           4 * l->blk_bytes <= FREE_LOG_MAX_BYTES &&
-           l->count + l->n - l->prev_count > FREE_LOG_CAP_OF(l->blk_bytes) / 2 &&
-           dm_now_us() >= l->grow_after_us;
+    uint64_t now = dm_now_us(), count = l->count + l->n;
+    uint64_t need = count - l->prev_count, el = now - l->mark_us;
+    if (el >= 100000u) {
+        uint64_t recent = (count - l->mark_count) * DM_GRACE_US / el;
+        if (recent > need) need = recent;
+    }
+    return need;
 }
 
-int free_log_grow(dm_ctx_t *ctx, free_log_t *l, int idx, free_log_entry_t *keep, size_t n)
+uint64_t free_log_wants_room(const free_log_t *l)
 {
-    uint64_t bytes = 4 * l->blk_bytes, cap = FREE_LOG_CAP_OF(bytes);
+    if (l->state != FREE_LOG_ON || l->busy || l->old_blk || dm_now_us() < l->grow_after_us)
+        return 0;
+    uint64_t need = entries_per_quarantine(l), bytes = l->blk_bytes;
+    if (need <= FREE_LOG_CAP_OF(bytes) / 2) return 0;
+    while (bytes < FREE_LOG_MAX_BYTES && need > FREE_LOG_CAP_OF(bytes) / 2)
+        bytes *= 4;
+    return bytes > l->blk_bytes ? bytes : 0;
+}
+
+int free_log_grow(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t bytes, free_log_entry_t *keep,
+                  size_t n)
+{
+    uint64_t cap = FREE_LOG_CAP_OF(bytes);
     dm_gaddr_t lword = tails_log_addr(idx), blk;
     l->grow_after_us = dm_now_us() + 1000000u;
-    if (n > cap / 2 || !lword) return DM_EINVAL; /* not worth it: the ring would lap again */
+    if (n >= cap || bytes <= l->blk_bytes || !lword) return DM_EINVAL; /* would not hold them */
     int rc = alloc_take_log_block(ctx, bytes, &blk);
     if (rc) return rc;
     uint64_t hdr[4] = {FREE_LOG_MAGIC, cap, n, FREE_LOG_CLAIMS_MAGIC};
@@ -326,6 +345,8 @@ int free_log_grow(dm_ctx_t *ctx, free_log_t *l, int idx, free_log_entry_t *keep,
     l->blk_bytes = bytes;
     l->count = n;
     l->mark_count = l->prev_count = n; /* the old ring's laps do not count for this one */
+    l->mark_us = dm_now_us();
+    l->grow_after_us = 0; /* a burst still rising may call for the next size at once */
     dm_log(DM_LOG_NOTICE,
            "allocator: free log moved to a block of %llu MiB (%zu blocks listed; a repairer "
            "needs the last %u ms of frees and the ring held less)",

@@ -25,11 +25,11 @@
 #define FREE_LOG_HDR 64u          /* magic, capacity, entries written */
 #define FREE_LOG_CAP ((FREE_LOG_BYTES - FREE_LOG_HDR) / 32u)
 /* A worker that writes more than half its ring in a quarantine (DM_GRACE_US) moves to a log
- * four times as large (free_log_grow), up to this many bytes: a repairer needs the entries
- * of the last DM_GRACE_US, and a ring that laps sooner loses them (a 1 MiB ring held a
- * quarter of a second of 130k frees a second: docs/leases.md "A ring that laps"). 16 MiB
- * (two growths) hold 2 s of 260k frees a second. FREE_LOG_BYTES times a power of 4. */
-#define FREE_LOG_MAX_BYTES (16u << 20)
+ * large enough for twice its rate (free_log_grow), up to this many bytes: a repairer needs
+ * the entries of the last DM_GRACE_US, and a ring that laps sooner loses them (a 1 MiB ring
+ * held a quarter of a second of 130k frees a second: docs/leases.md "A ring that laps").
+ * 64 MiB hold 2 s of a million frees a second. FREE_LOG_BYTES times a power of 4. */
+#define FREE_LOG_MAX_BYTES (64u << 20)
 /* Entries of a log block of `bytes` bytes (FREE_LOG_BYTES times a power of 4). */
 #define FREE_LOG_CAP_OF(bytes) (((bytes)-FREE_LOG_HDR) / 32u)
 #define FREE_LOG_MAGIC 0x474c454552464b44ull /* "DKFREELG" */
@@ -107,16 +107,19 @@ uint64_t free_log_stage_claim(free_log_t *l, dm_gaddr_t addr, uint64_t units);
 int free_log_due(const free_log_t *l);
 
 /* Whether the ring laps within a quarantine at the present rate (more than half of it
- * written in the last DM_GRACE_US) and may grow (to at most FREE_LOG_MAX_BYTES). */
-int free_log_wants_room(const free_log_t *l);
-/* Move the log to a block four times as large: write keep[0..n) (every listed block a
- * repairer would take: freed at or after the horizon, or large and unclaimed) as its first
- * entries, then CAS the record's free-log word to it. The old block stays untouched until
- * two horizon raises have followed (a repairer that read the record before the switch
- * then can no longer win its CAS), and is then freed (free_log_tick). Call with no tick
- * running (l->busy clear). 1 RTT per MiB of entries plus 3. Returns 0 or DM_E* (nothing
- * changed; not tried again for a second). */
-int free_log_grow(dm_ctx_t *ctx, free_log_t *l, int idx, free_log_entry_t *keep, size_t n);
+ * written in a DM_GRACE_US, measured over the last 0.1-2 s): the size to grow to (the
+ * smallest FREE_LOG_BYTES times a power of 4 that holds twice that, at most
+ * FREE_LOG_MAX_BYTES), or 0 (no growth, or none allowed now). */
+uint64_t free_log_wants_room(const free_log_t *l);
+/* Move the log to a block of `bytes` bytes (from free_log_wants_room): write keep[0..n)
+ * (every listed block a repairer would take: freed at or after the horizon, or large and
+ * unclaimed) as its first entries, then CAS the record's free-log word to it. The old block
+ * stays untouched until two horizon raises have followed (a repairer that read the record
+ * before the switch then can no longer win its CAS), and is then freed (free_log_tick).
+ * Call with no tick running (l->busy clear). 1 RTT per MiB of entries plus 3. Returns 0 or
+ * DM_E* (nothing changed; not tried again for a second; DM_EINVAL: keep[] would not fit). */
+int free_log_grow(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t bytes, free_log_entry_t *keep,
+                  size_t n);
 
 /* The free-log tick of worker entry idx: creates the log (once: a 1 MiB block, 3 RTTs), else
  * writes what was staged and raises the horizon, 1 RTT. Returns 0, 1 when a repairer took

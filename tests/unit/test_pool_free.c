@@ -843,8 +843,44 @@ static void test_log_grows(void)
     two_stop(&t);
 }
 
+/* A burst of frees within a quarantine grows the ring to the size it needs at once: a
+ * growth waited a second after the last and went four times at a time, so at 230k frees a
+ * second (one release-build gateway thread under pipelined SETs) the 4 MiB ring lapped
+ * before the next growth and one death lost four times the live data (it_gateway_death's
+ * fast victim, release build). Here 200,000 frees (half a quarantine at 200k a second,
+ * no time passing) must all reach the repairer. */
+static void test_log_grows_fast(void)
+{
+    enum { N = 200000, STEP = 20000, LEN = 40 };
+    two_t t;
+    two_start(&t);
+    dm_ctx_t *ca = &t.ca, *cb = &t.cb;
+    static dm_gaddr_t set[N];
+    CHECK(dm_alloc_log_tick(ca) == 0); /* opens A's log */
+    alloc_blocks(ca, N, LEN, set);
+    for (int i = 0; i < N; i += STEP) {
+        for (int k = i; k < i + STEP; k++)
+            dm_alloc_free(t.wa->alloc, set[k], LEN);
+        CHECK(dm_alloc_log_tick(ca) == 0);
+        CHECK(dm_alloc_log_tick(ca) == 0); /* two raises: the old block may go */
+    }
+    CHECK(dm_alloc_log_tick(ca) == 0);
+    dm_alloc_tail_stats_t got;
+    CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &got) == 0);
+    /* At least the blocks and the 1 MiB and 4 MiB rings the log left (freed, so logged too);
+     * also any pieces A took from the pool's shared places (quarantined, so logged). */
+    uint64_t want = (uint64_t)N * dm_alloc_kv_block_bytes(LEN) + (5u << 20);
+    CHECKF(got.free_logs_adopted == 1 && got.free_log_bytes_adopted >= want,
+           "%llu logs, %llu bytes taken over (want 1, at least %llu: %d blocks, two rings)",
+           (unsigned long long)got.free_logs_adopted,
+           (unsigned long long)got.free_log_bytes_adopted, (unsigned long long)want, N);
+    CHECK(dm_alloc_log_tick(ca) == 0); /* finds its log taken: drops them */
+    two_stop(&t);
+}
+
 int main(void)
 {
+    dm_local_set_size(1ull << 30); /* test_log_grows_fast's logs take 84 MB */
     RUN(test_push_pop);
     RUN(test_kv_grain);
     RUN(test_refill_burst);
@@ -861,6 +897,7 @@ int main(void)
     RUN(test_claims);
     RUN(test_log_grows);
     RUN(test_log_on_full_pool);
+    RUN(test_log_grows_fast); /* last: its 84 MB of handed-off blocks change what others get */
     printf("test_pool_free: passed\n");
     return 0;
 }
