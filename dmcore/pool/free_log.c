@@ -99,10 +99,10 @@ int free_log_due(const free_log_t *l)
     return l->state == FREE_LOG_ON && !l->busy && l->staged_bytes >= FREE_LOG_EAGER_BYTES;
 }
 
-/* The horizon raised now: blocks whose quarantine ends within FREE_LOG_AHEAD_US. */
-static uint64_t next_horizon(void)
+/* The horizon raised now: blocks whose quarantine ends within ahead_us. */
+static uint64_t next_horizon(uint64_t ahead_us)
 {
-    uint64_t h = dm_now_us() + FREE_LOG_AHEAD_US;
+    uint64_t h = dm_now_us() + ahead_us;
     h = h > DM_GRACE_US ? h - DM_GRACE_US : 0;
     return h > FREE_LOG_TAKEN ? h : FREE_LOG_TAKEN + 1;
 }
@@ -134,7 +134,7 @@ static int open_log(dm_ctx_t *ctx, free_log_t *l, int idx)
     /* Restrict reuse before the CAS: from then on a repairer may take what is freed after
      * the horizon. (Not before the block exists: a pool too full for it would otherwise
      * keep this worker from reusing anything freed since.) */
-    uint64_t h = next_horizon();
+    uint64_t h = next_horizon(FREE_LOG_AHEAD_US);
     if (h < l->horizon) l->horizon = h;
     dm_batch_t b;
     dm_batch_init(&b);
@@ -210,8 +210,17 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
         if (!(out[i].units & FREE_LOG_CLAIM) && out[i].freed_us > l->flushed_us)
             l->flushed_us = out[i].freed_us;
     uint64_t id = ++l->started;
-    uint64_t want = next_horizon(), old = l->horizon;
+    /* Three times the time since the last raise ahead: the next raise comes in time unless
+     * three ticks are late, and a busy worker's lead (what a repairer cannot take) stays
+     * short. The horizon never moves back: after an idle spell it waits for the clock. */
+    uint64_t ahead = 3 * (dm_now_us() - l->raised_us);
+    if (ahead > FREE_LOG_AHEAD_US) ahead = FREE_LOG_AHEAD_US;
+    if (ahead < FREE_LOG_AHEAD_MIN_US) ahead = FREE_LOG_AHEAD_MIN_US;
+    uint64_t want = next_horizon(ahead), old = l->horizon;
     if (want < old) want = old;
+    /* After a growth the word must change for the old block to go (a repairer that read it
+     * before the switch must lose its CAS): a raise of 1 µs while the lead shrinks. */
+    if (l->old_blk && want == old) want = old + 1;
     uint64_t count = l->count + n;
     size_t claims = 0;
     for (size_t i = 0; i < n; i++)
@@ -273,19 +282,13 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
     return 0;
 }
 
-/* Entries the worker writes in a quarantine at its present rate: the entries since the
- * mark before last (a window of one to two half quarantines), or, when more, those since
- * the last mark scaled to a quarantine (the rate of the last 100 ms or more: a burst shows
- * within a few ticks instead of a second). */
+/* Entries the worker wrote in the last quarantine: those since the mark before last (a
+ * window of one to two half quarantines, reset at a growth). Not a rate scaled up from a
+ * shorter window: a burst (a stopped gateway's 3,000 blocks handed over at once) looked
+ * like 40k a quarantine and took a 4 MiB ring for 3,000 entries (it_pool_memory). */
 static uint64_t entries_per_quarantine(const free_log_t *l)
 {
-    uint64_t now = dm_now_us(), count = l->count + l->n;
-    uint64_t need = count - l->prev_count, el = now - l->mark_us;
-    if (el >= 100000u) {
-        uint64_t recent = (count - l->mark_count) * DM_GRACE_US / el;
-        if (recent > need) need = recent;
-    }
-    return need;
+    return l->count + l->n - l->prev_count;
 }
 
 uint64_t free_log_wants_room(const free_log_t *l)

@@ -33,10 +33,15 @@
 /* Entries of a log block of `bytes` bytes (FREE_LOG_BYTES times a power of 4). */
 #define FREE_LOG_CAP_OF(bytes) (((bytes)-FREE_LOG_HDR) / 32u)
 #define FREE_LOG_MAGIC 0x474c454552464b44ull /* "DKFREELG" */
-/* How far ahead of the quarantine the horizon is raised: an idle worker raises it every
- * 100 ms, a busy one every tick (20 ms), so a few ticks may be late before a reuse waits.
- * A repairer takes the frees of the dead worker's last DM_GRACE_US minus this. */
+/* How far ahead of the quarantine the horizon is raised: three times the time since the
+ * last raise, between these bounds. An idle worker raises it every 100 ms (300 ms ahead), a
+ * busy one every tick (10 ms: 30 ms ahead), so three ticks may be late before a reuse waits
+ * (it then carves new space). A repairer takes the frees of the dead worker's last
+ * DM_GRACE_US minus this: what a busy worker freed in the last 30 ms before the horizon and
+ * had not reused yet is lost with it (300 ms of 190k frees a second was 55-80% of the live
+ * data in it_gateway_death's fast death, release build). */
 #define FREE_LOG_AHEAD_US 300000u
+#define FREE_LOG_AHEAD_MIN_US 30000u
 #define FREE_LOG_TAKEN 1u /* a horizon word taken over by a repairer (or closed at a stop) */
 /* Large blocks (over FREE_LOG_LARGE_UNITS grains: 16 KB) are reused only once claimed in
  * the log (an entry with FREE_LOG_CLAIM in units, written by a tick whose horizon CAS
