@@ -476,8 +476,13 @@ int main(void)
     long long fast = settled - lost_before;
     fprintf(stderr, "lost to the fast death: %lld bytes (%.1f%% of live)\n", fast,
             100.0 * (double)fast / (double)live);
-    CHECKF(fast <= live / 10, "%lld bytes lost to one death at %lld SETs a second, %lld live", fast,
-           sets / 3, live);
+    /* What a death may lose grows with its rate: the horizon's lead (30 ms when busy) and the
+     * frees staged since the last tick (10 ms) and on the wire, each a 100-byte value's block
+     * (160 bytes at most in the 32-byte grain), plus a twentieth of live for the rest. */
+    long long bound = live / 20 + sets / 3 * 50 / 1000 * 160;
+    CHECKF(fast <= bound,
+           "%lld bytes lost to one death at %lld SETs a second, %lld live (bound %lld)", fast,
+           sets / 3, live, bound);
     redisFree(a);
     redisFree(b);
     for (int g = 0; g < 3; g++)
