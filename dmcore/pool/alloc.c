@@ -34,6 +34,7 @@
  * lost most (docs/leases.md "The reserve comes back down"); a raise is one CAS per such
  * block, next to a transfer of 16 KB or more. */
 #define LARGE_CARVE TRIM_KEEP_MIN
+#define RETURNED_EMPTY_US 100000u /* take_returned: an empty stack is looked at again after */
 
 typedef struct freed {
     dm_gaddr_t addr;
@@ -70,6 +71,7 @@ struct dm_alloc {
     freed_t *spare;    /* unused list entries (freed_new) */
     free_log_t log;    /* what it freed, in the pool, and the reuse horizon (free_log.h) */
     uint64_t floor_us; /* the latest dm_now_us() its lists were dated by: never ahead of now */
+    uint64_t returned_empty_until; /* the returned stacks were empty: no pop before then */
     struct freed_slab *slabs;
 };
 
@@ -756,6 +758,37 @@ static int alloc_fresh(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t need, uint64_t ali
  * would fit, wait for its quarantine to pass (at most DM_GRACE_US) instead of failing;
  * with none, look for blocks other gateways returned for half a second: -OOM then means
  * the memory is not coming back, not that it is 2 s away or held by another gateway. */
+/* A large block (LARGE_CARVE and over) none of our lists has: one block off the returned
+ * stacks before carving. A gateway that frees little (SepHash frees old values in the
+ * merges of whichever gateway merges) otherwise took every such block from new chunks while
+ * its peer returned hundreds of MB it had no use for: refills pop at most
+ * DM_REFILL_POPS_MAX per chunk (sephash/it_pool_memory, release build: -OOM after 7,500
+ * rewrites of 20-200 KB, 360 MB on the stack). Its first need bytes are the block; the
+ * rest, or all of it when too small, is queued as pieces quarantined from now (hence
+ * logged), as a refill does. An empty stack is not looked at again for 100 ms. Returns 1
+ * (*out), 0 (carve) or DM_E*. 3 RTTs when a block is popped, 1 when none. */
+static int take_returned(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t need, uint64_t align,
+                         dm_gaddr_t *out)
+{
+    uint64_t now = dm_now_us();
+    if (now < a->returned_empty_until) return 0;
+    dm_gaddr_t start;
+    uint64_t bytes;
+    int rc = returned_take(ctx, &start, &bytes);
+    if (rc <= 0) {
+        if (rc == 0) a->returned_empty_until = now + RETURNED_EMPTY_US;
+        return rc;
+    }
+    atomic_fetch_add_explicit(&blocks_taken, 1, memory_order_relaxed);
+    if (bytes < need || start % align) {
+        alloc_queue_quarantined(a, start, bytes);
+        return 0;
+    }
+    if (bytes > need) alloc_queue_quarantined(a, start + need, bytes - need);
+    *out = start;
+    return 1;
+}
+
 static int alloc_aligned(dm_ctx_t *ctx, uint64_t need, uint64_t align, dm_gaddr_t *out)
 {
     dm_alloc_t *a = ctx->w->alloc;
@@ -773,7 +806,14 @@ static int alloc_aligned(dm_ctx_t *ctx, uint64_t need, uint64_t align, dm_gaddr_
             a->live_delta += (int64_t)need;
             return 0;
         }
-        int rc = alloc_fresh(ctx, a, need, align, out);
+        int rc = need >= LARGE_CARVE && need <= DM_CHUNK_SIZE / 4
+                     ? take_returned(ctx, a, need, align, out)
+                     : 0;
+        if (rc == 1) {
+            a->live_delta += (int64_t)need;
+            return 0;
+        }
+        if (rc == 0) rc = alloc_fresh(ctx, a, need, align, out);
         if (rc != DM_ENOMEM) return rc;
         if (!give_up) give_up = dm_now_us() + DM_GRACE_US + OOM_POLLS * OOM_POLL_US;
         if (dm_now_us() >= give_up) return rc;
