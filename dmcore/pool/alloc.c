@@ -753,11 +753,6 @@ static int alloc_fresh(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t need, uint64_t ali
 #define OOM_POLLS 5         /* looks at the returned blocks before -OOM... */
 #define OOM_POLL_US 100000u /* ...this far apart (a gateway cron tick) */
 
-/* Carve need bytes (a multiple of DM_GRAIN) aligned to align (DM_GRAIN or DM_UNIT). When
- * the pool is full (maxmemory, or every node) but one of this worker's quarantined blocks
- * would fit, wait for its quarantine to pass (at most DM_GRACE_US) instead of failing;
- * with none, look for blocks other gateways returned for half a second: -OOM then means
- * the memory is not coming back, not that it is 2 s away or held by another gateway. */
 /* A large block (LARGE_CARVE and over) none of our lists has: one block off the returned
  * stacks before carving. A gateway that frees little (SepHash frees old values in the
  * merges of whichever gateway merges) otherwise took every such block from new chunks while
@@ -789,6 +784,11 @@ static int take_returned(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t need, uint64_t a
     return 1;
 }
 
+/* Carve need bytes (a multiple of DM_GRAIN) aligned to align (DM_GRAIN or DM_UNIT). When
+ * the pool is full (maxmemory, or every node) but one of this worker's quarantined blocks
+ * would fit, wait for its quarantine to pass (at most DM_GRACE_US) instead of failing;
+ * with none, look for blocks other gateways returned for half a second: -OOM then means
+ * the memory is not coming back, not that it is 2 s away or held by another gateway. */
 static int alloc_aligned(dm_ctx_t *ctx, uint64_t need, uint64_t align, dm_gaddr_t *out)
 {
     dm_alloc_t *a = ctx->w->alloc;

@@ -112,8 +112,8 @@ uint64_t free_log_stage_claim(free_log_t *l, dm_gaddr_t addr, uint64_t units);
 int free_log_due(const free_log_t *l);
 
 /* Whether the ring laps within a quarantine at the present rate (more than half of it
- * written in a DM_GRACE_US, measured over the last 0.1-2 s): the size to grow to (the
- * smallest FREE_LOG_BYTES times a power of 4 that holds twice that, at most
+ * written since the mark before last, one to two half quarantines ago): the size to grow
+ * to (the smallest FREE_LOG_BYTES times a power of 4 that holds twice that, at most
  * FREE_LOG_MAX_BYTES), or 0 (no growth, or none allowed now). */
 uint64_t free_log_wants_room(const free_log_t *l);
 /* Move the log to a block of `bytes` bytes (from free_log_wants_room): write keep[0..n)
