@@ -34,7 +34,8 @@
  * lost most (docs/leases.md "The reserve comes back down"); a raise is one CAS per such
  * block, next to a transfer of 16 KB or more. */
 #define LARGE_CARVE TRIM_KEEP_MIN
-#define RETURNED_EMPTY_US 100000u /* take_returned: an empty stack is looked at again after */
+#define BIG_EXTENT (DM_CHUNK_SIZE / 4) /* blocks over this get an extent of their own */
+#define RETURNED_EMPTY_US 100000u      /* take_returned: an empty stack is looked at again after */
 
 typedef struct freed {
     dm_gaddr_t addr;
@@ -806,9 +807,8 @@ static int alloc_aligned(dm_ctx_t *ctx, uint64_t need, uint64_t align, dm_gaddr_
             a->live_delta += (int64_t)need;
             return 0;
         }
-        int rc = need >= LARGE_CARVE && need <= DM_CHUNK_SIZE / 4
-                     ? take_returned(ctx, a, need, align, out)
-                     : 0;
+        int rc =
+            need >= LARGE_CARVE && need <= BIG_EXTENT ? take_returned(ctx, a, need, align, out) : 0;
         if (rc == 1) {
             a->live_delta += (int64_t)need;
             return 0;
@@ -831,7 +831,7 @@ static int alloc_aligned(dm_ctx_t *ctx, uint64_t need, uint64_t align, dm_gaddr_
  * blocks) an extent of their own. */
 static int alloc_fresh(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t need, uint64_t align, dm_gaddr_t *out)
 {
-    if (need > DM_CHUNK_SIZE / 4) { /* big values get their own extent */
+    if (need > BIG_EXTENT) { /* big values get their own extent */
         int rc = take_range(ctx, a, need, out);
         if (!rc) a->live_delta += (int64_t)need;
         return rc;

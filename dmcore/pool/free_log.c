@@ -296,7 +296,6 @@ uint64_t free_log_wants_room(const free_log_t *l)
     if (l->state != FREE_LOG_ON || l->busy || l->old_blk || dm_now_us() < l->grow_after_us)
         return 0;
     uint64_t need = entries_per_quarantine(l), bytes = l->blk_bytes;
-    if (need <= FREE_LOG_CAP_OF(bytes) / 2) return 0;
     while (bytes < FREE_LOG_MAX_BYTES && need > FREE_LOG_CAP_OF(bytes) / 2)
         bytes *= 4;
     return bytes > l->blk_bytes ? bytes : 0;

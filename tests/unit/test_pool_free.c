@@ -845,6 +845,18 @@ static void test_claims(void)
     two_stop(&t);
 }
 
+/* B takes A's record over, with exactly one free log; A's next tick finds its log taken
+ * and drops what it listed. Returns the bytes that log gave B. */
+static uint64_t b_takes_a_log(two_t *t)
+{
+    dm_alloc_tail_stats_t got;
+    CHECK(dm_alloc_adopt(&t->cb, dm_alloc_record(), &got) == 0);
+    CHECKF(got.free_logs_adopted == 1, "%llu free logs taken over (want 1)",
+           (unsigned long long)got.free_logs_adopted);
+    CHECK(dm_alloc_log_tick(&t->ca) == 0);
+    return got.free_log_bytes_adopted;
+}
+
 /* A worker that frees more blocks within a quarantine than its 1 MiB ring holds (32,766
  * entries) moves its log to a larger block, listed blocks first: a repairer then takes
  * every one of them. With the ring alone it got the last 32,766 (docs/leases.md "A ring
@@ -854,7 +866,7 @@ static void test_log_grows(void)
     enum { N1 = 20000, N2 = 30000, LEN = 40 };
     two_t t;
     two_start(&t);
-    dm_ctx_t *ca = &t.ca, *cb = &t.cb;
+    dm_ctx_t *ca = &t.ca;
     static dm_gaddr_t set[N1 + N2];
     CHECK(dm_alloc_log_tick(ca) == 0); /* opens A's log */
     alloc_blocks(ca, N1 + N2, LEN, set);
@@ -865,14 +877,10 @@ static void test_log_grows(void)
     for (int i = N1; i < N1 + N2; i++)
         dm_alloc_free(t.wa->alloc, set[i], LEN);
     CHECK(dm_alloc_log_tick(ca) == 0);
-    dm_alloc_tail_stats_t got;
-    CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &got) == 0);
+    uint64_t got = b_takes_a_log(&t);
     uint64_t want = (uint64_t)(N1 + N2) * dm_alloc_kv_block_bytes(LEN);
-    CHECKF(got.free_logs_adopted == 1 && got.free_log_bytes_adopted == want,
-           "%llu logs, %llu bytes taken over (want 1, %llu: %d blocks)",
-           (unsigned long long)got.free_logs_adopted,
-           (unsigned long long)got.free_log_bytes_adopted, (unsigned long long)want, N1 + N2);
-    CHECK(dm_alloc_log_tick(ca) == 0); /* finds its log taken: drops them */
+    CHECKF(got == want, "%llu bytes taken over (want %llu: %d blocks)", (unsigned long long)got,
+           (unsigned long long)want, N1 + N2);
     two_stop(&t);
 }
 
@@ -887,7 +895,7 @@ static void test_log_grows_fast(void)
     enum { N = 200000, STEP = 20000, LEN = 40 };
     two_t t;
     two_start(&t);
-    dm_ctx_t *ca = &t.ca, *cb = &t.cb;
+    dm_ctx_t *ca = &t.ca;
     static dm_gaddr_t set[N];
     CHECK(dm_alloc_log_tick(ca) == 0); /* opens A's log */
     alloc_blocks(ca, N, LEN, set);
@@ -898,16 +906,12 @@ static void test_log_grows_fast(void)
         CHECK(dm_alloc_log_tick(ca) == 0); /* two raises: the old block may go */
     }
     CHECK(dm_alloc_log_tick(ca) == 0);
-    dm_alloc_tail_stats_t got;
-    CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &got) == 0);
+    uint64_t got = b_takes_a_log(&t);
     /* At least the blocks and the 1 MiB and 4 MiB rings the log left (freed, so logged too);
      * also any pieces A took from the pool's shared places (quarantined, so logged). */
     uint64_t want = (uint64_t)N * dm_alloc_kv_block_bytes(LEN) + (5u << 20);
-    CHECKF(got.free_logs_adopted == 1 && got.free_log_bytes_adopted >= want,
-           "%llu logs, %llu bytes taken over (want 1, at least %llu: %d blocks, two rings)",
-           (unsigned long long)got.free_logs_adopted,
-           (unsigned long long)got.free_log_bytes_adopted, (unsigned long long)want, N);
-    CHECK(dm_alloc_log_tick(ca) == 0); /* finds its log taken: drops them */
+    CHECKF(got >= want, "%llu bytes taken over (want at least %llu: %d blocks, two rings)",
+           (unsigned long long)got, (unsigned long long)want, N);
     two_stop(&t);
 }
 
@@ -922,7 +926,7 @@ static void test_horizon_lead(void)
     enum { N = 2000, TRICKLE = 400, LEN = 40 };
     two_t t;
     two_start(&t);
-    dm_ctx_t *ca = &t.ca, *cb = &t.cb;
+    dm_ctx_t *ca = &t.ca;
     static dm_gaddr_t set[N + TRICKLE];
     CHECK(dm_alloc_log_tick(ca) == 0); /* opens A's log */
     alloc_blocks(ca, N + TRICKLE, LEN, set);
@@ -935,13 +939,10 @@ static void test_horizon_lead(void)
         CHECK(dm_alloc_log_tick(ca) == 0);
         usleep(10000);
     }
-    dm_alloc_tail_stats_t got;
-    CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &got) == 0);
+    uint64_t got = b_takes_a_log(&t);
     uint64_t want = (uint64_t)N * dm_alloc_kv_block_bytes(LEN);
-    CHECKF(got.free_log_bytes_adopted >= want,
-           "%llu bytes taken over, want at least %llu (the %d blocks freed first)",
-           (unsigned long long)got.free_log_bytes_adopted, (unsigned long long)want, N);
-    CHECK(dm_alloc_log_tick(ca) == 0); /* finds its log taken: drops them */
+    CHECKF(got >= want, "%llu bytes taken over, want at least %llu (the %d blocks freed first)",
+           (unsigned long long)got, (unsigned long long)want, N);
     two_stop(&t);
 }
 
