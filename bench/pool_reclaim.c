@@ -239,18 +239,24 @@ static int reclaim(dm_ctx_t *ctx, ranges_t *rs, int dry, int list)
          * ranges may come back as anything). Returned blocks may lie in such ranges too:
          * the stacks are emptied (blocks in ranges that stay are lost until their range
          * is reclaimed). */
-        uint64_t zero[DM_CLOCK_SLOTS] = {0};
+        static const uint64_t zero[sizeof(((dm_superblock_t *)0)->block_free_class) / 8] = {0};
+        _Static_assert(sizeof(zero) >= sizeof(((dm_superblock_t *)0)->alloc_board), "zeroes");
         dm_batch_t b;
         dm_batch_init(&b);
-        dm_batch_write(&b, dm_gaddr_make(0, DM_SB_OFF(alloc_board)), zero, sizeof(zero));
+        dm_batch_write(&b, dm_gaddr_make(0, DM_SB_OFF(alloc_board)), zero,
+                       sizeof(((dm_superblock_t *)0)->alloc_board));
         dm_batch_write(&b, dm_gaddr_make(0, DM_SB_OFF(spare_board)), zero,
                        sizeof(((dm_superblock_t *)0)->spare_board));
-        for (unsigned n = 0; n < ctx->w->n_nodes; n++) {
-            dm_batch_write(&b, dm_gaddr_make(n, DM_SB_OFF(block_free)), zero, 8);
-            dm_batch_write(&b, dm_gaddr_make(n, DM_SB_OFF(log_free)), zero, 8);
-        }
         dm_batch_write(&b, dm_gaddr_make(0, DM_SB_OFF(returned_bytes)), zero, 8);
         rc = dm_batch_exec(ctx, &b);
+        for (unsigned n = 0; n < ctx->w->n_nodes && !rc; n++) {
+            dm_batch_init(&b);
+            dm_batch_write(&b, dm_gaddr_make(n, DM_SB_OFF(block_free)), zero, 8);
+            dm_batch_write(&b, dm_gaddr_make(n, DM_SB_OFF(block_free_class)), zero,
+                           sizeof(((dm_superblock_t *)0)->block_free_class));
+            dm_batch_write(&b, dm_gaddr_make(n, DM_SB_OFF(log_free)), zero, 8);
+            rc = dm_batch_exec(ctx, &b);
+        }
     }
     for (size_t i = 0; i < rs->n && !rc; i++) {
         range_t *r = &rs->v[i];

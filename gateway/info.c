@@ -398,7 +398,7 @@ static void sec_dmkv(gw_buf_t *b)
         "free_logs_adopted:%llu\r\nfree_log_bytes_adopted:%llu\r\n"
         "free_log_early_bytes_adopted:%llu\r\nallocator_claims:%llu\r\n"
         "allocator_region_bytes:%llu\r\nallocator_free_log_bytes:%llu\r\n"
-        "allocator_reserve_trims:%llu\r\n",
+        "allocator_reserve_trims:%llu\r\nallocator_freed_bytes:%llu\r\n",
         (unsigned long long)ts.regions_adopted, (unsigned long long)ts.bytes_adopted,
         (unsigned long long)ts.spare_bytes, (unsigned long long)ts.handoffs_adopted,
         (unsigned long long)ts.handoff_bytes_adopted, (unsigned long long)ts.board_taken,
@@ -407,7 +407,7 @@ static void sec_dmkv(gw_buf_t *b)
         (unsigned long long)ts.free_logs_adopted, (unsigned long long)ts.free_log_bytes_adopted,
         (unsigned long long)ts.free_log_early_bytes, (unsigned long long)dm_alloc_claims(),
         (unsigned long long)dm_alloc_region_bytes(), (unsigned long long)dm_alloc_free_log_bytes(),
-        (unsigned long long)dm_alloc_reserve_trims());
+        (unsigned long long)dm_alloc_reserve_trims(), (unsigned long long)dm_alloc_freed_bytes());
     index_stats(b, dm_kv_range_index()->stats);
     for (int k = 0; k < DM_CLS_COUNT; k++) {
         dm_cls_stats_t s;

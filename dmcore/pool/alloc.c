@@ -63,6 +63,7 @@ struct dm_alloc {
     uint64_t chunk_bytes;
     int64_t live_delta;       /* bytes allocated minus bytes freed since the last flush */
     int64_t listed_delta;     /* change of the bytes on its lists since the last flush (INFO) */
+    uint64_t freed_delta;     /* bytes freed since the last flush (INFO) */
     uint64_t region_reported; /* cur_left as last added to region_bytes */
     uint64_t carved;          /* bytes of small blocks carved from regions, ever
                                  (trim_reserve's rate; see LARGE_CARVE) */
@@ -72,7 +73,9 @@ struct dm_alloc {
     freed_t *spare;    /* unused list entries (freed_new) */
     free_log_t log;    /* what it freed, in the pool, and the reuse horizon (free_log.h) */
     uint64_t floor_us; /* the latest dm_now_us() its lists were dated by: never ahead of now */
-    uint64_t returned_empty_until; /* the returned stacks were empty: no pop before then */
+    uint64_t returned_empty_until[DM_RETURNED_CLASSES]; /* the returned stacks of that class
+                                                           and above were empty: no pop
+                                                           before then */
     struct freed_slab *slabs;
 };
 
@@ -139,8 +142,19 @@ uint64_t dm_alloc_region_bytes(void)
     return v > 0 ? (uint64_t)v : 0;
 }
 
+static _Atomic uint64_t freed_bytes; /* flushed as listed_bytes is */
+
+uint64_t dm_alloc_freed_bytes(void)
+{
+    return atomic_load_explicit(&freed_bytes, memory_order_relaxed);
+}
+
 static void flush_listed(dm_alloc_t *a)
 {
+    if (a->freed_delta) {
+        atomic_fetch_add_explicit(&freed_bytes, a->freed_delta, memory_order_relaxed);
+        a->freed_delta = 0;
+    }
     if (!a->listed_delta) return;
     atomic_fetch_add_explicit(&listed_bytes, a->listed_delta, memory_order_relaxed);
     a->listed_delta = 0;
@@ -678,7 +692,7 @@ static int refill(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t need)
             alloc_queue_quarantined(a, start, bytes);
     }
     for (unsigned pops = 0; !got && rc >= 0 && pops < DM_REFILL_POPS_MAX &&
-                            (rc = returned_take(ctx, &start, &bytes)) == 1;
+                            (rc = returned_take(ctx, need + DM_UNIT, &start, &bytes)) == 1;
          pops++) {
         atomic_fetch_add_explicit(&blocks_taken, 1, memory_order_relaxed);
         if (bytes >= need + DM_UNIT)
@@ -754,35 +768,42 @@ static int alloc_fresh(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t need, uint64_t ali
 #define OOM_POLLS 5         /* looks at the returned blocks before -OOM... */
 #define OOM_POLL_US 100000u /* ...this far apart (a gateway cron tick) */
 
-/* A large block (LARGE_CARVE and over) none of our lists has: one block off the returned
- * stacks before carving. A gateway that frees little (SepHash frees old values in the
- * merges of whichever gateway merges) otherwise took every such block from new chunks while
- * its peer returned hundreds of MB it had no use for: refills pop at most
- * DM_REFILL_POPS_MAX per chunk (sephash/it_pool_memory, release build: -OOM after 7,500
- * rewrites of 20-200 KB, 360 MB on the stack). Its first need bytes are the block; the
- * rest, or all of it when too small, is queued as pieces quarantined from now (hence
- * logged), as a refill does. An empty stack is not looked at again for 100 ms. Returns 1
- * (*out), 0 (carve) or DM_E*. 3 RTTs when a block is popped, 1 when none. */
+/* A large block (LARGE_CARVE and over) none of our lists has: up to DM_TAKE_RETURNED_POPS
+ * blocks off the returned stacks before carving. A gateway that frees little (SepHash frees
+ * old values in the merges of whichever gateway merges) otherwise took every such block
+ * from new chunks while its peer returned hundreds of MB it had no use for: refills pop at
+ * most DM_REFILL_POPS_MAX per chunk (sephash/it_pool_memory, release build: -OOM after
+ * 7,500 rewrites of 20-200 KB, 360 MB on the stack). The stacks are per size class
+ * (returned.h), so the first block popped fits but on an older pool's single stack. The
+ * rest of it, and a block too small, is queued as pieces quarantined from now, hence
+ * logged: queued reusable at once, its pieces of 16 KB or less were in no log, and the
+ * release build's SepHash fast death in it_gateway_death lost twice as much (15-19% of
+ * live against 8-10%). An empty stack is not looked at again for 100 ms. Returns 1 (*out),
+ * 0 (carve) or DM_E*. 3 RTTs per block popped, 1 when none. */
 static int take_returned(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t need, uint64_t align,
                          dm_gaddr_t *out)
 {
     uint64_t now = dm_now_us();
-    if (now < a->returned_empty_until) return 0;
-    dm_gaddr_t start;
-    uint64_t bytes;
-    int rc = returned_take(ctx, &start, &bytes);
-    if (rc <= 0) {
-        if (rc == 0) a->returned_empty_until = now + RETURNED_EMPTY_US;
-        return rc;
+    unsigned cls = returned_need_class(need);
+    if (now < a->returned_empty_until[cls]) return 0;
+    for (unsigned pops = 0; pops < DM_TAKE_RETURNED_POPS; pops++) {
+        dm_gaddr_t start;
+        uint64_t bytes;
+        int rc = returned_take(ctx, need, &start, &bytes);
+        if (rc <= 0) {
+            if (rc == 0) a->returned_empty_until[cls] = now + RETURNED_EMPTY_US;
+            return rc;
+        }
+        atomic_fetch_add_explicit(&blocks_taken, 1, memory_order_relaxed);
+        if (bytes < need || start % align) {
+            alloc_queue_quarantined(a, start, bytes);
+            continue;
+        }
+        if (bytes > need) alloc_queue_quarantined(a, start + need, bytes - need);
+        *out = start;
+        return 1;
     }
-    atomic_fetch_add_explicit(&blocks_taken, 1, memory_order_relaxed);
-    if (bytes < need || start % align) {
-        alloc_queue_quarantined(a, start, bytes);
-        return 0;
-    }
-    if (bytes > need) alloc_queue_quarantined(a, start + need, bytes - need);
-    *out = start;
-    return 1;
+    return 0;
 }
 
 /* Carve need bytes (a multiple of DM_GRAIN) aligned to align (DM_GRAIN or DM_UNIT). When
@@ -908,7 +929,7 @@ int dm_alloc_return_idle(dm_ctx_t *ctx)
 {
     dm_alloc_t *a = ctx->w->alloc;
     uint64_t head = 0;
-    unsigned head_node = ~0u;
+    unsigned head_stack = ~0u; /* the stack head was read from: node, class */
     /* Nothing past its quarantine: nothing to return, and no round trip for the pool's
      * usage (this runs on every cron tick of every thread). */
     if (!take_idle(a, dm_now_us(), 0, 1)) return 0;
@@ -955,7 +976,8 @@ int dm_alloc_return_idle(dm_ctx_t *ctx)
         if (lo > f->addr) queue_pieces(a, f->addr, lo - f->addr);
         if (hi < f->addr + f->units * DM_GRAIN)
             queue_pieces(a, hi, f->addr + f->units * DM_GRAIN - hi);
-        if (dm_gaddr_node(lo) != head_node) head = 0, head_node = dm_gaddr_node(lo);
+        unsigned stack = dm_gaddr_node(lo) * DM_RETURNED_CLASSES + returned_class(hi - lo);
+        if (stack != head_stack) head = 0, head_stack = stack;
         rc = returned_push(ctx, lo, hi - lo, &head);
         if (rc == 1) {
             atomic_fetch_add_explicit(&blocks_returned, 1, memory_order_relaxed);
@@ -1200,9 +1222,13 @@ uint64_t dm_alloc_kv_block_bytes(uint64_t bytes)
     return units * DM_GRAIN;
 }
 
+/* Large blocks are 64-byte aligned: a returned block's header must be, and a block of a
+ * class size that lost 32 bytes at each end when returned went on the stack of the class
+ * below, where cutting it left a piece too small for the next large write. */
 int dm_alloc_kv_block(dm_ctx_t *ctx, uint64_t bytes, dm_gaddr_t *out)
 {
-    return alloc_aligned(ctx, dm_alloc_kv_block_bytes(bytes), DM_GRAIN, out);
+    uint64_t need = dm_alloc_kv_block_bytes(bytes);
+    return alloc_aligned(ctx, need, need >= LARGE_CARVE ? DM_UNIT : DM_GRAIN, out);
 }
 
 /* Queue a block on its size class: at the tail with its free time now (quarantine, FIFO),
@@ -1249,12 +1275,14 @@ static void queue_block(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, int now_
 void dm_alloc_free(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes)
 {
     a->live_delta -= (int64_t)dm_alloc_kv_block_bytes(bytes);
+    a->freed_delta += dm_alloc_kv_block_bytes(bytes);
     queue_block(a, addr, bytes, 0);
 }
 
 void dm_alloc_free_at(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, uint64_t unlinked_us)
 {
     a->live_delta -= (int64_t)dm_alloc_kv_block_bytes(bytes);
+    a->freed_delta += dm_alloc_kv_block_bytes(bytes);
     queue_block_at(a, addr, bytes, 0, unlinked_us);
 }
 

@@ -3,6 +3,8 @@
  * if the head did not change since it was read, so the top's link it read is still true. */
 #include "returned.h"
 
+#include <stdlib.h>
+
 #include "dmkv/batch.h"
 #include "dmkv/errors.h"
 #include "dmkv/superblock.h"
@@ -107,6 +109,7 @@ static int pop(dm_ctx_t *ctx, size_t which, unsigned node, uint64_t head, dm_gad
     return 0;
 }
 
+/* Pop from the one stack per node whose head word is at which (log_free). */
 static int take_from(dm_ctx_t *ctx, size_t which, dm_gaddr_t *start, uint64_t *bytes)
 {
     dm_worker_t *w = ctx->w;
@@ -125,14 +128,85 @@ static int take_from(dm_ctx_t *ctx, size_t which, dm_gaddr_t *start, uint64_t *b
     return 0;
 }
 
-int returned_push(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t bytes, uint64_t *head)
+/* Class index of units grains (over 512) rounded down (up: 0), 8 per doubling from 512. */
+static unsigned class_index(uint64_t units, int up)
 {
-    return push_on(ctx, DM_SB_OFF(block_free), addr, bytes, head);
+    if (units <= 512) return 0;
+    unsigned k = 63u - (unsigned)__builtin_clzll(units); /* 2^k <= units < 2^(k+1), k >= 9 */
+    uint64_t step = 1ull << (k - 3);
+    uint64_t q = up ? (units + step - 1) / step : units / step; /* 8..16 */
+    if (q == 16) k++, q = 8;
+    uint64_t idx = (uint64_t)(k - 9) * 8 + (q - 8);
+    return idx < DM_RETURNED_CLASSES ? (unsigned)idx : DM_RETURNED_CLASSES;
 }
 
-int returned_take(dm_ctx_t *ctx, dm_gaddr_t *start, uint64_t *bytes)
+unsigned returned_class(uint64_t bytes)
 {
-    return take_from(ctx, DM_SB_OFF(block_free), start, bytes);
+    unsigned c = class_index(bytes / DM_GRAIN, 0);
+    return c < DM_RETURNED_CLASSES ? c : DM_RETURNED_CLASSES - 1;
+}
+
+unsigned returned_need_class(uint64_t need)
+{
+    unsigned c = class_index((need + DM_GRAIN - 1) / DM_GRAIN, 1);
+    return c < DM_RETURNED_CLASSES ? c : DM_RETURNED_CLASSES - 1;
+}
+
+/* The superblock offset of class c's head word. */
+static size_t class_head(unsigned c)
+{
+    return DM_SB_OFF(block_free_class) + 8 * c;
+}
+
+_Static_assert(sizeof(((dm_superblock_t *)0)->block_free_class) == 8 * DM_RETURNED_CLASSES,
+               "a head word per class");
+
+/* Pop from the first non-empty stack over the nodes whose head word is at which, as read
+ * into heads[node]. */
+static int take_one(dm_ctx_t *ctx, size_t which, const uint64_t *const *heads, unsigned n,
+                    dm_gaddr_t *start, uint64_t *bytes)
+{
+    for (unsigned i = 0; i < n; i++) {
+        if (!dm_free_head_off(*heads[i])) continue;
+        int rc = pop(ctx, which, i, *heads[i], start, bytes);
+        if (rc != 0) return rc;
+    }
+    return 0;
+}
+
+#define TAKE_NODES (DM_BATCH_MAX / 2) /* nodes one take looks at: two reads each */
+
+int returned_take(dm_ctx_t *ctx, uint64_t need, dm_gaddr_t *start, uint64_t *bytes)
+{
+    dm_worker_t *w = ctx->w;
+    unsigned n = w->n_nodes < TAKE_NODES ? w->n_nodes : TAKE_NODES;
+    /* On the heap: coroutine stacks are small, and a pop yields to other coroutines. */
+    uint64_t(*cls)[DM_RETURNED_CLASSES] = malloc(n * sizeof(*cls));
+    uint64_t legacy[TAKE_NODES];
+    if (!cls) return DM_ENOMEM;
+    dm_batch_t b;
+    dm_batch_init(&b);
+    for (unsigned i = 0; i < n; i++) {
+        dm_batch_read(&b, dm_gaddr_make(i, DM_SB_OFF(block_free_class)), cls[i], sizeof(cls[i]));
+        dm_batch_read(&b, dm_gaddr_make(i, DM_SB_OFF(block_free)), &legacy[i], 8);
+    }
+    int rc = dm_batch_exec(ctx, &b);
+    const uint64_t *heads[TAKE_NODES];
+    for (unsigned c = returned_need_class(need); !rc && c < DM_RETURNED_CLASSES; c++) {
+        for (unsigned i = 0; i < n; i++)
+            heads[i] = &cls[i][c];
+        rc = take_one(ctx, class_head(c), heads, n, start, bytes);
+    }
+    for (unsigned i = 0; i < n; i++)
+        heads[i] = &legacy[i];
+    if (!rc) rc = take_one(ctx, DM_SB_OFF(block_free), heads, n, start, bytes);
+    free(cls);
+    return rc;
+}
+
+int returned_push(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t bytes, uint64_t *head)
+{
+    return push_on(ctx, class_head(returned_class(bytes)), addr, bytes, head);
 }
 
 int returned_push_log(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t bytes)

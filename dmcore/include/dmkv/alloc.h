@@ -173,6 +173,10 @@ void dm_alloc_returned_stats(uint64_t *returned, uint64_t *taken);
 /* Bytes in this process's free lists (quarantined or reusable), all workers, as of each
  * worker's last cron tick (dm_alloc_flush_live). */
 uint64_t dm_alloc_listed_bytes(void);
+/* Bytes this process's workers freed (dm_alloc_free, dm_alloc_free_at), ever, as of each
+ * worker's last cron tick: a death loses what was freed in its last tens of milliseconds
+ * (docs/leases.md), so a test's bound on that follows this rate. */
+uint64_t dm_alloc_freed_bytes(void);
 /* Bytes left to carve in this process's workers' current regions, as of each worker's
  * last cron tick (their chunks' unused rest: taken from the pool, free for this process). */
 uint64_t dm_alloc_region_bytes(void);

@@ -34,10 +34,11 @@ typedef struct dm_superblock {
     uint64_t live_bytes;      /* node 0: bytes in blocks allocated and not freed, pool-wide;
                                  each gateway worker adds its net change with FAA every cron
                                  tick (dm_alloc_flush_live) */
-    uint64_t block_free;      /* head of this node's stack of returned blocks: freed blocks
+    uint64_t block_free;      /* head of this node's stack of returned blocks (freed blocks
                                  past their quarantine that a gateway's worker did not need,
-                                 for any worker to take (pool/returned.h), tagged as
-                                 chunk_free, 0 = empty */
+                                 for any worker to take: pool/returned.h) of any size, in
+                                 pools made before 2026-12-05 (since: block_free_class);
+                                 still popped, never pushed; tagged as chunk_free, 0 = empty */
     uint64_t returned_bytes;  /* node 0: bytes on every node's returned-block stack, kept with
                                  FAA beside each push and pop (INFO pool_returned_bytes) */
     uint64_t engines;         /* node 0: the index engines the pool was created with, point
@@ -54,27 +55,35 @@ typedef struct dm_superblock {
                                  index's builder (dm_rolex_host_record), 0 = none; never changed
                                  after (2026-12-01: was reserved) */
     uint64_t reserved[11];
-    uint64_t alloc_board[32];   /* node 0: per clock-board slot, the gaddr of that gateway's
-                                   allocation record (dmkv/alloc.h dm_alloc_register), 0 =
-                                   none: a dead gateway's unused chunk tails are found here */
-    uint64_t spare_board[16];   /* node 0: chunk tails taken over from dead gateways and not
-                                   carved yet, as tail words (pool/tails.h), 0 = empty; any
-                                   gateway's worker takes one by CAS before a new chunk */
-    uint64_t fence_box[2 * 16]; /* every node: the fence mailbox (dmkv/fence.h), 16 entries
-                                   of a request word (holder id | nonce << 16, 0 = free),
-                                   claimed by CAS, and the node's ack (the request it
-                                   carried out: the holder's connections are cut) */
-    uint64_t clock_delay[32];   /* node 0: per clock-board slot, how late that gateway's
-                                   words landed: its previous word's wall ms:42 | the
-                                   most any of its words of the 2 s before landed late,
-                                   ms:22 (pool/clock.c); zero in pools made before
-                                   2026-12-04 */
+    uint64_t alloc_board[32];      /* node 0: per clock-board slot, the gaddr of that gateway's
+                                      allocation record (dmkv/alloc.h dm_alloc_register), 0 =
+                                      none: a dead gateway's unused chunk tails are found here */
+    uint64_t spare_board[16];      /* node 0: chunk tails taken over from dead gateways and not
+                                      carved yet, as tail words (pool/tails.h), 0 = empty; any
+                                      gateway's worker takes one by CAS before a new chunk */
+    uint64_t fence_box[2 * 16];    /* every node: the fence mailbox (dmkv/fence.h), 16 entries
+                                      of a request word (holder id | nonce << 16, 0 = free),
+                                      claimed by CAS, and the node's ack (the request it
+                                      carried out: the holder's connections are cut) */
+    uint64_t clock_delay[32];      /* node 0: per clock-board slot, how late that gateway's
+                                      words landed: its previous word's wall ms:42 | the
+                                      most any of its words of the 2 s before landed late,
+                                      ms:22 (pool/clock.c); zero in pools made before
+                                      2026-12-04 */
+    uint64_t block_free_class[64]; /* heads of this node's stacks of returned blocks by size
+                                      class, 8 per doubling from 16 KiB: class i holds blocks
+                                      of at least its size and under the next one's (the
+                                      last: 3.75 MiB and more), so a block of class i fits
+                                      every need of that class (pool/returned.h); tagged as
+                                      chunk_free, 0 = empty; zero in pools made before
+                                      2026-12-05, whose returned blocks are on block_free */
 } dm_superblock_t;
 
 #define DM_FENCE_BOX 16 /* entries of fence_box */
 _Static_assert(sizeof(dm_superblock_t) <= DM_SB_SIZE, "superblock fits its reserved bytes");
 _Static_assert(offsetof(dm_superblock_t, alloc_board) == 512 &&
-                   offsetof(dm_superblock_t, clock_delay) == 1152,
+                   offsetof(dm_superblock_t, clock_delay) == 1152 &&
+                   offsetof(dm_superblock_t, block_free_class) == 1408,
                "fields after reserved keep their place");
 
 #define DM_SB_OFF(field) offsetof(dm_superblock_t, field)
