@@ -695,13 +695,12 @@ static void test_returned_before_carving(void)
     two_stop(&t);
 }
 
-/* A write pops from the returned blocks of its own size band (issue 12, superblock.h
- * block_free_band): with one stack per node a pop gave whatever was on top, too small for
- * a random large write about half the time, and the write carved (sephash/it_pool_memory
- * grew by a fifth of the bytes rewritten). Worker A returns 4 blocks of 400 KB, then 40 of
- * 20 KB on top of them; worker B's 4 writes of 380 KB each take one of A's 400 KB blocks.
- * With one stack B popped a 20 KB block for each, kept it and carved: none of its blocks
- * was A's. */
+/* A write pops from the returned blocks of its own size class or larger (issue 12,
+ * superblock.h block_free_class): with one stack per node a pop gave whatever was on top, too small
+ * for a random large write about half the time, and the write carved (sephash/it_pool_memory grew
+ * by a fifth of the bytes rewritten). Worker A returns 4 blocks of 400 KB, then 40 of 20 KB on top
+ * of them; worker B's 4 writes of 380 KB each take one of A's 400 KB blocks. With one stack B
+ * popped a 20 KB block for each, kept it and carved: none of its blocks was A's. */
 static void test_returned_band(void)
 {
     enum { NB = 4, NS = 40, BIG_LEN = 400000, SMALL_LEN = 20000, NEED = 380000 };
@@ -726,10 +725,11 @@ static void test_returned_band(void)
 
 /* A refill pops at most DM_REFILL_POPS_MAX returned blocks (issue 12): every pop is three
  * round trips the write that needed the region waits for (a refill once took 70 back in
- * 1.5 s). Worker A returns 40 blocks of 70 KB (the size band of 100 KB: returned.h);
- * worker B, whose region is too small for 100 KB, pops a few (take_returned) and at most
- * the bound, then takes a new chunk (what it popped stays on its own lists). Without the
- * bound B popped all 40 and went on into what earlier tests left (52 pops). */
+ * 1.5 s). Worker A returns 40 blocks of 70 KB; worker B, whose region is too small for
+ * 100 KB, pops at most the bound, then takes a new chunk. Without the bound B popped all
+ * 40 and went on into what earlier tests left (52 pops). Since the stacks are per size
+ * class (2026-12-05) B never pops A's 70 KB blocks for 100 KB: only an older pool's
+ * block_free stack can give a block too small, so this no longer reaches the bound. */
 static void test_refill_pops_bounded(void)
 {
     enum { N = 40, SMALL = 70000, LARGE = 100000 };
