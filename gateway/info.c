@@ -369,9 +369,10 @@ static void sec_dmkv(gw_buf_t *b)
     dm_clock_status(&cs);
     gw_buf_printf(b,
                   "clock_peers:%d\r\nclock_far_peers:%d\r\nclock_offset_min_ms:%lld\r\n"
-                  "clock_offset_max_ms:%lld\r\nclock_skewed:%d\r\nmax_clock_skew_ms:%u\r\n",
+                  "clock_offset_max_ms:%lld\r\nclock_skewed:%d\r\nmax_clock_skew_ms:%u\r\n"
+                  "clock_steps:%llu\r\n",
                   cs.peers, cs.far_peers, (long long)cs.lo_ms, (long long)cs.hi_ms, cs.skewed,
-                  dm_clock_bound_ms());
+                  dm_clock_bound_ms(), (unsigned long long)cs.steps);
     gw_dead_repair_stats_t dr;
     gw_dead_repair_stats(&dr);
     gw_buf_printf(b,

@@ -24,6 +24,9 @@
 #define COVER_MS 2000
 #define HIST 32 /* our last words (3.2 s of ticks, more than COVER_MS) */
 #define PENDING 4
+/* Wall minus monotonic moving more than this between two ticks is a step of our wall clock
+ * (NTP slews at most 0.5 ms a second; a step, or a VM resumed late, moves it at once). */
+#define STEP_MS 50
 
 /* A change of a peer's word, bounded but for how late it landed (in its next delay word). */
 typedef struct pending {
@@ -46,6 +49,9 @@ static uint32_t bound_ms = DM_CLOCK_BOUND_MS_DEFAULT;
 static int my_slot = -1;
 static uint16_t my_tag;
 static uint64_t prev_issue_us; /* when the previous board read was posted, 0 = none */
+static int64_t prev_off_ms;    /* our wall ms - monotonic ms at the previous tick */
+static uint64_t step_until_us; /* after a step of our wall clock: no new measurement before */
+static uint64_t steps_seen;
 static struct {
     uint64_t ts, delay_ms; /* a word of ours: its stamp (42 bits), how late it landed */
 } hist[HIST];
@@ -224,6 +230,24 @@ int dm_clock_tick(dm_ctx_t *ctx)
                (unsigned long long)((done_us - taken_us) / 1000));
     }
     int64_t window = prev_issue_us ? (int64_t)((done_us - prev_issue_us + 999) / 1000) : -1;
+    /* A step of our wall clock (NTP, a VM resumed late) lands between a peer's stamp and our
+     * reading: on one machine both clocks stepped, yet d grows by the step for every word
+     * stamped before it. Changes seen for COVER_MS after the step are not measured (a word
+     * stamped before it may land that late), pending ones are dropped; the measurements
+     * from before the step stand meanwhile. */
+    int64_t off = wall - (int64_t)(done_us / 1000);
+    if (prev_issue_us && llabs(off - prev_off_ms) > STEP_MS) {
+        dm_log(DM_LOG_NOTICE,
+               "clock board: this machine's wall clock jumped by %lld ms (NTP step?): "
+               "skew measurements pause for %d ms",
+               (long long)(off - prev_off_ms), COVER_MS);
+        step_until_us = done_us + 1000ull * COVER_MS;
+        steps_seen++;
+        for (int i = 0; i < DM_CLOCK_SLOTS; i++)
+            memset(peers[i].pending, 0, sizeof(peers[i].pending));
+    }
+    prev_off_ms = off;
+    if (done_us < step_until_us) window = -1;
     int claim = -1;
     for (int i = 0; i < DM_CLOCK_SLOTS; i++) {
         peer_t *p = &peers[i];
@@ -357,6 +381,7 @@ void dm_clock_status(dm_clock_status_t *s)
 {
     pthread_mutex_lock(&mu);
     *s = verdict;
+    s->steps = steps_seen;
     pthread_mutex_unlock(&mu);
 }
 

@@ -56,7 +56,8 @@ typedef struct dm_clock_status {
     int far_peers; /* of which surely more than the bound away */
     int64_t lo_ms; /* the bounds of (our clock - peer clock) of the farthest peer */
     int64_t hi_ms;
-    int skewed; /* far from a majority of the live peers (at least one) */
+    int skewed;     /* far from a majority of the live peers (at least one) */
+    uint64_t steps; /* steps of this machine's wall clock seen (measurements paused) */
 } dm_clock_status_t;
 
 /* Current verdict (thread-safe). */
