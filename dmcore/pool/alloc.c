@@ -18,11 +18,12 @@
 #include "free_log.h"
 #include "returned.h"
 #include "alloc_internal.h"
+#include "size_class.h"
 #include "tails.h"
 
-#define MAX_CLASS 512      /* exact size classes 1..512 grains (16 KB) */
-#define LARGE_STEPS 8      /* rounded classes per doubling above MAX_CLASS grains */
-#define LARGE_DOUBLINGS 26 /* 16 KB .. 2^40 bytes */
+#define MAX_CLASS DM_SIZE_CLASS_EXACT   /* exact size classes 1..512 grains (16 KB) */
+#define LARGE_STEPS DM_SIZE_CLASS_STEPS /* rounded classes per doubling above MAX_CLASS grains */
+#define LARGE_DOUBLINGS 26              /* 16 KB .. 2^40 bytes */
 #define NCLASSES (MAX_CLASS + 1 + LARGE_STEPS * LARGE_DOUBLINGS)
 
 /* Reserve kept above the carve point by trim_reserve: at least TRIM_KEEP_MIN, and twice
@@ -339,13 +340,9 @@ static int class_of(uint64_t *units)
         *units = u;
         return (int)u;
     }
-    unsigned k = 63u - (unsigned)__builtin_clzll(u); /* 2^k <= u < 2^(k+1), k >= 9 */
-    uint64_t step = 1ull << (k - 3);                 /* 1/8 of the doubling */
-    uint64_t q = (u + step - 1) / step;              /* 8..16 */
-    if (q == 16) k++, q = 8;
-    unsigned idx = (k - 9) * LARGE_STEPS + (unsigned)(q - 8);
+    uint64_t rounded, idx = dm_size_class_large(u, 1, &rounded);
     if (idx >= LARGE_STEPS * LARGE_DOUBLINGS) return 0;
-    *units = q << (k - 3);
+    *units = rounded;
     return MAX_CLASS + 1 + (int)idx;
 }
 
@@ -435,9 +432,9 @@ static void queue_block(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, int now_
 static uint64_t class_floor(uint64_t u)
 {
     if (u <= MAX_CLASS) return u;
-    unsigned k = 63u - (unsigned)__builtin_clzll(u);
-    uint64_t step = 1ull << (k - 3);
-    return u / step * step;
+    uint64_t rounded;
+    dm_size_class_large(u, 0, &rounded);
+    return rounded;
 }
 
 /* Queue [addr, addr + bytes) cut into pieces of class sizes: reusable now, or quarantined

@@ -8,6 +8,7 @@
 #include "dmkv/batch.h"
 #include "dmkv/errors.h"
 #include "dmkv/superblock.h"
+#include "size_class.h"
 
 #define TRIES 8 /* CAS attempts on a head before giving up */
 
@@ -128,15 +129,12 @@ static int take_from(dm_ctx_t *ctx, size_t which, dm_gaddr_t *start, uint64_t *b
     return 0;
 }
 
-/* Class index of units grains (over 512) rounded down (up: 0), 8 per doubling from 512. */
+/* Class index of units grains rounded down (up: 0 when units <= 512): the allocator's
+ * large classes (size_class.h). */
 static unsigned class_index(uint64_t units, int up)
 {
-    if (units <= 512) return 0;
-    unsigned k = 63u - (unsigned)__builtin_clzll(units); /* 2^k <= units < 2^(k+1), k >= 9 */
-    uint64_t step = 1ull << (k - 3);
-    uint64_t q = up ? (units + step - 1) / step : units / step; /* 8..16 */
-    if (q == 16) k++, q = 8;
-    uint64_t idx = (uint64_t)(k - 9) * 8 + (q - 8);
+    if (units <= DM_SIZE_CLASS_EXACT) return 0;
+    uint64_t idx = dm_size_class_large(units, up, NULL);
     return idx < DM_RETURNED_CLASSES ? (unsigned)idx : DM_RETURNED_CLASSES;
 }
 
