@@ -789,13 +789,37 @@ typedef struct held_batch {
     uv_timer_t timer; /* first: the handle pointer is the struct's */
     dm_worker_t *w;
     async_batch_t *ab;
+    struct held_batch *next, **prev; /* in w->held */
 } held_batch_t;
+
+static void held_unlink(held_batch_t *h)
+{
+    *h->prev = h->next;
+    if (h->next) h->next->prev = h->prev;
+}
 
 static void on_held_batch(uv_timer_t *t)
 {
     held_batch_t *h = t->data;
+    held_unlink(h);
     async_send(h->w, h->ab);
     uv_close((uv_handle_t *)&h->timer, (uv_close_cb)free);
+}
+
+static void held_closed(uv_handle_t *t)
+{
+    held_batch_t *h = t->data;
+    free(h->ab);
+    free(h);
+}
+
+void dm_batch_drop_held(dm_worker_t *w)
+{
+    while (w->held) {
+        held_batch_t *h = w->held;
+        held_unlink(h);
+        uv_close((uv_handle_t *)&h->timer, held_closed);
+    }
 }
 
 int dm_batch_post_async(dm_ctx_t *ctx, dm_batch_t *b)
@@ -833,6 +857,10 @@ int dm_batch_post_async(dm_ctx_t *ctx, dm_batch_t *b)
         if (h) {
             h->w = w;
             h->ab = ab;
+            h->next = w->held;
+            h->prev = &w->held;
+            if (w->held) w->held->prev = &h->next;
+            w->held = h;
             uv_timer_init(w->loop, &h->timer);
             h->timer.data = h;
             uv_timer_start(&h->timer, on_held_batch, delay_ms, 0);

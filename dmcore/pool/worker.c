@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "dmkv/alloc.h"
+#include "dmkv/batch.h"
 #include "dmkv/coro.h"
 #include "dmkv/errors.h"
 
@@ -140,6 +141,7 @@ void dm_worker_destroy(dm_worker_t *w)
     if (!w) return;
     if (w->detach) w->detach(w);
     dm_alloc_destroy(w->alloc);
+    dm_batch_drop_held(w); /* tests: held back past the stop, never sent */
     if (w->waker) uv_close((uv_handle_t *)w->waker, (uv_close_cb)free);
     for (unsigned i = 0; i < DM_GADDR_MAX_NODES; i++) {
         if (i < w->n_nodes && w->conns[i]) w->conns[i]->ops->close(w->conns[i]);

@@ -187,6 +187,9 @@ void dm_bulk_free(dm_bulk_t *k);
  * Returns 0 or a posting error. The verbs' buffers must stay valid until completion:
  * WRITE data is copied, so only READs need care (use exec for READs). */
 int dm_batch_post_async(dm_ctx_t *ctx, dm_batch_t *b);
+/* Free the fire-and-forget batches of w that the 'posted' fault point still holds back
+ * (tests): they are never sent (dm_worker_destroy). */
+void dm_batch_drop_held(dm_worker_t *w);
 /* How many posted batches (any worker of the process) failed or were refused so far: a
  * holder that posted writes without waiting compares it with the count when it began, and
  * writes nothing more once it moved (which of its writes landed is unknown). */

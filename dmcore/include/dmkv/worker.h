@@ -47,6 +47,7 @@ typedef struct dm_worker {
     int stopping; /* the process is stopping: a batch whose connection failed is not posted
                      again after a redial (pool/batch.c exec_one_node), so a stop with a
                      memory node down does not wait for it */
+    struct held_batch *held; /* fire-and-forget batches the 'posted' fault holds back (tests) */
 } dm_worker_t;
 
 /* Per-operation context: which worker, which counters, when it started. */
