@@ -14,15 +14,43 @@
 #include "dmkv/verbs.h"
 
 #define BODY_KEEP (1u << 20) /* body buffers up to this are kept for the next request */
+#define MN_REPLY_KEEP 2048u  /* replies this big or smaller come from a thread's spares */
+#define REPLY_SPARES 1024u   /* spares kept per thread (2 MiB) */
+
+/* This thread's spare replies of MN_REPLY_KEEP bytes, linked through their first bytes. */
+static _Thread_local mn_reply_t *spare_head;
+static _Thread_local unsigned spare_n;
+
+void mn_reply_free(mn_reply_t *r)
+{
+    if (!r) return;
+    if (r->cap != MN_REPLY_KEEP || spare_n >= REPLY_SPARES) {
+        free(r);
+        return;
+    }
+    memcpy(r->data, &spare_head, sizeof(spare_head));
+    spare_head = r;
+    spare_n++;
+}
 
 /* Allocate a reply with a header for (type, status, seq, count) and body_len body bytes.
  * NULL when out of memory. */
 static mn_reply_t *reply_new(uint8_t type, int status, uint32_t seq, uint32_t count,
                              uint64_t body_len)
 {
-    mn_reply_t *r = malloc(sizeof(*r) + sizeof(dm_tcp_hdr_t) + body_len);
-    if (!r) return NULL;
-    r->len = sizeof(dm_tcp_hdr_t) + body_len;
+    uint64_t len = sizeof(dm_tcp_hdr_t) + body_len;
+    mn_reply_t *r;
+    if (len <= MN_REPLY_KEEP && spare_head) {
+        r = spare_head;
+        memcpy(&spare_head, r->data, sizeof(spare_head));
+        spare_n--;
+    } else {
+        size_t cap = len <= MN_REPLY_KEEP ? MN_REPLY_KEEP : (size_t)len;
+        r = malloc(sizeof(*r) + cap);
+        if (!r) return NULL;
+        r->cap = cap;
+    }
+    r->len = len;
     dm_tcp_hdr_t h = {.magic = DM_TCP_MAGIC,
                       .type = type | DM_TCP_REPLY,
                       .status = (int16_t)status,

@@ -30,9 +30,9 @@ struct mn_client {
     int draining;         /* error reply queued: close once the write queue is empty */
     int paused;           /* reading stopped for backpressure */
     int reading;          /* uv_read_start in effect */
-    uint64_t wq_bytes;
-    unsigned wq_reqs;  /* uv_writes in flight */
-    mn_reply_t **outq; /* replies of this read, not yet written */
+    uint64_t wq_bytes;    /* memory the queued and unwritten replies hold (their cap) */
+    unsigned wq_reqs;     /* uv_writes in flight */
+    mn_reply_t **outq;    /* replies of this read, not yet written */
     unsigned outn, outcap;
     mn_req_t req;      /* the request stream: parser and execution (mn_request.h) */
     size_t rpos, rlen; /* unparsed bytes rbuf[rpos, rlen) */
@@ -74,7 +74,7 @@ static void on_client_closed(uv_handle_t *h)
     if (c->next) c->next->prev = c->prev;
     s->stats.connections--;
     for (unsigned i = 0; i < c->outn; i++)
-        free(c->outq[i]);
+        mn_reply_free(c->outq[i]);
     free(c->outq);
     mn_req_free(&c->req);
     free(c);
@@ -121,7 +121,7 @@ static void on_write(uv_write_t *req, int status)
     reply_write_t *w = (reply_write_t *)req;
     mn_client_t *c = w->c;
     for (unsigned i = 0; i < w->n; i++)
-        free(w->r[i]);
+        mn_reply_free(w->r[i]);
     c->wq_bytes -= w->bytes;
     c->wq_reqs--;
     free(w);
@@ -143,14 +143,14 @@ static void reply_send(void *arg, mn_reply_t *r)
         unsigned cap = c->outcap ? c->outcap * 2 : 16;
         mn_reply_t **q = realloc(c->outq, cap * sizeof(*q));
         if (!q) {
-            free(r);
+            mn_reply_free(r);
             client_close(c);
             return;
         }
         c->outq = q, c->outcap = cap;
     }
     c->outq[c->outn++] = r;
-    c->wq_bytes += r->len;
+    c->wq_bytes += r->cap; /* what it holds: a small reply takes a kept buffer */
 }
 
 /* Write the queued replies with one writev, or one uv_write for what the socket did not
@@ -169,7 +169,7 @@ static int flush_replies(mn_client_t *c)
     unsigned n = c->outn, nbufs = n;
     uint64_t bytes = 0;
     for (unsigned i = 0; i < n; i++) {
-        bytes += c->outq[i]->len;
+        bytes += c->outq[i]->cap;
         b[i] = uv_buf_init((char *)c->outq[i]->data, (unsigned)c->outq[i]->len);
     }
     c->outn = 0;
@@ -191,7 +191,7 @@ static int flush_replies(mn_client_t *c)
     if (b != small) free(b);
     if (rc == 0) return 0;           /* on_write frees them */
     for (unsigned i = 0; i < n; i++) /* written whole (1) or failed: done with */
-        free(c->outq[i]);
+        mn_reply_free(c->outq[i]);
     c->wq_bytes -= bytes;
     if (rc == 1) return 1; /* the kernel took it all: no write request (dmkv/write_now.h) */
     dm_log(DM_LOG_VERBOSE, "Client %s: write failed: %s", c->peer, uv_strerror(rc));

@@ -37,7 +37,7 @@ static void sink(void *arg, mn_reply_t *r)
         h.body_len < (uint64_t)h.count * sizeof(dm_tcp_result_t))
         abort();
     replies++;
-    free(r);
+    mn_reply_free(r);
 }
 
 /* Feed d[0..n) in pieces of step bytes. Returns 0 once the stream failed. */
