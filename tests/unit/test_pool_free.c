@@ -723,13 +723,27 @@ static void test_returned_band(void)
     two_stop(&t);
 }
 
+/* Move node 0's stack of returned blocks of `bytes` to block_free, the one stack of a pool
+ * made before 2026-12-05 (returned_take pops it last, whatever the size). */
+static void as_legacy_stack(dm_ctx_t *ctx, uint64_t bytes)
+{
+    size_t cls = DM_SB_OFF(block_free_class) + 8 * returned_class(bytes);
+    uint64_t head = sb_word(ctx, cls), zero = 0;
+    CHECKF(head != 0, "no returned blocks of %llu bytes", (unsigned long long)bytes);
+    CHECK(sb_word(ctx, DM_SB_OFF(block_free)) == 0);
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_batch_write(&b, dm_gaddr_make(0, DM_SB_OFF(block_free)), &head, 8);
+    dm_batch_write(&b, dm_gaddr_make(0, cls), &zero, 8);
+    CHECK(dm_batch_exec(ctx, &b) == 0);
+}
+
 /* A refill pops at most DM_REFILL_POPS_MAX returned blocks (issue 12): every pop is three
  * round trips the write that needed the region waits for (a refill once took 70 back in
- * 1.5 s). Worker A returns 40 blocks of 70 KB; worker B, whose region is too small for
- * 100 KB, pops at most the bound, then takes a new chunk. Without the bound B popped all
- * 40 and went on into what earlier tests left (52 pops). Since the stacks are per size
- * class (2026-12-05) B never pops A's 70 KB blocks for 100 KB: only an older pool's
- * block_free stack can give a block too small, so this no longer reaches the bound. */
+ * 1.5 s). Worker A returns 40 blocks of 70 KB, which the test moves to block_free as an
+ * older pool has them (size-class stacks never give B a block too small); worker B, whose
+ * region is too small for 100 KB, pops at most the bound, then takes a new chunk. Without
+ * the bound B popped all 40 and went on into what earlier tests left (52 pops). */
 static void test_refill_pops_bounded(void)
 {
     enum { N = 40, SMALL = 70000, LARGE = 100000 };
@@ -740,6 +754,7 @@ static void test_refill_pops_bounded(void)
     a_frees(&t, small, N, SMALL);
     CHECK(dm_alloc_return_idle(ca) == 0);
     uint64_t r0, t0, t1 = a_returns_idle(&t, N);
+    as_legacy_stack(ca, small[0].len);
     uint64_t ptr0 = sb_word(cb, DM_SB_OFF(alloc_ptr));
     dm_gaddr_t x;
     CHECK(dm_alloc_kv_block(cb, LARGE, &x) == 0);
