@@ -16,8 +16,6 @@
 #include "integration/it_check.h"
 #include "integration/procs.h"
 
-#define FAKETIME_LIB "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
-
 static long long info_field(redisContext *c, const char *name)
 {
     redisReply *r = it_cmd(c, "INFO dmkv");
@@ -44,26 +42,18 @@ static void wait_skewed(redisContext *c, int want, const char *who)
 int main(void)
 {
     it_begin("clock_skew", 120);
-    if (access(FAKETIME_LIB, R_OK) != 0) {
-        fprintf(stderr, "SKIP: %s not installed (Debian package faketime)\n", FAKETIME_LIB);
-        return IT_SKIP;
-    }
+    if (!it_faketime_installed()) return IT_SKIP;
     it_pool_t pool;
     if (!it_shared_pool_start(&pool)) return IT_SKIP;
     it_proc_t gw[3];
     int ports[3];
     it_gateways_start(&pool, gw, 2, 1, 1, ports);
     /* The third gateway's wall clock runs 2 s ahead; its monotonic clock stays real. */
-    setenv("LD_PRELOAD", FAKETIME_LIB, 1);
-    setenv("FAKETIME", "+2s", 1);
-    setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
-    setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
+    it_faketime_on("+2s", NULL);
     const char *uris[1] = {pool.uri};
     it_gateway_start(&gw[2], uris, 1, 1, NULL);
     ports[2] = gw[2].port;
-    unsetenv("LD_PRELOAD");
-    unsetenv("FAKETIME");
-    unsetenv("ASAN_OPTIONS");
+    it_faketime_off();
     redisContext *a = it_connect(ports[0]), *b = it_connect(ports[1]), *c = it_connect(ports[2]);
 
     wait_skewed(c, 1, "the gateway 2 s ahead");

@@ -18,8 +18,6 @@
 #include "integration/it_check.h"
 #include "integration/procs.h"
 
-#define FAKETIME_LIB "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
-
 static char stamp_path[64];
 
 /* Write the shared clock offset atomically (rename), e.g. "+8s". */
@@ -62,28 +60,17 @@ static void write_for(redisContext *const *c, double secs, int *n)
 int main(void)
 {
     it_begin("clock_step", 120);
-    if (access(FAKETIME_LIB, R_OK) != 0) {
-        fprintf(stderr, "SKIP: %s not installed (Debian package faketime)\n", FAKETIME_LIB);
-        return IT_SKIP;
-    }
+    if (!it_faketime_installed()) return IT_SKIP;
     it_pool_t pool;
     if (!it_shared_pool_start(&pool)) return IT_SKIP;
     snprintf(stamp_path, sizeof(stamp_path), "/tmp/dmkv-clock-step-%d", (int)getpid());
     set_offset("+0s");
-    setenv("LD_PRELOAD", FAKETIME_LIB, 1);
-    setenv("FAKETIME_TIMESTAMP_FILE", stamp_path, 1);
-    setenv("FAKETIME_NO_CACHE", "1", 1);
-    setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
-    setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
+    it_faketime_on(NULL, stamp_path);
     const char *uris[1] = {pool.uri};
     it_proc_t gw[2];
     for (int g = 0; g < 2; g++)
         it_gateway_start(&gw[g], uris, 1, 1, NULL);
-    unsetenv("LD_PRELOAD");
-    unsetenv("FAKETIME_TIMESTAMP_FILE");
-    unsetenv("FAKETIME_NO_CACHE");
-    unsetenv("FAKETIME_DONT_FAKE_MONOTONIC");
-    unsetenv("ASAN_OPTIONS");
+    it_faketime_off();
     redisContext *c[2] = {it_connect(gw[0].port), it_connect(gw[1].port)};
 
     /* Both measure each other before the steps. */

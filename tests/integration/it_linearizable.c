@@ -44,7 +44,6 @@
 #define NSTR 12
 #define NCNT 4
 #define NSTABLE 64
-#define FAKETIME_LIB "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
 
 static lc_history_t *hist;
 static sc_log_t *scans_log;    /* the same commands as presence changes and witnesses */
@@ -101,12 +100,7 @@ static void start_gateway(int i)
 {
     const char *uris[2] = {pools[0].uri, pools[1].uri};
     const char *extra[] = {"--max-clock-skew-ms", "2000", NULL};
-    if (i == NGW - 1 && skew) {
-        setenv("LD_PRELOAD", FAKETIME_LIB, 1);
-        setenv("FAKETIME", skew, 1);
-        setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
-        setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1);
-    }
+    if (i == NGW - 1 && skew) it_faketime_on(skew, NULL);
     if (i == 0 && stall) setenv("DMKV_FAULT_STALL", stall, 1);
     if (splits) {
         setenv("DMKV_RACE_GROUPS", "8", 1);      /* a split every ~100 keys */
@@ -117,11 +111,7 @@ static void start_gateway(int i)
     unsetenv("DMKV_FAULT_STALL");
     unsetenv("DMKV_RACE_GROUPS");
     unsetenv("DMKV_SPLIT_PAUSE_MS");
-    if (i == NGW - 1 && skew) {
-        unsetenv("LD_PRELOAD");
-        unsetenv("FAKETIME");
-        unsetenv("ASAN_OPTIONS");
-    }
+    if (i == NGW - 1 && skew) it_faketime_off();
     pthread_mutex_lock(&gw_mu);
     gw[i] = p;
     gw_port[i] = p.port;
@@ -705,7 +695,7 @@ int main(int argc, char **argv)
         return IT_SKIP;
     }
     it_pool_start(&pools[1]);
-    if (faults && access(FAKETIME_LIB, R_OK) == 0) skew = seed % 2 ? "+1s" : "-1s";
+    if (faults && access(IT_FAKETIME_LIB, R_OK) == 0) skew = seed % 2 ? "+1s" : "-1s";
     for (int i = 0; i < NGW; i++)
         start_gateway(i);
     fprintf(stderr, "2 memory nodes, %d gateways (the third %s), %d clients, %ld operations%s\n",

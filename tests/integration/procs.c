@@ -656,3 +656,33 @@ int it_log_count(const it_proc_t *p, const char *text)
     fclose(f);
     return n;
 }
+
+bool it_faketime_installed(void)
+{
+    if (access(IT_FAKETIME_LIB, R_OK) == 0) return true;
+    fprintf(stderr, "SKIP: %s not installed (Debian package faketime)\n", IT_FAKETIME_LIB);
+    return false;
+}
+
+void it_faketime_on(const char *offset, const char *file)
+{
+    setenv("LD_PRELOAD", IT_FAKETIME_LIB, 1);
+    if (file) {
+        setenv("FAKETIME_TIMESTAMP_FILE", file, 1);
+        setenv("FAKETIME_NO_CACHE", "1", 1);
+    } else {
+        setenv("FAKETIME", offset, 1);
+    }
+    setenv("FAKETIME_DONT_FAKE_MONOTONIC", "1", 1);
+    setenv("ASAN_OPTIONS", "verify_asan_link_order=0", 1); /* preloaded before ASan's runtime */
+}
+
+void it_faketime_off(void)
+{
+    unsetenv("LD_PRELOAD");
+    unsetenv("FAKETIME");
+    unsetenv("FAKETIME_TIMESTAMP_FILE");
+    unsetenv("FAKETIME_NO_CACHE");
+    unsetenv("FAKETIME_DONT_FAKE_MONOTONIC");
+    unsetenv("ASAN_OPTIONS");
+}

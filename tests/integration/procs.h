@@ -128,4 +128,14 @@ int it_scaled(int n);
 /* Exit status to use when a test is skipped (ctest treats 0 as pass; we print SKIP). */
 #define IT_SKIP 0
 
+/* libfaketime (Debian package faketime): the wall clock of the processes started between
+ * it_faketime_on and it_faketime_off is shifted by `offset` ("+2s"), or, when file is not
+ * NULL, by the offset written in file, read again at every clock call (offset unused);
+ * their monotonic clock stays real. it_faketime_installed prints a SKIP line when it is
+ * missing. */
+#define IT_FAKETIME_LIB "/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1"
+bool it_faketime_installed(void);
+void it_faketime_on(const char *offset, const char *file);
+void it_faketime_off(void);
+
 #endif
