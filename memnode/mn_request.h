@@ -61,7 +61,6 @@ typedef struct mn_req {
     dm_tcp_hdr_t hdr;
     uint8_t *body;
     uint64_t body_cap, body_got;
-    const uint8_t *in; /* the body being run: body, or a whole one in the caller's bytes */
 } mn_req_t;
 
 /* A stream for one connection (env outlives it). */
