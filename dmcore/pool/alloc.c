@@ -1271,10 +1271,7 @@ static void queue_block(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, int now_
 
 void dm_alloc_free(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes)
 {
-    uint64_t taken = dm_alloc_kv_block_bytes(bytes);
-    a->live_delta -= (int64_t)taken;
-    a->freed_delta += taken;
-    queue_block(a, addr, bytes, 0);
+    dm_alloc_free_at(a, addr, bytes, dm_now_us());
 }
 
 void dm_alloc_free_at(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, uint64_t unlinked_us)
