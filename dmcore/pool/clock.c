@@ -247,7 +247,7 @@ int dm_clock_tick(dm_ctx_t *ctx)
             memset(peers[i].pending, 0, sizeof(peers[i].pending));
     }
     prev_off_ms = off;
-    if (done_us < step_until_us) window = -1;
+    int measure = window >= 0 && done_us >= step_until_us;
     int claim = -1;
     for (int i = 0; i < DM_CLOCK_SLOTS; i++) {
         peer_t *p = &peers[i];
@@ -264,7 +264,7 @@ int dm_clock_tick(dm_ctx_t *ctx)
             }
             p->word = w;
             p->seen_us = done_us;
-            if (changed && w && window >= 0) {
+            if (changed && w && measure) {
                 /* Landed inside our window, but read from the peer's clock before it was
                  * posted: bounded once the peer says how late it landed. */
                 int64_t d = wall - (int64_t)(w & MS_MASK);
