@@ -149,6 +149,7 @@ void dm_chime_get_stats(dm_chime_stats_t *o)
     o->sep_repairs = LOAD(sep_repairs);
     o->shared_holds = LOAD(share_holds);
     o->shared_joins = LOAD(share_joins);
+    o->shared_joins_direct = LOAD(share_joins_direct);
     o->shared_splits = LOAD(share_splits);
 #undef LOAD
 }

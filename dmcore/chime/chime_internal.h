@@ -239,8 +239,8 @@ unsigned ch_inner_route(const ch_inner_t *n, const void *key, size_t klen);
 /* ---- per-worker state ---- */
 #define CH_CACHE_BUCKETS 4096u
 #define CH_CACHE_MAX_BYTES (64u << 20)
-#define CH_HOT_SLOTS 32768u /* hotspot buffer entries per worker (16 B each: 512 KiB) */
-#define CH_FENCE_SLOTS 1024u
+#define CH_HOT_SLOTS 32768u  /* hotspot buffer entries per worker (16 B each: 512 KiB) */
+#define CH_FENCE_SLOTS 4096u /* 2-way sets (inner.c fence_find) */
 
 typedef struct ch_hot {
     dm_gaddr_t leaf;
@@ -291,11 +291,27 @@ void ch_cache_clear(dm_chime_t *c);
 int ch_inner_read(dm_ctx_t *ctx, dm_gaddr_t a, ch_inner_t **out);
 
 /* Where a key's leaf is, as the traversal found it (§4.2.3). */
+/* A key bound of up to DM_CHIME_INLINE bytes; len CH_BOUND_NONE: not known (or longer),
+ * CH_BOUND_INF: +inf (upper bounds). */
+#define CH_BOUND_NONE (-1)
+#define CH_BOUND_INF (-2)
+typedef struct ch_bound {
+    int len;
+    uint8_t key[DM_CHIME_INLINE];
+} ch_bound_t;
+
+static inline void ch_bound_set(ch_bound_t *b, const void *key, size_t len)
+{
+    b->len = len > DM_CHIME_INLINE ? CH_BOUND_NONE : (int)len;
+    if (b->len >= 0) memcpy(b->key, key, len);
+}
+
 typedef struct ch_path {
     dm_gaddr_t leaf;
     dm_gaddr_t expect_next; /* the leaf's sibling if nothing split since (0 = rightmost) */
     dm_gaddr_t parent;      /* level-1 node the leaf came from, 0 when the root is a leaf */
     int from_cache;         /* the parent came from the cache */
+    ch_bound_t lo, hi;      /* the leaf's bounds by that parent: [sep i, sep i+1) */
 } ch_path_t;
 
 /* Find the leaf for key: cached inner nodes, fresh reads where missing. fresh = 1 forces
@@ -336,7 +352,10 @@ int ch_propagate(dm_ctx_t *ctx, unsigned level, dm_gaddr_t left, const uint8_t *
 /* Fence of a leaf (cached record read). *has = 0 for +inf. */
 int ch_fence_get(dm_ctx_t *ctx, dm_gaddr_t rec, uint8_t **key, uint32_t *len);
 /* The fence key at rec if this worker's cache holds it (no round trip): 1, or 0. */
-int ch_fence_cached(const dm_chime_t *c, dm_gaddr_t rec, const uint8_t **key, uint32_t *len);
+int ch_fence_cached(dm_chime_t *c, dm_gaddr_t rec, const uint8_t **key, uint32_t *len);
+/* Put the fence key (len bytes) of the record at rec, just written by this worker's split,
+ * in its fence cache (records never change while linked). Out of memory: not cached. */
+void ch_fence_note(dm_chime_t *c, dm_gaddr_t rec, const uint8_t *key, uint32_t len);
 
 /* Hotspot buffer (hotspot.c, §4.3). */
 void ch_hot_touch(dm_chime_t *c, dm_gaddr_t leaf, unsigned idx, uint16_t fp);
@@ -386,7 +405,7 @@ int ch_repair_half_split(dm_ctx_t *ctx, dm_gaddr_t left, dm_gaddr_t right, const
 typedef struct ch_counters {
     uint64_t cache_nodes, cache_bytes, hot_lookups, hot_hits, leaf_splits, inner_splits, roots,
         scan_pages, scan_rtts, lock_waits, takeovers, right_moves, sep_repairs, share_holds,
-        share_joins, share_splits;
+        share_joins, share_joins_direct, share_splits;
 } ch_counters_t;
 extern ch_counters_t ch_stats;
 static inline void ch_count(uint64_t *c, uint64_t n)

@@ -42,6 +42,7 @@ static size_t chime_stats(dm_index_stat_t *out)
     out[n++] = dm_index_count("chime_separator_repairs", s.sep_repairs);
     out[n++] = dm_index_count("chime_shared_holds", s.shared_holds);
     out[n++] = dm_index_count("chime_shared_joins", s.shared_joins);
+    out[n++] = dm_index_count("chime_shared_joins_direct", s.shared_joins_direct);
     out[n++] = dm_index_count("chime_shared_splits", s.shared_splits);
     return n;
 }

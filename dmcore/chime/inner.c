@@ -189,6 +189,8 @@ static int descend(dm_ctx_t *ctx, const void *key, size_t klen, unsigned target,
         dm_gaddr_t a = ch_root_addr(c->root);
         if (lvl < target) return DM_EINVAL;
         memset(p, 0, sizeof(*p));
+        p->lo.len = 0; /* the root leaf: [empty key, +inf) */
+        p->hi.len = CH_BOUND_INF;
         if (memo) {
             memo->kept = root_cached && restart == 0;
             memo->n = 0;
@@ -237,6 +239,13 @@ static int descend(dm_ctx_t *ctx, const void *key, size_t klen, unsigned target,
                 p->expect_next = nx;
                 p->parent = a;
                 p->from_cache = cached;
+                ch_bound_set(&p->lo, n->sep[i].key, n->sep[i].len);
+                if (i + 1 < n->count)
+                    ch_bound_set(&p->hi, n->sep[i + 1].key, n->sep[i + 1].len);
+                else if (n->has_high)
+                    ch_bound_set(&p->hi, n->high.key, n->high.len);
+                else
+                    p->hi.len = CH_BOUND_INF;
                 return 0;
             }
             a = n->child[i];
@@ -331,29 +340,66 @@ int ch_find_leaf_again(dm_ctx_t *ctx, const void *key, size_t klen, ch_path_t *p
 
 /* ---- records and fences ---- */
 
+/* The fence cache: 2-way sets, the most recently used way first. Most of a load's fences
+ * are looked at once or twice, a few (the leaves at the ends of each connection's range)
+ * all the time: those stay while splits add new ones (share.c group_covering). */
+static ch_fence_cache_t *fence_find(dm_chime_t *c, dm_gaddr_t rec)
+{
+    ch_fence_cache_t *f =
+        &c->fence[((rec * 0x9e3779b97f4a7c15ull) >> 40) % (CH_FENCE_SLOTS / 2) * 2];
+    if (f[0].addr == rec && f[0].key) return &f[0];
+    if (f[1].addr != rec || !f[1].key) return NULL;
+    ch_fence_cache_t t = f[0];
+    f[0] = f[1];
+    f[1] = t;
+    return &f[0];
+}
+
+/* Put key (owned, len bytes) in rec's set as the most recent; the least recent goes. */
+static void fence_put(dm_chime_t *c, dm_gaddr_t rec, uint8_t *key, uint32_t len)
+{
+    ch_fence_cache_t *f =
+        &c->fence[((rec * 0x9e3779b97f4a7c15ull) >> 40) % (CH_FENCE_SLOTS / 2) * 2];
+    free(f[1].key);
+    f[1] = f[0];
+    f[0] = (ch_fence_cache_t){.addr = rec, .key = key, .len = len};
+}
+
 int ch_fence_get(dm_ctx_t *ctx, dm_gaddr_t rec, uint8_t **key, uint32_t *len)
 {
     dm_chime_t *c = ctx->w->chime;
-    ch_fence_cache_t *f = &c->fence[(rec >> 6) % CH_FENCE_SLOTS];
-    if (f->addr != rec || !f->key) {
+    ch_fence_cache_t *f = fence_find(c, rec);
+    if (!f) {
         uint8_t *k;
         uint32_t l;
         int rc = dm_keyrec_read(ctx, &rec, 1, DM_KV_MAX_KEY, NULL, &k, &l);
         if (rc) return rc;
-        free(f->key);
-        f->addr = rec;
-        f->key = k;
-        f->len = l;
+        f = fence_find(c, rec); /* another coroutine may have read it meanwhile */
+        if (f) {
+            free(k);
+        } else {
+            fence_put(c, rec, k, l);
+            f = fence_find(c, rec);
+        }
     }
     *key = f->key;
     *len = f->len;
     return 0;
 }
 
-int ch_fence_cached(const dm_chime_t *c, dm_gaddr_t rec, const uint8_t **key, uint32_t *len)
+void ch_fence_note(dm_chime_t *c, dm_gaddr_t rec, const uint8_t *key, uint32_t len)
 {
-    const ch_fence_cache_t *f = &c->fence[(rec >> 6) % CH_FENCE_SLOTS];
-    if (f->addr != rec || !f->key) return 0;
+    if (fence_find(c, rec)) return;
+    uint8_t *k = malloc(len ? len : 1);
+    if (!k) return;
+    memcpy(k, key, len);
+    fence_put(c, rec, k, len);
+}
+
+int ch_fence_cached(dm_chime_t *c, dm_gaddr_t rec, const uint8_t **key, uint32_t *len)
+{
+    const ch_fence_cache_t *f = fence_find(c, rec);
+    if (!f) return 0;
     *key = f->key;
     *len = f->len;
     return 1;

@@ -125,8 +125,8 @@ static int past_prefix(const uint8_t *key, uint32_t len, const void *prefix, siz
  * keys at or above the fence, which is above every key of this leaf: a key of it past the
  * prefix, or a cached fence past it, ends the prefix's run. Reading the fence key instead
  * cost a round trip per leaf of a MATCH page (docs/throughput.md "SCAN with MATCH"). */
-static int prefix_may_follow(const dm_chime_t *c, const dm_chime_key_t *keys, size_t from,
-                             size_t to, dm_gaddr_t fence, const void *prefix, size_t plen)
+static int prefix_may_follow(dm_chime_t *c, const dm_chime_key_t *keys, size_t from, size_t to,
+                             dm_gaddr_t fence, const void *prefix, size_t plen)
 {
     if (to > from && past_prefix(keys[to - 1].data, keys[to - 1].len, prefix, plen)) return 0;
     const uint8_t *fk;

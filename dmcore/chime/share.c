@@ -59,6 +59,9 @@ typedef struct ch_group {
                                   (ch_share_unlock): the hold's next write carries them */
     int splitting;             /* a member splits the leaf: the others write nothing ... */
     struct ch_waiter *waiters; /* ... and wait here until it is done */
+    ch_bound_t lo, hi;         /* lo <= key < hi: keys the leaf covers (group_covering) */
+    dm_gaddr_t expect_next;    /* while forming: lo and hi are the parent's, which hold if
+                                  the leaf's sibling is this once it is locked */
     struct ch_group *next;
 } ch_group_t;
 
@@ -105,10 +108,50 @@ static void group_remove(dm_chime_t *c, ch_group_t *gp)
     free(gp);
 }
 
+/* Note that gp's leaf covers key (a lock or a validated descent said so): the leaf's low
+ * bound is at most key, so key can stand for it. Keys over DM_CHIME_INLINE bytes are not
+ * noted. */
+static void note_covered(ch_group_t *gp, const void *key, size_t klen)
+{
+    if (klen > DM_CHIME_INLINE) return;
+    if (gp->lo.len >= 0 && ch_key_cmp(gp->lo.key, (size_t)gp->lo.len, key, klen) <= 0) return;
+    ch_bound_set(&gp->lo, key, klen);
+}
+
 static int joinable(const ch_group_t *gp)
 {
     return !gp->forming && !gp->closed && gp->joined < SHARE_MAX_JOINS &&
            dm_now_us() - gp->hold->locked_us < (uint64_t)SHARE_JOIN_MS * 1000;
+}
+
+/* Whether gp's leaf covers key by what the group knows: lo <= key < hi, where a hi not known
+ * is the leaf's high fence (in the hold's image, which is the leaf as the pool has it:
+ * nothing else changes a held leaf; its key from the worker's fence cache, else no). A
+ * leaf's low bound never changes (leaves do not merge) and its high fence only by a split,
+ * which the hold itself does (split_shared and ch_share_mark_pending adjust lo and hi). */
+static int group_has(dm_chime_t *c, const ch_group_t *gp, const void *key, size_t klen)
+{
+    if (gp->lo.len < 0 || ch_key_cmp(key, klen, gp->lo.key, (size_t)gp->lo.len) < 0) return 0;
+    if (gp->hi.len == CH_BOUND_INF) return 1;
+    if (gp->hi.len >= 0) return ch_key_cmp(key, klen, gp->hi.key, (size_t)gp->hi.len) < 0;
+    if (gp->forming) return 0;
+    const uint8_t *rep = ch_any_replica(&c->geo, gp->hold->img, gp->hold->have);
+    dm_gaddr_t fence = rep ? ch_u64(rep + 16) : 0;
+    const uint8_t *fk;
+    uint32_t fl;
+    if (!rep) return 0;
+    return !fence || (ch_fence_cached(c, fence, &fk, &fl) && ch_key_cmp(key, klen, fk, fl) < 0);
+}
+
+/* The hold that covers key, found without descending the inner nodes (joinable or not;
+ * while it forms, its bounds are the parent's until its lock validates them, so only a
+ * joinable one is joined: the others are waited for, as they would be had a descent found
+ * them). NULL: none known, descend. */
+static ch_group_t *group_covering(dm_chime_t *c, const void *key, size_t klen)
+{
+    for (ch_group_t *gp = c->groups; gp; gp = gp->next)
+        if (group_has(c, gp, key, klen)) return gp;
+    return NULL;
 }
 
 /* A member handle for key in gp (entry not looked up). NULL when out of memory. */
@@ -137,15 +180,17 @@ static int member_entry(dm_ctx_t *ctx, const dm_chime_lock_t *m)
     return ch_find_entry(ctx, &ctx->w->chime->geo, h->img, h->have, &m->kh, m->key, m->klen);
 }
 
-/* Join gp for key when it covers it (the leaf's sibling is the one the parent expects: no
- * split since). 1 joined (entry found), 0 joined (no entry), 2 not covered, DM_E*. */
+/* Join gp for key when it covers it: the leaf's sibling is the one the parent on the path p
+ * expects (no split since), or p is NULL and group_covering said so. 1 joined (entry
+ * found), 0 joined (no entry), 2 not covered, DM_E*. */
 static int join(dm_ctx_t *ctx, ch_group_t *gp, const ch_path_t *p, const void *key, size_t klen,
                 dm_chime_lock_t **out)
 {
     dm_chime_t *c = ctx->w->chime;
     const dm_chime_lock_t *h = gp->hold;
     const uint8_t *rep = ch_any_replica(&c->geo, h->img, h->have);
-    if (!rep || ch_u64(rep + 8) != p->expect_next) return 2;
+    if (p && (!rep || ch_u64(rep + 8) != p->expect_next)) return 2;
+    note_covered(gp, key, klen);
     dm_chime_lock_t *m = member_new(c, gp, key, klen);
     if (!m) return DM_ENOMEM;
     dm_coro_early_hold(gp->leaf);
@@ -173,6 +218,9 @@ static ch_group_t *group_start(dm_chime_t *c, const ch_path_t *p)
     if (!gp) return NULL;
     gp->leaf = p->leaf;
     gp->forming = 1;
+    gp->lo = p->lo;
+    gp->hi = p->hi;
+    gp->expect_next = p->expect_next;
     gp->next = c->groups;
     c->groups = gp;
     return gp;
@@ -187,27 +235,45 @@ int dm_chime_lock_insert(dm_ctx_t *ctx, const void *key, size_t klen, const dm_b
     if (klen > DM_CHIME_INLINE || !sharing())
         return ch_lock_key(ctx, key, klen, 0, extra, fresh, out);
     ch_path_t p;
-    ch_group_t *gp = NULL;
+    int have_path = 0;
+    ch_group_t *gp;
     ch_find_memo_t memo = {0};
     for (int tries = 0;; tries++) {
-        int rc = ch_find_leaf_again(ctx, key, klen, &p, &memo);
-        if (rc) return rc;
-        gp = group_of(c, p.leaf);
+        dm_gaddr_t leaf;
+        int rc;
+        gp = group_covering(c, key, klen); /* a hold of this worker: no descent needed */
         if (gp && joinable(gp)) {
-            rc = join(ctx, gp, &p, key, klen, out);
-            if (rc != 2) return rc;
-            break; /* the cached parent is stale: the ordinary lock finds the way */
+            ch_count(&ch_stats.share_joins_direct, 1);
+            return join(ctx, gp, NULL, key, klen, out);
+        }
+        if (gp) {
+            leaf = gp->leaf; /* not open (yet): wait for it as for one a descent found */
+        } else {
+            rc = ch_find_leaf_again(ctx, key, klen, &p, &memo);
+            if (rc) return rc;
+            have_path = 1;
+            leaf = p.leaf;
+            gp = group_of(c, leaf);
+            if (gp && joinable(gp)) {
+                rc = join(ctx, gp, &p, key, klen, out);
+                if (rc != 2) return rc;
+                break; /* the cached parent is stale: the ordinary lock finds the way */
+            }
         }
         if (!dm_coro_turn_pending()) {
             if (!gp || !gp->forming || tries >= 4) break; /* lock it: early holders give way */
             dm_ctx_yield(ctx); /* its lock CAS comes back within a round trip */
             continue;
         }
-        if (tries >= 64 || (!gp && !dm_coro_early_taken(p.leaf))) break;
+        if (tries >= 64 || (!gp && !dm_coro_early_taken(leaf))) break;
         /* The thread holds the leaf (a hold not open to us, or a lone lock): wait for it to
          * open or end, or for the whole turn, holding nothing. */
-        rc = dm_coro_wait_turn_or(p.leaf);
+        rc = dm_coro_wait_turn_or(leaf);
         if (rc && rc != DM_EYIELD) return rc;
+    }
+    if (!have_path) { /* waited on a hold and gave up: the lock needs the path */
+        int rc = ch_find_leaf_again(ctx, key, klen, &p, &memo);
+        if (rc) return rc;
     }
     /* Registered while locking, so the thread's next inserts wait for it to form instead
      * of taking their whole turn. Keyed by the leaf the descent found; moved to the leaf
@@ -223,12 +289,16 @@ int dm_chime_lock_insert(dm_ctx_t *ctx, const void *key, size_t klen, const dm_b
         group_remove(c, gp);
         return rc;
     }
+    const uint8_t *rep = ch_any_replica(&c->geo, h->img, h->have);
+    if (gp->leaf != h->leaf || !rep || ch_u64(rep + 8) != gp->expect_next)
+        gp->lo.len = gp->hi.len = CH_BOUND_NONE; /* split since the parent was read */
     if (gp->leaf != h->leaf) {
         dm_coro_signal(gp->leaf);
         gp->leaf = h->leaf;
     }
     gp->hold = h;
     gp->forming = 0;
+    note_covered(gp, key, klen); /* the lock found the leaf that covers it */
     dm_chime_lock_t *m = member_new(c, gp, key, klen);
     if (!m) {
         group_remove(c, gp);
@@ -367,6 +437,14 @@ static int split_shared(dm_ctx_t *ctx, dm_chime_lock_t *m)
     gp->settles = 0; /* both halves were written whole from the image */
     rg->hold = r;
     rg->leaf = r->leaf;
+    rg->hi = gp->hi; /* the right leaf: [sep, what the leaf had); the left one: [.., sep) */
+    rg->lo.len = CH_BOUND_NONE;
+    if (gp->lo.len >= 0 && ch_key_cmp(gp->lo.key, (size_t)gp->lo.len, sep, sl) >= 0) {
+        note_covered(rg, gp->lo.key, (size_t)gp->lo.len); /* a key noted went right */
+        gp->lo.len = CH_BOUND_NONE;
+    }
+    note_covered(rg, sep, sl);
+    ch_bound_set(&gp->hi, sep, sl);
     rg->next = c->groups;
     c->groups = rg;
     for (dm_chime_lock_t **pp = &gp->list; *pp;) { /* members follow their keys */
@@ -456,13 +534,16 @@ int ch_share_mark_pending(dm_ctx_t *ctx, dm_chime_lock_t *m)
         ctx->ride = NULL;
         rc = ch_mark_pending_own(ctx, h);
         ctx->ride = ride;
+        gp->hi.len = CH_BOUND_NONE; /* split: the image's fence says */
         if (h->leaf != before) {
             dm_coro_signal(gp->leaf);
             gp->leaf = h->leaf;
+            gp->lo.len = CH_BOUND_NONE; /* the right half: what was noted may be left of it */
             dm_coro_early_hold(h->leaf);
         }
         m->leaf = h->leaf;
         if (rc == 0) {
+            note_covered(gp, m->key, m->klen);
             m->idx = h->idx;
             gp->closed = 0; /* split and placed: the leaf that covers the key is open again */
             dm_coro_signal(gp->leaf);

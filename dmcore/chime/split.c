@@ -321,6 +321,7 @@ int ch_split_locked(dm_ctx_t *ctx, dm_chime_lock_t *lk, dm_chime_lock_t *rk, uin
         lk->abandoned = 1;
     }
     if (rc) goto out;
+    ch_fence_note(ctx->w->chime, rec, sep, sl); /* the left leaf's new high fence */
     ch_count(&ch_stats.leaf_splits, 1);
     dm_gaddr_t left_addr = lk->leaf;
     if (rk) { /* both halves stay held: lk the left one, rk the right one, one lease */

@@ -192,15 +192,17 @@ int main(void)
     redisContext *a = it_connect(ports[0]);
     double holds = it_info_field(a, "dmkv", "chime_shared_holds");
     double joins = it_info_field(a, "dmkv", "chime_shared_joins");
+    double direct = it_info_field(a, "dmkv", "chime_shared_joins_direct");
     double splits = it_info_field(a, "dmkv", "chime_shared_splits");
     double takeovers = it_info_field(a, "dmkv", "chime_lease_takeovers") +
                        it_info_field(c, "dmkv", "chime_lease_takeovers");
     double repairs =
         it_info_field(a, "dmkv", "hybrid_repairs") + it_info_field(c, "dmkv", "hybrid_repairs");
     fprintf(stderr,
-            "%lld keys present, DBSIZE %lld, SCAN %lld; %.0f shared holds, %.0f joins, "
-            "%.0f splits under a hold, %.0f lease takeovers, %.0f hybrid repairs\n",
-            want, dbsize, scanned, holds, joins, splits, takeovers, repairs);
+            "%lld keys present, DBSIZE %lld, SCAN %lld; %.0f shared holds, %.0f joins (%.0f "
+            "by the hold's key range), %.0f splits under a hold, %.0f lease takeovers, %.0f "
+            "hybrid repairs\n",
+            want, dbsize, scanned, holds, joins, direct, splits, takeovers, repairs);
     CHECKF(dbsize == want, "DBSIZE is not the number of keys present");
     CHECKF(scanned == want, "SCAN did not return exactly the keys present");
     CHECKF(repairs == 0, "a key was in RACE without its CHIME entry (or the reverse)");
@@ -209,6 +211,7 @@ int main(void)
     if (!(off && !strcmp(off, "0"))) {
         CHECKF(holds > 0 && joins > holds, "no hold was shared: the test does not exercise them");
         CHECKF(splits > 0, "no leaf split under a shared hold: the test does not exercise it");
+        CHECKF(direct > 0, "no join found its hold by key range: the test does not exercise it");
     }
     redisFree(a);
     redisFree(c);

@@ -185,6 +185,7 @@ typedef struct dm_chime_stats {
     uint64_t right_moves; /* moves right past a leaf its fresh parent routed to */
     uint64_t sep_repairs; /* separators a dead splitter left out, inserted (repair.c) */
     uint64_t shared_holds, shared_joins; /* leaf holds shared by a worker's inserts (share.c) */
+    uint64_t shared_joins_direct;        /* ... of them found by the hold's key range, no descent */
     uint64_t shared_splits;              /* leaves split under such a hold, its members in it */
 } dm_chime_stats_t;
 void dm_chime_get_stats(dm_chime_stats_t *out);
