@@ -513,15 +513,16 @@ static void check_end_state(void)
         redisSetTimeout(c[i], tv);
     }
     /* INFO counters summed over the gateways: did the run reach the windows it aims at? */
-    const char *f[12] = {
+    const char *f[13] = {
         "chime_lease_takeovers:",      "hybrid_repairs:",        "race_splits:",
         "race_stranded_inserts:",      "race_stranded_adopted:", "chime_lease_fences:",
         "race_addr_cache_blind_sets:", "chime_shared_joins:",    "lease_batches_refused:",
-        "lease_chain_breaks:",         "chime_shared_splits:",   "sets_locked_first:"};
-    long long sum[12] = {0};
+        "lease_chain_breaks:",         "chime_shared_splits:",   "sets_locked_first:",
+        "chime_shared_joins_direct:"};
+    long long sum[13] = {0};
     for (int i = 0; i < NGW; i++) {
         redisReply *r = it_cmd(c[i], "INFO");
-        for (int j = 0; j < 12 && r->type == REDIS_REPLY_STRING; j++) {
+        for (int j = 0; j < 13 && r->type == REDIS_REPLY_STRING; j++) {
             const char *x = strstr(r->str, f[j]);
             if (x) sum[j] += atoll(x + strlen(f[j]));
         }
@@ -530,17 +531,18 @@ static void check_end_state(void)
     fprintf(stderr,
             "gateways now up: %lld leaf lease takeovers (%lld holders fenced), %lld hybrid "
             "repairs, %lld RACE splits, %lld stranded inserts taken back (%lld with a newer "
-            "value), %lld one-round-trip SETs, %lld joins of shared leaf holds (%lld leaves split "
-            "under them), %lld SETs that locked first, %lld lease holders' batches refused for "
-            "lateness (%lld chains broken)\n",
-            sum[0], sum[5], sum[1], sum[2], sum[3], sum[4], sum[6], sum[7], sum[10], sum[11],
-            sum[8], sum[9]);
+            "value), %lld one-round-trip SETs, %lld joins of shared leaf holds (%lld by the "
+            "hold's key range; %lld leaves split under them), %lld SETs that locked first, %lld "
+            "lease holders' batches refused for lateness (%lld chains broken)\n",
+            sum[0], sum[5], sum[1], sum[2], sum[3], sum[4], sum[6], sum[7], sum[12], sum[10],
+            sum[11], sum[8], sum[9]);
     if (stall && strstr(stall, "late:") && !faults)
         CHECKF(sum[8] > 0, "no batch was refused for lateness: the run missed its window");
     /* Killed gateways take their counters along: judged on runs without faults. */
     const char *share = getenv("DMKV_SHARE_LOCKS");
     if (share && !strcmp(share, "always") && !faults) {
         CHECKF(sum[7] > 0, "no insert joined a shared hold: the run does not exercise them");
+        CHECKF(sum[12] > 0, "no join found its hold by key range: the run does not exercise it");
         CHECKF(sum[10] > 0, "no leaf split under a shared hold: the run does not exercise it");
     }
     const char *first = getenv("DMKV_LOCK_FIRST");
