@@ -290,7 +290,6 @@ void ch_cache_clear(dm_chime_t *c);
 /* Read an inner node fresh from the pool (re-read while torn) and cache it. */
 int ch_inner_read(dm_ctx_t *ctx, dm_gaddr_t a, ch_inner_t **out);
 
-/* Where a key's leaf is, as the traversal found it (§4.2.3). */
 /* A key bound of up to DM_CHIME_INLINE bytes; len CH_BOUND_NONE: not known (or longer),
  * CH_BOUND_INF: +inf (upper bounds). */
 #define CH_BOUND_NONE (-1)
@@ -306,6 +305,7 @@ static inline void ch_bound_set(ch_bound_t *b, const void *key, size_t len)
     if (b->len >= 0) memcpy(b->key, key, len);
 }
 
+/* Where a key's leaf is, as the traversal found it (§4.2.3). */
 typedef struct ch_path {
     dm_gaddr_t leaf;
     dm_gaddr_t expect_next; /* the leaf's sibling if nothing split since (0 = rightmost) */

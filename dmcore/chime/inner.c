@@ -343,10 +343,14 @@ int ch_find_leaf_again(dm_ctx_t *ctx, const void *key, size_t klen, ch_path_t *p
 /* The fence cache: 2-way sets, the most recently used way first. Most of a load's fences
  * are looked at once or twice, a few (the leaves at the ends of each connection's range)
  * all the time: those stay while splits add new ones (share.c group_covering). */
+static ch_fence_cache_t *fence_set(dm_chime_t *c, dm_gaddr_t rec)
+{
+    return &c->fence[((rec * 0x9e3779b97f4a7c15ull) >> 40) % (CH_FENCE_SLOTS / 2) * 2];
+}
+
 static ch_fence_cache_t *fence_find(dm_chime_t *c, dm_gaddr_t rec)
 {
-    ch_fence_cache_t *f =
-        &c->fence[((rec * 0x9e3779b97f4a7c15ull) >> 40) % (CH_FENCE_SLOTS / 2) * 2];
+    ch_fence_cache_t *f = fence_set(c, rec);
     if (f[0].addr == rec && f[0].key) return &f[0];
     if (f[1].addr != rec || !f[1].key) return NULL;
     ch_fence_cache_t t = f[0];
@@ -358,8 +362,7 @@ static ch_fence_cache_t *fence_find(dm_chime_t *c, dm_gaddr_t rec)
 /* Put key (owned, len bytes) in rec's set as the most recent; the least recent goes. */
 static void fence_put(dm_chime_t *c, dm_gaddr_t rec, uint8_t *key, uint32_t len)
 {
-    ch_fence_cache_t *f =
-        &c->fence[((rec * 0x9e3779b97f4a7c15ull) >> 40) % (CH_FENCE_SLOTS / 2) * 2];
+    ch_fence_cache_t *f = fence_set(c, rec);
     free(f[1].key);
     f[1] = f[0];
     f[0] = (ch_fence_cache_t){.addr = rec, .key = key, .len = len};
