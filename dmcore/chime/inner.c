@@ -359,13 +359,21 @@ static ch_fence_cache_t *fence_find(dm_chime_t *c, dm_gaddr_t rec)
     return &f[0];
 }
 
-/* Put key (owned, len bytes) in rec's set as the most recent; the least recent goes. */
-static void fence_put(dm_chime_t *c, dm_gaddr_t rec, uint8_t *key, uint32_t len)
+/* rec's entry: key (owned, len bytes) put in as the most recent of its set, the least
+ * recent going, unless rec is cached already (another coroutine read it meanwhile: key is
+ * freed). */
+static ch_fence_cache_t *fence_keep(dm_chime_t *c, dm_gaddr_t rec, uint8_t *key, uint32_t len)
 {
-    ch_fence_cache_t *f = fence_set(c, rec);
+    ch_fence_cache_t *f = fence_find(c, rec);
+    if (f) {
+        free(key);
+        return f;
+    }
+    f = fence_set(c, rec);
     free(f[1].key);
     f[1] = f[0];
     f[0] = (ch_fence_cache_t){.addr = rec, .key = key, .len = len};
+    return f;
 }
 
 int ch_fence_get(dm_ctx_t *ctx, dm_gaddr_t rec, uint8_t **key, uint32_t *len)
@@ -377,13 +385,7 @@ int ch_fence_get(dm_ctx_t *ctx, dm_gaddr_t rec, uint8_t **key, uint32_t *len)
         uint32_t l;
         int rc = dm_keyrec_read(ctx, &rec, 1, DM_KV_MAX_KEY, NULL, &k, &l);
         if (rc) return rc;
-        f = fence_find(c, rec); /* another coroutine may have read it meanwhile */
-        if (f) {
-            free(k);
-        } else {
-            fence_put(c, rec, k, l);
-            f = fence_find(c, rec);
-        }
+        f = fence_keep(c, rec, k, l);
     }
     *key = f->key;
     *len = f->len;
@@ -396,7 +398,7 @@ void ch_fence_note(dm_chime_t *c, dm_gaddr_t rec, const uint8_t *key, uint32_t l
     uint8_t *k = malloc(len ? len : 1);
     if (!k) return;
     memcpy(k, key, len);
-    fence_put(c, rec, k, len);
+    fence_keep(c, rec, k, len);
 }
 
 int ch_fence_cached(dm_chime_t *c, dm_gaddr_t rec, const uint8_t **key, uint32_t *len)

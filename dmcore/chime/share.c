@@ -124,6 +124,14 @@ static int joinable(const ch_group_t *gp)
            dm_now_us() - gp->hold->locked_us < (uint64_t)SHARE_JOIN_MS * 1000;
 }
 
+/* Whether the held leaf's sibling (in h's image) is want: nothing split it since a parent
+ * that expects want was read (CHIME §4.2.3's sibling-based validation). */
+static int sibling_is(const dm_chime_t *c, const dm_chime_lock_t *h, dm_gaddr_t want)
+{
+    const uint8_t *rep = ch_any_replica(&c->geo, h->img, h->have);
+    return rep && ch_u64(rep + 8) == want;
+}
+
 /* Whether gp's leaf covers key by what the group knows: lo <= key < hi, where a hi not known
  * is the leaf's high fence (in the hold's image, which is the leaf as the pool has it:
  * nothing else changes a held leaf; its key from the worker's fence cache, else no). A
@@ -187,9 +195,7 @@ static int join(dm_ctx_t *ctx, ch_group_t *gp, const ch_path_t *p, const void *k
                 dm_chime_lock_t **out)
 {
     dm_chime_t *c = ctx->w->chime;
-    const dm_chime_lock_t *h = gp->hold;
-    const uint8_t *rep = ch_any_replica(&c->geo, h->img, h->have);
-    if (p && (!rep || ch_u64(rep + 8) != p->expect_next)) return 2;
+    if (p && !sibling_is(c, gp->hold, p->expect_next)) return 2;
     note_covered(gp, key, klen);
     dm_chime_lock_t *m = member_new(c, gp, key, klen);
     if (!m) return DM_ENOMEM;
@@ -289,8 +295,7 @@ int dm_chime_lock_insert(dm_ctx_t *ctx, const void *key, size_t klen, const dm_b
         group_remove(c, gp);
         return rc;
     }
-    const uint8_t *rep = ch_any_replica(&c->geo, h->img, h->have);
-    if (gp->leaf != h->leaf || !rep || ch_u64(rep + 8) != gp->expect_next)
+    if (gp->leaf != h->leaf || !sibling_is(c, h, gp->expect_next))
         gp->lo.len = gp->hi.len = CH_BOUND_NONE; /* split since the parent was read */
     if (gp->leaf != h->leaf) {
         dm_coro_signal(gp->leaf);
