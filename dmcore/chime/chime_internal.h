@@ -349,9 +349,13 @@ int ch_read_root(dm_ctx_t *ctx);
 int ch_propagate(dm_ctx_t *ctx, unsigned level, dm_gaddr_t left, const uint8_t *sep,
                  uint32_t seplen, dm_gaddr_t right);
 
-/* Fence of a leaf (cached record read). *has = 0 for +inf. */
+/* The fence key (*len bytes) of the record at rec: from this worker's fence cache, or read
+ * (1 RTT) and cached. Returns 0 or the read's DM_E*. *key points into the cache: an
+ * eviction frees it, and any yield may evict, so copy or compare it before the next remote
+ * operation (ch_repair_half_split copies). */
 int ch_fence_get(dm_ctx_t *ctx, dm_gaddr_t rec, uint8_t **key, uint32_t *len);
-/* The fence key at rec if this worker's cache holds it (no round trip): 1, or 0. */
+/* The fence key at rec if this worker's cache holds it (no round trip): 1, or 0. *key
+ * points into the cache, as for ch_fence_get. */
 int ch_fence_cached(dm_chime_t *c, dm_gaddr_t rec, const uint8_t **key, uint32_t *len);
 /* Put the fence key (len bytes) of the record at rec, just written by this worker's split,
  * in its fence cache (records never change while linked). Out of memory: not cached. */
