@@ -462,6 +462,7 @@ int main(void)
             "the fast victim: %lld SETs in 3 s (%lld a second), %lld bytes freed, its free log "
             "%lld bytes\n",
             sets, sets / 3, freed, log_bytes_victim);
+    print_victim(2, KILLS + 1); /* the fast victim */
     kill_gateway(&gw[2]);
     wait_repaired(a, b, 2 + KILLS);
     /* Counted until two counts a second apart agree: a gateway's INFO lists are a cron tick
