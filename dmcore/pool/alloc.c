@@ -43,8 +43,10 @@ typedef struct freed {
     uint64_t units;
     uint64_t freed_us;
     struct freed *next;
-    int need_claim; /* a large block in the free log: claimed there before it leaves the
-                       lists (free_log.h FREE_LOG_CLAIM) */
+    int need_claim;      /* a large block in the free log: claimed there before it leaves the
+                            lists (free_log.h FREE_LOG_CLAIM) */
+    int logged;          /* in the free log: a reuse is named there (free_log.h FREE_LOG_NAME_US) */
+    uint64_t claim_tick; /* a claim staged ahead of use: held once that free-log tick is done */
 } freed_t;
 
 _Static_assert(FREE_LOG_LARGE_UNITS == MAX_CLASS, "the log's large blocks are the large classes");
@@ -378,17 +380,56 @@ static int claims_wait(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t want)
     }
 }
 
+/* Whether f's claim staged ahead of use (claim_ahead) was written by a tick whose horizon
+ * CAS won: f is then ours alone, and a repairer leaves it. */
+static int claim_held(const dm_alloc_t *a, const freed_t *f)
+{
+    return f->claim_tick && a->log.done >= f->claim_tick;
+}
+
+/* Stage claims of up to FREE_LOG_CLAIM_AHEAD more small blocks of class c freed
+ * FREE_LOG_NAME_US before top, carried by free-log tick `want`: a class with a backlog of
+ * such blocks (a burst's frees, reused at a lower rate later) then waits for one tick per
+ * FREE_LOG_CLAIM_AHEAD reuses, not per reuse. A death loses as many more blocks per class. */
+static void claim_ahead(dm_alloc_t *a, int c, uint64_t top, uint64_t want)
+{
+    int n = 0;
+    for (freed_t *f = a->head[c]; f && n < FREE_LOG_CLAIM_AHEAD && f->freed_us < a->log.horizon;
+         f = f->next) {
+        if (!f->logged || f->claim_tick || f->freed_us + FREE_LOG_NAME_US >= top) continue;
+        if (free_log_stage_claim(&a->log, f->addr, f->units) != want) return;
+        f->claim_tick = want;
+        n++;
+    }
+}
+
 /* Claim f (unlinked from the lists) before it is used or given away, when a repairer could
- * otherwise take it from our free log (a large block logged free: docs/leases.md "Claims").
- * One round trip or two (a free-log tick), none for other blocks or without a log.
- * Returns 0 (f is ours to use) or -1 (f was put back in the pool's account: dropped, a
- * repairer may hold it). */
+ * otherwise take it from our free log: a large block logged free (docs/leases.md "Claims"),
+ * or a small one freed FREE_LOG_NAME_US before our highest horizon (with up to
+ * FREE_LOG_CLAIM_AHEAD more of its size); a fresher small one is only named, without a wait
+ * (docs/leases.md "Names: small blocks reused late"). One round trip or two (a free-log
+ * tick) for a claim, none otherwise. Returns 0 (f is ours to use) or -1 (f was put back in
+ * the pool's account: dropped, a repairer may hold it). */
 static int claim(dm_ctx_t *ctx, dm_alloc_t *a, freed_t *f)
 {
-    if (!f->need_claim) return 0;
+    if (!f->need_claim && !f->logged) return 0;
+    if (a->log.state == FREE_LOG_ON && claim_held(a, f)) {
+        f->need_claim = f->logged = 0; /* claimed ahead (claim_ahead) */
+        atomic_fetch_add_explicit(&claims, 1, memory_order_relaxed);
+        return 0;
+    }
+    uint64_t top = free_log_top(&a->log);
     uint64_t want = free_log_stage_claim(&a->log, f->addr, f->units);
+    /* A small block freed less than FREE_LOG_NAME_US before our highest horizon is used at
+     * once: a repairer leaves it alone, and the entry just staged names it before any raise
+     * that would let a repairer take it wins. An older one waits for its name, as a claim. */
+    if (!f->need_claim && want && f->freed_us + FREE_LOG_NAME_US >= top) {
+        f->logged = 0;
+        return 0;
+    }
+    if (!f->need_claim && want) claim_ahead(a, (int)f->units, top, want);
     if (want && claims_wait(ctx, a, want) == 0) {
-        f->need_claim = 0;
+        f->need_claim = f->logged = 0;
         atomic_fetch_add_explicit(&claims, 1, memory_order_relaxed);
         return 0;
     }
@@ -989,8 +1030,10 @@ int dm_alloc_return_idle(dm_ctx_t *ctx)
     return rc < 0 ? rc : 0;
 }
 
-/* Take off the lists every block freed in [lo, hi] and every large block not claimed (a
- * repairer took them over from our free log: it may hand them out). */
+/* Take off the lists every block freed in [lo, hi], every large block not claimed and
+ * every logged small block freed FREE_LOG_NAME_US before lo (a repairer took them over from
+ * our free log, lo the horizon it replaced: it may hand them out). The rest are ours alone:
+ * no log names their reuse any more. */
 static void drop_logged(dm_alloc_t *a, uint64_t lo, uint64_t hi)
 {
     uint64_t dropped = 0;
@@ -998,10 +1041,12 @@ static void drop_logged(dm_alloc_t *a, uint64_t lo, uint64_t hi)
         freed_t *prev = NULL;
         for (freed_t *f = a->head[c]; f;) {
             freed_t *next = f->next;
-            if ((f->freed_us >= lo && f->freed_us <= hi) || f->need_claim) {
+            if ((f->freed_us >= lo && f->freed_us <= hi) || f->need_claim ||
+                (f->logged && !claim_held(a, f) && f->freed_us + FREE_LOG_NAME_US < lo)) {
                 dropped += f->units * DM_GRAIN;
                 freed_put(a, unlink_freed(a, c, prev, f));
             } else {
+                f->logged = 0;
                 prev = f;
             }
             f = next;
@@ -1052,6 +1097,14 @@ static int trim_reserve(dm_ctx_t *ctx, dm_alloc_t *a)
     return rc;
 }
 
+/* Whether a repairer may take listed block f from our log, so a growth writes it again:
+ * freed at or after the horizon, large and not claimed, or small, logged and not claimed
+ * (the names of reused blocks stay in the old ring, and so do their frees). */
+static int kept_in_log(const dm_alloc_t *a, const freed_t *f)
+{
+    return f->freed_us >= a->log.horizon || f->need_claim || (f->logged && !claim_held(a, f));
+}
+
 /* The free log laps within a quarantine: move it to a larger block, with every listed block
  * a repairer would take as its first entries (free_log_grow). */
 static void grow_log(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t bytes)
@@ -1059,12 +1112,12 @@ static void grow_log(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t bytes)
     size_t n = 0;
     for (int c = 0; c < NCLASSES; c++)
         for (freed_t *f = a->head[c]; f; f = f->next)
-            n += f->freed_us >= a->log.horizon || f->need_claim;
+            n += kept_in_log(a, f);
     free_log_entry_t *keep = malloc(n * sizeof(*keep) + 1);
     size_t k = 0;
     for (int c = 0; c < NCLASSES && keep; c++)
         for (freed_t *f = a->head[c]; f; f = f->next)
-            if (f->freed_us >= a->log.horizon || f->need_claim)
+            if (kept_in_log(a, f))
                 keep[k++] = (free_log_entry_t){f->addr, f->units, f->freed_us, 0};
     if (!keep) return; /* no memory: the ring stays, and laps */
     a->log.busy = 1;   /* no tick meanwhile (another coroutine's) */
@@ -1100,8 +1153,10 @@ int dm_alloc_log_tick(dm_ctx_t *ctx)
         for (int c = 0; c < NCLASSES; c++)
             for (freed_t *f = a->head[c]; f; f = f->next)
                 if (f->freed_us >= a->log.horizon &&
-                    free_log_stage(&a->log, f->addr, f->units, f->freed_us) >= 0)
+                    free_log_stage(&a->log, f->addr, f->units, f->freed_us) >= 0) {
                     f->need_claim = f->units > MAX_CLASS;
+                    f->logged = 1;
+                }
     return rc;
 }
 
@@ -1121,7 +1176,12 @@ static void close_log(dm_ctx_t *ctx, dm_alloc_t *a)
     int rc = free_log_close(ctx, &a->log, a->entry, &lo, &hi);
     if (rc) {
         drop_logged(a, lo, hi);
-    } else if (was_on && blk) { /* nobody reads them any more (the horizon is closed) */
+    } else {
+        for (int c = 0; c < NCLASSES; c++) /* closed: nobody takes them from the log now */
+            for (freed_t *f = a->head[c]; f; f = f->next)
+                f->need_claim = f->logged = 0;
+    }
+    if (!rc && was_on && blk) { /* nobody reads them any more (the horizon is closed) */
         alloc_put_log_block(ctx, blk, bytes);
         if (old) dm_alloc_free(a, old, old_bytes);
     }
@@ -1241,14 +1301,16 @@ static void queue_block_at(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, int n
     if (now > a->floor_us) a->floor_us = now;
     /* A block reusable now is dated as if its quarantine just ended: its age then says how
      * long it sat unused (dm_alloc_return_idle). */
-    *f = (freed_t){addr, units, now_reusable ? (now > DM_GRACE_US ? now - DM_GRACE_US : 0) : now,
-                   NULL, 0};
+    *f = (freed_t){.addr = addr,
+                   .units = units,
+                   .freed_us = now_reusable ? (now > DM_GRACE_US ? now - DM_GRACE_US : 0) : now};
     listed(a, f, 1);
     /* Logged: quarantined blocks, and large pieces of a claimed block (REUSABLE_LOGGED) so
      * that a repairer takes them if we die before using them. */
     if (!now_reusable || (now_reusable == REUSABLE_LOGGED && units > MAX_CLASS)) {
         int st = free_log_stage(&a->log, addr, units, f->freed_us);
         f->need_claim = st >= 0 && units > MAX_CLASS;
+        f->logged = st >= 0;
         if (st == 1 && a->w->log_due) a->w->log_due(a->w->log_due_arg);
     }
     if (now_reusable) {

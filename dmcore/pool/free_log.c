@@ -94,6 +94,13 @@ uint64_t free_log_stage_claim(free_log_t *l, dm_gaddr_t addr, uint64_t units)
     return l->started + 1; /* a tick on the wire took its entries out before this one */
 }
 
+uint64_t free_log_top(const free_log_t *l)
+{
+    uint64_t h = l->horizon;
+    if (l->raising > h) h = l->raising;
+    return l->unsure > h ? l->unsure : h;
+}
+
 int free_log_due(const free_log_t *l)
 {
     return l->state == FREE_LOG_ON && !l->busy && l->staged_bytes >= FREE_LOG_EAGER_BYTES;
@@ -117,7 +124,7 @@ static int open_log(dm_ctx_t *ctx, free_log_t *l, int idx)
     if (!l->blk) {
         dm_gaddr_t blk;
         if ((rc = alloc_take_log_block(ctx, FREE_LOG_BYTES, &blk)) != 0) return rc;
-        uint64_t hdr[4] = {FREE_LOG_MAGIC, FREE_LOG_CAP, 0, FREE_LOG_CLAIMS_MAGIC};
+        uint64_t hdr[4] = {FREE_LOG_MAGIC, FREE_LOG_CAP, 0, FREE_LOG_NAMES_MAGIC};
         l->blk_bytes = FREE_LOG_BYTES;
         dm_batch_t b;
         dm_batch_init(&b);
@@ -221,6 +228,7 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
     /* After a growth the word must change for the old block to go (a repairer that read it
      * before the switch must lose its CAS): a raise of 1 µs while the lead shrinks. */
     if (l->old_blk && want == old) want = old + 1;
+    l->raising = want; /* from now on, reuses unnamed by this tick are judged by want */
     uint64_t count = l->count + n;
     size_t claims = 0;
     for (size_t i = 0; i < n; i++)
@@ -242,6 +250,7 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
     }
     dm_verb_t *cas = dm_batch_cas(&b, hword, old, want);
     if (!rc) rc = dm_batch_exec(ctx, &b);
+    l->raising = 0;
     if (rc) { /* written again next tick, at the same positions */
         restage(l, out, n, cap_out);
         l->unsure = want;
@@ -310,7 +319,7 @@ int free_log_grow(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t bytes, free_lo
     if (n >= cap || bytes <= l->blk_bytes || !lword) return DM_EINVAL; /* would not hold them */
     int rc = alloc_take_log_block(ctx, bytes, &blk);
     if (rc) return rc;
-    uint64_t hdr[4] = {FREE_LOG_MAGIC, cap, n, FREE_LOG_CLAIMS_MAGIC};
+    uint64_t hdr[4] = {FREE_LOG_MAGIC, cap, n, FREE_LOG_NAMES_MAGIC};
     for (size_t i = 0; i < n; i++)
         keep[i].check = entry_check(&keep[i], i);
     dm_batch_t b;
@@ -421,7 +430,8 @@ int free_log_take(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t horizon, uint64_t *byt
     unsigned node = dm_gaddr_node(blk);
     if (node >= ctx->w->n_nodes || dm_gaddr_off(blk) + lbytes > ctx->w->conns[node]->region_size)
         return DM_ECORRUPT;
-    int claims = hdr[3] == FREE_LOG_CLAIMS_MAGIC;
+    int names = hdr[3] == FREE_LOG_NAMES_MAGIC;
+    int claims = names || hdr[3] == FREE_LOG_CLAIMS_MAGIC;
     uint64_t count = hdr[2], first = count > cap ? count - cap : 0;
     free_log_entry_t *v = malloc((size_t)(count - first) * sizeof(*v) + 1);
     size_t setcap = 1; /* a power of two, at least twice the entries */
@@ -445,13 +455,18 @@ int free_log_take(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t horizon, uint64_t *byt
         pos += n;
     }
     /* Newest first: an entry is taken only if no newer one names its address (a claim: the
-     * owner took the block back; a free: the newer one decides). */
+     * owner took the block back or reused it; a free: the newer one decides). Before the
+     * horizon: large blocks, and small ones freed FREE_LOG_NAME_US before it (every reuse of
+     * those was named before a raise past them won). */
+    uint64_t named_before = horizon > FREE_LOG_NAME_US ? horizon - FREE_LOG_NAME_US : 0;
     for (uint64_t k = count; k > first && !rc; k--) {
         const free_log_entry_t *e = &v[k - 1 - first];
         if (!entry_ok(ctx->w, e, k - 1) || set_add(&seen, e->addr)) continue;
         if (e->units & FREE_LOG_CLAIM) continue;
         int late = e->freed_us >= horizon;
-        if (!late && !(claims && e->units > FREE_LOG_LARGE_UNITS)) continue;
+        int large = e->units > FREE_LOG_LARGE_UNITS;
+        if (!late && !(claims && large) && !(names && !large && e->freed_us < named_before))
+            continue;
         alloc_queue_quarantined(ctx->w->alloc, e->addr, e->units * DM_GRAIN);
         *bytes += e->units * DM_GRAIN;
         if (!late) *early_bytes += e->units * DM_GRAIN;

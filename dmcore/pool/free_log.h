@@ -51,6 +51,20 @@
 #define FREE_LOG_LARGE_UNITS 512u
 #define FREE_LOG_CLAIM (1ull << 63)
 #define FREE_LOG_CLAIMS_MAGIC 0x4d49414c43474c44ull /* "DLGCLAIM" */
+/* Small blocks freed more than FREE_LOG_NAME_US before the horizon are taken by a repairer
+ * too, unless an entry names them (docs/leases.md "Names: small blocks reused late"): the
+ * owner names every reuse of a logged small block with a claim entry, written by its next
+ * tick before that tick's CAS, and reuses one freed more than FREE_LOG_NAME_US before its
+ * highest horizon (won or asked for) only once the name is written (a claim). hdr[3] of a
+ * log that follows this rule holds FREE_LOG_NAMES_MAGIC (it follows FREE_LOG_CLAIMS_MAGIC's
+ * rule as well). */
+/* Longer than the horizon's largest step (an idle worker's raise, FREE_LOG_AHEAD_US ahead):
+ * a block is still fresh when a raise first lets the owner reuse it. */
+#define FREE_LOG_NAME_US (FREE_LOG_AHEAD_US + 200000u)
+/* Old small blocks of one size claimed together, when one of them needs a claim: a backlog
+ * waits for one tick per this many reuses, and a death loses as many per size. */
+#define FREE_LOG_CLAIM_AHEAD 64
+#define FREE_LOG_NAMES_MAGIC 0x53454d414e474c44ull /* "DLGNAMES" */
 /* Staged bytes of large blocks (over FREE_LOG_LARGE_UNITS grains) that call for a tick
  * before the timer's next one: a death loses what was staged, and large values fill a
  * 20 ms tick with hundreds of KB (docs/leases.md "Large frees are written at once"). Small
@@ -82,6 +96,7 @@ typedef struct free_log {
     uint64_t done;          /* the number of the last tick whose writes and CAS succeeded */
     uint64_t raised_us;     /* when the horizon was last raised */
     uint64_t unsure;        /* the horizon a raise whose outcome is unknown asked for, 0 none */
+    uint64_t raising;       /* the horizon the tick on the wire asks for, 0 none */
     free_log_entry_t *staged;
     size_t n, cap;
     uint64_t staged_bytes;   /* bytes of the large blocks staged[0..n) name */
@@ -108,6 +123,10 @@ int free_log_stage(free_log_t *l, dm_gaddr_t addr, uint64_t units, uint64_t free
  * gives it away. Returns the number of the tick that carries it (the claim holds once
  * l->done reaches it, and never if the log stops first), or 0 when not staged. */
 uint64_t free_log_stage_claim(free_log_t *l, dm_gaddr_t addr, uint64_t units);
+/* The highest horizon this worker may have published: the last raise won, the one on the
+ * wire, or one whose outcome is unknown (µs; UINT64_MAX when not logging). A small block
+ * freed more than FREE_LOG_NAME_US before it is reused only once claimed. */
+uint64_t free_log_top(const free_log_t *l);
 /* Whether the staged bytes call for an early tick (FREE_LOG_EAGER_BYTES) and none runs. */
 int free_log_due(const free_log_t *l);
 

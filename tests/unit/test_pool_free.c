@@ -14,6 +14,7 @@
 #include "dmkv/errors.h"
 #include "dmkv/superblock.h"
 #include "harness.h"
+#include "../dmcore/pool/free_log.h"
 #include "../dmcore/pool/returned.h"
 #include "worker_util.h"
 
@@ -827,11 +828,15 @@ static void test_free_log(void)
         CHECK(dm_alloc_kv_block(ca, LEN, &set1[i]) == 0);
         CHECK(dm_alloc_kv_block(ca, LEN, &set2[i]) == 0);
     }
+    uint64_t t1 = dm_now_us();
     for (int i = 0; i < N; i++)
         dm_alloc_free(t.wa->alloc, set1[i], LEN);
-    CHECK(dm_alloc_log_tick(ca) == 0);
-    usleep(DM_GRACE_US + 100000);
-    CHECK(dm_alloc_log_tick(ca) == 0); /* the horizon passes set 1 */
+    /* Busy (a tick every 10 ms, a lead of 30 ms): the horizon passes set 1 by less than
+     * FREE_LOG_NAME_US, so A reuses set 1 without claims and a repairer leaves it alone. */
+    while (dm_now_us() - t1 < DM_GRACE_US + 20000) {
+        CHECK(dm_alloc_log_tick(ca) == 0);
+        usleep(10000);
+    }
     for (int i = 0; i < N; i++)
         dm_alloc_free(t.wa->alloc, set2[i], LEN);
     CHECK(dm_alloc_log_tick(ca) == 0);
@@ -901,6 +906,87 @@ static void test_claims(void)
     alloc_blocks(ca, N - USED, LEN, later);
     CHECKF(count_in(later, N - USED, set, N) == 0, "A reused %d blocks B took over",
            count_in(later, N - USED, set, N));
+    two_stop(&t);
+}
+
+/* A's small blocks that sat reusable FREE_LOG_NAME_US past its horizon: A's first reuse
+ * claims that block and FREE_LOG_CLAIM_AHEAD more of its size in one tick, the next reuses
+ * take those, and a repairer takes the others (docs/leases.md "Names: small blocks reused
+ * late"); A's next tick drops them. Before names a repairer took none of them (run once). */
+static void test_small_old_claimed(void)
+{
+    enum { N = FREE_LOG_CLAIM_AHEAD + 16, USED = 3, LEN = 40 };
+    enum { CLAIMED = 1 + FREE_LOG_CLAIM_AHEAD, TAKEN = N - CLAIMED };
+    two_t t;
+    two_start(&t);
+    dm_ctx_t *ca = &t.ca, *cb = &t.cb;
+    static dm_gaddr_t set[N], used[USED], later[N];
+    CHECK(dm_alloc_log_tick(ca) == 0); /* opens A's log */
+    alloc_blocks(ca, N, LEN, set);
+    for (int i = 0; i < N; i++)
+        dm_alloc_free(t.wa->alloc, set[i], LEN);
+    CHECK(dm_alloc_log_tick(ca) == 0);
+    usleep(DM_GRACE_US + FREE_LOG_NAME_US + 200000);
+    CHECK(dm_alloc_log_tick(ca) == 0); /* the horizon passes them by more than the window */
+    uint64_t claims0 = dm_alloc_claims();
+    alloc_blocks(ca, USED, LEN, used);
+    CHECKF(count_in(used, USED, set, N) == USED && dm_alloc_claims() == claims0 + USED,
+           "A reused %d of its %d freed blocks with %llu claims (want %d, %d)",
+           count_in(used, USED, set, N), N, (unsigned long long)(dm_alloc_claims() - claims0), USED,
+           USED);
+    dm_alloc_tail_stats_t got;
+    CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &got) == 0);
+    uint64_t want = (uint64_t)TAKEN * dm_alloc_kv_block_bytes(LEN);
+    CHECKF(got.free_logs_adopted == 1 && got.free_log_early_bytes == want,
+           "%llu logs, %llu bytes taken over early (want 1, %llu: the %d not claimed)",
+           (unsigned long long)got.free_logs_adopted, (unsigned long long)got.free_log_early_bytes,
+           (unsigned long long)want, TAKEN);
+    CHECK(dm_alloc_log_tick(ca) == 0); /* finds its log taken: drops those */
+    alloc_blocks(ca, N - USED, LEN, later);
+    CHECKF(count_in(later, N - USED, set, N) <= CLAIMED - USED,
+           "A reused %d of its old blocks, more than the %d it claimed and did not use",
+           count_in(later, N - USED, set, N), CLAIMED - USED);
+    two_stop(&t);
+}
+
+/* A busy worker (a tick every 10 ms) reuses small blocks soon after its horizon passes
+ * them, without waiting for a claim; the entries naming those reuses keep a repairer from
+ * taking them once the horizon is FREE_LOG_NAME_US past them. Without the names B took all
+ * eight, three of them in A's use (run once). */
+static void test_small_fresh_named(void)
+{
+    enum { N = 8, USED = 3, LEN = 40 };
+    two_t t;
+    two_start(&t);
+    dm_ctx_t *ca = &t.ca, *cb = &t.cb;
+    static dm_gaddr_t set[N], used[USED];
+    CHECK(dm_alloc_log_tick(ca) == 0); /* opens A's log */
+    alloc_blocks(ca, N, LEN, set);
+    uint64_t t0 = dm_now_us();
+    for (int i = 0; i < N; i++)
+        dm_alloc_free(t.wa->alloc, set[i], LEN);
+    while (dm_now_us() - t0 < DM_GRACE_US + 20000) {
+        CHECK(dm_alloc_log_tick(ca) == 0);
+        usleep(10000);
+    }
+    uint64_t claims0 = dm_alloc_claims();
+    alloc_blocks(ca, USED, LEN, used);
+    CHECKF(count_in(used, USED, set, N) == USED && dm_alloc_claims() == claims0,
+           "A reused %d of its %d freed blocks with %llu claims (want %d, 0)",
+           count_in(used, USED, set, N), N, (unsigned long long)(dm_alloc_claims() - claims0),
+           USED);
+    for (uint64_t t1 = dm_now_us(); dm_now_us() - t1 < FREE_LOG_NAME_US + 100000;) {
+        CHECK(dm_alloc_log_tick(ca) == 0); /* the first writes the names */
+        usleep(10000);
+    }
+    dm_alloc_tail_stats_t got;
+    CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &got) == 0);
+    uint64_t want = (uint64_t)(N - USED) * dm_alloc_kv_block_bytes(LEN);
+    CHECKF(got.free_logs_adopted == 1 && got.free_log_early_bytes == want,
+           "%llu logs, %llu bytes taken over early (want 1, %llu: the %d blocks A did not use)",
+           (unsigned long long)got.free_logs_adopted, (unsigned long long)got.free_log_early_bytes,
+           (unsigned long long)want, N - USED);
+    CHECK(dm_alloc_log_tick(ca) == 0);
     two_stop(&t);
 }
 
@@ -1024,6 +1110,8 @@ int main(void)
     RUN(test_returned_band);
     RUN(test_free_log);
     RUN(test_claims);
+    RUN(test_small_old_claimed);
+    RUN(test_small_fresh_named);
     RUN(test_log_grows);
     RUN(test_log_on_full_pool);
     RUN(test_horizon_lead);
