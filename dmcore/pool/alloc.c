@@ -1031,18 +1031,19 @@ int dm_alloc_return_idle(dm_ctx_t *ctx)
 }
 
 /* Take off the lists every block freed in [lo, hi], every large block not claimed and
- * every logged small block freed FREE_LOG_NAME_US before lo (a repairer took them over from
- * our free log, lo the horizon it replaced: it may hand them out). The rest are ours alone:
+ * every logged small block not claimed freed FREE_LOG_NAME_US before the horizon the
+ * repairer replaced (lo, our last raise won, or a raise whose outcome we never learnt): a
+ * repairer took them over from our free log and may hand them out. The rest are ours alone:
  * no log names their reuse any more. */
 static void drop_logged(dm_alloc_t *a, uint64_t lo, uint64_t hi)
 {
-    uint64_t dropped = 0;
+    uint64_t dropped = 0, top = lo > a->log.unsure ? lo : a->log.unsure;
     for (int c = 0; c < NCLASSES; c++) {
         freed_t *prev = NULL;
         for (freed_t *f = a->head[c]; f;) {
             freed_t *next = f->next;
             if ((f->freed_us >= lo && f->freed_us <= hi) || f->need_claim ||
-                (f->logged && !claim_held(a, f) && f->freed_us + FREE_LOG_NAME_US < lo)) {
+                (f->logged && !claim_held(a, f) && f->freed_us + FREE_LOG_NAME_US < top)) {
                 dropped += f->units * DM_GRAIN;
                 freed_put(a, unlink_freed(a, c, prev, f));
             } else {
