@@ -64,6 +64,9 @@
 /* Old small blocks of one size claimed together, when one of them needs a claim: a backlog
  * waits for one tick per this many reuses, and a death loses as many per size. */
 #define FREE_LOG_CLAIM_AHEAD 64
+/* Old small blocks per size each tick keeps claimed, so a write on a quiet worker does not
+ * wait for one; a death loses as many per size. */
+#define FREE_LOG_CLAIM_READY 4
 #define FREE_LOG_NAMES_MAGIC 0x53454d414e474c44ull /* "DLGNAMES" */
 /* Staged bytes of large blocks (over FREE_LOG_LARGE_UNITS grains) that call for a tick
  * before the timer's next one: a death loses what was staged, and large values fill a

@@ -949,13 +949,14 @@ static void test_small_old_claimed(void)
     two_stop(&t);
 }
 
-/* A busy worker (a tick every 10 ms) reuses small blocks soon after its horizon passes
- * them, without waiting for a claim; the entries naming those reuses keep a repairer from
- * taking them once the horizon is FREE_LOG_NAME_US past them. Without the names B took all
- * eight, three of them in A's use (run once). */
+/* A worker reuses small blocks soon after its horizon passes them, without waiting for a
+ * claim; the entries naming those reuses keep a repairer from taking them once the horizon
+ * is FREE_LOG_NAME_US past them (of the others, the ticks keep FREE_LOG_CLAIM_READY
+ * claimed). Without the names B took all eight, three of them in A's use (run once, with
+ * eight blocks and no claims kept ready). */
 static void test_small_fresh_named(void)
 {
-    enum { N = 8, USED = 3, LEN = 40 };
+    enum { N = 12, USED = 3, LEN = 40, TAKEN = N - USED - FREE_LOG_CLAIM_READY };
     two_t t;
     two_start(&t);
     dm_ctx_t *ca = &t.ca, *cb = &t.cb;
@@ -981,11 +982,12 @@ static void test_small_fresh_named(void)
     }
     dm_alloc_tail_stats_t got;
     CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &got) == 0);
-    uint64_t want = (uint64_t)(N - USED) * dm_alloc_kv_block_bytes(LEN);
+    uint64_t want = (uint64_t)TAKEN * dm_alloc_kv_block_bytes(LEN);
     CHECKF(got.free_logs_adopted == 1 && got.free_log_early_bytes == want,
-           "%llu logs, %llu bytes taken over early (want 1, %llu: the %d blocks A did not use)",
+           "%llu logs, %llu bytes taken over early (want 1, %llu: the %d blocks A neither used "
+           "nor kept claimed)",
            (unsigned long long)got.free_logs_adopted, (unsigned long long)got.free_log_early_bytes,
-           (unsigned long long)want, N - USED);
+           (unsigned long long)want, TAKEN);
     CHECK(dm_alloc_log_tick(ca) == 0);
     two_stop(&t);
 }
