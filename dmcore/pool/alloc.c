@@ -380,26 +380,26 @@ static int claims_wait(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t want)
     }
 }
 
-/* Whether f's claim staged ahead of use (claim_ahead) was written by a tick whose horizon
+/* Whether f's claim staged ahead of use (claim_old) was written by a tick whose horizon
  * CAS won: f is then ours alone, and a repairer leaves it. */
 static int claim_held(const dm_alloc_t *a, const freed_t *f)
 {
     return f->claim_tick && a->log.done >= f->claim_tick;
 }
 
-/* Stage claims of up to FREE_LOG_CLAIM_AHEAD more small blocks of class c freed
- * FREE_LOG_NAME_US before top, carried by free-log tick `want`: a class with a backlog of
- * such blocks (a burst's frees, reused at a lower rate later) then waits for one tick per
- * FREE_LOG_CLAIM_AHEAD reuses, not per reuse. A death loses as many more blocks per class. */
-static void claim_ahead(dm_alloc_t *a, int c, uint64_t top, uint64_t want)
+/* Stage claims of the old small blocks (freed FREE_LOG_NAME_US before top, logged and not
+ * claimed yet) among the first `max` reusable ones of class c; they are ours once the
+ * tick that writes the claims is done (claim_held). Used ahead of a claim a write waits for
+ * (a backlog then waits for one tick per FREE_LOG_CLAIM_AHEAD reuses, not per reuse) and
+ * before every tick (claim_ready). A death loses what is claimed and unused. */
+static void claim_old(dm_alloc_t *a, int c, uint64_t top, int max)
 {
     int n = 0;
-    for (freed_t *f = a->head[c]; f && n < FREE_LOG_CLAIM_AHEAD && f->freed_us < a->log.horizon;
-         f = f->next) {
+    for (freed_t *f = a->head[c]; f && n < max && f->freed_us < a->log.horizon; f = f->next, n++) {
         if (!f->logged || f->claim_tick || f->freed_us + FREE_LOG_NAME_US >= top) continue;
-        if (free_log_stage_claim(&a->log, f->addr, f->units) != want) return;
-        f->claim_tick = want;
-        n++;
+        uint64_t t = free_log_stage_claim(&a->log, f->addr, f->units);
+        if (!t) return;
+        f->claim_tick = t;
     }
 }
 
@@ -414,7 +414,7 @@ static int claim(dm_ctx_t *ctx, dm_alloc_t *a, freed_t *f)
 {
     if (!f->need_claim && !f->logged) return 0;
     if (a->log.state == FREE_LOG_ON && claim_held(a, f)) {
-        f->need_claim = f->logged = 0; /* claimed ahead (claim_ahead) */
+        f->need_claim = f->logged = 0; /* claimed ahead (claim_old) */
         atomic_fetch_add_explicit(&claims, 1, memory_order_relaxed);
         return 0;
     }
@@ -427,7 +427,7 @@ static int claim(dm_ctx_t *ctx, dm_alloc_t *a, freed_t *f)
         f->logged = 0;
         return 0;
     }
-    if (!f->need_claim && want) claim_ahead(a, (int)f->units, top, want);
+    if (!f->need_claim && want) claim_old(a, (int)f->units, top, FREE_LOG_CLAIM_AHEAD);
     if (want && claims_wait(ctx, a, want) == 0) {
         f->need_claim = f->logged = 0;
         atomic_fetch_add_explicit(&claims, 1, memory_order_relaxed);
@@ -1132,24 +1132,15 @@ static void grow_log(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t bytes)
     free(keep);
 }
 
-/* Before a free-log tick: claim the first FREE_LOG_CLAIM_READY reusable small blocks of each
- * size that are FREE_LOG_NAME_US behind our highest horizon, so that a write
- * seldom waits for a claim (it_addr_cache: a SET on an idle gateway took a claim's two round
- * trips more). A death loses as many blocks per size. */
+/* Before a free-log tick: claim the old blocks among the first FREE_LOG_CLAIM_READY of each
+ * small size, so that a write seldom waits for a claim (it_addr_cache: a SET on an idle
+ * gateway took a claim's two round trips more). */
 static void claim_ready(dm_alloc_t *a)
 {
     if (a->log.state != FREE_LOG_ON) return;
     uint64_t top = free_log_top(&a->log);
-    for (int c = 1; c <= MAX_CLASS; c++) {
-        int n = 0;
-        for (freed_t *f = a->head[c]; f && n < FREE_LOG_CLAIM_READY && f->freed_us < a->log.horizon;
-             f = f->next, n++) {
-            if (!f->logged || f->claim_tick || f->freed_us + FREE_LOG_NAME_US >= top) continue;
-            uint64_t t = free_log_stage_claim(&a->log, f->addr, f->units);
-            if (!t) return;
-            f->claim_tick = t;
-        }
-    }
+    for (int c = 1; c <= MAX_CLASS; c++)
+        claim_old(a, c, top, FREE_LOG_CLAIM_READY);
 }
 
 int dm_alloc_log_tick(dm_ctx_t *ctx)

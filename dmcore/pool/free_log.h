@@ -57,9 +57,9 @@
  * tick before that tick's CAS, and reuses one freed more than FREE_LOG_NAME_US before its
  * highest horizon (won or asked for) only once the name is written (a claim). hdr[3] of a
  * log that follows this rule holds FREE_LOG_NAMES_MAGIC (it follows FREE_LOG_CLAIMS_MAGIC's
- * rule as well). */
-/* Longer than the horizon's largest step (an idle worker's raise, FREE_LOG_AHEAD_US ahead):
- * a block is still fresh when a raise first lets the owner reuse it. */
+ * rule as well). Longer than the horizon's largest step (an idle worker's raise,
+ * FREE_LOG_AHEAD_US ahead): a block is still fresh when a raise first lets the owner reuse
+ * it. */
 #define FREE_LOG_NAME_US (FREE_LOG_AHEAD_US + 200000u)
 /* Old small blocks of one size claimed together, when one of them needs a claim: a backlog
  * waits for one tick per this many reuses, and a death loses as many per size. */

@@ -808,6 +808,15 @@ static void test_log_on_full_pool(void)
     two_stop(&t);
 }
 
+/* A busy worker: a free-log tick every 10 ms until us microseconds after t0. */
+static void tick_until(dm_ctx_t *ctx, uint64_t t0, uint64_t us)
+{
+    while (dm_now_us() - t0 < us) {
+        CHECK(dm_alloc_log_tick(ctx) == 0);
+        usleep(10000);
+    }
+}
+
 /* Issue 12: a gateway found dead has its quarantine taken over through its free log.
  * Worker A frees set 1, waits past the quarantine and raises its reuse horizon past it,
  * then frees set 2 and logs it. A plays a gateway only thought dead whose cron stalled: set
@@ -833,10 +842,7 @@ static void test_free_log(void)
         dm_alloc_free(t.wa->alloc, set1[i], LEN);
     /* Busy (a tick every 10 ms, a lead of 30 ms): the horizon passes set 1 by less than
      * FREE_LOG_NAME_US, so A reuses set 1 without claims and a repairer leaves it alone. */
-    while (dm_now_us() - t1 < DM_GRACE_US + 20000) {
-        CHECK(dm_alloc_log_tick(ca) == 0);
-        usleep(10000);
-    }
+    tick_until(ca, t1, DM_GRACE_US + 20000);
     for (int i = 0; i < N; i++)
         dm_alloc_free(t.wa->alloc, set2[i], LEN);
     CHECK(dm_alloc_log_tick(ca) == 0);
@@ -966,20 +972,14 @@ static void test_small_fresh_named(void)
     uint64_t t0 = dm_now_us();
     for (int i = 0; i < N; i++)
         dm_alloc_free(t.wa->alloc, set[i], LEN);
-    while (dm_now_us() - t0 < DM_GRACE_US + 20000) {
-        CHECK(dm_alloc_log_tick(ca) == 0);
-        usleep(10000);
-    }
+    tick_until(ca, t0, DM_GRACE_US + 20000);
     uint64_t claims0 = dm_alloc_claims();
     alloc_blocks(ca, USED, LEN, used);
     CHECKF(count_in(used, USED, set, N) == USED && dm_alloc_claims() == claims0,
            "A reused %d of its %d freed blocks with %llu claims (want %d, 0)",
            count_in(used, USED, set, N), N, (unsigned long long)(dm_alloc_claims() - claims0),
            USED);
-    for (uint64_t t1 = dm_now_us(); dm_now_us() - t1 < FREE_LOG_NAME_US + 100000;) {
-        CHECK(dm_alloc_log_tick(ca) == 0); /* the first writes the names */
-        usleep(10000);
-    }
+    tick_until(ca, dm_now_us(), FREE_LOG_NAME_US + 100000); /* the first writes the names */
     dm_alloc_tail_stats_t got;
     CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &got) == 0);
     uint64_t want = (uint64_t)TAKEN * dm_alloc_kv_block_bytes(LEN);
