@@ -70,7 +70,10 @@ static void on_drain(uv_timer_t *t)
     }
     if (live > 0) {
         uint64_t waited = dm_now_us() / 1000 - th->stop_started_ms;
-        int warn = waited >= DRAIN_WARN_MS && waited < DRAIN_WARN_MS + DRAIN_POLL_MS;
+        /* Once, at the first poll past the mark: a poll late by more than its period (a busy
+         * host) must not skip it. */
+        int warn = waited >= DRAIN_WARN_MS && !th->drain_warned;
+        th->drain_warned |= warn;
         if (warn)
             dm_log(DM_LOG_WARNING, "Thread %d: still waiting for %zu command(s) to finish",
                    th->index, live);

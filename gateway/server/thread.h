@@ -39,6 +39,7 @@ typedef struct gw_thread {
     bool created; /* the OS thread exists (join it) */
     bool stopping;
     uint64_t stop_started_ms;
+    bool drain_warned; /* the drain's warning (DRAIN_WARN_MS into a stop) was logged */
     bool live_flushed; /* the pool's live_bytes got this thread's last change (stop) */
 
     /* Guarded by lock so that CLIENT LIST on another thread can walk it. */
