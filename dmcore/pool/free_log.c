@@ -59,8 +59,11 @@ static int stage(free_log_t *l, const free_log_entry_t *e)
 {
     if (l->state != FREE_LOG_ON) return -1;
     /* More than a log holds in one tick: not logged, so lost only if we die with it
-     * listed (a claim not staged is not made: the block is not used). */
-    if (l->n >= FREE_LOG_CAP_OF(l->blk_bytes)) return -1;
+     * listed (a claim not staged is not made: the block is not used). The entries on the
+     * wire count too: a tick that fails puts them back in front (restage), and the two
+     * together must fit, or a claim staged meanwhile would be dropped after its holder
+     * was told which tick makes it good. */
+    if (l->n + l->wire >= FREE_LOG_CAP_OF(l->blk_bytes)) return -1;
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 256;
         free_log_entry_t *s = realloc(l->staged, cap * sizeof(*s));
@@ -171,21 +174,31 @@ static void add_ring_writes(dm_batch_t *b, dm_gaddr_t blk, uint64_t cap, free_lo
 }
 
 /* Put entries taken out for a write that failed (out, n_out of cap_out) back in front of
- * those staged since; the emptied buffer becomes the spare. */
-static void restage(free_log_t *l, free_log_entry_t *out, size_t n_out, size_t cap_out)
+ * those staged since; the emptied buffer becomes the spare. Every entry is kept: staging
+ * counts the entries on the wire, so both fit in a ring. Returns 0, or -1 (no memory: out
+ * is freed and the caller stops the log). */
+static int restage(free_log_t *l, free_log_entry_t *out, size_t n_out, size_t cap_out)
 {
-    free_log_entry_t *later = l->staged;
-    size_t n_later = l->n, cap_later = l->cap;
+    size_t n = n_out + l->n;
+    if (n > cap_out) {
+        free_log_entry_t *s = realloc(out, n * sizeof(*s));
+        if (!s) {
+            free(out);
+            return -1;
+        }
+        out = s;
+        cap_out = n;
+    }
+    if (l->n) memcpy(out + n_out, l->staged, l->n * sizeof(*out));
+    l->spare = l->staged;
+    l->spare_cap = l->cap;
     l->staged = out;
     l->cap = cap_out;
-    l->n = n_out;
+    l->n = n;
     l->staged_bytes = 0;
-    for (size_t i = 0; i < n_out; i++)
+    for (size_t i = 0; i < n; i++)
         l->staged_bytes += eager_bytes(&out[i]);
-    for (size_t i = 0; i < n_later; i++)
-        if (stage(l, &later[i]) == 0) l->staged_bytes += eager_bytes(&later[i]);
-    l->spare = later;
-    l->spare_cap = cap_later;
+    return 0;
 }
 
 static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64_t *drop_hi);
@@ -230,6 +243,7 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
     if (l->old_blk && want == old) want = old + 1;
     l->raising = want; /* from now on, reuses unnamed by this tick are judged by want */
     uint64_t count = l->count + n;
+    l->wire = n;
     size_t claims = 0;
     for (size_t i = 0; i < n; i++)
         claims += (out[i].units & FREE_LOG_CLAIM) != 0;
@@ -251,9 +265,16 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
     dm_verb_t *cas = dm_batch_cas(&b, hword, old, want);
     if (!rc) rc = dm_batch_exec(ctx, &b);
     l->raising = 0;
+    l->wire = 0;
     if (rc) { /* written again next tick, at the same positions */
-        restage(l, out, n, cap_out);
         l->unsure = want;
+        if (restage(l, out, n, cap_out) != 0) {
+            /* Claims staged meanwhile are lost: no raise may win after them. Logged blocks
+             * are dropped from now on (claim), a leak, never a block held twice. */
+            dm_log(DM_LOG_WARNING, "allocator: out of memory restaging the free log; this "
+                                   "worker's free blocks are not logged any more");
+            free_log_release(l);
+        }
         return rc;
     }
     l->spare = out;

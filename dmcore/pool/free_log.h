@@ -102,7 +102,8 @@ typedef struct free_log {
     uint64_t raising;       /* the horizon the tick on the wire asks for, 0 none */
     free_log_entry_t *staged;
     size_t n, cap;
-    uint64_t staged_bytes;   /* bytes of the large blocks staged[0..n) name */
+    size_t wire;           /* entries the tick on the wire took out: with staged, at most a ring */
+    uint64_t staged_bytes; /* bytes of the large blocks staged[0..n) name */
     free_log_entry_t *spare; /* the other buffer (kept: a tick's entries are ~170 KB at 300k
                                 frees a second, and malloc maps and unmaps buffers that big) */
     size_t spare_cap;

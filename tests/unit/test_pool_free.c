@@ -16,6 +16,7 @@
 #include "harness.h"
 #include "../dmcore/pool/free_log.h"
 #include "../dmcore/pool/returned.h"
+#include "../dmcore/pool/tails.h"
 #include "worker_util.h"
 
 #define URI "local:poolfree"
@@ -992,6 +993,93 @@ static void test_small_fresh_named(void)
     two_stop(&t);
 }
 
+/* What the hook stages while a tick is on the wire: claims, frees, claims. */
+typedef struct wire_stage {
+    free_log_t *l;
+    int fired;
+    dm_gaddr_t claim[4];
+    uint64_t ticket[4];
+} wire_stage_t;
+
+static void stage_on_wire(const dm_verb_t *v, void *arg)
+{
+    (void)v;
+    wire_stage_t *w = arg;
+    if (w->fired++) return;
+    for (int i = 0; i < 4; i++) {
+        w->claim[i] = dm_gaddr_make(0, (64u << 20) + 64u * (uint64_t)i);
+        if (i == 2) /* frees between the claims: more than the ring has room for */
+            for (int k = 0; k < 16; k++)
+                free_log_stage(w->l, dm_gaddr_make(0, (65u << 20) + 64u * (uint64_t)k), 1,
+                               dm_now_us());
+        w->ticket[i] = free_log_stage_claim(w->l, w->claim[i], 1);
+    }
+}
+
+/* Whether the ring of l holds a claim of addr. */
+static int ring_has_claim(dm_ctx_t *ctx, const free_log_t *l, dm_gaddr_t addr)
+{
+    enum { PIECE = 2048 };
+    static free_log_entry_t e[PIECE];
+    uint64_t cap = FREE_LOG_CAP_OF(l->blk_bytes);
+    for (uint64_t i = 0; i < cap; i += PIECE) {
+        uint64_t k = cap - i < PIECE ? cap - i : PIECE;
+        dm_batch_t b;
+        dm_batch_init(&b);
+        dm_batch_read(&b, l->blk + FREE_LOG_HDR + i * sizeof(e[0]), e,
+                      (uint32_t)(k * sizeof(e[0])));
+        CHECK(dm_batch_exec(ctx, &b) == 0);
+        for (uint64_t j = 0; j < k; j++)
+            if (e[j].addr == addr && (e[j].units & FREE_LOG_CLAIM)) return 1;
+    }
+    return 0;
+}
+
+/* A tick that fails puts its entries back in front of those staged while it was on the
+ * wire. With a ring's worth of entries in all, the restaging dropped the last ones, claims
+ * among them, whose holders had been told the tick that makes them good: that tick came
+ * and the block was used, unclaimed (a repairer could take it). Now a claim is refused
+ * (ticket 0: the block is not used) when the ring has no room for it, and every claim
+ * given a ticket is in the ring once that tick is done. Failed without the fix: the last
+ * two claims had tickets and were not in the ring (run once). */
+static void test_restage_keeps_claims(void)
+{
+    two_t t;
+    two_start(&t);
+    dm_ctx_t *cb = &t.cb;
+    const int idx = DM_TAIL_ENTRIES - 1; /* no worker of this process logs in it */
+    free_log_t l;
+    free_log_init(&l);
+    uint64_t lo, hi;
+    CHECK(free_log_tick(cb, &l, idx, &lo, &hi) == 0 && l.state == FREE_LOG_ON);
+    size_t cap = FREE_LOG_CAP_OF(l.blk_bytes);
+    for (size_t i = 0; i + 8 < cap; i++)
+        CHECK(free_log_stage(&l, dm_gaddr_make(0, (66u << 20) + 64u * (uint64_t)i), 1,
+                             dm_now_us()) >= 0);
+    CHECK(free_log_stage_claim(&l, dm_gaddr_make(0, 63u << 20), 1) != 0); /* two batches */
+    wire_stage_t w = {.l = &l};
+    dm_local_inject(0, 0, stage_on_wire, &w);
+    dm_local_inject_cut(1); /* the entries' batch runs half its verbs and fails */
+    CHECK(free_log_tick(cb, &l, idx, &lo, &hi) != 0);
+    dm_local_inject_cut(0);
+    dm_local_inject(0, 0, NULL, NULL);
+    CHECK(w.fired);
+    CHECK(free_log_tick(cb, &l, idx, &lo, &hi) == 0);
+    int given = 0;
+    for (int i = 0; i < 4; i++) {
+        if (!w.ticket[i]) continue;
+        given++;
+        CHECK(l.done >= w.ticket[i]);
+        CHECKF(ring_has_claim(cb, &l, w.claim[i]),
+               "claim %d (ticket %llu, done %llu) is not in "
+               "the ring",
+               i, (unsigned long long)w.ticket[i], (unsigned long long)l.done);
+    }
+    CHECKF(given >= 2, "%d of 4 claims given a ticket (the first two fit)", given);
+    CHECK(free_log_close(cb, &l, idx, &lo, &hi) == 0);
+    two_stop(&t);
+}
+
 /* B takes A's record over, with exactly one free log; A's next tick finds its log taken
  * and drops what it listed. Returns the bytes that log gave B. */
 static uint64_t b_takes_a_log(two_t *t)
@@ -1114,6 +1202,7 @@ int main(void)
     RUN(test_claims);
     RUN(test_small_old_claimed);
     RUN(test_small_fresh_named);
+    RUN(test_restage_keeps_claims);
     RUN(test_log_grows);
     RUN(test_log_on_full_pool);
     RUN(test_horizon_lead);
