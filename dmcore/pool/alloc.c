@@ -76,6 +76,8 @@ struct dm_alloc {
     freed_t *spare;    /* unused list entries (freed_new) */
     free_log_t log;    /* what it freed, in the pool, and the reuse horizon (free_log.h) */
     uint64_t floor_us; /* the latest dm_now_us() its lists were dated by: never ahead of now */
+    uint64_t reused_us[MAX_CLASS + 1]; /* when a small block of that class was last taken off
+                                          the lists (claim_ready keeps those classes ready) */
     uint64_t returned_empty_until[DM_RETURNED_CLASSES]; /* the returned stacks of that class
                                                            and above were empty: no pop
                                                            before then */
@@ -453,6 +455,7 @@ static freed_t *take_from_class(dm_ctx_t *ctx, dm_alloc_t *a, int c, uint64_t un
         if (f->freed_us >= a->log.horizon) return NULL;   /* a repairer could take it */
         if ((units && f->units != units) || f->addr % align) continue;
         unlink_freed(a, c, prev, f);
+        if (c <= MAX_CLASS) a->reused_us[c] = now;
         return claim(ctx, a, f) == 0 ? f : NULL;
     }
     return NULL;
@@ -1133,14 +1136,20 @@ static void grow_log(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t bytes)
 }
 
 /* Before a free-log tick: claim the old blocks among the first FREE_LOG_CLAIM_READY of each
- * small size, so that a write seldom waits for a claim (it_addr_cache: a SET on an idle
- * gateway took a claim's two round trips more). */
+ * small size reused in the last quarantine, so that a write seldom waits for a claim
+ * (it_addr_cache: a SET on an idle gateway took a claim's two round trips more). Sizes not
+ * reused that long are left unclaimed: a repairer takes them (SepHash frees old
+ * MainSegments of many sizes that nobody asks for again: claimed ready, they were most of
+ * what its deaths lost, docs/leases.md "Names: small blocks reused late"). */
 static void claim_ready(dm_alloc_t *a)
 {
     if (a->log.state != FREE_LOG_ON) return;
-    uint64_t top = free_log_top(&a->log);
+    /* The lists' clock (floor_us) moves only when the worker takes or frees: an idle worker
+     * keeps the sizes it last reused ready. */
+    uint64_t top = free_log_top(&a->log), now = a->floor_us;
     for (int c = 1; c <= MAX_CLASS; c++)
-        claim_old(a, c, top, FREE_LOG_CLAIM_READY);
+        if (a->head[c] && a->reused_us[c] && now - a->reused_us[c] < DM_GRACE_US)
+            claim_old(a, c, top, FREE_LOG_CLAIM_READY);
 }
 
 int dm_alloc_log_tick(dm_ctx_t *ctx)

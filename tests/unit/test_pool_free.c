@@ -993,6 +993,40 @@ static void test_small_fresh_named(void)
     two_stop(&t);
 }
 
+/* A size nobody reuses (SepHash's old MainSegments) is not kept claimed by the ticks: a
+ * repairer takes every old block of it. A reuses one block of size LEN in a tick loop, and
+ * frees N of size COLD that it never asks for again; once the horizon is FREE_LOG_NAME_US
+ * past them B takes all N. With claims kept ready for every size B took N - 4 (run once). */
+static void test_small_cold_taken(void)
+{
+    enum { N = 12, LEN = 40, COLD = 3000 };
+    two_t t;
+    two_start(&t);
+    dm_ctx_t *ca = &t.ca, *cb = &t.cb;
+    static dm_gaddr_t cold[N], hot[2];
+    CHECK(dm_alloc_log_tick(ca) == 0); /* opens A's log */
+    alloc_blocks(ca, N, COLD, cold);
+    alloc_blocks(ca, 2, LEN, hot);
+    uint64_t t0 = dm_now_us();
+    for (int i = 0; i < N; i++)
+        dm_alloc_free(t.wa->alloc, cold[i], COLD);
+    dm_alloc_free(t.wa->alloc, hot[0], LEN);
+    tick_until(ca, t0, DM_GRACE_US + 20000);
+    dm_gaddr_t again;
+    CHECK(dm_alloc_kv_block(ca, LEN, &again) == 0 && again == hot[0]); /* LEN is reused */
+    tick_until(ca, dm_now_us(), FREE_LOG_NAME_US + 100000);
+    dm_alloc_tail_stats_t got;
+    CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &got) == 0);
+    uint64_t want = (uint64_t)N * dm_alloc_kv_block_bytes(COLD);
+    CHECKF(got.free_logs_adopted == 1 && got.free_log_early_bytes == want,
+           "%llu logs, %llu bytes taken over early (want 1, %llu: every block of the size A "
+           "never reused)",
+           (unsigned long long)got.free_logs_adopted, (unsigned long long)got.free_log_early_bytes,
+           (unsigned long long)want);
+    CHECK(dm_alloc_log_tick(ca) == 0);
+    two_stop(&t);
+}
+
 /* What the hook stages while a tick is on the wire: claims, frees, claims. */
 typedef struct wire_stage {
     free_log_t *l;
@@ -1202,6 +1236,7 @@ int main(void)
     RUN(test_claims);
     RUN(test_small_old_claimed);
     RUN(test_small_fresh_named);
+    RUN(test_small_cold_taken);
     RUN(test_restage_keeps_claims);
     RUN(test_log_grows);
     RUN(test_log_on_full_pool);
