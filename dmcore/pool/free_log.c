@@ -59,11 +59,9 @@ static int stage(free_log_t *l, const free_log_entry_t *e)
 {
     if (l->state != FREE_LOG_ON) return -1;
     /* More than a log holds in one tick: not logged, so lost only if we die with it
-     * listed (a claim not staged is not made: the block is not used). The entries on the
-     * wire count too: a tick that fails puts them back in front (restage), and the two
-     * together must fit, or a claim staged meanwhile would be dropped after its holder
-     * was told which tick makes it good. */
-    if (l->n + l->wire >= FREE_LOG_CAP_OF(l->blk_bytes)) return -1;
+     * listed (a claim not staged is not made: the block is not used). The entries of the
+     * tick on the wire are counted: they stay staged until it succeeds. */
+    if (l->n >= FREE_LOG_CAP_OF(l->blk_bytes)) return -1;
     if (l->n == l->cap) {
         size_t cap = l->cap ? 2 * l->cap : 256;
         free_log_entry_t *s = realloc(l->staged, cap * sizeof(*s));
@@ -173,32 +171,12 @@ static void add_ring_writes(dm_batch_t *b, dm_gaddr_t blk, uint64_t cap, free_lo
         dm_batch_write(b, blk + FREE_LOG_HDR, e + first, (uint32_t)((n - first) * sizeof(*e)));
 }
 
-/* Put entries taken out for a write that failed (out, n_out of cap_out) back in front of
- * those staged since; the emptied buffer becomes the spare. Every entry is kept: staging
- * counts the entries on the wire, so both fit in a ring. Returns 0, or -1 (no memory: out
- * is freed and the caller stops the log). */
-static int restage(free_log_t *l, free_log_entry_t *out, size_t n_out, size_t cap_out)
+/* A tick succeeded: its l->wire entries, at the front of staged, are written. */
+static void unstage_written(free_log_t *l)
 {
-    size_t n = n_out + l->n;
-    if (n > cap_out) {
-        free_log_entry_t *s = realloc(out, n * sizeof(*s));
-        if (!s) {
-            free(out);
-            return -1;
-        }
-        out = s;
-        cap_out = n;
-    }
-    if (l->n) memcpy(out + n_out, l->staged, l->n * sizeof(*out));
-    l->spare = l->staged;
-    l->spare_cap = l->cap;
-    l->staged = out;
-    l->cap = cap_out;
-    l->n = n;
-    l->staged_bytes = 0;
-    for (size_t i = 0; i < n; i++)
-        l->staged_bytes += eager_bytes(&out[i]);
-    return 0;
+    size_t w = l->wire;
+    if (l->n > w) memmove(l->staged, l->staged + w, (l->n - w) * sizeof(*l->staged));
+    l->n -= w;
 }
 
 static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64_t *drop_hi);
@@ -216,16 +194,25 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
 {
     /* Nothing new and the horizon fresh enough: no round trip (an idle worker). */
     if (!l->n && dm_now_us() - l->raised_us < RAISE_IDLE_US) return 0;
-    /* The staged array is taken out while the write is on the wire: frees staged meanwhile
-     * (other coroutines of this worker) go to a new one. */
-    free_log_entry_t *out = l->staged;
-    size_t n = l->n, cap_out = l->cap;
-    l->staged = l->spare;
-    l->cap = l->spare_cap;
-    l->n = 0;
+    /* The tick writes a copy of what is staged now (the l->wire entries at the front):
+     * entries staged meanwhile (other coroutines of this worker) go behind them, and the
+     * array may move. The written ones leave the front once the tick succeeded; after a
+     * failure they are still there, in order, and nothing staged was dropped (a claim's
+     * holder was told the next tick's number: it must carry the claim). */
+    size_t n = l->n;
+    if (n > l->spare_cap) {
+        free_log_entry_t *s = realloc(l->spare, n * sizeof(*s));
+        if (!s) return DM_ENOMEM; /* nothing sent: tried again next tick */
+        l->spare = s;
+        l->spare_cap = n;
+    }
+    free_log_entry_t *out = l->spare;
+    if (n) memcpy(out, l->staged, n * sizeof(*out));
+    l->wire = n;
+    /* staged_bytes counts what is staged behind the wire (an early tick is asked for when
+     * that reaches FREE_LOG_EAGER_BYTES); given back if this tick fails. */
+    uint64_t wire_bytes = l->staged_bytes;
     l->staged_bytes = 0;
-    l->spare = NULL;
-    l->spare_cap = 0;
     for (size_t i = 0; i < n; i++) /* staged at the log's opening: not in time order */
         if (!(out[i].units & FREE_LOG_CLAIM) && out[i].freed_us > l->flushed_us)
             l->flushed_us = out[i].freed_us;
@@ -243,7 +230,6 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
     if (l->old_blk && want == old) want = old + 1;
     l->raising = want; /* from now on, reuses unnamed by this tick are judged by want */
     uint64_t count = l->count + n;
-    l->wire = n;
     size_t claims = 0;
     for (size_t i = 0; i < n; i++)
         claims += (out[i].units & FREE_LOG_CLAIM) != 0;
@@ -265,20 +251,14 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
     dm_verb_t *cas = dm_batch_cas(&b, hword, old, want);
     if (!rc) rc = dm_batch_exec(ctx, &b);
     l->raising = 0;
-    l->wire = 0;
-    if (rc) { /* written again next tick, at the same positions */
+    if (rc) { /* still staged: written again next tick, at the same positions */
+        l->wire = 0;
+        l->staged_bytes += wire_bytes;
         l->unsure = want;
-        if (restage(l, out, n, cap_out) != 0) {
-            /* Claims staged meanwhile are lost: no raise may win after them. Logged blocks
-             * are dropped from now on (claim), a leak, never a block held twice. */
-            dm_log(DM_LOG_WARNING, "allocator: out of memory restaging the free log; this "
-                                   "worker's free blocks are not logged any more");
-            free_log_release(l);
-        }
         return rc;
     }
-    l->spare = out;
-    l->spare_cap = cap_out;
+    unstage_written(l);
+    l->wire = 0;
     /* Our own raise of a tick that failed had landed: the horizon is ours at that value. */
     if (cas->result != old && l->unsure && cas->result == l->unsure)
         want = l->unsure;

@@ -89,23 +89,24 @@ typedef struct free_log {
     unsigned old_raises;                      /* horizon raises since the growth */
     uint64_t mark_us, mark_count, prev_count; /* count at the last two marks, DM_GRACE_US / 2
                                                  apart: the entries of the last quarantine */
-    uint64_t grow_after_us; /* no growth before (a growth failed: the pool is full) */
-    uint64_t count;         /* entries written in all (the next one's ring position) */
-    uint64_t horizon;       /* reuse only blocks freed before this; UINT64_MAX when not logging */
-    uint64_t flushed_us;    /* the newest free time handed to a write, done or not */
-    int state;              /* FREE_LOG_OFF, _ON, _FENCED */
-    int busy;               /* a tick is on the wire (ticks of one worker do not overlap) */
-    uint64_t started;       /* ticks that took staged entries out (the last one's number) */
-    uint64_t done;          /* the number of the last tick whose writes and CAS succeeded */
-    uint64_t raised_us;     /* when the horizon was last raised */
-    uint64_t unsure;        /* the horizon a raise whose outcome is unknown asked for, 0 none */
-    uint64_t raising;       /* the horizon the tick on the wire asks for, 0 none */
-    free_log_entry_t *staged;
+    uint64_t grow_after_us;   /* no growth before (a growth failed: the pool is full) */
+    uint64_t count;           /* entries written in all (the next one's ring position) */
+    uint64_t horizon;         /* reuse only blocks freed before this; UINT64_MAX when not logging */
+    uint64_t flushed_us;      /* the newest free time handed to a write, done or not */
+    int state;                /* FREE_LOG_OFF, _ON, _FENCED */
+    int busy;                 /* a tick is on the wire (ticks of one worker do not overlap) */
+    uint64_t started;         /* ticks begun (the last one's number) */
+    uint64_t done;            /* the number of the last tick whose writes and CAS succeeded */
+    uint64_t raised_us;       /* when the horizon was last raised */
+    uint64_t unsure;          /* the horizon a raise whose outcome is unknown asked for, 0 none */
+    uint64_t raising;         /* the horizon the tick on the wire asks for, 0 none */
+    free_log_entry_t *staged; /* entries not written yet, the tick on the wire's first */
     size_t n, cap;
-    size_t wire;           /* entries the tick on the wire took out: with staged, at most a ring */
-    uint64_t staged_bytes; /* bytes of the large blocks staged[0..n) name */
-    free_log_entry_t *spare; /* the other buffer (kept: a tick's entries are ~170 KB at 300k
-                                frees a second, and malloc maps and unmaps buffers that big) */
+    size_t wire;             /* staged[0..wire): what the tick on the wire carries */
+    uint64_t staged_bytes;   /* bytes of the large blocks staged[wire..n) name */
+    free_log_entry_t *spare; /* the copy a tick writes (kept: a tick's entries are ~170 KB at
+                                300k frees a second, and malloc maps and unmaps buffers that
+                                big) */
     size_t spare_cap;
 } free_log_t;
 
