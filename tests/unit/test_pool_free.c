@@ -1069,14 +1069,14 @@ static int ring_has_claim(dm_ctx_t *ctx, const free_log_t *l, dm_gaddr_t addr)
     return 0;
 }
 
-/* A tick that fails puts its entries back in front of those staged while it was on the
- * wire. With a ring's worth of entries in all, the restaging dropped the last ones, claims
- * among them, whose holders had been told the tick that makes them good: that tick came
- * and the block was used, unclaimed (a repairer could take it). Now a claim is refused
- * (ticket 0: the block is not used) when the ring has no room for it, and every claim
- * given a ticket is in the ring once that tick is done. Failed without the fix: the last
- * two claims had tickets and were not in the ring (run once). */
-static void test_restage_keeps_claims(void)
+/* A tick that fails must keep what was staged while it was on the wire. A failed tick put
+ * its entries back in front of those and staged them again, refusing each past a ring's
+ * worth: claims among them had been told the tick that makes them good, that tick came and
+ * the block was used unclaimed (a repairer could take it). Now entries stay staged until
+ * their tick succeeded, a claim the ring has no room for is refused (ticket 0: the block is
+ * not used), and every claim given a ticket is in the ring once that tick is done. Failed
+ * before the fix: the last two claims had tickets and were not in the ring (run once). */
+static void test_failed_tick_keeps_claims(void)
 {
     two_t t;
     two_start(&t);
@@ -1104,9 +1104,7 @@ static void test_restage_keeps_claims(void)
         if (!w.ticket[i]) continue;
         given++;
         CHECK(l.done >= w.ticket[i]);
-        CHECKF(ring_has_claim(cb, &l, w.claim[i]),
-               "claim %d (ticket %llu, done %llu) is not in "
-               "the ring",
+        CHECKF(ring_has_claim(cb, &l, w.claim[i]), "claim %d (ticket %llu, done %llu) not in ring",
                i, (unsigned long long)w.ticket[i], (unsigned long long)l.done);
     }
     CHECKF(given >= 2, "%d of 4 claims given a ticket (the first two fit)", given);
@@ -1237,7 +1235,7 @@ int main(void)
     RUN(test_small_old_claimed);
     RUN(test_small_fresh_named);
     RUN(test_small_cold_taken);
-    RUN(test_restage_keeps_claims);
+    RUN(test_failed_tick_keeps_claims);
     RUN(test_log_grows);
     RUN(test_log_on_full_pool);
     RUN(test_horizon_lead);
