@@ -1112,6 +1112,105 @@ static void test_failed_tick_keeps_claims(void)
     two_stop(&t);
 }
 
+/* Blocks one worker holds in the randomized test below: the bytes each really takes. */
+typedef struct holding {
+    dm_gaddr_t a[4000];
+    uint64_t len[4000], bytes[4000];
+    int n;
+} holding_t;
+
+/* Whether [a, a + bytes) overlaps a block h holds. */
+static int holds_any(const holding_t *h, dm_gaddr_t a, uint64_t bytes)
+{
+    for (int i = 0; i < h->n; i++)
+        if (a < h->a[i] + h->bytes[i] && h->a[i] < a + bytes) return 1;
+    return 0;
+}
+
+/* One random step of worker w (ctx) holding h, the other worker holding o: allocate a block
+ * (it must overlap nothing either worker holds), free one, or return idle blocks. */
+static void random_step(dm_ctx_t *ctx, dm_worker_t *w, holding_t *h, const holding_t *o,
+                        uint64_t *x, const char *who)
+{
+    static const uint64_t sizes[] = {40, 100, 1000, 20000, 40000};
+    *x ^= *x << 13, *x ^= *x >> 7, *x ^= *x << 17;
+    unsigned op = (unsigned)(*x % 100);
+    if (op < 50 && h->n < 4000) {
+        uint64_t len = sizes[(*x >> 8) % 5];
+        dm_gaddr_t a;
+        if (dm_alloc_kv_block(ctx, len, &a) != 0) return; /* an injected failure */
+        uint64_t bytes = dm_alloc_kv_block_bytes(len);
+        CHECKF(!holds_any(h, a, bytes) && !holds_any(o, a, bytes),
+               "%s got %llx (%llu bytes), which %s holds", who, (unsigned long long)a,
+               (unsigned long long)bytes, holds_any(h, a, bytes) ? "it" : "the other worker");
+        h->a[h->n] = a, h->len[h->n] = len, h->bytes[h->n++] = bytes;
+    } else if (op < 97 && h->n) {
+        int i = (int)((*x >> 16) % (uint64_t)h->n);
+        dm_alloc_free(w->alloc, h->a[i], h->len[i]);
+        h->n--;
+        h->a[i] = h->a[h->n], h->len[i] = h->len[h->n], h->bytes[i] = h->bytes[h->n];
+    } else if (op == 99) {
+        (void)dm_alloc_return_idle(ctx); /* may fail under injection */
+    }
+}
+
+/* Issue 12, randomized: worker A allocates, frees, returns idle blocks and ticks its free
+ * log while one batch in 13 fails (in stretches), and B takes A's record over mid-run, as a
+ * gateway that found A dead does, while A goes on (only thought dead). Both then go on; no
+ * block may ever be held by both, or twice by one. Claims, names, failed ticks of unknown
+ * outcome and the takeover meet here in orders the targeted tests above do not choose.
+ * With a repairer that ignores claims and names it failed (B got a 20 KB block A held: run
+ * once); with the owner's drop after the takeover disabled it passed, as claim() drops a
+ * logged block once the log is off. */
+static void test_takeover_random(void)
+{
+    two_t t;
+    two_start(&t);
+    dm_ctx_t *ca = &t.ca, *cb = &t.cb;
+    static holding_t ha, hb;
+    ha.n = hb.n = 0;
+    uint64_t xa = 0x9E3779B97F4A7C15ull, xb = 0xD1B54A32D192ED03ull;
+    CHECK(dm_alloc_log_tick(ca) == 0);
+    uint64_t t0 = dm_now_us(), last_tick = t0;
+    int adopted = 0, failing = 0;
+    unsigned steps = 0;
+    while (dm_now_us() - t0 < 8000000) {
+        uint64_t el = dm_now_us() - t0;
+        int fail = (el / 300000) % 3 == 1; /* failures in one 300 ms stretch of three */
+        if (fail != failing) dm_local_inject(0, fail ? 13 : 0, NULL, NULL);
+        failing = fail;
+        if (!adopted && el > 3000000) { /* past a quarantine: A's lists hold old blocks */
+            dm_local_inject(0, 0, NULL, NULL);
+            dm_alloc_tail_stats_t got;
+            CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &got) == 0);
+            CHECKF(got.free_logs_adopted == 1, "%llu free logs taken over",
+                   (unsigned long long)got.free_logs_adopted);
+            fprintf(stderr, "  B took %llu bytes of A's free log over (%llu early)\n",
+                    (unsigned long long)got.free_log_bytes_adopted,
+                    (unsigned long long)got.free_log_early_bytes);
+            adopted = 1;
+            failing = 0;
+        }
+        random_step(ca, t.wa, &ha, &hb, &xa, "A");
+        if (adopted) random_step(cb, t.wb, &hb, &ha, &xb, "B");
+        steps++;
+        usleep(100); /* a gateway's pace: the local pool answers at once, and fresh blocks
+                        carved for a quarantine's worth of unpaced steps filled it */
+        if (dm_now_us() - last_tick > 10000) {
+            (void)dm_alloc_log_tick(ca);
+            if (adopted) (void)dm_alloc_log_tick(cb);
+            last_tick = dm_now_us();
+        }
+    }
+    dm_local_inject(0, 0, NULL, NULL);
+    fprintf(stderr, "  %u steps, A holds %d blocks, B %d, %llu claims in all\n", steps, ha.n, hb.n,
+            (unsigned long long)dm_alloc_claims());
+    CHECK(adopted);
+    uint64_t pieces, handed;
+    CHECK(dm_alloc_handoff(cb, &pieces, &handed) == 0); /* B's log stays out of later tests */
+    two_stop(&t);
+}
+
 /* B takes A's record over, with exactly one free log; A's next tick finds its log taken
  * and drops what it listed. Returns the bytes that log gave B. */
 static uint64_t b_takes_a_log(two_t *t)
@@ -1236,6 +1335,7 @@ int main(void)
     RUN(test_small_fresh_named);
     RUN(test_small_cold_taken);
     RUN(test_failed_tick_keeps_claims);
+    RUN(test_takeover_random);
     RUN(test_log_grows);
     RUN(test_log_on_full_pool);
     RUN(test_horizon_lead);
