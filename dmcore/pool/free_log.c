@@ -171,10 +171,9 @@ static void add_ring_writes(dm_batch_t *b, dm_gaddr_t blk, uint64_t cap, free_lo
         dm_batch_write(b, blk + FREE_LOG_HDR, e + first, (uint32_t)((n - first) * sizeof(*e)));
 }
 
-/* A tick succeeded: its l->wire entries, at the front of staged, are written. */
-static void unstage_written(free_log_t *l)
+/* A tick succeeded: its w entries, at the front of staged, are written. */
+static void unstage_written(free_log_t *l, size_t w)
 {
-    size_t w = l->wire;
     if (l->n > w) memmove(l->staged, l->staged + w, (l->n - w) * sizeof(*l->staged));
     l->n -= w;
 }
@@ -194,7 +193,7 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
 {
     /* Nothing new and the horizon fresh enough: no round trip (an idle worker). */
     if (!l->n && dm_now_us() - l->raised_us < RAISE_IDLE_US) return 0;
-    /* The tick writes a copy of what is staged now (the l->wire entries at the front):
+    /* The tick writes a copy of what is staged now (the first n entries):
      * entries staged meanwhile (other coroutines of this worker) go behind them, and the
      * array may move. The written ones leave the front once the tick succeeded; after a
      * failure they are still there, in order, and nothing staged was dropped (a claim's
@@ -208,7 +207,6 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
     }
     free_log_entry_t *out = l->spare;
     if (n) memcpy(out, l->staged, n * sizeof(*out));
-    l->wire = n;
     /* staged_bytes counts what is staged behind the wire (an early tick is asked for when
      * that reaches FREE_LOG_EAGER_BYTES); given back if this tick fails. */
     uint64_t wire_bytes = l->staged_bytes;
@@ -252,13 +250,11 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
     if (!rc) rc = dm_batch_exec(ctx, &b);
     l->raising = 0;
     if (rc) { /* still staged: written again next tick, at the same positions */
-        l->wire = 0;
         l->staged_bytes += wire_bytes;
         l->unsure = want;
         return rc;
     }
-    unstage_written(l);
-    l->wire = 0;
+    unstage_written(l, n);
     /* Our own raise of a tick that failed had landed: the horizon is ours at that value. */
     if (cas->result != old && l->unsure && cas->result == l->unsure)
         want = l->unsure;

@@ -102,8 +102,7 @@ typedef struct free_log {
     uint64_t raising;         /* the horizon the tick on the wire asks for, 0 none */
     free_log_entry_t *staged; /* entries not written yet, the tick on the wire's first */
     size_t n, cap;
-    size_t wire;             /* staged[0..wire): what the tick on the wire carries */
-    uint64_t staged_bytes;   /* bytes of the large blocks staged[wire..n) name */
+    uint64_t staged_bytes;   /* bytes of the large blocks staged behind the tick on the wire */
     free_log_entry_t *spare; /* the copy a tick writes (kept: a tick's entries are ~170 KB at
                                 300k frees a second, and malloc maps and unmaps buffers that
                                 big) */
