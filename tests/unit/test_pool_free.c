@@ -916,6 +916,20 @@ static void test_claims(void)
     two_stop(&t);
 }
 
+/* B takes A's record over, with exactly one free log; A's next tick finds its log taken
+ * and drops what it listed. Returns the bytes that log gave B; *early (if not NULL): those
+ * of them freed before A's horizon (unclaimed large blocks, unnamed old small ones). */
+static uint64_t b_takes_a_log(two_t *t, uint64_t *early)
+{
+    dm_alloc_tail_stats_t got;
+    CHECK(dm_alloc_adopt(&t->cb, dm_alloc_record(), &got) == 0);
+    CHECKF(got.free_logs_adopted == 1, "%llu free logs taken over (want 1)",
+           (unsigned long long)got.free_logs_adopted);
+    CHECK(dm_alloc_log_tick(&t->ca) == 0);
+    if (early) *early = got.free_log_early_bytes;
+    return got.free_log_bytes_adopted;
+}
+
 /* A's small blocks that sat reusable FREE_LOG_NAME_US past its horizon: A's first reuse
  * claims that block and FREE_LOG_CLAIM_AHEAD more of its size in one tick, the next reuses
  * take those, and a repairer takes the others (docs/leases.md "Names: small blocks reused
@@ -926,7 +940,7 @@ static void test_small_old_claimed(void)
     enum { CLAIMED = 1 + FREE_LOG_CLAIM_AHEAD, TAKEN = N - CLAIMED };
     two_t t;
     two_start(&t);
-    dm_ctx_t *ca = &t.ca, *cb = &t.cb;
+    dm_ctx_t *ca = &t.ca;
     static dm_gaddr_t set[N], used[USED], later[N];
     CHECK(dm_alloc_log_tick(ca) == 0); /* opens A's log */
     alloc_blocks(ca, N, LEN, set);
@@ -941,14 +955,10 @@ static void test_small_old_claimed(void)
            "A reused %d of its %d freed blocks with %llu claims (want %d, %d)",
            count_in(used, USED, set, N), N, (unsigned long long)(dm_alloc_claims() - claims0), USED,
            USED);
-    dm_alloc_tail_stats_t got;
-    CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &got) == 0);
-    uint64_t want = (uint64_t)TAKEN * dm_alloc_kv_block_bytes(LEN);
-    CHECKF(got.free_logs_adopted == 1 && got.free_log_early_bytes == want,
-           "%llu logs, %llu bytes taken over early (want 1, %llu: the %d not claimed)",
-           (unsigned long long)got.free_logs_adopted, (unsigned long long)got.free_log_early_bytes,
-           (unsigned long long)want, TAKEN);
-    CHECK(dm_alloc_log_tick(ca) == 0); /* finds its log taken: drops those */
+    uint64_t early, want = (uint64_t)TAKEN * dm_alloc_kv_block_bytes(LEN);
+    b_takes_a_log(&t, &early); /* A's tick finds its log taken: drops those */
+    CHECKF(early == want, "%llu bytes taken over early (want %llu: the %d not claimed)",
+           (unsigned long long)early, (unsigned long long)want, TAKEN);
     alloc_blocks(ca, N - USED, LEN, later);
     CHECKF(count_in(later, N - USED, set, N) <= CLAIMED - USED,
            "A reused %d of its old blocks, more than the %d it claimed and did not use",
@@ -966,7 +976,7 @@ static void test_small_fresh_named(void)
     enum { N = 12, USED = 3, LEN = 40, TAKEN = N - USED - FREE_LOG_CLAIM_READY };
     two_t t;
     two_start(&t);
-    dm_ctx_t *ca = &t.ca, *cb = &t.cb;
+    dm_ctx_t *ca = &t.ca;
     static dm_gaddr_t set[N], used[USED];
     CHECK(dm_alloc_log_tick(ca) == 0); /* opens A's log */
     alloc_blocks(ca, N, LEN, set);
@@ -981,15 +991,11 @@ static void test_small_fresh_named(void)
            count_in(used, USED, set, N), N, (unsigned long long)(dm_alloc_claims() - claims0),
            USED);
     tick_until(ca, dm_now_us(), FREE_LOG_NAME_US + 100000); /* the first writes the names */
-    dm_alloc_tail_stats_t got;
-    CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &got) == 0);
-    uint64_t want = (uint64_t)TAKEN * dm_alloc_kv_block_bytes(LEN);
-    CHECKF(got.free_logs_adopted == 1 && got.free_log_early_bytes == want,
-           "%llu logs, %llu bytes taken over early (want 1, %llu: the %d blocks A neither used "
-           "nor kept claimed)",
-           (unsigned long long)got.free_logs_adopted, (unsigned long long)got.free_log_early_bytes,
-           (unsigned long long)want, TAKEN);
-    CHECK(dm_alloc_log_tick(ca) == 0);
+    uint64_t early, want = (uint64_t)TAKEN * dm_alloc_kv_block_bytes(LEN);
+    b_takes_a_log(&t, &early);
+    CHECKF(early == want,
+           "%llu bytes taken over early (want %llu: the %d blocks A neither used nor kept claimed)",
+           (unsigned long long)early, (unsigned long long)want, TAKEN);
     two_stop(&t);
 }
 
@@ -1002,7 +1008,7 @@ static void test_small_cold_taken(void)
     enum { N = 12, LEN = 40, COLD = 3000 };
     two_t t;
     two_start(&t);
-    dm_ctx_t *ca = &t.ca, *cb = &t.cb;
+    dm_ctx_t *ca = &t.ca;
     static dm_gaddr_t cold[N], hot[2];
     CHECK(dm_alloc_log_tick(ca) == 0); /* opens A's log */
     alloc_blocks(ca, N, COLD, cold);
@@ -1015,15 +1021,11 @@ static void test_small_cold_taken(void)
     dm_gaddr_t again;
     CHECK(dm_alloc_kv_block(ca, LEN, &again) == 0 && again == hot[0]); /* LEN is reused */
     tick_until(ca, dm_now_us(), FREE_LOG_NAME_US + 100000);
-    dm_alloc_tail_stats_t got;
-    CHECK(dm_alloc_adopt(cb, dm_alloc_record(), &got) == 0);
-    uint64_t want = (uint64_t)N * dm_alloc_kv_block_bytes(COLD);
-    CHECKF(got.free_logs_adopted == 1 && got.free_log_early_bytes == want,
-           "%llu logs, %llu bytes taken over early (want 1, %llu: every block of the size A "
-           "never reused)",
-           (unsigned long long)got.free_logs_adopted, (unsigned long long)got.free_log_early_bytes,
-           (unsigned long long)want);
-    CHECK(dm_alloc_log_tick(ca) == 0);
+    uint64_t early, want = (uint64_t)N * dm_alloc_kv_block_bytes(COLD);
+    b_takes_a_log(&t, &early);
+    CHECKF(early == want,
+           "%llu bytes taken over early (want %llu: every block of the size A never reused)",
+           (unsigned long long)early, (unsigned long long)want);
     two_stop(&t);
 }
 
@@ -1211,18 +1213,6 @@ static void test_takeover_random(void)
     two_stop(&t);
 }
 
-/* B takes A's record over, with exactly one free log; A's next tick finds its log taken
- * and drops what it listed. Returns the bytes that log gave B. */
-static uint64_t b_takes_a_log(two_t *t)
-{
-    dm_alloc_tail_stats_t got;
-    CHECK(dm_alloc_adopt(&t->cb, dm_alloc_record(), &got) == 0);
-    CHECKF(got.free_logs_adopted == 1, "%llu free logs taken over (want 1)",
-           (unsigned long long)got.free_logs_adopted);
-    CHECK(dm_alloc_log_tick(&t->ca) == 0);
-    return got.free_log_bytes_adopted;
-}
-
 /* A worker that frees more blocks within a quarantine than its 1 MiB ring holds (32,766
  * entries) moves its log to a larger block, listed blocks first: a repairer then takes
  * every one of them. With the ring alone it got the last 32,766 (docs/leases.md "A ring
@@ -1243,7 +1233,7 @@ static void test_log_grows(void)
     for (int i = N1; i < N1 + N2; i++)
         dm_alloc_free(t.wa->alloc, set[i], LEN);
     CHECK(dm_alloc_log_tick(ca) == 0);
-    uint64_t got = b_takes_a_log(&t);
+    uint64_t got = b_takes_a_log(&t, NULL);
     uint64_t want = (uint64_t)(N1 + N2) * dm_alloc_kv_block_bytes(LEN);
     CHECKF(got == want, "%llu bytes taken over (want %llu: %d blocks)", (unsigned long long)got,
            (unsigned long long)want, N1 + N2);
@@ -1272,7 +1262,7 @@ static void test_log_grows_fast(void)
         CHECK(dm_alloc_log_tick(ca) == 0); /* two raises: the old block may go */
     }
     CHECK(dm_alloc_log_tick(ca) == 0);
-    uint64_t got = b_takes_a_log(&t);
+    uint64_t got = b_takes_a_log(&t, NULL);
     /* At least the blocks and the 1 MiB and 4 MiB rings the log left (freed, so logged too);
      * also any pieces A took from the pool's shared places (quarantined, so logged). */
     uint64_t want = (uint64_t)N * dm_alloc_kv_block_bytes(LEN) + (5u << 20);
@@ -1305,7 +1295,7 @@ static void test_horizon_lead(void)
         CHECK(dm_alloc_log_tick(ca) == 0);
         usleep(10000);
     }
-    uint64_t got = b_takes_a_log(&t);
+    uint64_t got = b_takes_a_log(&t, NULL);
     uint64_t want = (uint64_t)N * dm_alloc_kv_block_bytes(LEN);
     CHECKF(got >= want, "%llu bytes taken over, want at least %llu (the %d blocks freed first)",
            (unsigned long long)got, (unsigned long long)want, N);
