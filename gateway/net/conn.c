@@ -51,9 +51,11 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 
 #include "commands/commands.h"
 #include "server/client_evict.h"
+#include "server/balance.h"
 #include "server/client_obuf.h"
 #include "server/monitor.h"
 #include "server/server.h"
@@ -832,23 +834,21 @@ static void free_on_close(uv_handle_t *h)
     free(h->data);
 }
 
-void gw_conn_on_accept(uv_stream_t *server, int status)
+static gw_conn_t *conn_new(gw_thread_t *th)
 {
-    gw_thread_t *th = server->data;
-    if (status < 0) {
-        dm_log(DM_LOG_WARNING, "Accepting client connection: %s", uv_strerror(status));
-        return;
-    }
     gw_conn_t *c = calloc(1, sizeof(*c));
-    if (!c) return;
+    if (!c) return NULL;
     c->th = th;
     c->refs = 1;
     uv_tcp_init(&th->loop, &c->tcp);
     c->tcp.data = c;
-    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
-        uv_close((uv_handle_t *)&c->tcp, free_on_close);
-        return;
-    }
+    return c;
+}
+
+/* c's socket is open on its thread's loop: name it, register it, start reading. */
+static void conn_start(gw_conn_t *c)
+{
+    gw_thread_t *th = c->th;
     uv_tcp_nodelay(&c->tcp, 1);
     struct sockaddr_storage ss;
     int sl = sizeof(ss);
@@ -895,6 +895,64 @@ void gw_conn_on_accept(uv_stream_t *server, int status)
     update_reading(c);
 }
 
+/* A second descriptor of a client socket, for the thread it is passed to. Its own function
+ * for ThreadSanitizer's suppression (tests/tsan/suppressions.txt): libuv closes sockets with a
+ * raw close(2) system call that TSan does not see, so the number dup(2) gets back, freed by
+ * another thread's close, looks like a race. The kernel orders them. */
+__attribute__((noinline)) static int dup_client_socket(int fd)
+{
+    return dup(fd);
+}
+
+/* Pass c's socket to a thread that serves fewer clients (server/balance.h): 1 when it went
+ * (c is closed here, its socket lives on as the duplicate the other thread opens). */
+static int pass_to_lighter(gw_conn_t *c)
+{
+    gw_thread_t *to = gw_balance_target(c->th);
+    uv_os_fd_t fd = -1;
+    if (!to || uv_fileno((uv_handle_t *)&c->tcp, &fd) != 0) return 0;
+    int dup_fd = dup_client_socket((int)fd);
+    if (dup_fd < 0) return 0;
+    if (gw_balance_pass(to, dup_fd) != 0) {
+        close(dup_fd);
+        return 0;
+    }
+    uv_close((uv_handle_t *)&c->tcp, free_on_close);
+    return 1;
+}
+
+void gw_conn_on_accept(uv_stream_t *server, int status)
+{
+    gw_thread_t *th = server->data;
+    if (status < 0) {
+        dm_log(DM_LOG_WARNING, "Accepting client connection: %s", uv_strerror(status));
+        return;
+    }
+    gw_conn_t *c = conn_new(th);
+    if (!c) return;
+    if (uv_accept(server, (uv_stream_t *)&c->tcp) != 0) {
+        uv_close((uv_handle_t *)&c->tcp, free_on_close);
+        return;
+    }
+    if (!th->stopping && pass_to_lighter(c)) return;
+    conn_start(c);
+}
+
+void gw_conn_adopt(gw_thread_t *th, int fd)
+{
+    gw_conn_t *c = conn_new(th);
+    if (!c) {
+        close(fd);
+        return;
+    }
+    if (uv_tcp_open(&c->tcp, (uv_os_sock_t)fd) != 0) {
+        close(fd);
+        uv_close((uv_handle_t *)&c->tcp, free_on_close);
+        return;
+    }
+    conn_start(c);
+}
+
 void gw_conn_describe(gw_conn_t *c, gw_buf_t *b)
 {
     uint64_t now = dm_wall_ms(), now_mono = dm_now_us() / 1000;
@@ -913,11 +971,11 @@ void gw_conn_describe(gw_conn_t *c, gw_buf_t *b)
                   "id=%llu addr=%s laddr=%s fd=%d name=%s age=%llu idle=%llu flags=%s db=0 "
                   "sub=0 psub=0 ssub=0 multi=%d qbuf=%zu qbuf-free=0 argv-mem=0 multi-mem=0 "
                   "rbs=0 rbp=0 obl=0 oll=0 omem=%llu tot-mem=%llu events=r cmd=%s%s%s "
-                  "user=default redir=-1 resp=%d lib-name=%s lib-ver=%s\n",
+                  "user=default redir=-1 resp=%d lib-name=%s lib-ver=%s io-thread=%d\n",
                   (unsigned long long)c->id, c->addr, c->laddr, c->fd, c->name ? c->name : "",
                   (unsigned long long)((now - c->ctime_ms) / 1000),
                   (unsigned long long)(now_mono > last ? (now_mono - last) / 1000 : 0), flags,
                   c->in_multi ? c->mq_n : -1, qbuf, omem, omem + (unsigned long long)qbuf,
                   cmd ? cmd : "NULL", sub ? "|" : "", sub ? sub : "", c->resp,
-                  c->lib_name ? c->lib_name : "", c->lib_ver ? c->lib_ver : "");
+                  c->lib_name ? c->lib_name : "", c->lib_ver ? c->lib_ver : "", c->th->index);
 }

@@ -138,6 +138,10 @@ void gw_conn_early_sweep(gw_thread_t *th);
 /* uv_connection_cb for the thread's listeners (server->data is the gw_thread_t). */
 void gw_conn_on_accept(uv_stream_t *server, int status);
 
+/* Serve the client socket fd (connected, accepted by another thread: server/balance.h) on
+ * th, th's loop thread only. Takes fd: closed on failure. */
+void gw_conn_adopt(gw_thread_t *th, int fd);
+
 /* Hand the pending output to the kernel (uv_write). No-op when closing or empty. */
 void gw_conn_flush(gw_conn_t *c);
 

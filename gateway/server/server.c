@@ -126,10 +126,15 @@ int gw_server_run(const gw_config_t *cfg)
         gw_thread_t *th = &gw_server.threads[i];
         th->index = i;
         th->cfg = cfg;
+        gw_thread_init(th);
+    }
+    for (int i = 0; i < cfg->threads; i++) {
+        gw_thread_t *th = &gw_server.threads[i];
         if (gw_thread_start(th) != 0) {
             dm_log(DM_LOG_WARNING, "%s", th->start_err);
-            gw_thread_join(th);
             stop_threads(i);
+            for (int j = i; j < cfg->threads; j++)
+                gw_thread_join(&gw_server.threads[j]); /* i exited; the rest never started */
             free(gw_server.threads);
             gw_server.threads = NULL;
             return 1;

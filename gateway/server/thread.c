@@ -13,6 +13,7 @@
 #include "dmkv/transport.h"
 #include "net/conn.h"
 #include "net/listener.h"
+#include "server/balance.h"
 #include "server/cron.h"
 #include "server/monitor.h"
 #include "server/watchdog.h"
@@ -99,6 +100,7 @@ static void on_stop(uv_async_t *a)
     if (th->w) th->w->stopping = 1; /* no redial waits for the last batches */
     th->stop_started_ms = dm_now_us() / 1000;
     gw_cron_stop(th);
+    gw_balance_close(th); /* before the listeners: nothing passed here is left behind */
     close_listeners(th);
     for (;;) {
         uv_mutex_lock(&th->lock);
@@ -151,6 +153,11 @@ static void thread_main(void *arg)
                    dm_strerror(rc));
         dm_clock_tick(&ctx);
     }
+    int brc = gw_balance_open(th);
+    if (brc) {
+        snprintf(th->start_err, sizeof(th->start_err), "uv_async_init: %s", uv_strerror(brc));
+        goto fail;
+    }
     for (int i = 0; i < cfg->nbind; i++) {
         if (gw_listen_reuseport(&th->loop, &th->listeners[i], &th->listener_inited[i], cfg->bind[i],
                                 cfg->port, gw_conn_on_accept, err, sizeof(err)) != 0) {
@@ -182,6 +189,7 @@ static void thread_main(void *arg)
 
 fail:
     th->start_rc = -1;
+    gw_balance_close(th);
     close_listeners(th);
     if (th->w) {
         dm_worker_destroy(th->w);
@@ -193,7 +201,7 @@ fail:
     uv_sem_post(&th->ready);
 }
 
-int gw_thread_start(gw_thread_t *th)
+void gw_thread_init(gw_thread_t *th)
 {
     th->start_rc = -1;
     th->start_err[0] = 0;
@@ -202,7 +210,16 @@ int gw_thread_start(gw_thread_t *th)
     th->stopping = false;
     th->created = false;
     uv_mutex_init(&th->lock);
+    uv_mutex_init(&th->handoff_lock);
+    th->handoff_open = false;
+    th->handoff_fds = NULL;
+    th->handoff_n = th->handoff_cap = 0;
+    th->handoffs_in = 0;
     uv_sem_init(&th->ready, 0);
+}
+
+int gw_thread_start(gw_thread_t *th)
+{
     int rc = uv_loop_init(&th->loop);
     if (rc != 0) {
         snprintf(th->start_err, sizeof(th->start_err), "uv_loop_init: %s", uv_strerror(rc));
@@ -230,4 +247,6 @@ void gw_thread_join(gw_thread_t *th)
     th->created = false;
     uv_sem_destroy(&th->ready);
     uv_mutex_destroy(&th->lock);
+    gw_balance_free(th);
+    uv_mutex_destroy(&th->handoff_lock);
 }

@@ -59,15 +59,28 @@ typedef struct gw_thread {
     char rbuf[GW_READ_BUF]; /* read buffer shared by this thread's connections */
     bool rbuf_busy;
 
+    /* Connections other threads accepted for this one (server/balance.c). */
+    uv_async_t handoff_async;
+    uv_mutex_t handoff_lock; /* guards the four below */
+    bool handoff_open;       /* handoff_async is live: passes are taken */
+    int *handoff_fds;
+    size_t handoff_n, handoff_cap;
+    size_t handoffs_in; /* passed here and not yet counted in nconns (atomic) */
+
     /* Start-up handshake with the main thread. */
     uv_sem_t ready;
     int start_rc; /* 0 ok, -1 failed (message in start_err) */
     char start_err[1024];
 } gw_thread_t;
 
-/* Start thread th (fields index and cfg set by the caller); blocks until it has connected
- * to the pool and is listening, or failed. Returns 0 or -1 (th->start_err says why; the
- * thread has then exited and must still be joined with gw_thread_join). */
+/* Set up th's locks and lists (fields index and cfg set by the caller). Every thread is set
+ * up before the first starts: a running thread reads the others' client counts
+ * (server/balance.h). gw_thread_join releases it, started or not. */
+void gw_thread_init(gw_thread_t *th);
+
+/* Start thread th (set up by gw_thread_init); blocks until it has connected to the pool and
+ * is listening, or failed. Returns 0 or -1 (th->start_err says why; the thread has then
+ * exited and must still be joined with gw_thread_join). */
 int gw_thread_start(gw_thread_t *th);
 
 /* Ask the thread to shut down: stop accepting, close every connection, wait for running

@@ -5,7 +5,8 @@
 # threads share one pool through the local transport (RACE and CHIME writers, free lists,
 # coroutines) and the integration tests with several multi-threaded gateway processes on one
 # memory node, plus the gateway's own cross-thread paths (MONITOR lines, CLIENT KILL,
-# maxmemory-clients eviction: it_introspection, it_protocol; the address cache a gateway's
+# maxmemory-clients eviction: it_introspection, it_protocol; connections passed between
+# threads: it_client_spread; the address cache a gateway's
 # workers share: it_addr_cache), and it_concurrency and it_incr_gateways on the SepHash +
 # ROLEX pairing (PAIRINGS below), whose memory node runs the ROLEX retrainer thread beside
 # its executor (it_rolex_retrainer too). Every process (tests, gateways, memory nodes) writes its reports to
@@ -18,6 +19,7 @@ TESTS="$TESTS|unit/test_rolex"
 TESTS="$TESTS|integration/it_concurrency|integration/it_incr_gateways"
 TESTS="$TESTS|integration/it_chime_storm|integration/it_resize|integration/it_pipeline"
 TESTS="$TESTS|integration/it_introspection|integration/it_protocol|integration/it_addr_cache"
+TESTS="$TESTS|integration/it_client_spread"
 TESTS="$TESTS|integration/it_rolex_retrainer"
 # The other engines' multi-gateway paths (issue 14): the same binaries on a pool whose point
 # index is SepHash and whose range index is ROLEX (tests/CMakeLists.txt names them
@@ -38,7 +40,7 @@ cmake --build "$B" -j2 --target $TARGETS >"$B.build.log" 2>&1 || {
 }
 rm -rf "$B/reports"
 mkdir -p "$B/reports"
-export TSAN_OPTIONS="halt_on_error=0 exitcode=66 log_path=$B/reports/tsan"
+export TSAN_OPTIONS="halt_on_error=0 exitcode=66 log_path=$B/reports/tsan suppressions=$SRC/tests/tsan/suppressions.txt"
 # it_chime_storm's 9 clients x 12,000 commands took over its 600 s limit under TSan beside
 # the ASan suite in a clean-clone make test (2026-11-29; SETs at 40-80 ms each). Its
 # interleavings start with the first commands (the rxe VM runs 1,500): 4,000 took 205 s
