@@ -342,7 +342,9 @@ static void member_unlink(dm_chime_lock_t *m)
  * order on the connection, an entry is then never missing from the pool, only twice). The
  * member's slot CAS must still come after its entry: an 8-byte READ of the leaf rides with
  * its RACE batch instead (same message when one memory node holds both, else waited for,
- * dm_ctx_ride_before; it completes after the write posted before it on that connection). */
+ * dm_ctx_ride_before; it completes after the write posted before it on that connection).
+ * Where that connection executes its messages in order (tcp with chains) and the RACE batch
+ * goes to the leaf's node, the batch layer drops the READ (dm_verb_t.order_only). */
 static int write_now(dm_ctx_t *ctx, dm_chime_lock_t *m, dm_chime_lock_t *h)
 {
     dm_batch_t *ride = ctx->ride;
@@ -355,7 +357,7 @@ static int write_now(dm_ctx_t *ctx, dm_chime_lock_t *m, dm_chime_lock_t *h)
     }
     int rc = ch_write_dirty(ctx, h, 0, 0);
     if (rc) return rc;
-    dm_batch_read(ride, h->leaf, &m->order_word, sizeof(m->order_word));
+    dm_batch_read(ride, h->leaf, &m->order_word, sizeof(m->order_word))->order_only = 1;
     ctx->ride_until_us = h->locked_us + (uint64_t)CH_HOLD_MAX_MS * 1000;
     return 0;
 }

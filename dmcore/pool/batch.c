@@ -211,6 +211,29 @@ static unsigned group_by_node(dm_worker_t *w, dm_batch_t *b, dm_verb_t *tmp, uns
     return nodes;
 }
 
+static int conn_chains(const dm_worker_t *w, unsigned node, const dm_conn_t *c);
+
+/* Drop r's ordering READs (dm_verb_t.order_only) that b needs no more: b's verbs are all on
+ * the READ's node, whose connection executes its messages in order (DM_CAP_CHAIN), so b
+ * lands after the connection's earlier batches anyway. One verb less per insert into a
+ * shared CHIME hold (chime/share.c write_now). */
+static void drop_order_reads(const dm_worker_t *w, dm_batch_t *r, const dm_batch_t *b)
+{
+    unsigned k = 0;
+    for (unsigned i = 0; i < r->n; i++) {
+        unsigned node = r->node[i];
+        int drop = r->v[i].order_only && b->n > 0 && node < w->n_nodes &&
+                   conn_chains(w, node, w->conns[node]);
+        for (unsigned j = 0; drop && j < b->n; j++)
+            drop = b->node[j] == node;
+        if (drop) continue;
+        r->v[k] = r->v[i];
+        r->node[k] = r->node[i];
+        k++;
+    }
+    r->n = k;
+}
+
 /* Post ctx's ride-along verbs with b (before b's, in one batch when they fit). */
 static int exec_with_ride(dm_ctx_t *ctx, dm_batch_t *b)
 {
@@ -224,6 +247,7 @@ static int exec_with_ride(dm_ctx_t *ctx, dm_batch_t *b)
         ctx->ride_failed = 1;
         return DM_ERETRY;
     }
+    drop_order_reads(ctx->w, r, b); /* the ride's bound still goes with b */
     if (r->n + b->n > DM_BATCH_MAX) {
         r->send_by_us = dm_send_by_earlier(r->send_by_us, ctx->ride_until_us);
         int rc = dm_batch_exec(ctx, r);

@@ -37,6 +37,9 @@ typedef struct dm_verb {
                               layer): skipped (DM_ESKIPPED) when an earlier verb of the same
                               tag and epoch on this connection failed */
     uint16_t chain_epoch;  /* the chain's epoch (dm_conn_t.chain_epoch) */
+    uint8_t order_only;    /* READ riding ahead of a batch only so that the batch lands after
+                              an earlier one (dmkv/batch.h dm_ctx_ride_start): dropped where
+                              the batch's connection orders its messages (DM_CAP_CHAIN) */
 } dm_verb_t;
 
 /* Capability bits a connection reports. */
