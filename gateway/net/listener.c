@@ -1,5 +1,5 @@
 /* SO_REUSEPORT listeners: every worker thread binds its own socket to the same port and the
- * kernel spreads incoming connections over them. */
+ * kernel spreads incoming connections over them (server/balance.h evens them out). */
 #include "net/listener.h"
 
 #include <errno.h>
@@ -9,8 +9,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-int gw_listen_reuseport(uv_loop_t *loop, uv_tcp_t *h, int *inited, const char *addr, int port,
-                        uv_connection_cb cb, char *err, size_t errlen)
+int gw_listen_bind(uv_loop_t *loop, uv_tcp_t *h, int *inited, const char *addr, int port, char *err,
+                   size_t errlen)
 {
     *inited = 0;
     struct sockaddr_storage ss;
@@ -52,10 +52,14 @@ int gw_listen_reuseport(uv_loop_t *loop, uv_tcp_t *h, int *inited, const char *a
     } else {
         close(fd);
     }
-    if (rc == 0) rc = uv_listen((uv_stream_t *)h, 511, cb);
     if (rc != 0) {
-        snprintf(err, errlen, "Could not listen on %s:%d: %s", addr, port, uv_strerror(rc));
+        snprintf(err, errlen, "Could not open %s:%d: %s", addr, port, uv_strerror(rc));
         return -1;
     }
     return 0;
+}
+
+int gw_listen_start(uv_tcp_t *h, uv_connection_cb cb)
+{
+    return uv_listen((uv_stream_t *)h, 511, cb);
 }

@@ -140,6 +140,8 @@ int gw_server_run(const gw_config_t *cfg)
             return 1;
         }
     }
+    for (int i = 0; i < cfg->threads; i++)
+        gw_thread_listen(&gw_server.threads[i]);
     dm_log(DM_LOG_NOTICE, "Connected to %d memory node(s):", cfg->nmemnodes);
     for (int i = 0; i < cfg->nmemnodes; i++)
         dm_log(DM_LOG_NOTICE, "  node %d: %s", i, cfg->memnodes[i]);

@@ -2,6 +2,7 @@
 #include "server/thread.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dmkv/alloc.h"
@@ -114,6 +115,20 @@ static void on_stop(uv_async_t *a)
     uv_timer_start(&th->drain_timer, on_drain, 0, DRAIN_POLL_MS);
 }
 
+/* Every thread is up (gw_thread_listen): accept clients from now on. Not before: clients
+ * that connect while the gateway starts would all land on the threads that started first. */
+static void on_listen(uv_async_t *a)
+{
+    gw_thread_t *th = a->data;
+    if (!__atomic_load_n(&th->go_listen, __ATOMIC_ACQUIRE) || th->stopping) return;
+    for (int i = 0; i < th->cfg->nbind; i++) {
+        int rc = gw_listen_start(&th->listeners[i], gw_conn_on_accept);
+        if (rc)
+            dm_log(DM_LOG_WARNING, "Thread %d: could not listen on %s:%d: %s", th->index,
+                   th->cfg->bind[i], th->cfg->port, uv_strerror(rc));
+    }
+}
+
 static void on_monitor(uv_async_t *a)
 {
     gw_monitor_deliver(a->data);
@@ -124,11 +139,20 @@ static void on_reply_flush(dm_flush_hook_t *h)
     gw_conn_flush_pending(h->check.data);
 }
 
+/* Tests (it_client_spread): threads after the first start this many milliseconds late, as
+ * when their pool connections are slow to open. */
+static void start_delay(const gw_thread_t *th)
+{
+    const char *e = getenv("DMKV_THREAD_START_DELAY_MS");
+    if (th->index > 0 && e && atoi(e) > 0) uv_sleep((unsigned)atoi(e));
+}
+
 static void thread_main(void *arg)
 {
     gw_thread_t *th = arg;
     const gw_config_t *cfg = th->cfg;
     char err[512] = "";
+    start_delay(th);
     th->flush_head = NULL;
     dm_flush_hook_init(&th->loop, &th->reply_flush, on_reply_flush, th);
     th->w = dm_kv_worker_create(&th->loop, (const char *const *)cfg->memnodes,
@@ -159,8 +183,8 @@ static void thread_main(void *arg)
         goto fail;
     }
     for (int i = 0; i < cfg->nbind; i++) {
-        if (gw_listen_reuseport(&th->loop, &th->listeners[i], &th->listener_inited[i], cfg->bind[i],
-                                cfg->port, gw_conn_on_accept, err, sizeof(err)) != 0) {
+        if (gw_listen_bind(&th->loop, &th->listeners[i], &th->listener_inited[i], cfg->bind[i],
+                           cfg->port, err, sizeof(err)) != 0) {
             snprintf(th->start_err, sizeof(th->start_err), "%s", err);
             goto fail;
         }
@@ -170,6 +194,8 @@ static void thread_main(void *arg)
     th->stop_async.data = th;
     uv_async_init(&th->loop, &th->monitor_async, on_monitor);
     th->monitor_async.data = th;
+    uv_async_init(&th->loop, &th->listen_async, on_listen);
+    th->listen_async.data = th;
     gw_cron_start(th);
     th->start_rc = 0;
     uv_sem_post(&th->ready);
@@ -216,6 +242,7 @@ void gw_thread_init(gw_thread_t *th)
     th->handoff_n = th->handoff_cap = 0;
     th->handoffs_in = 0;
     uv_sem_init(&th->ready, 0);
+    th->go_listen = false;
 }
 
 int gw_thread_start(gw_thread_t *th)
@@ -234,6 +261,12 @@ int gw_thread_start(gw_thread_t *th)
     th->created = true;
     uv_sem_wait(&th->ready);
     return th->start_rc;
+}
+
+void gw_thread_listen(gw_thread_t *th)
+{
+    __atomic_store_n(&th->go_listen, true, __ATOMIC_RELEASE);
+    uv_async_send(&th->listen_async);
 }
 
 void gw_thread_stop(gw_thread_t *th)

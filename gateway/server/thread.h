@@ -69,7 +69,9 @@ typedef struct gw_thread {
 
     /* Start-up handshake with the main thread. */
     uv_sem_t ready;
-    int start_rc; /* 0 ok, -1 failed (message in start_err) */
+    uv_async_t listen_async; /* every thread is ready: start accepting (gw_thread_listen) */
+    bool go_listen;          /* set before listen_async is sent (atomic) */
+    int start_rc;            /* 0 ok, -1 failed (message in start_err) */
     char start_err[1024];
 } gw_thread_t;
 
@@ -79,9 +81,13 @@ typedef struct gw_thread {
 void gw_thread_init(gw_thread_t *th);
 
 /* Start thread th (set up by gw_thread_init); blocks until it has connected to the pool and
- * is listening, or failed. Returns 0 or -1 (th->start_err says why; the thread has then
+ * bound its listeners, or failed. Returns 0 or -1 (th->start_err says why; the thread has then
  * exited and must still be joined with gw_thread_join). */
 int gw_thread_start(gw_thread_t *th);
+
+/* Once every thread started (gw_thread_start returned 0 for each): let th accept clients.
+ * Until then the port refuses connections. Thread-safe. */
+void gw_thread_listen(gw_thread_t *th);
 
 /* Ask the thread to shut down: stop accepting, close every connection, wait for running
  * commands to finish (at most a few seconds), disconnect from the pool. Thread-safe. */
