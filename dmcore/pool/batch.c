@@ -211,7 +211,12 @@ static unsigned group_by_node(dm_worker_t *w, dm_batch_t *b, dm_verb_t *tmp, uns
     return nodes;
 }
 
-static int conn_chains(const dm_worker_t *w, unsigned node, const dm_conn_t *c);
+/* Whether c, node's connection, executes its messages in order and chains commits
+ * (DM_CAP_CHAIN), and is still the one in use. */
+static int conn_chains(const dm_worker_t *w, unsigned node, const dm_conn_t *c)
+{
+    return c && !c->failed && !w->lost[node] && (c->caps & DM_CAP_CHAIN);
+}
 
 /* Drop r's ordering READs (dm_verb_t.order_only) that b needs no more: b's verbs are all on
  * the READ's node, whose connection executes its messages in order (DM_CAP_CHAIN), so b
@@ -525,21 +530,16 @@ static int commit_late(dm_batch_t *b)
     return 1;
 }
 
-/* The commit turn of b's commit CAS, to node: chained (returns the tag, *pos filled but its
- * epoch) when node's connection has DM_CAP_CHAIN and the coroutine a turn hook, else after
- * the whole turn (returns 0). Returns -1 when the connection changed while waiting, DM_EYIELD
- * when an early lock's holder gave the wait up (dmkv/coro.h). */
-static int conn_chains(const dm_worker_t *w, unsigned node, const dm_conn_t *c)
-{
-    return c && !c->failed && !w->lost[node] && (c->caps & DM_CAP_CHAIN);
-}
-
 int dm_batch_commit_chains(const dm_ctx_t *ctx, unsigned node)
 {
     const dm_worker_t *w = ctx->w;
     return dm_coro_chain_tag() && node < w->n_nodes && conn_chains(w, node, w->conns[node]);
 }
 
+/* The commit turn of b's commit CAS, to node: chained (returns the tag, *pos filled but its
+ * epoch) when node's connection has DM_CAP_CHAIN and the coroutine a turn hook, else after
+ * the whole turn (returns 0). Returns -1 when the connection changed while waiting, DM_EYIELD
+ * when an early lock's holder gave the wait up (dmkv/coro.h). */
 static int commit_turn(dm_worker_t *w, unsigned node, dm_chain_pos_t *pos)
 {
     dm_conn_t *c = conn_for(w, node);

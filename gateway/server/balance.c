@@ -29,13 +29,7 @@ static void on_handoff(uv_async_t *a)
     gw_thread_t *th = a->data;
     for (;;) {
         uv_mutex_lock(&th->handoff_lock);
-        int fd = -1;
-        if (th->handoff_n) {
-            fd = th->handoff_fds[0];
-            th->handoff_n--;
-            for (size_t i = 0; i < th->handoff_n; i++)
-                th->handoff_fds[i] = th->handoff_fds[i + 1];
-        }
+        int fd = th->handoff_n ? th->handoff_fds[--th->handoff_n] : -1;
         uv_mutex_unlock(&th->handoff_lock);
         if (fd < 0) return;
         gw_conn_adopt(th, fd); /* in nconns from here on */

@@ -9,6 +9,7 @@
 #include "dmkv/busy_poll.h"
 #include "dmkv/clock.h"
 #include "dmkv/coro.h"
+#include "dmkv/env.h"
 #include "dmkv/errors.h"
 #include "dmkv/kv.h"
 #include "dmkv/transport.h"
@@ -141,10 +142,17 @@ static void on_reply_flush(dm_flush_hook_t *h)
 
 /* Tests (it_client_spread): threads after the first start this many milliseconds late, as
  * when their pool connections are slow to open. */
+static int parse_ms(const char *v)
+{
+    int ms = v ? atoi(v) : 0;
+    return ms > 0 ? ms : 0;
+}
+
 static void start_delay(const gw_thread_t *th)
 {
-    const char *e = getenv("DMKV_THREAD_START_DELAY_MS");
-    if (th->index > 0 && e && atoi(e) > 0) uv_sleep((unsigned)atoi(e));
+    static int cache = -1;
+    int ms = dm_env_cached(&cache, "DMKV_THREAD_START_DELAY_MS", parse_ms);
+    if (th->index > 0 && ms > 0) uv_sleep((unsigned)ms);
 }
 
 static void thread_main(void *arg)
