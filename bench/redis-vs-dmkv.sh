@@ -4,7 +4,8 @@
 # redis-server. Rows, in this order:
 #   load        LOAD_KEYS distinct keys (16 B keys, 32 B values), 4 loader connections
 #               x 64 pipelined (dmkv-bench-load), with bytes per key of each server;
-#               then LOAD_KEYS more through a gateway with one worker per CPU (the default)
+#               then LOAD_KEYS more through a gateway with one worker per CPU (the default),
+#               and LOAD_KEYS more through such a gateway on the memory node's unix socket
 #   insert      SETs of new keys (random over 100M) from one connection at -P 1000
 #   get/set     redis-benchmark -c 50 -r 100000 -d 32 at -P 1 and -P 16 (keys present,
 #               so SET is an update), and one connection at -P 1000; the -P 16 rows
@@ -32,6 +33,7 @@ THREADS=${THREADS:-1}
 HOT_KEYS=${HOT_KEYS:-1000}
 NOCACHE_PORT=${NOCACHE_PORT:-16381}
 MT_PORT=${MT_PORT:-16382}
+UX_PORT=${UX_PORT:-16383}
 LOAD_KEYS=${LOAD_KEYS:-1000000}
 YCSB_OPS=${YCSB_OPS:-200000}
 OUT=${OUT:-$(dirname "$0")/results}
@@ -104,9 +106,14 @@ rb() {
 }
 # dmkv-bench-load -> "rps 0 0" (it times the whole load, not single commands).
 load() { "$BUILD/bench/dmkv-bench-load" "$1" "$LOAD_KEYS" 4 64 | awk '{ print $6, 0, 0 }'; }
-# The next LOAD_KEYS keys (LOAD_KEYS .. 2 LOAD_KEYS - 1), on a server that holds the first.
+# The next LOAD_KEYS keys (LOAD_KEYS .. 2 LOAD_KEYS - 1), on a server that holds the first;
+# load_third: the LOAD_KEYS after those.
 load_more() {
     "$BUILD/bench/dmkv-bench-load" "$1" $((2 * LOAD_KEYS)) 4 64 0 "$LOAD_KEYS" |
+        awk '{ print $6, 0, 0 }'
+}
+load_third() {
+    "$BUILD/bench/dmkv-bench-load" "$1" $((3 * LOAD_KEYS)) 4 64 0 $((2 * LOAD_KEYS)) |
         awk '{ print $6, 0, 0 }'
 }
 # dmkv-bench-ycsb -> "rps p50_us p99_us".
@@ -148,6 +155,22 @@ if [ "$THREADS" = 1 ] && [ "$MT" -gt 1 ]; then
     run_dmkv load_more "$MT_PORT"
     DMKV_PORT=$saved_port DMKV_PIDS=("${saved_pids[@]}")
     emit "load +${LOAD_KEYS} ${MT}thr" "$LOAD_KEYS"
+    # The same again through a gateway that reaches the memory node over its unix socket
+    # (--memnode unix://): no loopback TCP stack between them (docs/throughput.md).
+    if [ -n "$MEMNODE_SOCK" ]; then
+        "$SERVER_BUILD/gateway/dmkv-gateway" --port "$UX_PORT" --threads "$MT" \
+            --memnode "unix://$MEMNODE_SOCK" 2>"$TMP/gateway-unix.log" &
+        UX_PID=$!
+        pids+=("$UX_PID")
+        wait_port "$UX_PORT"
+        run_redis load_third "$REDIS_PORT"
+        saved_port=$DMKV_PORT saved_pids=("${DMKV_PIDS[@]}")
+        DMKV_PORT=$UX_PORT DMKV_PIDS=("${DMKV_PIDS[0]}" "$UX_PID")
+        run_dmkv load_third "$UX_PORT"
+        DMKV_PORT=$saved_port DMKV_PIDS=("${saved_pids[@]}")
+        emit "load +${LOAD_KEYS} unix" "$LOAD_KEYS"
+        kill "$UX_PID"
+    fi
 fi
 # The gateway without the address cache (hot-key rows) starts after the load: each
 # gateway's worker takes a chunk when it starts, which would count in the load's bytes.

@@ -3,6 +3,7 @@
  * listener) on one libuv thread until SIGINT/SIGTERM.
  *
  *   dmkv-memnode [--port 7000] [--bind 127.0.0.1] [--size 1g] [--auth TOKEN]
+ *                [--unixsocket PATH [--unixsocketperm 700]]
  *                [--loglevel notice] [--rdma-port PORT] [--rdma-bind ADDR]
  *                [--dir DIR [--appendfsync everysec|no]]
  *
@@ -39,7 +40,9 @@ typedef struct options {
     const char *bind;
     uint64_t size;
     const char *auth;
-    int rdma_port; /* -1 = no rdma listener */
+    const char *unixsocket;  /* NULL: no unix listener */
+    unsigned unixsocketperm; /* 0: as the umask leaves it */
+    int rdma_port;           /* -1 = no rdma listener */
     const char *rdma_bind;
     const char *dir;    /* NULL: an anonymous region, gone with the process */
     int fsync_everysec; /* --appendfsync everysec (1, default) or no (0) */
@@ -98,10 +101,13 @@ static void usage(FILE *f)
 {
     fprintf(f,
             "Usage: dmkv-memnode [--port 7000] [--bind 127.0.0.1] [--size 1g] [--auth TOKEN]\n"
+            "                    [--unixsocket PATH [--unixsocketperm 700]]\n"
             "                    [--loglevel debug|verbose|notice|warning]\n"
             "                    [--rdma-port PORT] [--rdma-bind ADDR]\n"
             "                    [--dir DIR [--appendfsync everysec|no]] [--busy-poll-us N]\n"
             "  --size accepts k/m/g/t suffixes (powers of 1024).\n"
+            "  --unixsocket: also serve gateways on this host at PATH (--memnode\n"
+            "  unix://PATH), as redis-server's option; --unixsocketperm in octal.\n"
             "  --dir keeps the region in DIR/dmkv-region: a restart keeps the data (start\n"
             "  it again with the same --size); --appendfsync: how often it is written\n"
             "  back for a machine crash (everysec: every second, no: by the kernel).\n"
@@ -141,6 +147,22 @@ static int parse_args(int argc, char **argv, options_t *o)
             }
         } else if (strcmp(a, "--auth") == 0) {
             o->auth = v;
+        } else if (strcmp(a, "--unixsocket") == 0) {
+            if (v[0] != '/' || strlen(v) >= 108) {
+                fprintf(stderr,
+                        "dmkv-memnode: bad unixsocket '%s' (an absolute path under 108 "
+                        "bytes)\n",
+                        v);
+                return -1;
+            }
+            o->unixsocket = v;
+        } else if (strcmp(a, "--unixsocketperm") == 0) {
+            long m = strtol(v, &end, 8);
+            if (*end || m <= 0 || m > 0777) {
+                fprintf(stderr, "dmkv-memnode: bad unixsocketperm '%s' (octal, e.g. 700)\n", v);
+                return -1;
+            }
+            o->unixsocketperm = (unsigned)m;
         } else if (strcmp(a, "--dir") == 0) {
             o->dir = v;
         } else if (strcmp(a, "--busy-poll-us") == 0) {
@@ -252,6 +274,15 @@ int main(int argc, char **argv)
         mn_region_destroy(&region);
         return 1;
     }
+    if (o.unixsocket &&
+        mn_tcp_listen_unix(&server, o.unixsocket, o.unixsocketperm, err, sizeof(err))) {
+        dm_log(DM_LOG_WARNING, "%s", err);
+        mn_tcp_stop(&server);
+        uv_run(loop, UV_RUN_DEFAULT);
+        sync_stop();
+        mn_region_destroy(&region);
+        return 1;
+    }
     if (o.rdma_port >= 0) {
         if (memnode_rdma_start(loop, region.base, region.size, o.rdma_bind, o.rdma_port, err,
                                sizeof(err))) {
@@ -284,7 +315,9 @@ int main(int argc, char **argv)
 
     dm_log(DM_LOG_NOTICE, "Server initialized: tcp transport on %s:%d%s", o.bind,
            mn_tcp_port(&server), server.auth[0] ? " (auth required)" : "");
+    if (o.unixsocket) dm_log(DM_LOG_NOTICE, "The unix socket is %s", o.unixsocket);
     dm_log(DM_LOG_NOTICE, "Ready to accept connections tcp");
+    if (o.unixsocket) dm_log(DM_LOG_NOTICE, "Ready to accept connections unix");
     mn_retrainer_t retrainer;
     if (mn_retrainer_start(&retrainer, region.base, region.size, &region.gate, "memnode"))
         dm_log(DM_LOG_WARNING, "ROLEX retrainer not started: %s", strerror(errno));

@@ -13,6 +13,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "dmkv/log.h"
 #include "dmkv/write_now.h"
@@ -21,7 +23,10 @@
 #define RBUF_SIZE (64u << 10)
 
 struct mn_client {
-    uv_tcp_t sock;
+    union { /* accepted on the unix listener: a pipe; both are uv_stream_t, used through sock */
+        uv_tcp_t sock;
+        uv_pipe_t pipe;
+    };
     mn_tcp_server_t *s;
     mn_client_t *prev, *next;
     char peer[64];
@@ -304,7 +309,11 @@ static void on_connection(uv_stream_t *ls, int status)
     }
     c->s = s;
     mn_req_init(&c->req, &s->env, c->peer, reply_send, c);
-    uv_tcp_init(s->loop, &c->sock);
+    int unix_ls = ls == (uv_stream_t *)&s->unix_listener;
+    if (unix_ls)
+        uv_pipe_init(s->loop, &c->pipe, 0);
+    else
+        uv_tcp_init(s->loop, &c->sock);
     c->sock.data = c;
     c->next = s->clients;
     if (s->clients) s->clients->prev = c;
@@ -313,6 +322,12 @@ static void on_connection(uv_stream_t *ls, int status)
     c->accepted_ms = uv_now(s->loop);
     if (uv_accept(ls, (uv_stream_t *)&c->sock) != 0) {
         client_close(c);
+        return;
+    }
+    if (unix_ls) {
+        snprintf(c->peer, sizeof(c->peer), "unix:%d", ++s->unix_accepted);
+        dm_log(DM_LOG_VERBOSE, "Accepted %s", c->peer);
+        reading(c, 1);
         return;
     }
     uv_tcp_nodelay(&c->sock, 1);
@@ -375,6 +390,29 @@ int mn_tcp_start(mn_tcp_server_t *s, uv_loop_t *loop, mn_region_t *region, const
     return 0;
 }
 
+int mn_tcp_listen_unix(mn_tcp_server_t *s, const char *path, unsigned perm, char *err,
+                       size_t errlen)
+{
+    struct stat st;
+    /* A socket file left by a memory node that was killed: bind would fail on it. Anything
+     * else at the path is not ours to remove. */
+    if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) unlink(path);
+    uv_pipe_init(s->loop, &s->unix_listener, 0);
+    s->unix_listener.data = s;
+    s->unix_listening = 1;
+    int rc = uv_pipe_bind(&s->unix_listener, path);
+    if (!rc && perm) rc = chmod(path, perm) ? uv_translate_sys_error(errno) : 0;
+    if (!rc) rc = uv_listen((uv_stream_t *)&s->unix_listener, 511, on_connection);
+    if (rc) {
+        snprintf(err, errlen, "cannot listen on unix socket %s: %s", path, uv_strerror(rc));
+        s->unix_listening = 0;
+        uv_close((uv_handle_t *)&s->unix_listener, NULL);
+        return rc;
+    }
+    snprintf(s->unix_path, sizeof(s->unix_path), "%s", path);
+    return 0;
+}
+
 int mn_tcp_port(mn_tcp_server_t *s)
 {
     struct sockaddr_storage ss;
@@ -389,6 +427,11 @@ void mn_tcp_stop(mn_tcp_server_t *s)
     if (s->listening) {
         s->listening = 0;
         uv_close((uv_handle_t *)&s->listener, NULL);
+    }
+    if (s->unix_listening) {
+        s->unix_listening = 0;
+        uv_close((uv_handle_t *)&s->unix_listener, NULL);
+        unlink(s->unix_path); /* as redis-server removes its unixsocket at shutdown */
     }
     for (mn_client_t *c = s->clients; c; c = c->next)
         client_close(c);

@@ -52,7 +52,10 @@ enum { RS_HDR, RS_RESULTS, RS_PAYLOAD };
 typedef struct tcp_conn {
     dm_conn_t base;
     uv_loop_t *loop;
-    uv_tcp_t sock;
+    union { /* port 0: a unix socket (pipe); both are uv_stream_t, handled through sock */
+        uv_tcp_t sock;
+        uv_pipe_t pipe;
+    };
     uv_timer_t timer;
     pending_t *head, *tail; /* FIFO of outstanding batches */
     pending_t *unflushed;   /* the first of them still in the outbox, NULL none */
@@ -687,17 +690,21 @@ dm_conn_t *dm_tcp_open(uv_loop_t *loop, const char *host, int port, char *err, s
     c->timeout_ms = DEFAULT_TIMEOUT_MS;
     const char *t = getenv("DMKV_TCP_TIMEOUT_MS");
     if (t && atol(t) > 0) c->timeout_ms = (uint64_t)atol(t);
-    uv_tcp_init(loop, &c->sock);
+    if (port == 0)
+        uv_pipe_init(loop, &c->pipe, 0);
+    else
+        uv_tcp_init(loop, &c->sock);
     uv_timer_init(loop, &c->timer);
     dm_flush_hook_init(loop, &c->flush_hook, flush, c);
     c->sock.data = c;
     c->timer.data = c;
     c->handles_open = 4;
-    int rc = uv_tcp_open(&c->sock, fd);
+    int rc = port == 0 ? uv_pipe_open(&c->pipe, fd) : uv_tcp_open(&c->sock, fd);
     if (rc == 0) rc = uv_read_start((uv_stream_t *)&c->sock, on_alloc, on_read);
     if (rc) {
-        snprintf(err, errlen, "memory node %s:%d: cannot watch the socket: %s", host, port,
-                 uv_strerror(rc));
+        char name[DM_TCP_NAME_LEN];
+        dm_tcp_node_name(host, port, name, sizeof(name));
+        snprintf(err, errlen, "memory node %s: cannot watch the socket: %s", name, uv_strerror(rc));
         if (uv_fileno((uv_handle_t *)&c->sock, &(uv_os_fd_t){0}) != 0)
             close(fd); /* not adopted by libuv */
         tcp_close(&c->base);

@@ -8,6 +8,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "dmkv/errors.h"
@@ -66,8 +67,37 @@ static int connect_one(const struct addrinfo *ai)
     return -1;
 }
 
+void dm_tcp_node_name(const char *host, int port, char *buf, size_t len)
+{
+    if (port == 0)
+        snprintf(buf, len, "unix://%s", host);
+    else
+        snprintf(buf, len, "%s:%d", host, port);
+}
+
 static int connect_to(const char *host, int port, char *err, size_t errlen)
 {
+    if (port == 0) { /* a unix socket: host is its path */
+        struct sockaddr_un sa = {.sun_family = AF_UNIX};
+        if (strlen(host) >= sizeof(sa.sun_path)) {
+            snprintf(err, errlen, "unix socket path '%s' longer than %zu bytes", host,
+                     sizeof(sa.sun_path) - 1);
+            return DM_EINVAL;
+        }
+        memcpy(sa.sun_path, host, strlen(host) + 1);
+        struct addrinfo ai = {.ai_family = AF_UNIX,
+                              .ai_socktype = SOCK_STREAM,
+                              .ai_addr = (struct sockaddr *)&sa,
+                              .ai_addrlen = sizeof(sa)};
+        int fd = connect_one(&ai);
+        if (fd < 0) {
+            int why = errno;
+            snprintf(err, errlen, "cannot connect to memory node unix://%s: %s", host,
+                     strerror(why));
+            return why == ETIMEDOUT ? DM_ETIMEDOUT : DM_EIO;
+        }
+        return fd;
+    }
     struct addrinfo hints = {.ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM};
     struct addrinfo *res = NULL;
     char ps[16];
@@ -94,8 +124,7 @@ static int connect_to(const char *host, int port, char *err, size_t errlen)
 }
 
 /* Send HELLO on fd and parse the answer. Returns 0 or DM_E* with err filled. */
-static int hello(int fd, const char *host, int port, dm_tcp_hello_reply_t *out, char *err,
-                 size_t errlen)
+static int hello(int fd, const char *name, dm_tcp_hello_reply_t *out, char *err, size_t errlen)
 {
     size_t tlen = strlen(auth_token);
     uint8_t req[sizeof(dm_tcp_hdr_t) + sizeof(dm_tcp_hello_t) + DM_TCP_MAX_TOKEN];
@@ -112,34 +141,34 @@ static int hello(int fd, const char *host, int port, dm_tcp_hello_reply_t *out, 
     dm_tcp_hdr_t rh;
     if (!rc) rc = dm_tcp_io_all(fd, &rh, sizeof(rh), 0, DM_TCP_CONNECT_TIMEOUT_MS);
     if (rc) {
-        snprintf(err, errlen, "memory node %s:%d: handshake failed (%s)", host, port,
+        snprintf(err, errlen, "memory node %s: handshake failed (%s)", name,
                  rc == DM_ETIMEDOUT ? "no answer within 5 s" : "connection closed");
         return rc;
     }
     int is_hello = rh.type == (DM_TCP_HELLO | DM_TCP_REPLY);
     if (rh.magic != DM_TCP_MAGIC || (!is_hello && rh.type != (DM_TCP_ERROR | DM_TCP_REPLY)) ||
         rh.body_len > DM_TCP_MAX_TEXT || (rh.status == 0 && (!is_hello || rh.seq != 0))) {
-        snprintf(err, errlen, "%s:%d does not speak the dmkv memory-node protocol", host, port);
+        snprintf(err, errlen, "%s does not speak the dmkv memory-node protocol", name);
         return DM_EPROTO;
     }
     char body[DM_TCP_MAX_TEXT + 1];
     if (dm_tcp_io_all(fd, body, rh.body_len, 0, DM_TCP_CONNECT_TIMEOUT_MS)) {
-        snprintf(err, errlen, "memory node %s:%d: handshake failed (truncated answer)", host, port);
+        snprintf(err, errlen, "memory node %s: handshake failed (truncated answer)", name);
         return DM_EIO;
     }
     body[rh.body_len] = 0;
     if (rh.status != 0) {
         int st = rh.status == DM_EAUTH || rh.status == DM_EPROTO ? rh.status : DM_EIO;
-        snprintf(err, errlen, "memory node %s:%d refused the connection: %s", host, port, body);
+        snprintf(err, errlen, "memory node %s refused the connection: %s", name, body);
         return st;
     }
     if (rh.body_len != sizeof(*out)) {
-        snprintf(err, errlen, "memory node %s:%d: malformed HELLO answer", host, port);
+        snprintf(err, errlen, "memory node %s: malformed HELLO answer", name);
         return DM_EPROTO;
     }
     memcpy(out, body, sizeof(*out));
     if (out->version != DM_TCP_PROTO_VERSION) {
-        snprintf(err, errlen, "memory node %s:%d speaks protocol %u, this build %u", host, port,
+        snprintf(err, errlen, "memory node %s speaks protocol %u, this build %u", name,
                  out->version, DM_TCP_PROTO_VERSION);
         return DM_EPROTO;
     }
@@ -149,13 +178,15 @@ static int hello(int fd, const char *host, int port, dm_tcp_hello_reply_t *out, 
 int dm_tcp_connect_hello(const char *host, int port, dm_tcp_hello_reply_t *out, char *err,
                          size_t errlen)
 {
-    if (!host || !*host || port <= 0 || port > 65535) {
+    if (!host || !*host || port < 0 || port > 65535 || (port == 0 && host[0] != '/')) {
         snprintf(err, errlen, "bad memory node address %s:%d", host ? host : "(null)", port);
         return DM_EINVAL;
     }
     int fd = connect_to(host, port, err, errlen);
     if (fd < 0) return fd;
-    int rc = hello(fd, host, port, out, err, errlen);
+    char name[DM_TCP_NAME_LEN];
+    dm_tcp_node_name(host, port, name, sizeof(name));
+    int rc = hello(fd, name, out, err, errlen);
     if (rc) {
         close(fd);
         return rc;
@@ -176,7 +207,10 @@ int dm_tcp_query_stats(const char *host, int port, dm_tcp_stats_t *out, char *er
         rc = DM_EPROTO;
     if (!rc) rc = dm_tcp_io_all(fd, out, sizeof(*out), 0, DM_TCP_CONNECT_TIMEOUT_MS);
     close(fd);
-    if (rc)
-        snprintf(err, errlen, "memory node %s:%d: STATS failed: %s", host, port, dm_strerror(rc));
+    if (rc) {
+        char name[DM_TCP_NAME_LEN];
+        dm_tcp_node_name(host, port, name, sizeof(name));
+        snprintf(err, errlen, "memory node %s: STATS failed: %s", name, dm_strerror(rc));
+    }
     return rc;
 }

@@ -94,6 +94,12 @@ dm_conn_t *dm_conn_open(uv_loop_t *loop, const char *uri, unsigned node_id, char
         c = dm_local_open(loop, "default", err, errlen);
     } else if (strncmp(uri, "local:", 6) == 0) {
         c = dm_local_open(loop, uri + 6, err, errlen);
+    } else if (strncmp(uri, "unix://", 7) == 0) {
+        if (uri[7] != '/') {
+            snprintf(err, errlen, "bad memory node address '%s' (want unix:///absolute/path)", uri);
+            return NULL;
+        }
+        c = dm_tcp_open(loop, uri + 7, 0, err, errlen);
     } else if (strncmp(uri, "tcp://", 6) == 0 || strncmp(uri, "rdma://", 7) == 0) {
         int rdma = uri[0] == 'r';
         const char *hp = uri + (rdma ? 7 : 6);
@@ -116,7 +122,8 @@ dm_conn_t *dm_conn_open(uv_loop_t *loop, const char *uri, unsigned node_id, char
                  : dm_tcp_open(loop, host, (int)port, err, errlen);
     } else {
         snprintf(err, errlen,
-                 "unknown memory node URI '%s' (want local, tcp://host:port, rdma://host:port)",
+                 "unknown memory node URI '%s' (want local, tcp://host:port, "
+                 "unix:///path, rdma://host:port)",
                  uri);
         return NULL;
     }

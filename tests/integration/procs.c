@@ -26,6 +26,9 @@ static char child_log[MAX_CHILDREN][sizeof(((it_proc_t *)0)->log)];
 static const char *test_name = "it";
 static int log_seq;
 
+/* Unix socket files of this test's memory nodes: a SIGKILLed node leaves its file. */
+static char unix_paths[4][108];
+
 static void kill_children(void)
 {
     for (int i = 0; i < MAX_CHILDREN; i++) {
@@ -35,6 +38,8 @@ static void kill_children(void)
             children[i] = 0;
         }
     }
+    for (int i = 0; i < 4; i++)
+        if (unix_paths[i][0]) unlink(unix_paths[i]);
 }
 
 /* The last bytes of every running child's log (a failed test's evidence: over rdma the
@@ -282,6 +287,10 @@ void it_pool_start(it_pool_t *pool)
     const char *rdma = getenv("DMKV_IT_MEMNODE_RDMA");
     if (rdma && !*rdma) rdma = NULL;
     const char *more = getenv("DMKV_IT_MEMNODE_ARGS");
+    /* DMKV_IT_MEMNODE_UNIX=1: the memory node also listens on a unix socket and the pool's
+     * URI is unix:///tmp/dmkv-<test>-<pid>-<port>.sock (the unix/ tests). */
+    const char *ux = getenv("DMKV_IT_MEMNODE_UNIX");
+    int use_unix = !rdma && ux && *ux == '1';
     for (int attempt = 0; attempt < 5; attempt++) {
         char extra[512];
         snprintf(extra, sizeof(extra), "%s", more ? more : "");
@@ -297,6 +306,17 @@ void it_pool_start(it_pool_t *pool)
             argv[n++] = "--rdma-bind";
             argv[n++] = (char *)rdma;
         }
+        if (use_unix) {
+            snprintf(pool->unix_path, sizeof(pool->unix_path), "/tmp/dmkv-%s-%d-%d.sock", test_name,
+                     (int)getpid(), port);
+            argv[n++] = "--unixsocket";
+            argv[n++] = pool->unix_path;
+            for (int i = 0; i < 4; i++)
+                if (!unix_paths[i][0] || !strcmp(unix_paths[i], pool->unix_path)) {
+                    memcpy(unix_paths[i], pool->unix_path, sizeof(unix_paths[i]));
+                    break;
+                }
+        }
         char *save = NULL;
         for (char *w = strtok_r(extra, " ", &save); w && n < 39; w = strtok_r(NULL, " ", &save))
             argv[n++] = w;
@@ -305,6 +325,8 @@ void it_pool_start(it_pool_t *pool)
             (!rdma || wait_log(&pool->memnode, "rdma listener on", 15000))) {
             if (rdma)
                 snprintf(pool->uri, sizeof(pool->uri), "rdma://%s:%d", rdma, rport);
+            else if (use_unix)
+                snprintf(pool->uri, sizeof(pool->uri), "unix://%s", pool->unix_path);
             else
                 snprintf(pool->uri, sizeof(pool->uri), "tcp://127.0.0.1:%d", port);
             pool->shared = true;
@@ -578,6 +600,10 @@ bool it_pool_revive(it_pool_t *pool, const char *extra)
         argv[n++] = rps;
         argv[n++] = "--rdma-bind";
         argv[n++] = pool->rdma_addr;
+    }
+    if (pool->unix_path[0]) { /* the same socket path: a SIGKILLed node left its file there */
+        argv[n++] = "--unixsocket";
+        argv[n++] = pool->unix_path;
     }
     for (char *w = strtok_r(more, " ", &save); w && n < 19; w = strtok_r(NULL, " ", &save))
         argv[n++] = w;

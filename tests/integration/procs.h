@@ -18,10 +18,11 @@ typedef struct it_proc {
  * binary is available or DMKV_IT_LOCAL=1 is set). */
 typedef struct it_pool {
     it_proc_t memnode;
-    char uri[64];            /* "tcp://127.0.0.1:<port>", "rdma://ADDR:<port>" or "local" */
-    bool shared;             /* true when several gateways can share it (a real memory node) */
+    char uri[160]; /* "tcp://127.0.0.1:<port>", "unix:///tmp/...", "rdma://ADDR:<port>", "local" */
+    bool shared;   /* true when several gateways can share it (a real memory node) */
     int tcp_port, rdma_port; /* the memory node's ports (rdma_port 0: no rdma listener) */
     char rdma_addr[64];
+    char unix_path[108]; /* DMKV_IT_MEMNODE_UNIX=1: the memory node's --unixsocket, else "" */
 } it_pool_t;
 
 /* Start the test: installs handlers so that child processes are killed on exit/abort, and

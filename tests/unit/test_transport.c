@@ -507,16 +507,20 @@ static void sleep_ms(int ms)
 }
 
 /* Start dmkv-memnode and connect; returns 0, or -1 if it exited (port taken). */
+static char unix_path[108]; /* the memory node's --unixsocket */
+
 static int memnode_start(const char *bin)
 {
     memnode_port = free_port();
     char port[16];
     snprintf(port, sizeof(port), "%d", memnode_port);
+    snprintf(unix_path, sizeof(unix_path), "/tmp/dmkv-test-transport-%d-%d.sock", (int)getpid(),
+             memnode_port);
     pid_t pid = fork();
     CHECK(pid >= 0);
     if (pid == 0) {
         execl(bin, bin, "--port", port, "--bind", "127.0.0.1", "--size", "64m", "--auth", TOKEN,
-              (char *)NULL);
+              "--unixsocket", unix_path, (char *)NULL);
         fprintf(stderr, "exec %s: %s\n", bin, strerror(errno));
         _exit(127);
     }
@@ -746,6 +750,35 @@ static void t_auth(void)
     CHECK(c == NULL && strstr(err, "connect"));
     CHECK(dm_conn_open(loop, "rdma-bogus://x", 0, err, sizeof(err)) == NULL);
     CHECK(dm_conn_open(loop, "tcp://127.0.0.1", 0, err, sizeof(err)) == NULL);
+}
+
+/* The same memory node over its unix socket (--unixsocket, unix:///path): the same region,
+ * the same HELLO (auth included), clear errors for a missing or relative path. */
+static void t_unix(void)
+{
+    char err[256], uri[160];
+    snprintf(uri, sizeof(uri), "unix://%s", unix_path);
+    dm_conn_t *u = dm_conn_open(loop, uri, 1, err, sizeof(err));
+    CHECKF(u, "%s", err);
+    CHECK(u->region_size == REGION && u->caps == conn->caps);
+    put64(SCRATCH, 0x756e6978ull); /* over tcp, read back over unix, and the other way */
+    dm_conn_t *tcp = conn;
+    conn = u;
+    CHECK(get64(SCRATCH) == 0x756e6978ull);
+    put64(SCRATCH + 8, 77);
+    conn = tcp;
+    CHECK(get64(SCRATCH + 8) == 77);
+    dm_tcp_stats_t st;
+    CHECKF(dm_tcp_query_stats(unix_path, 0, &st, err, sizeof(err)) == 0, "%s", err);
+    CHECK(st.region_size == REGION);
+    u->ops->close(u);
+    dm_tcp_set_auth("wrong");
+    CHECK(dm_conn_open(loop, uri, 1, err, sizeof(err)) == NULL && strstr(err, "auth"));
+    dm_tcp_set_auth(TOKEN);
+    CHECK(dm_conn_open(loop, "unix:///tmp/dmkv-no-such.sock", 0, err, sizeof(err)) == NULL);
+    CHECKF(strstr(err, "unix:///tmp/dmkv-no-such.sock"), "%s", err);
+    CHECK(dm_conn_open(loop, "unix://relative.sock", 0, err, sizeof(err)) == NULL);
+    CHECKF(strstr(err, "absolute"), "%s", err);
 }
 
 static void t_stats(void)
@@ -1032,6 +1065,7 @@ static void run_tcp(const char *bin)
     conformance("tcp");
     RUN(t_hostile);
     RUN(t_auth);
+    RUN(t_unix);
     RUN(t_stats);
     RUN(t_coalesce);
     RUN(t_fence);

@@ -92,6 +92,8 @@ void dm_conn_node_stats(unsigned node, uint64_t *messages, uint64_t *verbs);
 /* Open a connection to a memory node given by URI:
  *   "local"          in-process region (created on first use, size from dm_local_set_size)
  *   "tcp://host:port" dmkv-memnode's tcp transport
+ *   "unix:///path"    the same protocol on dmkv-memnode's unix socket (--unixsocket): a memory
+ *                     node on the gateway's host without the loopback TCP stack
  *   "rdma://host:port" dmkv-memnode's rdma listener (rdma_cm + one-sided verbs, dmkv/rdma.h)
  * Blocks until the HELLO handshake is done (connect timeout 5 s). loop is the caller's
  * libuv loop. On error returns NULL and writes a message into err (errlen bytes). */
@@ -100,6 +102,7 @@ dm_conn_t *dm_conn_open(uv_loop_t *loop, const char *uri, unsigned node_id, char
 
 /* Backend constructors used by dm_conn_open. */
 dm_conn_t *dm_local_open(uv_loop_t *loop, const char *name, char *err, size_t errlen);
+/* host:port over TCP, or port 0 and host the absolute path of a unix socket. */
 dm_conn_t *dm_tcp_open(uv_loop_t *loop, const char *host, int port, char *err, size_t errlen);
 /* rdma://host:port: librdmacm connect (5 s timeout) to a memory node's rdma listener, one RC
  * QP; region address/rkey/size from the accept private data (dmkv/rdma.h). Blocks while
