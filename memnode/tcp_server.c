@@ -13,7 +13,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "dmkv/log.h"
@@ -390,13 +392,31 @@ int mn_tcp_start(mn_tcp_server_t *s, uv_loop_t *loop, mn_region_t *region, const
     return 0;
 }
 
+/* 1 when a process accepts connections on the unix socket at path. */
+static int socket_answers(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    int ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    return ok;
+}
+
 int mn_tcp_listen_unix(mn_tcp_server_t *s, const char *path, unsigned perm, char *err,
                        size_t errlen)
 {
     struct stat st;
-    /* A socket file left by a memory node that was killed: bind would fail on it. Anything
-     * else at the path is not ours to remove. */
-    if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) unlink(path);
+    /* A socket file left by a memory node that was killed: bind would fail on it. One that a
+     * live process answers on, and anything else at the path, is not ours to remove. */
+    if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) {
+        if (socket_answers(path)) {
+            snprintf(err, errlen, "unix socket %s: another process is listening on it", path);
+            return UV_EADDRINUSE;
+        }
+        unlink(path);
+    }
     uv_pipe_init(s->loop, &s->unix_listener, 0);
     s->unix_listener.data = s;
     s->unix_listening = 1;

@@ -4,6 +4,7 @@
  * auth, STATS, clean shutdown on SIGTERM and connection loss (DM_EIO, never a hang). */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
@@ -508,9 +509,11 @@ static void sleep_ms(int ms)
 
 /* Start dmkv-memnode and connect; returns 0, or -1 if it exited (port taken). */
 static char unix_path[108]; /* the memory node's --unixsocket */
+static const char *memnode_bin;
 
 static int memnode_start(const char *bin)
 {
+    memnode_bin = bin;
     memnode_port = free_port();
     char port[16];
     snprintf(port, sizeof(port), "%d", memnode_port);
@@ -779,6 +782,33 @@ static void t_unix(void)
     CHECKF(strstr(err, "unix:///tmp/dmkv-no-such.sock"), "%s", err);
     CHECK(dm_conn_open(loop, "unix://relative.sock", 0, err, sizeof(err)) == NULL);
     CHECKF(strstr(err, "absolute"), "%s", err);
+    /* A second memory node on the same path refuses to start and leaves the socket to the
+     * one that serves it. */
+    char port[16];
+    snprintf(port, sizeof(port), "%d", free_port());
+    pid_t pid = fork();
+    CHECK(pid >= 0);
+    if (pid == 0) {
+        int devnull = open("/dev/null", O_WRONLY);
+        dup2(devnull, 2);
+        execl(memnode_bin, memnode_bin, "--port", port, "--size", "8m", "--unixsocket", unix_path,
+              (char *)NULL);
+        _exit(127);
+    }
+    int status = 0, done = 0;
+    for (int waited = 0; waited < 5000 && !done; waited += 20) {
+        done = waitpid(pid, &status, WNOHANG) == pid;
+        if (!done) sleep_ms(20);
+    }
+    if (!done) { /* it took the path over and serves it */
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    CHECKF(done && WIFEXITED(status) && WEXITSTATUS(status) == 1,
+           "a second memory node started on a live unix socket");
+    u = dm_conn_open(loop, uri, 1, err, sizeof(err));
+    CHECKF(u, "%s", err);
+    u->ops->close(u);
 }
 
 static void t_stats(void)
