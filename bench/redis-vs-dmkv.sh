@@ -5,7 +5,8 @@
 #   load        LOAD_KEYS distinct keys (16 B keys, 32 B values), 4 loader connections
 #               x 64 pipelined (dmkv-bench-load), with bytes per key of each server;
 #               then LOAD_KEYS more through a gateway with one worker per CPU (the default),
-#               and LOAD_KEYS more through such a gateway on the memory node's unix socket
+#               then LOAD_KEYS into a fresh memory node through such a gateway over tcp and
+#               again over the memory node's unix socket (rows "... tcp", "... unix")
 #   insert      SETs of new keys (random over 100M) from one connection at -P 1000
 #   get/set     redis-benchmark -c 50 -r 100000 -d 32 at -P 1 and -P 16 (keys present,
 #               so SET is an update), and one connection at -P 1000; the -P 16 rows
@@ -107,14 +108,41 @@ rb() {
 # dmkv-bench-load -> "rps 0 0" (it times the whole load, not single commands).
 load() { "$BUILD/bench/dmkv-bench-load" "$1" "$LOAD_KEYS" 4 64 | awk '{ print $6, 0, 0 }'; }
 # The next LOAD_KEYS keys (LOAD_KEYS .. 2 LOAD_KEYS - 1), on a server that holds the first;
-# load_third: the LOAD_KEYS after those.
+# load_from PORT K: LOAD_KEYS keys from K on.
 load_more() {
     "$BUILD/bench/dmkv-bench-load" "$1" $((2 * LOAD_KEYS)) 4 64 0 "$LOAD_KEYS" |
         awk '{ print $6, 0, 0 }'
 }
-load_third() {
-    "$BUILD/bench/dmkv-bench-load" "$1" $((3 * LOAD_KEYS)) 4 64 0 $((2 * LOAD_KEYS)) |
-        awk '{ print $6, 0, 0 }'
+load_from() {
+    "$BUILD/bench/dmkv-bench-load" "$1" $(($2 + LOAD_KEYS)) 4 64 0 "$2" | awk '{ print $6, 0, 0 }'
+}
+FRESH_FROM=$((2 * LOAD_KEYS)) # redis-server's keys for the fresh rows: beyond the first two
+# fresh_load tcp|unix: the row "load N 2thr tcp|unix" (see below).
+fresh_load() {
+    local kind=$1 port=$((MEMNODE_PORT + 1)) sock=$TMP/fresh.sock uri mn gw
+    "$SERVER_BUILD/memnode/dmkv-memnode" --port "$port" --size 2g --unixsocket "$sock" \
+        2>>"$TMP/memnode-fresh.log" &
+    mn=$!
+    pids+=("$mn")
+    for _ in $(seq 1 100); do [ -S "$sock" ] && break; sleep 0.05; done
+    uri=tcp://127.0.0.1:$port
+    [ "$kind" = unix ] && uri=unix://$sock
+    "$SERVER_BUILD/gateway/dmkv-gateway" --port "$UX_PORT" --threads "$MT" --memnode "$uri" \
+        2>"$TMP/gateway-fresh-$kind.log" &
+    gw=$!
+    pids+=("$gw")
+    wait_port "$UX_PORT"
+    run_redis load_from "$REDIS_PORT" "$FRESH_FROM"
+    FRESH_FROM=$((FRESH_FROM + LOAD_KEYS))
+    saved_port=$DMKV_PORT saved_pids=("${DMKV_PIDS[@]}")
+    DMKV_PORT=$UX_PORT DMKV_PIDS=("$mn" "$gw")
+    run_dmkv load "$UX_PORT"
+    DMKV_PORT=$saved_port DMKV_PIDS=("${saved_pids[@]}")
+    emit "load ${LOAD_KEYS} ${MT}thr $kind" "$LOAD_KEYS"
+    kill "$gw"
+    wait "$gw" 2>/dev/null || true
+    kill "$mn"
+    wait "$mn" 2>/dev/null || true
 }
 # dmkv-bench-ycsb -> "rps p50_us p99_us".
 ycsb() {
@@ -155,21 +183,13 @@ if [ "$THREADS" = 1 ] && [ "$MT" -gt 1 ]; then
     run_dmkv load_more "$MT_PORT"
     DMKV_PORT=$saved_port DMKV_PIDS=("${saved_pids[@]}")
     emit "load +${LOAD_KEYS} ${MT}thr" "$LOAD_KEYS"
-    # The same again through a gateway that reaches the memory node over its unix socket
-    # (--memnode unix://): no loopback TCP stack between them (docs/throughput.md).
+    # A fresh pool loaded by a gateway with one worker per CPU, over tcp and then over the
+    # memory node's unix socket (--memnode unix://: no loopback TCP stack between them), each
+    # on a memory node of its own: the two rows differ in the link alone. redis-server loads
+    # the next LOAD_KEYS keys beside each.
     if [ -n "$MEMNODE_SOCK" ]; then
-        "$SERVER_BUILD/gateway/dmkv-gateway" --port "$UX_PORT" --threads "$MT" \
-            --memnode "unix://$MEMNODE_SOCK" 2>"$TMP/gateway-unix.log" &
-        UX_PID=$!
-        pids+=("$UX_PID")
-        wait_port "$UX_PORT"
-        run_redis load_third "$REDIS_PORT"
-        saved_port=$DMKV_PORT saved_pids=("${DMKV_PIDS[@]}")
-        DMKV_PORT=$UX_PORT DMKV_PIDS=("${DMKV_PIDS[0]}" "$UX_PID")
-        run_dmkv load_third "$UX_PORT"
-        DMKV_PORT=$saved_port DMKV_PIDS=("${saved_pids[@]}")
-        emit "load +${LOAD_KEYS} unix" "$LOAD_KEYS"
-        kill "$UX_PID"
+        fresh_load tcp
+        fresh_load unix
     fi
 fi
 # The gateway without the address cache (hot-key rows) starts after the load: each

@@ -267,17 +267,9 @@ int main(int argc, char **argv)
     }
 
     uv_loop_t *loop = uv_default_loop();
-    if (mn_tcp_start(&server, loop, &region, o.bind, o.port, o.auth, err, sizeof(err))) {
+    if (mn_tcp_start(&server, loop, &region, o.bind, o.port, o.auth, o.unixsocket, o.unixsocketperm,
+                     err, sizeof(err))) {
         dm_log(DM_LOG_WARNING, "%s", err);
-        uv_run(loop, UV_RUN_DEFAULT);
-        sync_stop();
-        mn_region_destroy(&region);
-        return 1;
-    }
-    if (o.unixsocket &&
-        mn_tcp_listen_unix(&server, o.unixsocket, o.unixsocketperm, err, sizeof(err))) {
-        dm_log(DM_LOG_WARNING, "%s", err);
-        mn_tcp_stop(&server);
         uv_run(loop, UV_RUN_DEFAULT);
         sync_stop();
         mn_region_destroy(&region);

@@ -358,8 +358,53 @@ static void fill_stats(void *arg, dm_tcp_stats_t *st)
     st->uptime_ms = uv_now(s->loop) - s->start_ms;
 }
 
+/* 1 when a process accepts connections on the unix socket at path. */
+static int socket_answers(const char *path)
+{
+    struct sockaddr_un sa = {.sun_family = AF_UNIX};
+    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    int ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
+    close(fd);
+    return ok;
+}
+
+/* Listen on the unix socket at path (chmod to perm unless 0), replacing a socket file that
+ * no process answers on. Returns 0 or a negative libuv error with a message in err. */
+static int listen_unix(mn_tcp_server_t *s, const char *path, unsigned perm, char *err,
+                       size_t errlen)
+{
+    struct stat st;
+    /* A socket file left by a memory node that was killed: bind would fail on it. One that a
+     * live process answers on, and anything else at the path, is not ours to remove. */
+    if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) {
+        if (socket_answers(path)) {
+            snprintf(err, errlen, "unix socket %s: another process is listening on it", path);
+            return UV_EADDRINUSE;
+        }
+        unlink(path);
+    }
+    uv_pipe_init(s->loop, &s->unix_listener, 0);
+    s->unix_listener.data = s;
+    s->unix_listening = 1;
+    int rc = uv_pipe_bind(&s->unix_listener, path), bound = rc == 0;
+    if (!rc && perm) rc = chmod(path, perm) ? uv_translate_sys_error(errno) : 0;
+    if (!rc) rc = uv_listen((uv_stream_t *)&s->unix_listener, 511, on_connection);
+    if (rc) {
+        snprintf(err, errlen, "cannot listen on unix socket %s: %s", path, uv_strerror(rc));
+        s->unix_listening = 0;
+        uv_close((uv_handle_t *)&s->unix_listener, NULL);
+        if (bound) unlink(path);
+        return rc;
+    }
+    snprintf(s->unix_path, sizeof(s->unix_path), "%s", path);
+    return 0;
+}
+
 int mn_tcp_start(mn_tcp_server_t *s, uv_loop_t *loop, mn_region_t *region, const char *bind,
-                 int port, const char *auth, char *err, size_t errlen)
+                 int port, const char *auth, const char *unix_path, unsigned unix_perm, char *err,
+                 size_t errlen)
 {
     memset(s, 0, sizeof(*s));
     s->loop = loop;
@@ -379,6 +424,8 @@ int mn_tcp_start(mn_tcp_server_t *s, uv_loop_t *loop, mn_region_t *region, const
         snprintf(err, errlen, "bad bind address '%s': %s", bind, uv_strerror(rc));
         return rc;
     }
+    /* The unix socket first: a client that finds the tcp port open finds it too. */
+    if (unix_path && (rc = listen_unix(s, unix_path, unix_perm, err, errlen))) return rc;
     uv_tcp_init(loop, &s->listener);
     s->listener.data = s;
     s->listening = 1;
@@ -389,47 +436,6 @@ int mn_tcp_start(mn_tcp_server_t *s, uv_loop_t *loop, mn_region_t *region, const
         mn_tcp_stop(s);
         return rc;
     }
-    return 0;
-}
-
-/* 1 when a process accepts connections on the unix socket at path. */
-static int socket_answers(const char *path)
-{
-    struct sockaddr_un sa = {.sun_family = AF_UNIX};
-    snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
-    int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return 0;
-    int ok = connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0;
-    close(fd);
-    return ok;
-}
-
-int mn_tcp_listen_unix(mn_tcp_server_t *s, const char *path, unsigned perm, char *err,
-                       size_t errlen)
-{
-    struct stat st;
-    /* A socket file left by a memory node that was killed: bind would fail on it. One that a
-     * live process answers on, and anything else at the path, is not ours to remove. */
-    if (lstat(path, &st) == 0 && S_ISSOCK(st.st_mode)) {
-        if (socket_answers(path)) {
-            snprintf(err, errlen, "unix socket %s: another process is listening on it", path);
-            return UV_EADDRINUSE;
-        }
-        unlink(path);
-    }
-    uv_pipe_init(s->loop, &s->unix_listener, 0);
-    s->unix_listener.data = s;
-    s->unix_listening = 1;
-    int rc = uv_pipe_bind(&s->unix_listener, path);
-    if (!rc && perm) rc = chmod(path, perm) ? uv_translate_sys_error(errno) : 0;
-    if (!rc) rc = uv_listen((uv_stream_t *)&s->unix_listener, 511, on_connection);
-    if (rc) {
-        snprintf(err, errlen, "cannot listen on unix socket %s: %s", path, uv_strerror(rc));
-        s->unix_listening = 0;
-        uv_close((uv_handle_t *)&s->unix_listener, NULL);
-        return rc;
-    }
-    snprintf(s->unix_path, sizeof(s->unix_path), "%s", path);
     return 0;
 }
 

@@ -38,18 +38,16 @@ typedef struct mn_tcp_server {
 } mn_tcp_server_t;
 
 /* Start listening on bind:port (IPv4 or IPv6 numeric address; port 0 = any free port).
- * auth NULL or "" = no token required; at most DM_TCP_MAX_TOKEN bytes.
- * Returns 0, or a negative libuv error code with a message in err (errlen bytes). */
+ * auth NULL or "" = no token required; at most DM_TCP_MAX_TOKEN bytes. unix_path (NULL:
+ * none) is a unix stream socket served the same way, bound before the tcp port (chmod to
+ * unix_perm unless 0): a gateway on this host then skips the loopback TCP stack (about 0.9 s
+ * of CPU per million keys loaded, docs/throughput.md). A socket file no process answers on
+ * (a killed node's) is replaced; a live one is refused (UV_EADDRINUSE). mn_tcp_stop closes
+ * it and removes the file. Returns 0, or a negative libuv error code with a message in err
+ * (errlen bytes). */
 int mn_tcp_start(mn_tcp_server_t *s, uv_loop_t *loop, mn_region_t *region, const char *bind,
-                 int port, const char *auth, char *err, size_t errlen);
-
-/* Listen also on the unix stream socket at path (replacing a socket file left there by a
- * killed memory node; chmod to perm unless 0), serving the same protocol as the tcp
- * listener: a gateway on this host then skips the loopback TCP stack (about 10% more of the
- * 1M-key load, docs/throughput.md). mn_tcp_stop closes it and removes the file. Call after
- * mn_tcp_start. Returns 0 or a negative libuv error with a message in err. */
-int mn_tcp_listen_unix(mn_tcp_server_t *s, const char *path, unsigned perm, char *err,
-                       size_t errlen);
+                 int port, const char *auth, const char *unix_path, unsigned unix_perm, char *err,
+                 size_t errlen);
 
 /* Fence (mn_fence.h): close every connection whose HELLO named holder and that was accepted
  * at least MN_FENCE_FRESH_MS ago, at once: bytes it sent that were not executed yet
