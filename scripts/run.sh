@@ -15,7 +15,12 @@ MEMNODE_SOCK=${MEMNODE_SOCK:-/tmp/dmkv-memnode-$MEMNODE_PORT.sock}
 MEMNODE=$!
 stop() {
     trap - INT TERM
-    [ -n "$GATEWAY" ] && kill "$GATEWAY" 2>/dev/null
+    # The gateway first, and to its end: its clean stop hands its free blocks back to the
+    # pool, which needs the memory node still up.
+    if [ -n "$GATEWAY" ]; then
+        kill "$GATEWAY" 2>/dev/null
+        wait "$GATEWAY" 2>/dev/null
+    fi
     kill "$MEMNODE" 2>/dev/null
     wait 2>/dev/null
     exit 0
