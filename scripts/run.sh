@@ -10,7 +10,9 @@ MEMNODE_PORT=${MEMNODE_PORT:-7000}
 MEMNODE_SIZE=${MEMNODE_SIZE:-1g}
 MEMNODE_SOCK=${MEMNODE_SOCK:-/tmp/dmkv-memnode-$MEMNODE_PORT.sock}
 
-"$BUILD/memnode/dmkv-memnode" --port "$MEMNODE_PORT" --size "$MEMNODE_SIZE" \
+# A session of its own: Ctrl-C signals the terminal's process group, and the memory node must
+# outlive the gateway's clean stop (stop() below ends it after the gateway).
+setsid "$BUILD/memnode/dmkv-memnode" --port "$MEMNODE_PORT" --size "$MEMNODE_SIZE" \
     --unixsocket "$MEMNODE_SOCK" --unixsocketperm 700 &
 MEMNODE=$!
 stop() {
