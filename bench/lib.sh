@@ -25,26 +25,18 @@ field() { tr -d '\r' | awk -F: -v k="$1" '$1 == k { print $2 }'; }
 # start_servers BUILD THREADS SIZE MEMNODE_PORT...: Debian's redis-server on $REDIS_PORT and
 # dmkv (one dmkv-memnode of SIZE per MEMNODE_PORT over tcp, one dmkv-gateway with THREADS
 # workers on $DMKV_PORT), both answering PING on return; logs in $TMP. Sets REDIS_PID and
-# DMKV_PIDS (memory nodes and gateway) for cpu_ticks. When the build's memory node has
-# --unixsocket, the first one also listens on MEMNODE_SOCK (else MEMNODE_SOCK is empty).
+# DMKV_PIDS (memory nodes and gateway) for cpu_ticks.
 start_servers() {
     local build=$1 threads=$2 size=$3
     shift 3
-    local uris=() p sock=()
-    MEMNODE_SOCK=
-    if "$build/memnode/dmkv-memnode" --help | grep -q -- --unixsocket; then
-        MEMNODE_SOCK=$TMP/memnode.sock
-        sock=(--unixsocket "$MEMNODE_SOCK")
-    fi
+    local uris=() p
     redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
         --dir "$TMP" >"$TMP/redis.log" 2>&1 &
     pids+=($!)
     REDIS_PID=$!
     DMKV_PIDS=()
     for p in "$@"; do
-        "$build/memnode/dmkv-memnode" --port "$p" --size "$size" "${sock[@]}" \
-            2>>"$TMP/memnode.log" &
-        sock=()
+        "$build/memnode/dmkv-memnode" --port "$p" --size "$size" 2>>"$TMP/memnode.log" &
         pids+=($!)
         DMKV_PIDS+=($!)
         uris+=(--memnode "tcp://127.0.0.1:$p")

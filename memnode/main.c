@@ -148,7 +148,7 @@ static int parse_args(int argc, char **argv, options_t *o)
         } else if (strcmp(a, "--auth") == 0) {
             o->auth = v;
         } else if (strcmp(a, "--unixsocket") == 0) {
-            if (v[0] != '/' || strlen(v) >= 108) {
+            if (v[0] != '/' || strlen(v) >= MN_UNIX_PATH_MAX) {
                 fprintf(stderr,
                         "dmkv-memnode: bad unixsocket '%s' (an absolute path under 108 "
                         "bytes)\n",

@@ -297,6 +297,26 @@ static void on_read(uv_stream_t *st, ssize_t nread, const uv_buf_t *buf)
     parse(c);
 }
 
+/* c->peer = "ip:port" of a tcp client (TCP_NODELAY set on the way). */
+static void name_tcp_peer(mn_client_t *c)
+{
+    uv_tcp_nodelay(&c->sock, 1);
+    struct sockaddr_storage ss;
+    int sl = sizeof(ss);
+    char ip[48] = "?";
+    int port = 0;
+    if (uv_tcp_getpeername(&c->sock, (struct sockaddr *)&ss, &sl) == 0) {
+        if (ss.ss_family == AF_INET6) {
+            uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof(ip));
+            port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
+        } else {
+            uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof(ip));
+            port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
+        }
+    }
+    snprintf(c->peer, sizeof(c->peer), "%s:%d", ip, port);
+}
+
 static void on_connection(uv_stream_t *ls, int status)
 {
     mn_tcp_server_t *s = ls->data;
@@ -326,27 +346,10 @@ static void on_connection(uv_stream_t *ls, int status)
         client_close(c);
         return;
     }
-    if (unix_ls) {
+    if (unix_ls)
         snprintf(c->peer, sizeof(c->peer), "unix:%d", ++s->unix_accepted);
-        dm_log(DM_LOG_VERBOSE, "Accepted %s", c->peer);
-        reading(c, 1);
-        return;
-    }
-    uv_tcp_nodelay(&c->sock, 1);
-    struct sockaddr_storage ss;
-    int sl = sizeof(ss);
-    char ip[48] = "?";
-    int port = 0;
-    if (uv_tcp_getpeername(&c->sock, (struct sockaddr *)&ss, &sl) == 0) {
-        if (ss.ss_family == AF_INET6) {
-            uv_ip6_name((struct sockaddr_in6 *)&ss, ip, sizeof(ip));
-            port = ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
-        } else {
-            uv_ip4_name((struct sockaddr_in *)&ss, ip, sizeof(ip));
-            port = ntohs(((struct sockaddr_in *)&ss)->sin_port);
-        }
-    }
-    snprintf(c->peer, sizeof(c->peer), "%s:%d", ip, port);
+    else
+        name_tcp_peer(c);
     dm_log(DM_LOG_VERBOSE, "Accepted %s", c->peer);
     reading(c, 1);
 }

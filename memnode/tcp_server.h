@@ -21,13 +21,15 @@
 
 typedef struct mn_client mn_client_t;
 
+#define MN_UNIX_PATH_MAX 108 /* sizeof sockaddr_un.sun_path, its NUL included (Linux) */
+
 typedef struct mn_tcp_server {
     uv_loop_t *loop;
     uv_tcp_t listener;
     uv_pipe_t unix_listener; /* --unixsocket: the same protocol without the TCP stack */
     int unix_listening;
     unsigned unix_accepted; /* names its connections (peer "unix:N") */
-    char unix_path[108];    /* sizeof sockaddr_un.sun_path */
+    char unix_path[MN_UNIX_PATH_MAX];
     mn_region_t *region;
     char auth[DM_TCP_MAX_TOKEN + 1]; /* required HELLO token; "" = none */
     uint64_t start_ms;               /* uv_now at start, for uptime */

@@ -121,7 +121,7 @@ static void on_stop(uv_async_t *a)
 static void on_listen(uv_async_t *a)
 {
     gw_thread_t *th = a->data;
-    if (!__atomic_load_n(&th->go_listen, __ATOMIC_ACQUIRE) || th->stopping) return;
+    if (th->stopping) return;
     for (int i = 0; i < th->cfg->nbind; i++) {
         int rc = gw_listen_start(&th->listeners[i], gw_conn_on_accept);
         if (rc)
@@ -250,7 +250,6 @@ void gw_thread_init(gw_thread_t *th)
     th->handoff_n = th->handoff_cap = 0;
     th->handoffs_in = 0;
     uv_sem_init(&th->ready, 0);
-    th->go_listen = false;
 }
 
 int gw_thread_start(gw_thread_t *th)
@@ -273,7 +272,6 @@ int gw_thread_start(gw_thread_t *th)
 
 void gw_thread_listen(gw_thread_t *th)
 {
-    __atomic_store_n(&th->go_listen, true, __ATOMIC_RELEASE);
     uv_async_send(&th->listen_async);
 }
 

@@ -70,7 +70,6 @@ typedef struct gw_thread {
     /* Start-up handshake with the main thread. */
     uv_sem_t ready;
     uv_async_t listen_async; /* every thread is ready: start accepting (gw_thread_listen) */
-    bool go_listen;          /* set before listen_async is sent (atomic) */
     int start_rc;            /* 0 ok, -1 failed (message in start_err) */
     char start_err[1024];
 } gw_thread_t;
