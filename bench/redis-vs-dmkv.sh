@@ -84,6 +84,20 @@ run_dmkv() {
         o = $7; if (o == 0) o = 1; m = $11 - $5; if (m == 0) m = 1
         printf "%.2f %.2f %.0f %.2f\n", $8 / o, $9 / o, $10 / o, ($12 - $6) / m }')
 }
+# run_dmkv_on PORT PID... -- CMD...: run_dmkv against another gateway (PORT) whose CPU is
+# that of PID... (its memory node and itself).
+run_dmkv_on() {
+    local saved_port=$DMKV_PORT saved_pids=("${DMKV_PIDS[@]}")
+    DMKV_PORT=$1 DMKV_PIDS=()
+    shift
+    while [ "$1" != -- ]; do
+        DMKV_PIDS+=("$1")
+        shift
+    done
+    shift
+    run_dmkv "$@"
+    DMKV_PORT=$saved_port DMKV_PIDS=("${saved_pids[@]}")
+}
 emit() {
     local name=$1 ops=$2
     awk -v n="$name" -v r="$R_RPS" -v d="$D_RPS" -v rc="$R_CPU" -v dc="$D_CPU" -v ops="$ops" \
@@ -134,10 +148,7 @@ fresh_load() {
     wait_port "$UX_PORT"
     run_redis load_from "$REDIS_PORT" "$FRESH_FROM"
     FRESH_FROM=$((FRESH_FROM + LOAD_KEYS))
-    saved_port=$DMKV_PORT saved_pids=("${DMKV_PIDS[@]}")
-    DMKV_PORT=$UX_PORT DMKV_PIDS=("$mn" "$gw")
-    run_dmkv load "$UX_PORT"
-    DMKV_PORT=$saved_port DMKV_PIDS=("${saved_pids[@]}")
+    run_dmkv_on "$UX_PORT" "$mn" "$gw" -- load "$UX_PORT"
     emit "load ${LOAD_KEYS} ${MT}thr $kind" "$LOAD_KEYS"
     kill "$gw"
     wait "$gw" 2>/dev/null || true
@@ -178,16 +189,13 @@ if [ "$THREADS" = 1 ] && [ "$MT" -gt 1 ]; then
     pids+=("$MT_PID")
     wait_port "$MT_PORT"
     run_redis load_more "$REDIS_PORT"
-    saved_port=$DMKV_PORT saved_pids=("${DMKV_PIDS[@]}")
-    DMKV_PORT=$MT_PORT DMKV_PIDS=("${DMKV_PIDS[0]}" "$MT_PID")
-    run_dmkv load_more "$MT_PORT"
-    DMKV_PORT=$saved_port DMKV_PIDS=("${saved_pids[@]}")
+    run_dmkv_on "$MT_PORT" "${DMKV_PIDS[0]}" "$MT_PID" -- load_more "$MT_PORT"
     emit "load +${LOAD_KEYS} ${MT}thr" "$LOAD_KEYS"
     # A fresh pool loaded by a gateway with one worker per CPU, over tcp and then over the
     # memory node's unix socket (--memnode unix://: no loopback TCP stack between them), each
     # on a memory node of its own: the two rows differ in the link alone. redis-server loads
     # the next LOAD_KEYS keys beside each.
-    if [ -n "$MEMNODE_SOCK" ]; then
+    if "$SERVER_BUILD/memnode/dmkv-memnode" --help | grep -q -- --unixsocket; then
         fresh_load tcp
         fresh_load unix
     fi
@@ -223,14 +231,11 @@ done
 # The same -P 16 rows through the second gateway with one worker per CPU (started after
 # the load): clients spread over its workers, which share one address cache.
 if [ -n "$MT_PID" ]; then
-    saved_port=$DMKV_PORT saved_pids=("${DMKV_PIDS[@]}")
-    DMKV_PORT=$MT_PORT DMKV_PIDS=("${DMKV_PIDS[0]}" "$MT_PID")
     for T in get set; do
         run_redis rb "$REDIS_PORT" "$T" 16 50 100000 "$NP"
-        run_dmkv rb "$DMKV_PORT" "$T" 16 50 100000 "$NP"
+        run_dmkv_on "$MT_PORT" "${DMKV_PIDS[0]}" "$MT_PID" -- rb "$MT_PORT" "$T" 16 50 100000 "$NP"
         emit "$T -P 16 ${MT}thr" "$NP"
     done
-    DMKV_PORT=$saved_port DMKV_PIDS=("${saved_pids[@]}")
 fi
 for W in a b c f d; do
     for D in uniform zipf; do
