@@ -386,6 +386,32 @@ static void test_many_outstanding(void)
     CHECK(c1.batches_queued - c0.batches_queued > 0);
 }
 
+/* CHIME's lock batch one at a time, nothing else posted meanwhile: a CAS, a READ that must
+ * see it (dm_verb_t.fence) and another READ. Every READ sees its CAS, and no batch waits past
+ * the transport's timeout. On the guest's rxe (Linux 6.1) with IBV_SEND_FENCE on those READs
+ * (DMKV_RDMA_FENCE=1) the QP stalled for good within seconds (rdma.c use_fence).
+ * DMKV_RDMA_FENCE_STRESS sets the number of batches (default 20000, about 8 s in the guest). */
+static void test_fence_stress(void)
+{
+    const char *e = getenv("DMKV_RDMA_FENCE_STRESS");
+    long n = e ? atol(e) : 20000;
+    uint64_t off = 20 * BASE;
+    *(uint64_t *)(region + off) = 0;
+    uint64_t t0 = dm_now_us(), worst = 0;
+    for (long i = 0; i < n; i++) {
+        uint64_t a = 0, b = 0;
+        dm_verb_t v[3] = {vcas(off, (uint64_t)i, (uint64_t)i + 1), vread(off, &a, 8),
+                          vread(off + 64, &b, 8)};
+        v[1].fence = 1;
+        uint64_t t = dm_now_us();
+        CHECKF(run_verbs(conn, v, 3) == 0, "batch %ld of %ld", i, n);
+        CHECK(v[0].status == 0 && v[0].result == (uint64_t)i && a == (uint64_t)i + 1);
+        if (dm_now_us() - t > worst) worst = dm_now_us() - t;
+    }
+    fprintf(stderr, "  %ld lock batches in %.1f s, slowest %.1f ms\n", n,
+            (double)(dm_now_us() - t0) / 1e6, (double)worst / 1e3);
+}
+
 /* Batches posted in one event-loop turn (here: before the loop runs) leave as one chain:
  * one ibv_post_send, one signaled WR, each batch completed with its own data, in order. */
 static void test_turn_coalesced(void)
@@ -707,6 +733,7 @@ int main(void)
     RUN(test_batch64);
     RUN(test_many_outstanding);
     RUN(test_turn_coalesced);
+    RUN(test_fence_stress);
     RUN(test_send_by);
     RUN(test_larger_than_staging);
     RUN(test_doorbell_one_rtt);

@@ -61,7 +61,10 @@ void dm_rdma_counters_get(dm_rdma_counters_t *out);
  *   DMKV_RDMA_TIMEOUT_MS   a batch outstanding longer fails the connection (DM_EIO)
  *   DMKV_RDMA_BUSY_POLL_US after a post or a completion, poll the CQ from a libuv idle
  *                          handle for this long before sleeping on the completion channel
- *                          (0 = completion channel only). */
+ *                          (0 = completion channel only).
+ *   DMKV_RDMA_FENCE        1 or 0: IBV_SEND_FENCE on READs that must see an earlier atomic
+ *                          of their batch, or not (default: yes, but not on Soft-RoCE;
+ *                          dmcore/transport/rdma.c use_fence). */
 #define DM_RDMA_SQ_DEPTH 512            /* send queue work requests = max verbs per post */
 #define DM_RDMA_STAGING (4u << 20)      /* bytes of registered staging memory per connection */
 #define DM_RDMA_INLINE_WANT 256         /* max_inline_data requested (the device may give less) */
