@@ -17,6 +17,7 @@
 #include "dmkv/fence.h"
 #include "dmkv/kv.h"
 #include "dmkv/lease_lock.h"
+#include "dmkv/rdma.h"
 #include "dmkv/index.h"
 #include "dmkv/stats.h"
 #include "server/dead_repair.h"
@@ -345,6 +346,14 @@ static void sec_dmkv(gw_buf_t *b)
                       (unsigned long long)verbs, i, up_s > 0 ? (double)msgs / up_s : 0.0, i,
                       msgs ? (double)verbs / (double)msgs : 0.0);
     }
+    dm_rdma_counters_t rc;
+    dm_rdma_counters_get(&rc);
+    if (rc.post_send_calls) /* rdma memory nodes (dmcore/transport/rdma.c) */
+        gw_buf_printf(b,
+                      "rdma_doorbells:%llu\r\nrdma_work_requests:%llu\r\n"
+                      "rdma_connection_failures:%llu\r\n",
+                      (unsigned long long)rc.post_send_calls, (unsigned long long)rc.wrs_posted,
+                      (unsigned long long)rc.conn_failures);
     gw_buf_printf(b, "point_index:%s\r\nrange_index:%s\r\n", dm_kv_point_index()->engine.name,
                   dm_kv_range_index()->engine.name);
     index_stats(b, dm_kv_point_index()->stats);

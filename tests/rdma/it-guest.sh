@@ -112,6 +112,11 @@ cli)
     expect $GW1 1 DEL k2
     expect $GW2 0 EXISTS k2
     expect $GW1 200 DBSIZE
+    # INFO's rdma counters: doorbells rung and no connection failed
+    info=$(cli $GW1 INFO dmkv | tr -d '\r')
+    echo "$info" | grep -Eq '^rdma_doorbells:[1-9]' || fail "INFO dmkv has no rdma_doorbells"
+    echo "$info" | grep -q '^rdma_connection_failures:0$' ||
+        fail "INFO dmkv: $(echo "$info" | grep rdma_connection_failures)"
     say "cross-gateway SET/GET/DEL/DBSIZE/--scan over rdma: ok"
     ;;
 bench)
