@@ -76,8 +76,10 @@ struct dm_alloc {
     freed_t *spare;    /* unused list entries (freed_new) */
     free_log_t log;    /* what it freed, in the pool, and the reuse horizon (free_log.h) */
     uint64_t floor_us; /* the latest dm_now_us() its lists were dated by: never ahead of now */
-    uint64_t reused_us[MAX_CLASS + 1]; /* when a small block of that class was last taken off
-                                          the lists (claim_ready keeps those classes ready) */
+    uint64_t reused_us[MAX_CLASS + 1];       /* when a small block of that class was last taken off
+                                                the lists (claim_ready keeps those classes ready) */
+    uint64_t claim_waited_us[MAX_CLASS + 1]; /* that class's last wait for claims (claim) */
+    uint32_t claim_batch[MAX_CLASS + 1];     /* its claims ahead (claim_ahead), 0: the least */
     uint64_t returned_empty_until[DM_RETURNED_CLASSES]; /* the returned stacks of that class
                                                            and above were empty: no pop
                                                            before then */
@@ -405,6 +407,25 @@ static void claim_old(dm_alloc_t *a, int c, uint64_t top, int max)
     }
 }
 
+/* How many old blocks of small class c claim_old claims ahead now that a reuse waits for a
+ * claim: FREE_LOG_CLAIM_AHEAD, doubled at each wait that comes within CLAIM_AGAIN_US of the
+ * class's last one (up to FREE_LOG_CLAIM_AHEAD_BYTES of blocks) and halved after a quiet
+ * one. A backlog of old blocks reused fast then waits for a tick every CLAIM_AGAIN_US or so,
+ * and a slow one keeps what a death loses small. */
+#define CLAIM_AGAIN_US 50000u
+static int claim_ahead(dm_alloc_t *a, int c, uint64_t now)
+{
+    uint32_t n = a->claim_batch[c] ? a->claim_batch[c] : FREE_LOG_CLAIM_AHEAD;
+    uint32_t most = FREE_LOG_CLAIM_AHEAD_BYTES / ((uint32_t)c * DM_GRAIN);
+    if (now - a->claim_waited_us[c] < CLAIM_AGAIN_US)
+        n = n * 2 < most ? n * 2 : (most > n ? most : n);
+    else if (now - a->claim_waited_us[c] > 4 * CLAIM_AGAIN_US)
+        n = n / 2 > FREE_LOG_CLAIM_AHEAD ? n / 2 : FREE_LOG_CLAIM_AHEAD;
+    a->claim_batch[c] = n;
+    a->claim_waited_us[c] = now;
+    return (int)n;
+}
+
 /* Claim f (unlinked from the lists) before it is used or given away, when a repairer could
  * otherwise take it from our free log: a large block logged free (docs/leases.md "Claims"),
  * or a small one freed FREE_LOG_NAME_US before our highest horizon (with up to
@@ -420,6 +441,15 @@ static int claim(dm_ctx_t *ctx, dm_alloc_t *a, freed_t *f)
         atomic_fetch_add_explicit(&claims, 1, memory_order_relaxed);
         return 0;
     }
+    if (a->log.state == FREE_LOG_ON && f->claim_tick) { /* claimed ahead, its tick not done */
+        if (claims_wait(ctx, a, f->claim_tick) == 0) {
+            f->need_claim = f->logged = 0;
+            atomic_fetch_add_explicit(&claims, 1, memory_order_relaxed);
+            return 0;
+        }
+        freed_put(a, f);
+        return -1;
+    }
     uint64_t top = free_log_top(&a->log);
     uint64_t want = free_log_stage_claim(&a->log, f->addr, f->units);
     /* A small block freed less than FREE_LOG_NAME_US before our highest horizon is used at
@@ -429,7 +459,8 @@ static int claim(dm_ctx_t *ctx, dm_alloc_t *a, freed_t *f)
         f->logged = 0;
         return 0;
     }
-    if (!f->need_claim && want) claim_old(a, (int)f->units, top, FREE_LOG_CLAIM_AHEAD);
+    if (!f->need_claim && want)
+        claim_old(a, (int)f->units, top, claim_ahead(a, (int)f->units, dm_now_us()));
     if (want && claims_wait(ctx, a, want) == 0) {
         f->need_claim = f->logged = 0;
         atomic_fetch_add_explicit(&claims, 1, memory_order_relaxed);

@@ -966,6 +966,37 @@ static void test_small_old_claimed(void)
     two_stop(&t);
 }
 
+/* Claims in batches that grow (alloc.c claim_ahead): a second wait for claims within 50 ms
+ * of the first claims twice as many old blocks ahead. A reuses 1 + 64 + 1 old blocks back to
+ * back: the first claims itself and 64 more, the 66th itself and 128 more; a repairer takes
+ * the rest. With a fixed batch of 64 it took 80, not 16 (run once). */
+static void test_small_old_claimed_batches(void)
+{
+    enum { FIRST = 1 + FREE_LOG_CLAIM_AHEAD, SECOND = 1 + 2 * FREE_LOG_CLAIM_AHEAD };
+    enum { N = FIRST + SECOND + 16, USED = FIRST + 1, LEN = 40, TAKEN = N - FIRST - SECOND };
+    two_t t;
+    two_start(&t);
+    dm_ctx_t *ca = &t.ca;
+    static dm_gaddr_t set[N], used[USED];
+    CHECK(dm_alloc_log_tick(ca) == 0); /* opens A's log */
+    alloc_blocks(ca, N, LEN, set);
+    for (int i = 0; i < N; i++)
+        dm_alloc_free(t.wa->alloc, set[i], LEN);
+    CHECK(dm_alloc_log_tick(ca) == 0);
+    usleep(DM_GRACE_US + FREE_LOG_NAME_US + 200000);
+    CHECK(dm_alloc_log_tick(ca) == 0); /* the horizon passes them by more than the window */
+    uint64_t t0 = dm_now_us();
+    alloc_blocks(ca, USED, LEN, used);
+    CHECKF(dm_now_us() - t0 < 50000, "the reuses took %llu µs, more than the 50 ms window",
+           (unsigned long long)(dm_now_us() - t0));
+    CHECK(count_in(used, USED, set, N) == USED);
+    uint64_t early, want = (uint64_t)TAKEN * dm_alloc_kv_block_bytes(LEN);
+    b_takes_a_log(&t, &early);
+    CHECKF(early == want, "%llu bytes taken over early (want %llu: the %d not claimed)",
+           (unsigned long long)early, (unsigned long long)want, TAKEN);
+    two_stop(&t);
+}
+
 /* A worker reuses small blocks soon after its horizon passes them, without waiting for a
  * claim; the entries naming those reuses keep a repairer from taking them once the horizon
  * is FREE_LOG_NAME_US past them (of the others, the ticks keep FREE_LOG_CLAIM_READY
@@ -1318,6 +1349,7 @@ int main(void)
     RUN(test_free_log);
     RUN(test_claims);
     RUN(test_small_old_claimed);
+    RUN(test_small_old_claimed_batches);
     RUN(test_small_fresh_named);
     RUN(test_small_cold_taken);
     RUN(test_failed_tick_keeps_claims);
