@@ -848,7 +848,7 @@ static int wait_cm(rdma_conn_t *c, enum rdma_cm_event_type want, uint64_t deadli
 
 /* Whether READs that must see the batch's earlier atomics get IBV_SEND_FENCE. Not on
  * Soft-RoCE (rxe, vendor id 0xffffff): on the Linux 6.1 guest's rxe a fenced READ behind a
- * CAS stalled its QP for good (tests/rdma/test_rdma_verbs.c test_fence_stress: within
+ * CAS stalled its QP (tests/rdma/test_rdma_verbs.c test_fence_stress: within
  * seconds; no completion, no error, a later doorbell did not wake it; CI's "a batch got no
  * completion within 10000 ms"), and rxe needs no fence for this: one responder task
  * executes a QP's requests in PSN order, so the READ sees the CAS. Hardware RNICs keep the

@@ -389,8 +389,8 @@ static void test_many_outstanding(void)
 /* CHIME's lock batch one at a time, nothing else posted meanwhile: a CAS, a READ that must
  * see it (dm_verb_t.fence) and another READ. Every READ sees its CAS, and no batch waits past
  * the transport's timeout. On the guest's rxe (Linux 6.1) with IBV_SEND_FENCE on those READs
- * (DMKV_RDMA_FENCE=1) the QP stalled for good within seconds (rdma.c use_fence).
- * DMKV_RDMA_FENCE_STRESS sets the number of batches (default 20000, about 8 s in the guest). */
+ * (DMKV_RDMA_FENCE=1) the QP stalled within seconds, no completion in 10 s (rdma.c use_fence).
+ * DMKV_RDMA_FENCE_STRESS sets the number of batches (default 20000, about 10 s in the guest). */
 static void test_fence_stress(void)
 {
     const char *e = getenv("DMKV_RDMA_FENCE_STRESS");
