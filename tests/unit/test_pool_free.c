@@ -930,6 +930,20 @@ static uint64_t b_takes_a_log(two_t *t, uint64_t *early)
     return got.free_log_bytes_adopted;
 }
 
+/* A opens its log, takes n blocks of len bytes (their addresses in set) and frees them, and
+ * its horizon passes them by more than FREE_LOG_NAME_US: old blocks, each reused only once
+ * claimed. */
+static void free_old(two_t *t, int n, uint64_t len, dm_gaddr_t *set)
+{
+    CHECK(dm_alloc_log_tick(&t->ca) == 0); /* opens A's log */
+    alloc_blocks(&t->ca, n, len, set);
+    for (int i = 0; i < n; i++)
+        dm_alloc_free(t->wa->alloc, set[i], len);
+    CHECK(dm_alloc_log_tick(&t->ca) == 0);
+    usleep(DM_GRACE_US + FREE_LOG_NAME_US + 200000);
+    CHECK(dm_alloc_log_tick(&t->ca) == 0); /* the horizon passes them by more than the window */
+}
+
 /* A's small blocks that sat reusable FREE_LOG_NAME_US past its horizon: A's first reuse
  * claims that block and FREE_LOG_CLAIM_AHEAD more of its size in one tick, the next reuses
  * take those, and a repairer takes the others (docs/leases.md "Names: small blocks reused
@@ -942,13 +956,7 @@ static void test_small_old_claimed(void)
     two_start(&t);
     dm_ctx_t *ca = &t.ca;
     static dm_gaddr_t set[N], used[USED], later[N];
-    CHECK(dm_alloc_log_tick(ca) == 0); /* opens A's log */
-    alloc_blocks(ca, N, LEN, set);
-    for (int i = 0; i < N; i++)
-        dm_alloc_free(t.wa->alloc, set[i], LEN);
-    CHECK(dm_alloc_log_tick(ca) == 0);
-    usleep(DM_GRACE_US + FREE_LOG_NAME_US + 200000);
-    CHECK(dm_alloc_log_tick(ca) == 0); /* the horizon passes them by more than the window */
+    free_old(&t, N, LEN, set);
     uint64_t claims0 = dm_alloc_claims();
     alloc_blocks(ca, USED, LEN, used);
     CHECKF(count_in(used, USED, set, N) == USED && dm_alloc_claims() == claims0 + USED,
@@ -978,13 +986,7 @@ static void test_small_old_claimed_batches(void)
     two_start(&t);
     dm_ctx_t *ca = &t.ca;
     static dm_gaddr_t set[N], used[USED];
-    CHECK(dm_alloc_log_tick(ca) == 0); /* opens A's log */
-    alloc_blocks(ca, N, LEN, set);
-    for (int i = 0; i < N; i++)
-        dm_alloc_free(t.wa->alloc, set[i], LEN);
-    CHECK(dm_alloc_log_tick(ca) == 0);
-    usleep(DM_GRACE_US + FREE_LOG_NAME_US + 200000);
-    CHECK(dm_alloc_log_tick(ca) == 0); /* the horizon passes them by more than the window */
+    free_old(&t, N, LEN, set);
     uint64_t t0 = dm_now_us();
     alloc_blocks(ca, USED, LEN, used);
     uint64_t took = dm_now_us() - t0;
