@@ -418,7 +418,7 @@ static int claim_ahead(dm_alloc_t *a, int c, uint64_t now)
     uint32_t n = a->claim_batch[c] ? a->claim_batch[c] : FREE_LOG_CLAIM_AHEAD;
     uint32_t most = FREE_LOG_CLAIM_AHEAD_BYTES / ((uint32_t)c * DM_GRAIN);
     if (now - a->claim_waited_us[c] < CLAIM_AGAIN_US)
-        n = n * 2 < most ? n * 2 : (most > n ? most : n);
+        n = n * 2 <= most ? n * 2 : n > most ? n : most;
     else if (now - a->claim_waited_us[c] > 4 * CLAIM_AGAIN_US)
         n = n / 2 > FREE_LOG_CLAIM_AHEAD ? n / 2 : FREE_LOG_CLAIM_AHEAD;
     a->claim_batch[c] = n;
@@ -441,26 +441,22 @@ static int claim(dm_ctx_t *ctx, dm_alloc_t *a, freed_t *f)
         atomic_fetch_add_explicit(&claims, 1, memory_order_relaxed);
         return 0;
     }
-    if (a->log.state == FREE_LOG_ON && f->claim_tick) { /* claimed ahead, its tick not done */
-        if (claims_wait(ctx, a, f->claim_tick) == 0) {
-            f->need_claim = f->logged = 0;
-            atomic_fetch_add_explicit(&claims, 1, memory_order_relaxed);
+    /* Claimed ahead and its tick not done: wait for that tick, staging nothing more. */
+    uint64_t want = a->log.state == FREE_LOG_ON ? f->claim_tick : 0;
+    if (!want) {
+        uint64_t top = free_log_top(&a->log);
+        want = free_log_stage_claim(&a->log, f->addr, f->units);
+        /* A small block freed less than FREE_LOG_NAME_US before our highest horizon is used
+         * at once: a repairer leaves it alone, and the entry just staged names it before any
+         * raise that would let a repairer take it wins. An older one waits for its name, as
+         * a claim. */
+        if (!f->need_claim && want && f->freed_us + FREE_LOG_NAME_US >= top) {
+            f->logged = 0;
             return 0;
         }
-        freed_put(a, f);
-        return -1;
+        if (!f->need_claim && want)
+            claim_old(a, (int)f->units, top, claim_ahead(a, (int)f->units, dm_now_us()));
     }
-    uint64_t top = free_log_top(&a->log);
-    uint64_t want = free_log_stage_claim(&a->log, f->addr, f->units);
-    /* A small block freed less than FREE_LOG_NAME_US before our highest horizon is used at
-     * once: a repairer leaves it alone, and the entry just staged names it before any raise
-     * that would let a repairer take it wins. An older one waits for its name, as a claim. */
-    if (!f->need_claim && want && f->freed_us + FREE_LOG_NAME_US >= top) {
-        f->logged = 0;
-        return 0;
-    }
-    if (!f->need_claim && want)
-        claim_old(a, (int)f->units, top, claim_ahead(a, (int)f->units, dm_now_us()));
     if (want && claims_wait(ctx, a, want) == 0) {
         f->need_claim = f->logged = 0;
         atomic_fetch_add_explicit(&claims, 1, memory_order_relaxed);
