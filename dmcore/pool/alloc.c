@@ -6,6 +6,7 @@
  * that random value sizes almost never repeat (the pool grew without bound). */
 #include "dmkv/alloc.h"
 
+#include <limits.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -43,9 +44,11 @@ typedef struct freed {
     uint64_t units;
     uint64_t freed_us;
     struct freed *next;
-    int need_claim;      /* a large block in the free log: claimed there before it leaves the
-                            lists (free_log.h FREE_LOG_CLAIM) */
-    int logged;          /* in the free log: a reuse is named there (free_log.h FREE_LOG_NAME_US) */
+    unsigned char need_claim; /* a large block in the free log: claimed there before it leaves
+                                 the lists (free_log.h FREE_LOG_CLAIM) */
+    unsigned char logged;     /* in the free log: a reuse is named there (FREE_LOG_NAME_US) */
+    unsigned char claim_more; /* the middle of a batch claimed ahead: its reuse stages the next
+                                 batch (claim_old) */
     uint64_t claim_tick; /* a claim staged ahead of use: held once that free-log tick is done */
 } freed_t;
 
@@ -80,6 +83,8 @@ struct dm_alloc {
                                                 the lists (claim_ready keeps those classes ready) */
     uint64_t claim_waited_us[MAX_CLASS + 1]; /* that class's last wait for claims (claim) */
     uint32_t claim_batch[MAX_CLASS + 1];     /* its claims ahead (claim_ahead), 0: the least */
+    uint64_t claims_due;                     /* the tick a batch claimed at its middle rides
+                                                (claim): called for at once */
     uint64_t returned_empty_until[DM_RETURNED_CLASSES]; /* the returned stacks of that class
                                                            and above were empty: no pop
                                                            before then */
@@ -169,7 +174,8 @@ static void flush_listed(dm_alloc_t *a)
 
 /* Allocations that waited for a quarantined block with the pool full; blocks returned to
  * the pool and taken from it (INFO). */
-static _Atomic uint64_t oom_waits, blocks_returned, blocks_taken, reserve_trims, claims;
+static _Atomic uint64_t oom_waits, blocks_returned, blocks_taken, reserve_trims, claims,
+    claim_waits;
 
 void dm_alloc_returned_stats(uint64_t *returned, uint64_t *taken)
 {
@@ -185,6 +191,11 @@ uint64_t dm_alloc_reserve_trims(void)
 uint64_t dm_alloc_claims(void)
 {
     return atomic_load_explicit(&claims, memory_order_relaxed);
+}
+
+uint64_t dm_alloc_claim_waits(void)
+{
+    return atomic_load_explicit(&claim_waits, memory_order_relaxed);
 }
 
 uint64_t dm_alloc_oom_waits(void)
@@ -391,27 +402,31 @@ static int claim_held(const dm_alloc_t *a, const freed_t *f)
     return f->claim_tick && a->log.done >= f->claim_tick;
 }
 
-/* Stage claims of the old small blocks (freed FREE_LOG_NAME_US before top, logged and not
- * claimed yet) among the first `max` reusable ones of class c; they are ours once the
- * tick that writes the claims is done (claim_held). Used ahead of a claim a write waits for
- * (a backlog then waits for one tick per FREE_LOG_CLAIM_AHEAD reuses, not per reuse) and
- * before every tick (claim_ready). A death loses what is claimed and unused. */
-static void claim_old(dm_alloc_t *a, int c, uint64_t top, int max)
+/* Stage claims of up to `want` old small blocks (freed FREE_LOG_NAME_US before top, logged
+ * and not claimed yet) among the first `walk` reusable ones of class c; they are ours once
+ * the tick that writes the claims is done (claim_held). Used ahead of a claim a write waits
+ * for (a backlog then waits for one tick per batch, not per reuse), before every tick
+ * (claim_ready), and at the middle of a batch: the block there is marked (claim_more), and
+ * its reuse stages the next batch, so a backlog reused fast finds its blocks claimed by the
+ * time it gets to them and does not wait at all. A death loses what is claimed and unused. */
+static void claim_old(dm_alloc_t *a, int c, uint64_t top, int walk, int want)
 {
-    int n = 0;
-    for (freed_t *f = a->head[c]; f && n < max && f->freed_us < a->log.horizon; f = f->next, n++) {
+    int n = 0, staged = 0;
+    for (freed_t *f = a->head[c]; f && n < walk && staged < want && f->freed_us < a->log.horizon;
+         f = f->next, n++) {
         if (!f->logged || f->claim_tick || f->freed_us + FREE_LOG_NAME_US >= top) continue;
         uint64_t t = free_log_stage_claim(&a->log, f->addr, f->units);
         if (!t) return;
         f->claim_tick = t;
+        if (++staged == want / 2 && want > FREE_LOG_CLAIM_READY) f->claim_more = 1;
     }
 }
 
-/* How many old blocks of small class c claim_old claims ahead now that a reuse waits for a
- * claim: FREE_LOG_CLAIM_AHEAD, doubled at each wait that comes within CLAIM_AGAIN_US of the
- * class's last one (up to FREE_LOG_CLAIM_AHEAD_BYTES of blocks) and halved after a quiet
- * one. A backlog of old blocks reused fast then waits for a tick every CLAIM_AGAIN_US or so,
- * and a slow one keeps what a death loses small. */
+/* How many old blocks of small class c claim_old claims ahead now (a reuse waits for a claim,
+ * or reached the middle of the last batch): FREE_LOG_CLAIM_AHEAD, doubled at each batch that
+ * comes within CLAIM_AGAIN_US of the class's last one (up to FREE_LOG_CLAIM_AHEAD_BYTES of
+ * blocks) and halved after a quiet one. A backlog of old blocks reused fast then stages a
+ * batch every CLAIM_AGAIN_US or so, and a slow one keeps what a death loses small. */
 #define CLAIM_AGAIN_US 50000u
 static int claim_ahead(dm_alloc_t *a, int c, uint64_t now)
 {
@@ -436,6 +451,12 @@ static int claim_ahead(dm_alloc_t *a, int c, uint64_t now)
 static int claim(dm_ctx_t *ctx, dm_alloc_t *a, freed_t *f)
 {
     if (!f->need_claim && !f->logged) return 0;
+    if (f->claim_more && a->log.state == FREE_LOG_ON) { /* half a batch left: the next one */
+        int c = (int)f->units;
+        claim_old(a, c, free_log_top(&a->log), INT_MAX, claim_ahead(a, c, dm_now_us()));
+        a->claims_due = a->log.started + 1; /* the next tick: sooner than the timer's */
+        if (a->w->log_due) a->w->log_due(a->w->log_due_arg);
+    }
     if (a->log.state == FREE_LOG_ON && claim_held(a, f)) {
         f->need_claim = f->logged = 0; /* claimed ahead (claim_old) */
         atomic_fetch_add_explicit(&claims, 1, memory_order_relaxed);
@@ -454,9 +475,12 @@ static int claim(dm_ctx_t *ctx, dm_alloc_t *a, freed_t *f)
             f->logged = 0;
             return 0;
         }
-        if (!f->need_claim && want)
-            claim_old(a, (int)f->units, top, claim_ahead(a, (int)f->units, dm_now_us()));
+        if (!f->need_claim && want) {
+            int c = (int)f->units;
+            claim_old(a, c, top, INT_MAX, claim_ahead(a, c, dm_now_us()));
+        }
     }
+    if (want) atomic_fetch_add_explicit(&claim_waits, 1, memory_order_relaxed);
     if (want && claims_wait(ctx, a, want) == 0) {
         f->need_claim = f->logged = 0;
         atomic_fetch_add_explicit(&claims, 1, memory_order_relaxed);
@@ -1176,7 +1200,7 @@ static void claim_ready(dm_alloc_t *a)
     uint64_t top = free_log_top(&a->log), now = a->floor_us;
     for (int c = 1; c <= MAX_CLASS; c++)
         if (a->head[c] && a->reused_us[c] && now - a->reused_us[c] < DM_GRACE_US)
-            claim_old(a, c, top, FREE_LOG_CLAIM_READY);
+            claim_old(a, c, top, FREE_LOG_CLAIM_READY, FREE_LOG_CLAIM_READY);
 }
 
 int dm_alloc_log_tick(dm_ctx_t *ctx)
@@ -1211,7 +1235,12 @@ int dm_alloc_log_tick(dm_ctx_t *ctx)
 
 int dm_alloc_log_due(const dm_worker_t *w)
 {
-    return w->alloc && free_log_due(&w->alloc->log);
+    const dm_alloc_t *a = w->alloc;
+    if (!a) return 0;
+    /* A batch claimed ahead whose tick has not started (it was staged while one was on the
+     * wire) is due as well. */
+    return free_log_due(&a->log) ||
+           (a->log.state == FREE_LOG_ON && !a->log.busy && a->claims_due > a->log.started);
 }
 
 /* At a stop: close the free log (the handoff carries the lists instead), and get its block

@@ -62,12 +62,13 @@
  * it. */
 #define FREE_LOG_NAME_US (FREE_LOG_AHEAD_US + 200000u)
 /* Old small blocks of one size claimed together when one of them needs a claim: at least
- * FREE_LOG_CLAIM_AHEAD, more while the waits come often (alloc.c claim_ahead), up to
- * FREE_LOG_CLAIM_AHEAD_BYTES of them. A backlog waits for one tick per batch, and a death
- * loses up to a batch per size. A backlog of old blocks stays old while frees and reuses
- * keep pace (SETs of present keys after a pause), so then every reuse needs a claim: with
- * 64 a batch, one connection's SET -P 1000 fell from 280k to 65-80k a second
- * (docs/leases.md "Claims in batches that grow"). */
+ * FREE_LOG_CLAIM_AHEAD, more while the batches come often (alloc.c claim_ahead), up to
+ * FREE_LOG_CLAIM_AHEAD_BYTES of them. The reuse of a batch's middle block stages the next
+ * batch and calls for a tick, so a backlog reused fast waits once, not once per batch; a
+ * death loses up to a batch and a half per size. A backlog of old blocks stays old while frees and
+ * reuses keep pace (SETs of present keys after a pause), so then every reuse needs a claim: with 64
+ * a batch, one connection's SET -P 1000 fell from 280k to 65-80k a second (docs/leases.md "Claims
+ * in batches that grow"). */
 #define FREE_LOG_CLAIM_AHEAD 64
 #define FREE_LOG_CLAIM_AHEAD_BYTES (256u << 10)
 /* Old small blocks per size each tick keeps claimed, so a write on a quiet worker does not

@@ -186,9 +186,14 @@ uint64_t dm_alloc_free_log_bytes(void);
  * worker's quarantined blocks instead of failing with DM_ENOMEM. */
 uint64_t dm_alloc_oom_waits(void);
 
-/* Large blocks this process claimed in its free logs before reusing or returning them
- * (docs/leases.md "Claims"), INFO allocator_claims. */
+/* Blocks this process claimed in its free logs before reusing or returning them: large
+ * ones, and small ones freed FREE_LOG_NAME_US before the horizon (docs/leases.md "Claims",
+ * "Names"), INFO allocator_claims. */
 uint64_t dm_alloc_claims(void);
+/* Reuses that waited for a free-log tick to write their claim (one or two round trips),
+ * INFO allocator_claim_waits: a backlog of old blocks reused fast should wait about once
+ * (docs/leases.md "Claims staged before they are needed"). */
+uint64_t dm_alloc_claim_waits(void);
 
 /* Bytes this worker has taken from the pool in chunks, and bytes in quarantine/free. */
 uint64_t dm_alloc_chunk_bytes(const dm_alloc_t *a);
