@@ -101,7 +101,8 @@ static int elsewhere(const dm_rolex_t *r, const rx_run_t *c, uint64_t primary, u
                      uint64_t *head)
 {
     uint32_t label = c->v[0].label;
-    if (rx_dom_label_bad(r, label)) return DM_ECORRUPT;
+    if (rx_dom_label_bad(r, label))
+        return RX_CORRUPT("leaf at %#llx: label %u", (unsigned long long)c->ad[0], label);
     if (rx_dom_head(label, primary) != *head) { /* locked by a label read before a cut */
         *head = rx_dom_head(label, primary);
         __atomic_fetch_add(&rx_dom_switches, 1, __ATOMIC_RELAXED);
@@ -111,7 +112,8 @@ static int elsewhere(const dm_rolex_t *r, const rx_run_t *c, uint64_t primary, u
     if (!c->beyond || rx_run_find(c, &k) >= 0 || rx_run_place(c) < c->n) return 0;
     /* Every leaf of the stretch ends below the key: its place is at the leaf beyond or
      * after it, in another lock's leaves. */
-    if (rx_dom_label_bad(r, c->beyond_lab)) return DM_ECORRUPT;
+    if (rx_dom_label_bad(r, c->beyond_lab))
+        return RX_CORRUPT("leaf at %#llx: label %u", (unsigned long long)c->beyond, c->beyond_lab);
     int rc = rx_leaf_no(r, c->beyond, start);
     if (rc) return rc;
     *head = rx_dom_head(c->beyond_lab, primary);

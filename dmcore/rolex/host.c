@@ -99,7 +99,10 @@ static int host_model(dm_ctx_t *ctx, dm_rolex_host_t *h, const rx_root_t *rt)
     int rc = dm_read_span(ctx, model_at(rt), &m, sizeof(m));
     if (rc) return rc;
     if (m.magic != RX_MODEL_MAGIC || m.version != rt->model >> 1 || m.root != h->root)
-        return DM_ECORRUPT;
+        return RX_CORRUPT("host: model word %#llx names a slot of magic %#llx, version %llu, "
+                          "root %#llx",
+                          (unsigned long long)rt->model, (unsigned long long)m.magic,
+                          (unsigned long long)m.version, (unsigned long long)m.root);
     h->model = rt->model, h->taken = m.taken, h->entries = m.entries;
     return 0;
 }
@@ -109,7 +112,9 @@ int dm_rolex_host_step(dm_ctx_t *ctx, dm_rolex_host_t *h)
     rx_root_t rt;
     int rc = dm_read_span(ctx, h->root, &rt, sizeof(rt));
     if (rc) return rc;
-    if (rt.magic != RX_MAGIC || !rt.arena) return DM_ECORRUPT;
+    if (rt.magic != RX_MAGIC || !rt.arena)
+        return RX_CORRUPT("host: root %#llx: magic %#llx, arena %#llx", (unsigned long long)h->root,
+                          (unsigned long long)rt.magic, (unsigned long long)rt.arena);
     rc = host_model(ctx, h, &rt);
     if (rc) return rc;
     uint64_t asks = 0; /* the writers' asks of the current model (rx_ask_retrain) */

@@ -135,7 +135,7 @@ int rx_run_append(rx_run_t *dst, const rx_run_t *src)
 
 int rx_run_more(dm_ctx_t *ctx, rx_run_t *c)
 {
-    if (c->n >= RX_CHAIN_MAX) return DM_ECORRUPT;
+    if (c->n >= RX_CHAIN_MAX) return RX_CORRUPT("a run of over %u leaves", RX_CHAIN_MAX);
     int rc = run_reserve(c, c->n + 1);
     if (rc) return rc;
     c->ad[c->n] = c->v[c->n - 1].next;
@@ -383,7 +383,7 @@ static int update(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len, int
         if (tries == RX_DOM_TRIES) {
             free(c.v), free(c.ad);
             rx_probe_free(&pr);
-            return DM_ECORRUPT; /* a cycle of labels */
+            return RX_CORRUPT("a cycle of labels");
         }
         c.n = 1, c.beyond = 0, c.beyond_lab = 0;
         c.ad[0] = rx_leaf_addr(r, start);

@@ -211,7 +211,10 @@ int rx_load_model(dm_ctx_t *ctx, dm_rolex_t *r, uint64_t word)
         memcpy(segs, buf, sb);
         memcpy(lt, buf + sb, lb);
         for (uint64_t j = 0; j < h.entries && !rc; j++)
-            if (lt[j].leaf >= r->hdr.capacity || lt[j].head >= r->hdr.primaries) rc = DM_ECORRUPT;
+            if (lt[j].leaf >= r->hdr.capacity || lt[j].head >= r->hdr.primaries)
+                rc = RX_CORRUPT("model version %llu: LT entry %llu names leaf %u, head %u",
+                                (unsigned long long)h.version, (unsigned long long)j, lt[j].leaf,
+                                lt[j].head);
     }
     free(buf);
     if (rc) {
@@ -235,7 +238,12 @@ int dm_rolex_open(dm_ctx_t *ctx, dm_gaddr_t root, dm_rolex_t **out)
     int rc = dm_read_span(ctx, root, &h, sizeof(h));
     if (!rc && (h.magic != RX_MAGIC || !h.primaries || h.primaries > h.capacity ||
                 h.eps > RX_EPS_MAX || !(h.model >> 1) || !h.arena))
-        rc = DM_ECORRUPT;
+        rc = RX_CORRUPT("open: root %#llx: magic %#llx, primaries %llu, capacity %llu, eps "
+                        "%llu, model word %#llx, arena %#llx",
+                        (unsigned long long)root, (unsigned long long)h.magic,
+                        (unsigned long long)h.primaries, (unsigned long long)h.capacity,
+                        (unsigned long long)h.eps, (unsigned long long)h.model,
+                        (unsigned long long)h.arena);
     if (!rc) {
         r->hdr = (rx_view_t){.primaries = h.primaries,
                              .eps = h.eps,
@@ -243,7 +251,9 @@ int dm_rolex_open(dm_ctx_t *ctx, dm_gaddr_t root, dm_rolex_t **out)
                              .capacity = h.capacity,
                              .arena = h.arena};
         rc = rx_sync_model(ctx, r, h.model);
-        rc = rc == 1 ? 0 : rc ? rc : DM_ECORRUPT;
+        rc = rc == 1 ? 0
+             : rc    ? rc
+                     : RX_CORRUPT("open: root %#llx: no model loaded", (unsigned long long)root);
     }
     if (rc) {
         dm_rolex_close(r);

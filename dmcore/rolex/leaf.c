@@ -4,7 +4,10 @@
 
 #include "dmkv/errors.h"
 #include "dmkv/key_record.h"
+#include "dmkv/log.h"
 
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <xxhash.h>
@@ -12,6 +15,30 @@
 #include "rolex_internal.h"
 
 #define RX_TORN_TRIES 1000 /* re-reads of a leaf whose checksum fails before DM_ECORRUPT */
+
+static uint64_t rx_corrupt_lines;
+
+int rx_corrupt_at(const char *file, int line, const char *fmt, ...)
+{
+    uint64_t n = __atomic_fetch_add(&rx_corrupt_lines, 1, __ATOMIC_RELAXED);
+    if (n >= 64 && n % 1024) return DM_ECORRUPT;
+    char what[200];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(what, sizeof(what), fmt, ap);
+    va_end(ap);
+    const char *base = strrchr(file, '/');
+    dm_log(DM_LOG_WARNING, "ROLEX: DM_ECORRUPT at rolex/%s:%d: %s (%llu so far)",
+           base ? base + 1 : file, line, what, (unsigned long long)n + 1);
+    return DM_ECORRUPT;
+}
+
+/* Why leaf l fails rx_leaf_ok, for the log. */
+static const char *torn_why(const rx_leaf_t *l)
+{
+    if (l->sum != rx_leaf_sum(l)) return l->sum ? "checksum" : "checksum (sum word 0)";
+    return l->count > DM_ROLEX_SLOTS ? "count" : "a long entry's record";
+}
 
 dm_gaddr_t rx_leaf_addr(const dm_rolex_t *r, uint64_t i)
 {
@@ -33,6 +60,11 @@ int rx_read_leaves(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t a, uint64_t b, r
             torn |= !rx_leaf_ok(&out[i - a]);
         if (!torn) return 0;
     }
+    for (uint64_t i = a; i <= b; i++)
+        if (!rx_leaf_ok(&out[i - a]))
+            return RX_CORRUPT("leaf %llu (of %llu..%llu) torn after %d reads: %s",
+                              (unsigned long long)i, (unsigned long long)a, (unsigned long long)b,
+                              RX_TORN_TRIES, torn_why(&out[i - a]));
     return DM_ECORRUPT;
 }
 
@@ -43,7 +75,8 @@ int rx_read_leaf(dm_ctx_t *ctx, dm_gaddr_t at, rx_leaf_t *out)
         if (rc) return rc;
         if (rx_leaf_ok(out)) return 0;
     }
-    return DM_ECORRUPT;
+    return RX_CORRUPT("leaf at %#llx torn after %d reads: %s", (unsigned long long)at,
+                      RX_TORN_TRIES, torn_why(out));
 }
 
 int rx_read_positions(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t a, uint64_t b, rx_leaf_t *out,
@@ -69,6 +102,11 @@ int rx_read_positions(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t a, uint64_t b
             torn |= !rx_leaf_ok(&out[p - a]);
         if (!torn) return 0;
     }
+    for (uint64_t p = a; p <= b; p++)
+        if (!rx_leaf_ok(&out[p - a]))
+            return RX_CORRUPT("leaf %u (LT position %llu) torn after %d reads: %s",
+                              (unsigned)r->lt[p].leaf, (unsigned long long)p, RX_TORN_TRIES,
+                              torn_why(&out[p - a]));
     return DM_ECORRUPT;
 }
 
@@ -112,7 +150,7 @@ int rx_leaf_no(const dm_rolex_t *r, dm_gaddr_t at, uint64_t *leaf)
 {
     uint64_t off = at - r->hdr.region;
     if (at < r->hdr.region || off % RX_LEAF_BYTES || off / RX_LEAF_BYTES >= r->hdr.capacity)
-        return DM_ECORRUPT;
+        return RX_CORRUPT("gaddr %#llx is no leaf of the region", (unsigned long long)at);
     *leaf = off / RX_LEAF_BYTES;
     return 0;
 }
@@ -156,7 +194,10 @@ int rx_cover(const dm_rolex_t *r, uint64_t x, uint64_t *j)
     *j = a;
     for (uint64_t p = a; p <= b; p++)
         if (r->lt[p].lo <= x) *j = p;
-    return r->lt[*j].lo > x || (*j < last && r->lt[*j + 1].lo <= x) ? DM_ECORRUPT : 0;
+    if (r->lt[*j].lo > x || (*j < last && r->lt[*j + 1].lo <= x))
+        return RX_CORRUPT("model version %llu: the window of image %#llx misses its entry",
+                          (unsigned long long)r->hdr.version, (unsigned long long)x);
+    return 0;
 }
 
 int rx_locate(dm_ctx_t *ctx, const dm_rolex_t *r, uint64_t x, uint64_t *leaf, rx_leaf_t *out)
@@ -206,7 +247,7 @@ int rx_read_chains(dm_ctx_t *ctx, const rx_leaf_t *heads, unsigned k, rx_leaf_t 
             dm_batch_read(&b, next, &out[i][n[i]], RX_LEAF_BYTES);
         }
         if (rc || !b.n) break;
-        if (hop >= RX_CHAIN_MAX) rc = DM_ECORRUPT;
+        if (hop >= RX_CHAIN_MAX) rc = RX_CORRUPT("a chain of over %u hops", RX_CHAIN_MAX);
         if (!rc) rc = dm_batch_exec(ctx, &b);
         for (unsigned v = 0; !rc && v < b.n; v++) {
             unsigned i = who[v];
@@ -256,7 +297,9 @@ int rx_entries_read(dm_ctx_t *ctx, const rx_entry_t *const *e, unsigned n, uint8
         for (unsigned j = 0; j < m; j++)
             got[j] = NULL;
     for (unsigned j = 0; !rc && j < m; j++)
-        if (!rec_matches(e[who[j]], got[j], lens[j])) rc = DM_ECORRUPT;
+        if (!rec_matches(e[who[j]], got[j], lens[j]))
+            rc = RX_CORRUPT("the record at %#llx is not its entry's key",
+                            (unsigned long long)recs[j]);
     for (unsigned j = 0; j < m && got; j++) { /* dm_keyrec_read left none on its error */
         if (rc)
             free(got[j]);

@@ -81,7 +81,12 @@ int rx_check_model(const dm_rolex_t *r)
     for (uint64_t j = 0; j < r->hdr.entries; j++) { /* with the reader's arithmetic */
         uint64_t a, b;
         rx_window(r, r->lt[j].lo, &a, &b);
-        if (j < a || j > b || (j && r->lt[j - 1].lo >= r->lt[j].lo)) return DM_ECORRUPT;
+        if (j < a || j > b || (j && r->lt[j - 1].lo >= r->lt[j].lo))
+            return RX_CORRUPT("model check: LT entry %llu of %llu (low %#llx, window %llu..%llu, "
+                              "previous low %#llx)",
+                              (unsigned long long)j, (unsigned long long)r->hdr.entries,
+                              (unsigned long long)r->lt[j].lo, (unsigned long long)a,
+                              (unsigned long long)b, (unsigned long long)(j ? r->lt[j - 1].lo : 0));
     }
     return 0;
 }

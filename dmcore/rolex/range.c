@@ -251,7 +251,7 @@ int64_t rr_settle_chain(dm_ctx_t *ctx, rr_role_t *rr, dm_gaddr_t from, uint32_t 
     for (unsigned hops = 0; at; hops++) {
         if (hops > RX_CHAIN_MAX) {
             free(dead.v);
-            return DM_ECORRUPT;
+            return RX_CORRUPT("a chain of over %u hops", RX_CHAIN_MAX);
         }
         /* A quarter of the hold left: give it back and take it again (1 RTT), so that the
          * next leaf's probe and write fit well inside it. */
@@ -346,7 +346,7 @@ static int lock_key(dm_ctx_t *ctx, const void *key, size_t klen, int existing,
     uint64_t start = e.leaf, head = rx_dom_guess(rr->r, e.leaf, e.head);
     rx_run_t walk = {0}; /* the stretches passed, in chain order: learned at the end */
     for (unsigned tries = 0;; tries++) {
-        if (tries == RX_DOM_TRIES) rc = DM_ECORRUPT; /* a cycle of labels */
+        if (tries == RX_DOM_TRIES) rc = RX_CORRUPT("a cycle of labels"); /* of lock domains */
         if (rc) {
             rx_run_free(&walk);
             lock_free(lk);

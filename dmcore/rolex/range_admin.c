@@ -59,7 +59,8 @@ int64_t rr_settle_all(dm_ctx_t *ctx)
             rx_leaf_t l;
             uint64_t head;
             int rc = rx_read_leaf(ctx, at, &l);
-            if (!rc && rx_dom_label_bad(rr->r, l.label)) rc = DM_ECORRUPT;
+            if (!rc && rx_dom_label_bad(rr->r, l.label))
+                rc = RX_CORRUPT("leaf at %#llx: label %u", (unsigned long long)at, l.label);
             if (rc) return rc;
             head = rx_dom_head(l.label, h);
             rx_hold_t hd;
@@ -123,7 +124,10 @@ static int chain_records(dm_ctx_t *ctx, const dm_rolex_t *r, dm_gaddr_t **recs, 
         uint64_t i = h;
         for (unsigned hops = 0; !rc; hops++) {
             if (hops >= RX_CHAIN_MAX || i >= used || !rx_leaf_ok(&v[i])) {
-                rc = DM_ECORRUPT;
+                rc = RX_CORRUPT("records: chain of head %llu: leaf %llu (%llu taken)%s",
+                                (unsigned long long)h, (unsigned long long)i,
+                                (unsigned long long)used,
+                                i < used && !rx_leaf_ok(&v[i]) ? " torn" : "");
                 break;
             }
             for (unsigned e = 0; !rc && e < v[i].count; e++) {
@@ -139,7 +143,9 @@ static int chain_records(dm_ctx_t *ctx, const dm_rolex_t *r, dm_gaddr_t **recs, 
             dm_gaddr_t nx = v[i].next;
             if (!nx) break;
             uint64_t off = nx - r->hdr.region;
-            if (nx < r->hdr.region || off % RX_LEAF_BYTES) rc = DM_ECORRUPT;
+            if (nx < r->hdr.region || off % RX_LEAF_BYTES)
+                rc = RX_CORRUPT("records: leaf %llu's next %#llx", (unsigned long long)i,
+                                (unsigned long long)nx);
             i = off / RX_LEAF_BYTES;
         }
     }

@@ -52,7 +52,7 @@ static int walk_to(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t klen, r
             break;
         }
         if (hops >= RX_CHAIN_MAX) {
-            rc = DM_ECORRUPT;
+            rc = RX_CORRUPT("a chain of over %u hops", RX_CHAIN_MAX);
             break;
         }
         /* The next leaf from the window while nothing was read since (search.c). */

@@ -88,7 +88,9 @@ static int list_chain(const dm_rolex_t *r, lt_vec_t *t, uint64_t h, uint64_t lo,
             const rx_leaf_t *nx = s + 1 < n ? &v[s + 1] : NULL;
             if (m == UINT64_MAX || (hi && b >= hi) || (nx && b >= rx_eimage(&nx->e[0]))) continue;
             uint64_t leaf;
-            if (rx_leaf_no(r, v[s - 1].next, &leaf)) return DM_ECORRUPT;
+            if (rx_leaf_no(r, v[s - 1].next, &leaf))
+                return RX_CORRUPT("chain of head %llu: leaf %u's next", (unsigned long long)h,
+                                  s - 1);
             rc = push(t, b, leaf, h);
             last = b;
             continue;
@@ -97,7 +99,9 @@ static int list_chain(const dm_rolex_t *r, lt_vec_t *t, uint64_t h, uint64_t lo,
         uint64_t b = seen && top >= f ? top + 1 : f;
         if (s && (!seen || top != UINT64_MAX) && b > last && (!hi || b < hi)) {
             uint64_t leaf;
-            if (rx_leaf_no(r, v[s - 1].next, &leaf)) return DM_ECORRUPT;
+            if (rx_leaf_no(r, v[s - 1].next, &leaf))
+                return RX_CORRUPT("chain of head %llu: leaf %u's next", (unsigned long long)h,
+                                  s - 1);
             rc = push(t, b, leaf, h);
             last = b;
         }

@@ -334,6 +334,12 @@ void rx_entry_set(rx_entry_t *e, const void *key, size_t len, uint16_t flags, dm
 
 /* leaf.c */
 dm_gaddr_t rx_leaf_addr(const dm_rolex_t *r, uint64_t i);
+/* DM_ECORRUPT, after a warning in the process's log naming the check that failed (file, line
+ * and what it found): ROLEX returns DM_ECORRUPT from many checks, and an error reply alone
+ * does not say which. Rate-limited (the first 64 lines, then one in 1024). */
+int rx_corrupt_at(const char *file, int line, const char *fmt, ...)
+    __attribute__((format(printf, 3, 4)));
+#define RX_CORRUPT(...) rx_corrupt_at(__FILE__, __LINE__, __VA_ARGS__)
 /* The number of the leaf at gaddr at: 0, or DM_ECORRUPT when at is no leaf of r's region. */
 int rx_leaf_no(const dm_rolex_t *r, dm_gaddr_t at, uint64_t *leaf);
 uint64_t rx_leaf_sum(const rx_leaf_t *l);

@@ -177,7 +177,7 @@ static int walk_all(dm_ctx_t *ctx, const dm_rolex_t *r, const rx_win_t *w, walk_
             dm_batch_read(&b, k->v[k->n - 1].next, s, RX_LEAF_BYTES);
         }
         if (!b.n) return 0;
-        if (hop >= RX_CHAIN_MAX) return DM_ECORRUPT;
+        if (hop >= RX_CHAIN_MAX) return RX_CORRUPT("a chain of over %u hops", RX_CHAIN_MAX);
         int rc = dm_batch_exec(ctx, &b);
         for (unsigned v = 0; !rc && v < b.n; v++) {
             walk_t *k = &ks[who[v]];

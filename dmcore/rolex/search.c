@@ -34,7 +34,7 @@ int dm_rolex_search(dm_ctx_t *ctx, dm_rolex_t *r, const void *key, size_t len)
         }
         if (!l->next || rx_leaf_above(l, &pr)) break;
         if (hops >= RX_CHAIN_MAX) {
-            rc = DM_ECORRUPT;
+            rc = RX_CORRUPT("a chain of over %u hops", RX_CHAIN_MAX);
             break;
         }
         /* The next leaf from the window while the walk has read nothing since (a later
