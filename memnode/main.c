@@ -251,6 +251,11 @@ int main(int argc, char **argv)
                reopened ? "reopened with its data" : "created and formatted",
                (unsigned long long)sb->incarnation, (unsigned long long)sb->alloc_ptr,
                o.fsync_everysec ? "everysec" : "no");
+        if (region.replayed)
+            dm_log(DM_LOG_WARNING,
+                   "A %llu-byte WRITE the last process was running when it stopped was completed "
+                   "from %s.wal",
+                   (unsigned long long)region.replayed, path);
         if (o.fsync_everysec) {
             syncer.region = &region;
             syncer.running = pthread_create(&syncer.thread, NULL, sync_main, NULL) == 0;
@@ -294,6 +299,13 @@ int main(int argc, char **argv)
         server.env.chain_no_skip = ns && !strcmp(ns, "1");
         if (server.env.chain_no_skip)
             dm_log(DM_LOG_WARNING, "test mode: chained verbs are never skipped (out of order)");
+        const char *tw = getenv("DMKV_TEST_TEAR_WRITE");
+        unsigned long long tl, tn;
+        if (tw && sscanf(tw, "%llu:%llu", &tl, &tn) == 2 && tn) {
+            server.env.tear_len = tl, server.env.tear_nth = tn;
+            dm_log(DM_LOG_WARNING, "test mode: the process dies in WRITE %llu of %llu bytes", tn,
+                   tl);
+        }
     }
     fence_on = mn_fence_start(&fence, loop, region.base, rdma_started, cut_holder, NULL) == 0;
     if (fence_on)

@@ -15,6 +15,55 @@
 #include "dmkv/transport.h"
 
 #define HUGE_2M (2ull << 20)
+#define MN_WAL_MAGIC 0x314c41574b4d44ull /* "DMKWAL1" */
+
+/* Map the WAL file beside the region (created when missing) and, with replay (a region
+ * reopened: not one just formatted, which a WAL left behind does not belong to), complete the
+ * WRITE it records as running, if any. 0, or -1 with a message in err. */
+static int wal_open(mn_region_t *r, const char *path, int replay, char *err, size_t errlen)
+{
+    char wpath[4200];
+    snprintf(wpath, sizeof(wpath), "%s.wal", path);
+    int fd = open(wpath, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    if (fd < 0 || ftruncate(fd, (off_t)sizeof(mn_wal_t)) != 0) {
+        snprintf(err, errlen, "cannot open the write-ahead file %s: %s", wpath, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    void *m = mmap(NULL, sizeof(mn_wal_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) {
+        snprintf(err, errlen, "cannot map the write-ahead file %s: %s", wpath, strerror(errno));
+        return -1;
+    }
+    mn_wal_t *w = m;
+    if (replay && w->magic == MN_WAL_MAGIC && __atomic_load_n(&w->live, __ATOMIC_ACQUIRE) &&
+        w->len <= MN_WAL_MAX && w->off <= r->size && w->len <= r->size - w->off) {
+        memcpy(r->base + w->off, w->data, w->len); /* again if this process dies: the same */
+        r->replayed = w->len;
+    }
+    __atomic_store_n(&w->live, 0, __ATOMIC_RELEASE);
+    w->magic = MN_WAL_MAGIC;
+    r->wal = w;
+    return 0;
+}
+
+int mn_region_wal_begin(mn_region_t *r, uint64_t off, const void *buf, uint64_t len)
+{
+    mn_wal_t *w = r->wal;
+    if (!w || len > MN_WAL_MAX) return 0;
+    w->off = off, w->len = len;
+    memcpy(w->data, buf, len);
+    __atomic_store_n(&w->live, 1, __ATOMIC_RELEASE); /* after the record, */
+    __atomic_signal_fence(__ATOMIC_SEQ_CST);         /* before the WRITE (program order is
+                                                        what a kill of the process sees) */
+    return 1;
+}
+
+void mn_region_wal_end(mn_region_t *r)
+{
+    __atomic_store_n(&r->wal->live, 0, __ATOMIC_RELEASE); /* after the WRITE */
+}
 
 int mn_region_create(mn_region_t *r, uint64_t size)
 {
@@ -26,6 +75,8 @@ int mn_region_create(mn_region_t *r, uint64_t size)
     r->huge = 0;
     r->fd = -1;
     r->gate = (mn_exec_gate_t){0, 0};
+    r->wal = NULL;
+    r->replayed = 0;
     r->base = MAP_FAILED;
 #ifdef MAP_HUGETLB
     if (size % HUGE_2M == 0)
@@ -55,6 +106,8 @@ int mn_region_open_file(mn_region_t *r, const char *path, uint64_t size, int *re
     r->size = size;
     r->huge = 0;
     r->gate = (mn_exec_gate_t){0, 0};
+    r->wal = NULL;
+    r->replayed = 0;
     r->base = NULL;
     r->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (r->fd < 0) {
@@ -87,6 +140,7 @@ int mn_region_open_file(mn_region_t *r, const char *path, uint64_t size, int *re
     r->base = m;
     if (!*reopened) {
         dm_region_format(r->base, size);
+        if (wal_open(r, path, 0, err, errlen)) goto unmap;
         return 0;
     }
     const dm_superblock_t *sb = (const dm_superblock_t *)r->base;
@@ -95,11 +149,13 @@ int mn_region_open_file(mn_region_t *r, const char *path, uint64_t size, int *re
                  "region file %s is not a dmkv region of this version (magic %llx, version "
                  "%llu): move it away to start empty",
                  path, (unsigned long long)sb->magic, (unsigned long long)sb->version);
-        munmap(r->base, size);
-        r->base = NULL;
-        goto fail;
+        goto unmap;
     }
+    if (wal_open(r, path, 1, err, errlen)) goto unmap;
     return 0;
+unmap:
+    munmap(r->base, size);
+    r->base = NULL;
 fail:
     close(r->fd);
     r->fd = -1;
@@ -118,6 +174,8 @@ void mn_region_destroy(mn_region_t *r)
         mn_region_sync(r);
         munmap(r->base, r->size);
     }
+    if (r->wal) munmap(r->wal, sizeof(*r->wal));
+    r->wal = NULL;
     r->base = NULL;
     if (r->fd >= 0) close(r->fd);
     r->fd = -1;

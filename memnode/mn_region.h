@@ -11,6 +11,20 @@
 
 #define MN_REGION_MIN (1ull << 20) /* smallest region: 1 MiB */
 #define MN_REGION_MAX (1ull << 40) /* largest: what a 40-bit global-address offset reaches */
+/* WRITEs up to this many bytes are logged before they run (mn_region_wal_begin): the
+ * in-place writes of the index engines (a ROLEX leaf body is 800 bytes). Larger ones are
+ * taken to land in blocks nothing names yet (values, key records), where a write cut short
+ * is never read (not checked engine by engine). */
+#define MN_WAL_MAX (64u << 10)
+
+/* The write-ahead record of the one WRITE the tcp executor is running (a file of its own
+ * beside the region, mapped shared; see mn_region_wal_begin). */
+typedef struct mn_wal {
+    uint64_t magic; /* MN_WAL_MAGIC */
+    uint64_t live;  /* 1 while the WRITE below runs: replayed by the next open */
+    uint64_t off, len;
+    uint8_t data[MN_WAL_MAX];
+} mn_wal_t;
 
 typedef struct mn_region {
     uint8_t *base;
@@ -18,6 +32,8 @@ typedef struct mn_region {
     int huge;            /* 1 when backed by MAP_HUGETLB pages */
     int fd;              /* the backing file (mn_region_open_file), -1 when anonymous */
     mn_exec_gate_t gate; /* plain or line-locked copies in the tcp executor (mn_exec_gate.h) */
+    mn_wal_t *wal;       /* a file-backed region's write-ahead record, NULL when anonymous */
+    uint64_t replayed;   /* bytes of a WRITE cut short by the last stop, completed at open */
 } mn_region_t;
 
 /* Map size bytes (MN_REGION_MIN..MN_REGION_MAX), zeroed, and format the node header.
@@ -31,9 +47,22 @@ int mn_region_create(mn_region_t *r, uint64_t size);
  * empty file is created at size bytes and formatted (a new incarnation); an existing one
  * must be size bytes with a formatted node header, and is used as it is (same data, same
  * incarnation: gateways carry on). *reopened tells which. What survives a crash of the
- * machine is what mn_region_sync wrote back. Returns 0, or -1 with a message in err. */
+ * machine is what mn_region_sync wrote back. The WAL (path + ".wal") is opened too, and a
+ * WRITE the last process was running when it died is completed (r->replayed: its bytes).
+ * Returns 0, or -1 with a message in err. */
 int mn_region_open_file(mn_region_t *r, const char *path, uint64_t size, int *reopened, char *err,
                         size_t errlen);
+
+/* A WRITE of len bytes of buf at offset off is about to run (a copy a SIGKILL can cut
+ * between any two bytes or lines, leaving a leaf or bucket torn for ever; docs/DESIGN.md,
+ * Rules: "A WRITE lands whole or not at all across a kill of the memory node"). For a
+ * file-backed region and len <= MN_WAL_MAX, the WRITE is first logged in the region's WAL
+ * file, so that the next mn_region_open_file completes it: each WRITE then lands whole or
+ * not at all across a kill of the process (not of the machine: the WAL is not synced).
+ * Returns 1 when logged (call mn_region_wal_end once the WRITE ran), else 0. One thread
+ * only: the tcp executor. */
+int mn_region_wal_begin(mn_region_t *r, uint64_t off, const void *buf, uint64_t len);
+void mn_region_wal_end(mn_region_t *r);
 
 /* Write a file-backed region's dirty pages to the file and wait (msync MS_SYNC); 0 for an
  * anonymous region. Returns 0 or -1 with errno. Safe from any thread. */

@@ -1,6 +1,7 @@
 /* One connection's tcp-transport request stream (mn_request.h). */
 #include "mn_request.h"
 
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stddef.h>
@@ -209,6 +210,19 @@ static int chain_failed(const dm_verb_t *v)
     return 0;
 }
 
+/* Test only (env tear_len, tear_nth): the tear_nth WRITE of tear_len bytes lands its first
+ * line only, and the process dies there, as a SIGKILL between two lines of the copy. */
+static void tear(const mn_req_env_t *e, mn_region_t *rg, const dm_verb_t *v)
+{
+    static uint64_t seen;
+    if (++seen != e->tear_nth) return;
+    uint64_t n = 64 - v->offset % 64;
+    dm_log(DM_LOG_WARNING, "test mode: killed in the middle of a %llu-byte WRITE at %#llx",
+           (unsigned long long)v->len, (unsigned long long)v->offset);
+    memcpy(rg->base + v->offset, v->buf, n < v->len ? n : v->len);
+    raise(SIGKILL);
+}
+
 static void do_verbs(mn_req_t *q, const uint8_t *desc)
 {
     const mn_req_env_t *e = q->env;
@@ -276,9 +290,15 @@ static void do_verbs(mn_req_t *q, const uint8_t *desc)
             v.status = DM_ELATE; /* a batch the gateway held back: its chain breaks here */
         else if ((tv.op == DM_OP_READ || tv.op == DM_OP_WRITE) && !in_region(rg, tv.offset, tv.len))
             v.status = DM_ERANGE;
-        else
+        else {
+            /* A WRITE is logged first, so that a kill halfway through it is completed by the
+             * next start instead of leaving a torn leaf or bucket (mn_region_wal_begin). */
+            int logged = tv.op == DM_OP_WRITE && mn_region_wal_begin(rg, tv.offset, v.buf, tv.len);
+            if (tv.op == DM_OP_WRITE && tv.len == e->tear_len) tear(e, rg, &v);
             v.status = locked ? dm_region_exec(rg->base, rg->size, &v)
                               : dm_region_exec_serial(rg->base, rg->size, &v);
+            if (logged) mn_region_wal_end(rg);
+        }
         if (broken && v.status != DM_ESKIPPED && chain_failed(&v))
             *broken = (uint32_t)tv.chain_epoch + 1;
         if (tv.op == DM_OP_READ && v.status == 0) {

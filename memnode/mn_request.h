@@ -39,6 +39,9 @@ typedef struct mn_req_env {
     int chain_no_skip; /* test only (DMKV_TEST_CHAIN_NO_SKIP=1): chained verbs are never
                           skipped, so a pipeline's commits may land out of order; the
                           ordering test must catch it */
+    /* test only (DMKV_TEST_TEAR_WRITE=LEN:N): the N-th WRITE of LEN bytes copies its first
+     * line, then the process SIGKILLs itself: a WRITE cut short (it_memnode_tear) */
+    uint64_t tear_len, tear_nth;
 } mn_req_env_t;
 
 enum { MN_REQ_OK = 0, MN_REQ_FAILED = 1, MN_REQ_CLOSE = 2 };

@@ -36,7 +36,8 @@ $CC $FLAGS -I"$SRC/dmcore/include" -I"$SRC/dmcore/chime" -o "$OUT/fuzz_chime" \
 $CC $FLAGS -I"$SRC/dmcore/include" -o "$OUT/fuzz_kvblock" "$HERE/fuzz_kvblock.c" \
     "$SRC/dmcore/kvblock/kvblock.c" -lxxhash
 $CC $FLAGS -I"$SRC/dmcore/include" -I"$SRC/memnode" -o "$OUT/fuzz_memnode" \
-    "$HERE/fuzz_memnode.c" "$SRC/memnode/mn_request.c" "$SRC/dmcore/transport/exec.c" \
+    "$HERE/fuzz_memnode.c" "$SRC/memnode/mn_request.c" "$SRC/memnode/mn_region.c" \
+    "$SRC/dmcore/transport/exec.c" \
     "$SRC/dmcore/util/log.c"
 $CC $FLAGS -I"$SRC/dmcore/include" -I"$SRC/dmcore/rolex" -o "$OUT/fuzz_rolex" \
     "$HERE/fuzz_rolex.c" "$SRC/dmcore/rolex/leaf_image.c" "$SRC/dmcore/rolex/cursor.c" -lxxhash

@@ -575,6 +575,8 @@ void it_dir_pool_remove(const char *dir)
     char path[256];
     snprintf(path, sizeof(path), "%s/dmkv-region", dir);
     unlink(path);
+    snprintf(path, sizeof(path), "%s/dmkv-region.wal", dir); /* memnode/mn_region.h */
+    unlink(path);
     rmdir(dir);
 }
 
