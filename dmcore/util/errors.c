@@ -28,7 +28,9 @@ const char *dm_strerror(int err)
     case DM_EAUTH:
         return "memory node rejected the auth token";
     case DM_ECORRUPT:
-        return "KV block failed its checksum";
+        /* KV blocks, CHIME and ROLEX nodes, SepHash segments: the gateway's log names which
+         * (ROLEX: RX_CORRUPT) */
+        return "data in the pool failed its check (a torn or corrupt block or index node)";
     case DM_ECONFLICT:
         return "a watched key changed during EXEC";
     case DM_ELOST:

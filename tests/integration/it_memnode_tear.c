@@ -11,8 +11,8 @@
  * fault. Then:
  *  - every acknowledged key is there, and a full SCAN returns exactly the keys GET finds
  *    (without the memory node's WAL the leaf stayed torn for ever: every reader of its chain
- *    gave up with DM_ECORRUPT, "KV block failed its checksum", and no SET was taken within
- *    20 s of the restart);
+ *    gave up with DM_ECORRUPT (then worded "KV block failed its checksum"), and no SET was taken
+ * within 20 s of the restart);
  *  - new keys are taken, past the torn leaf's keys too, and SCAN sees them;
  *  - the node's log says it completed the WRITE cut short (from its WAL).
  * ROLEX is the range index here whatever DMKV_IT_RANGE_INDEX says (the leaf's size is ROLEX's);

@@ -15,7 +15,7 @@ enum {
     DM_EPROTO = -9,      /* peer spoke an incompatible protocol version */
     DM_ETOOBIG = -10,    /* value or key larger than supported */
     DM_EAUTH = -11,      /* memory node rejected the auth token */
-    DM_ECORRUPT = -12,   /* a KV block kept failing its checksum */
+    DM_ECORRUPT = -12,   /* a block or index node kept failing its check */
     DM_ECONFLICT = -13,  /* a guarded (WATCHed) key changed: the write was not done */
     DM_ELOST = -14,      /* a memory node came back without its memory (new incarnation) */
     DM_ESKIPPED = -15,   /* a chained verb not executed: an earlier verb of its chain failed */
