@@ -256,6 +256,12 @@ int main(int argc, char **argv)
                    "A %llu-byte WRITE the last process was running when it stopped was completed "
                    "from %s.wal",
                    (unsigned long long)region.replayed, path);
+        if (region.wal_stale)
+            dm_log(DM_LOG_WARNING,
+                   "%s.wal recorded a WRITE running at a stop of an earlier boot (a machine "
+                   "crash): not replayed (the region holds what was written back, up to about "
+                   "the last second; see --appendfsync)",
+                   path);
         if (o.fsync_everysec) {
             syncer.region = &region;
             syncer.running = pthread_create(&syncer.thread, NULL, sync_main, NULL) == 0;

@@ -15,11 +15,26 @@
 #include "dmkv/transport.h"
 
 #define HUGE_2M (2ull << 20)
-#define MN_WAL_MAGIC 0x314c41574b4d44ull /* "DMKWAL1" */
+#define MN_WAL_MAGIC 0x324c41574b4d44ull /* "DMKWAL2" (1: without the boot id) */
+
+/* The kernel's boot id into out (NUL-padded); -1 when it cannot be read. */
+static int boot_id(char out[MN_WAL_BOOT])
+{
+    memset(out, 0, MN_WAL_BOOT);
+    FILE *f = fopen("/proc/sys/kernel/random/boot_id", "r");
+    if (!f) return -1;
+    int ok = fgets(out, MN_WAL_BOOT, f) != NULL;
+    fclose(f);
+    return ok && out[0] ? 0 : -1;
+}
 
 /* Map the WAL file beside the region (created when missing) and, with replay (a region
  * reopened: not one just formatted, which a WAL left behind does not belong to), complete the
- * WRITE it records as running, if any. 0, or -1 with a message in err. */
+ * WRITE it records as running, if any, when the record is of this boot: a killed process
+ * leaves its pages in the page cache, whole and in program order, but after a machine crash
+ * the file holds whatever the kernel last wrote back, which may be a record the region's
+ * later synced writes overtook (it is then dropped: r->wal_stale). 0, or -1 with a message
+ * in err. */
 static int wal_open(mn_region_t *r, const char *path, int replay, char *err, size_t errlen)
 {
     char wpath[4200];
@@ -37,12 +52,19 @@ static int wal_open(mn_region_t *r, const char *path, int replay, char *err, siz
         return -1;
     }
     mn_wal_t *w = m;
-    if (replay && w->magic == MN_WAL_MAGIC && __atomic_load_n(&w->live, __ATOMIC_ACQUIRE) &&
-        w->len <= MN_WAL_MAX && w->off <= r->size && w->len <= r->size - w->off) {
-        memcpy(r->base + w->off, w->data, w->len); /* again if this process dies: the same */
-        r->replayed = w->len;
+    char boot[MN_WAL_BOOT];
+    int boot_ok = boot_id(boot) == 0;
+    if (replay && w->magic == MN_WAL_MAGIC && __atomic_load_n(&w->live, __ATOMIC_ACQUIRE)) {
+        if (boot_ok && !memcmp(w->boot, boot, MN_WAL_BOOT) && w->len <= MN_WAL_MAX &&
+            w->off <= r->size && w->len <= r->size - w->off) {
+            memcpy(r->base + w->off, w->data, w->len); /* again if this process dies: the same */
+            r->replayed = w->len;
+        } else {
+            r->wal_stale = 1;
+        }
     }
     __atomic_store_n(&w->live, 0, __ATOMIC_RELEASE);
+    memcpy(w->boot, boot, MN_WAL_BOOT); /* all zero when unknown: never matches */
     w->magic = MN_WAL_MAGIC;
     r->wal = w;
     return 0;
@@ -77,6 +99,7 @@ int mn_region_create(mn_region_t *r, uint64_t size)
     r->gate = (mn_exec_gate_t){0, 0};
     r->wal = NULL;
     r->replayed = 0;
+    r->wal_stale = 0;
     r->base = MAP_FAILED;
 #ifdef MAP_HUGETLB
     if (size % HUGE_2M == 0)
@@ -108,6 +131,7 @@ int mn_region_open_file(mn_region_t *r, const char *path, uint64_t size, int *re
     r->gate = (mn_exec_gate_t){0, 0};
     r->wal = NULL;
     r->replayed = 0;
+    r->wal_stale = 0;
     r->base = NULL;
     r->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (r->fd < 0) {
@@ -174,7 +198,12 @@ void mn_region_destroy(mn_region_t *r)
         mn_region_sync(r);
         munmap(r->base, r->size);
     }
-    if (r->wal) munmap(r->wal, sizeof(*r->wal));
+    if (r->wal) {
+        /* Its record is not live now: on disk too, so a machine crash after this clean stop
+         * finds nothing to replay (the region was just written back). */
+        if (r->fd >= 0) msync(r->wal, sizeof(*r->wal), MS_SYNC);
+        munmap(r->wal, sizeof(*r->wal));
+    }
     r->wal = NULL;
     r->base = NULL;
     if (r->fd >= 0) close(r->fd);

@@ -18,11 +18,16 @@
 #define MN_WAL_MAX (64u << 10)
 
 /* The write-ahead record of the one WRITE the tcp executor is running (a file of its own
- * beside the region, mapped shared; see mn_region_wal_begin). */
+ * beside the region, mapped shared; see mn_region_wal_begin). boot: the kernel's boot id
+ * when the record was opened; a record of another boot is never replayed (after a machine
+ * crash the file's pages on disk are whatever the kernel last wrote back, older than the
+ * region's). */
+#define MN_WAL_BOOT 40
 typedef struct mn_wal {
     uint64_t magic; /* MN_WAL_MAGIC */
     uint64_t live;  /* 1 while the WRITE below runs: replayed by the next open */
     uint64_t off, len;
+    char boot[MN_WAL_BOOT]; /* /proc/sys/kernel/random/boot_id, NUL-padded */
     uint8_t data[MN_WAL_MAX];
 } mn_wal_t;
 
@@ -34,6 +39,7 @@ typedef struct mn_region {
     mn_exec_gate_t gate; /* plain or line-locked copies in the tcp executor (mn_exec_gate.h) */
     mn_wal_t *wal;       /* a file-backed region's write-ahead record, NULL when anonymous */
     uint64_t replayed;   /* bytes of a WRITE cut short by the last stop, completed at open */
+    int wal_stale;       /* a record left running by an earlier boot was dropped at open */
 } mn_region_t;
 
 /* Map size bytes (MN_REGION_MIN..MN_REGION_MAX), zeroed, and format the node header.

@@ -6,7 +6,6 @@
  * that random value sizes almost never repeat (the pool grew without bound). */
 #include "dmkv/alloc.h"
 
-#include <limits.h>
 #include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
@@ -408,19 +407,28 @@ static int claim_held(const dm_alloc_t *a, const freed_t *f)
  * for (a backlog then waits for one tick per batch, not per reuse), before every tick
  * (claim_ready), and at the middle of a batch: the block there is marked (claim_more), and
  * its reuse stages the next batch, so a backlog reused fast finds its blocks claimed by the
- * time it gets to them and does not wait at all. A death loses what is claimed and unused. */
-static void claim_old(dm_alloc_t *a, int c, uint64_t top, int walk, int want)
+ * time it gets to them and does not wait at all. The walk ends at the first logged block
+ * that is not old: logged small blocks are listed in the order they were freed, so the rest
+ * are younger (a stop too early only stages fewer claims). Returns how many it staged. A
+ * death loses what is claimed and unused. */
+static int claim_old(dm_alloc_t *a, int c, uint64_t top, int walk, int want)
 {
     int n = 0, staged = 0;
     for (freed_t *f = a->head[c]; f && n < walk && staged < want && f->freed_us < a->log.horizon;
          f = f->next, n++) {
-        if (!f->logged || f->claim_tick || f->freed_us + FREE_LOG_NAME_US >= top) continue;
+        if (!f->logged || f->claim_tick) continue;
+        if (f->freed_us + FREE_LOG_NAME_US >= top) break;
         uint64_t t = free_log_stage_claim(&a->log, f->addr, f->units);
-        if (!t) return;
+        if (!t) break;
         f->claim_tick = t;
         if (++staged == want / 2 && want > FREE_LOG_CLAIM_READY) f->claim_more = 1;
     }
+    return staged;
 }
+
+/* claim_old for a batch of `want` claims ahead: the walk passes the blocks still claimed
+ * from the last batch (at most about as many) and the new ones. */
+#define CLAIM_WALK(want) (4 * (want))
 
 /* How many old blocks of small class c claim_old claims ahead now (a reuse waits for a claim,
  * or reached the middle of the last batch): FREE_LOG_CLAIM_AHEAD, doubled at each batch that
@@ -453,9 +461,11 @@ static int claim(dm_ctx_t *ctx, dm_alloc_t *a, freed_t *f)
     if (!f->need_claim && !f->logged) return 0;
     if (f->claim_more && a->log.state == FREE_LOG_ON) { /* half a batch left: the next one */
         int c = (int)f->units;
-        claim_old(a, c, free_log_top(&a->log), INT_MAX, claim_ahead(a, c, dm_now_us()));
-        a->claims_due = a->log.started + 1; /* the next tick: sooner than the timer's */
-        if (a->w->log_due) a->w->log_due(a->w->log_due_arg);
+        int want = claim_ahead(a, c, dm_now_us());
+        if (claim_old(a, c, free_log_top(&a->log), CLAIM_WALK(want), want) > 0) {
+            a->claims_due = a->log.started + 1; /* the next tick: sooner than the timer's */
+            if (a->w->log_due) a->w->log_due(a->w->log_due_arg);
+        }
     }
     if (a->log.state == FREE_LOG_ON && claim_held(a, f)) {
         f->need_claim = f->logged = 0; /* claimed ahead (claim_old) */
@@ -477,7 +487,8 @@ static int claim(dm_ctx_t *ctx, dm_alloc_t *a, freed_t *f)
         }
         if (!f->need_claim && want) {
             int c = (int)f->units;
-            claim_old(a, c, top, INT_MAX, claim_ahead(a, c, dm_now_us()));
+            int ahead = claim_ahead(a, c, dm_now_us());
+            claim_old(a, c, top, CLAIM_WALK(ahead), ahead);
         }
     }
     if (want) atomic_fetch_add_explicit(&claim_waits, 1, memory_order_relaxed);

@@ -5,6 +5,8 @@
  *  - test_finished: a WRITE logged and ended is not replayed (a later write stays);
  *  - test_new_region: a WAL left beside a region file that was removed is not replayed
  *    into the new region;
+ *  - test_other_boot: a record left running in an earlier boot (a machine crash: the file
+ *    holds whatever the kernel last wrote back) is dropped, not replayed;
  *  - test_not_logged: an anonymous region, and WRITEs over MN_WAL_MAX, are not logged. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -88,6 +90,26 @@ static void test_new_region(void)
     mn_region_destroy(&r);
 }
 
+static void test_other_boot(void)
+{
+    mn_region_t r;
+    open_region(&r, 1);
+    uint8_t buf[LEN], later[LEN];
+    fill(buf, LEN, 5), fill(later, LEN, 6);
+    CHECK(mn_region_wal_begin(&r, OFF, buf, LEN) == 1);
+    memcpy(r.base + OFF, later, LEN); /* what a later, synced write left there */
+    r.wal->boot[0] ^= 1;              /* the record's boot is not this one */
+    mn_region_destroy(&r);
+    open_region(&r, 1);
+    CHECKF(r.replayed == 0 && r.wal_stale == 1, "replayed %llu bytes, stale %d (want 0, 1)",
+           (unsigned long long)r.replayed, r.wal_stale);
+    CHECK(!memcmp(r.base + OFF, later, LEN));
+    mn_region_destroy(&r);
+    open_region(&r, 1); /* dropped for good */
+    CHECK(r.replayed == 0 && r.wal_stale == 0);
+    mn_region_destroy(&r);
+}
+
 static void test_not_logged(void)
 {
     mn_region_t r;
@@ -116,6 +138,7 @@ int main(void)
     RUN(test_replay);
     RUN(test_finished);
     RUN(test_new_region);
+    RUN(test_other_boot);
     RUN(test_not_logged);
     char wal[160];
     snprintf(wal, sizeof(wal), "%s.wal", path);

@@ -1014,6 +1014,24 @@ static void test_small_old_claimed_batches(void)
     two_stop(&t);
 }
 
+/* The reuse of a batch's middle block calls for an early tick only when it staged claims: with
+ * no old block left to claim, a tick would find nothing to write and not start, and the
+ * gateway's cron asked again at once for up to 100 ms, a loop (found in review; before the fix
+ * dm_alloc_log_due said 1 here: run once). */
+static void test_claims_due_only_when_staged(void)
+{
+    enum { N = 1 + FREE_LOG_CLAIM_AHEAD, USED = 1 + FREE_LOG_CLAIM_AHEAD / 2, LEN = 40 };
+    two_t t;
+    two_start(&t);
+    static dm_gaddr_t set[N], used[USED];
+    free_old(&t, N, LEN, set);
+    alloc_blocks(&t.ca, USED, LEN, used); /* the last one is the batch's middle */
+    CHECK(count_in(used, USED, set, N) == USED);
+    CHECKF(!dm_alloc_log_due(t.wa), "a tick is called for with nothing staged");
+    b_takes_a_log(&t, NULL); /* as the other tests end: no log left open in the record */
+    two_stop(&t);
+}
+
 /* A worker reuses small blocks soon after its horizon passes them, without waiting for a
  * claim; the entries naming those reuses keep a repairer from taking them once the horizon
  * is FREE_LOG_NAME_US past them (of the others, the ticks keep FREE_LOG_CLAIM_READY
@@ -1367,6 +1385,7 @@ int main(void)
     RUN(test_claims);
     RUN(test_small_old_claimed);
     RUN(test_small_old_claimed_batches);
+    RUN(test_claims_due_only_when_staged);
     RUN(test_small_fresh_named);
     RUN(test_small_cold_taken);
     RUN(test_failed_tick_keeps_claims);
