@@ -6,7 +6,9 @@
 #               x 64 pipelined (dmkv-bench-load), with bytes per key of each server;
 #               then LOAD_KEYS more through a gateway with one worker per CPU (the default),
 #               then LOAD_KEYS into a fresh memory node through such a gateway over tcp and
-#               again over the memory node's unix socket (rows "... tcp", "... unix")
+#               again over the memory node's unix socket (rows "... tcp", "... unix"), and
+#               LOAD_REPEAT (3) times into a fresh memory node through a one-worker gateway,
+#               the median pair reported (row "... 1thr median")
 #   insert      SETs of new keys (random over 100M) from one connection at -P 1000
 #   get/set     redis-benchmark -c 50 -r 100000 -d 32 at -P 1 and -P 16 (keys present,
 #               so SET is an update), and one connection at -P 1000; the -P 16 rows
@@ -36,6 +38,7 @@ NOCACHE_PORT=${NOCACHE_PORT:-16381}
 MT_PORT=${MT_PORT:-16382}
 UX_PORT=${UX_PORT:-16383}
 LOAD_KEYS=${LOAD_KEYS:-1000000}
+LOAD_REPEAT=${LOAD_REPEAT:-3} # fresh one-worker loads for the "1thr median" row (0: none)
 YCSB_OPS=${YCSB_OPS:-200000}
 OUT=${OUT:-$(dirname "$0")/results}
 if [ "${QUICK:-0}" = 1 ]; then
@@ -131,9 +134,12 @@ load_from() {
     "$BUILD/bench/dmkv-bench-load" "$1" $(($2 + LOAD_KEYS)) 4 64 0 "$2" | awk '{ print $6, 0, 0 }'
 }
 FRESH_FROM=$((2 * LOAD_KEYS)) # redis-server's keys for the fresh rows: beyond the first two
-# fresh_load tcp|unix: the row "load N 2thr tcp|unix" (see below).
-fresh_load() {
-    local kind=$1 port=$((MEMNODE_PORT + 1)) sock=$TMP/fresh.sock uri mn gw
+# fresh_pair tcp|unix THREADS: LOAD_KEYS keys into a fresh memory node through a gateway
+# with THREADS workers over tcp or the node's unix socket, and LOAD_KEYS more keys into
+# redis-server beside it; sets R_* and D_* as run_redis and run_dmkv do (no row).
+fresh_pair() {
+    local kind=$1 threads=$2 port=$((MEMNODE_PORT + 1)) sock=$TMP/fresh.sock uri mn gw
+    rm -f "$sock"
     "$SERVER_BUILD/memnode/dmkv-memnode" --port "$port" --size 2g --unixsocket "$sock" \
         2>>"$TMP/memnode-fresh.log" &
     mn=$!
@@ -141,7 +147,7 @@ fresh_load() {
     for _ in $(seq 1 100); do [ -S "$sock" ] && break; sleep 0.05; done
     uri=tcp://127.0.0.1:$port
     [ "$kind" = unix ] && uri=unix://$sock
-    "$SERVER_BUILD/gateway/dmkv-gateway" --port "$UX_PORT" --threads "$MT" --memnode "$uri" \
+    "$SERVER_BUILD/gateway/dmkv-gateway" --port "$UX_PORT" --threads "$threads" --memnode "$uri" \
         2>"$TMP/gateway-fresh-$kind.log" &
     gw=$!
     pids+=("$gw")
@@ -149,11 +155,31 @@ fresh_load() {
     run_redis load_from "$REDIS_PORT" "$FRESH_FROM"
     FRESH_FROM=$((FRESH_FROM + LOAD_KEYS))
     run_dmkv_on "$UX_PORT" "$mn" "$gw" -- load "$UX_PORT"
-    emit "load ${LOAD_KEYS} ${MT}thr $kind" "$LOAD_KEYS"
     kill "$gw"
     wait "$gw" 2>/dev/null || true
     kill "$mn"
     wait "$mn" 2>/dev/null || true
+}
+# fresh_load tcp|unix: the row "load N 2thr tcp|unix" (see below).
+fresh_load() {
+    fresh_pair "$1" "$MT"
+    emit "load ${LOAD_KEYS} ${MT}thr $1" "$LOAD_KEYS"
+}
+# fresh_load_median: LOAD_REPEAT fresh pairs with one gateway worker over tcp, the row
+# "load N 1thr median" from the pair whose ratio is the median (a single load moved by a
+# quarter between runs minutes apart: bench/README.md, stop 66); every pair's ratio is
+# listed below the table.
+FRESH_RATIOS=
+fresh_load_median() {
+    local i pairs=() mid
+    for i in $(seq 1 "$LOAD_REPEAT"); do
+        fresh_pair tcp 1
+        pairs+=("$(awk -v r="$R_RPS" -v d="$D_RPS" 'BEGIN { printf "%.4f", (r > 0 ? d / r : 0) }') $R_RPS $R_P50 $R_P99 $R_CPU $D_RPS $D_P50 $D_P99 $D_CPU $D_RTT $D_VERBS $D_BYTES $D_VPM")
+    done
+    FRESH_RATIOS=$(printf '%s\n' "${pairs[@]}" | awk '{ printf "%s%.2f", (NR > 1 ? ", " : ""), $1 }')
+    mid=$(printf '%s\n' "${pairs[@]}" | sort -n | awk -v m=$(((LOAD_REPEAT + 1) / 2)) 'NR == m')
+    read -r _ R_RPS R_P50 R_P99 R_CPU D_RPS D_P50 D_P99 D_CPU D_RTT D_VERBS D_BYTES D_VPM <<<"$mid"
+    emit "load ${LOAD_KEYS} 1thr median" "$LOAD_KEYS"
 }
 # dmkv-bench-ycsb -> "rps p50_us p99_us".
 ycsb() {
@@ -198,6 +224,7 @@ if [ "$THREADS" = 1 ] && [ "$MT" -gt 1 ]; then
     if "$SERVER_BUILD/memnode/dmkv-memnode" --help | grep -q -- --unixsocket; then
         fresh_load tcp
         fresh_load unix
+        [ "$LOAD_REPEAT" -gt 0 ] && fresh_load_median
     fi
 fi
 # The gateway without the address cache (hot-key rows) starts after the load: each
@@ -252,6 +279,9 @@ bpk_dmkv=$(echo "$(echo "$pool" | awk '$1 == "pool_allocated_bytes" { print $2 }
     printf '/proc; dmkv = gateway + memory node). Latency of the load row is not timed per\n'
     printf 'command. RTT, verbs, bytes per op and verbs per message are dmkv counters (INFO dmkv)\n'
     printf 'and do not depend on the machine; rates and CPU do (shared, noisy hosts).\n'
+    [ -n "$FRESH_RATIOS" ] &&
+        printf '\n"load %s 1thr median": the median of %s fresh pairs with one gateway worker, ratios %s\n' \
+            "$LOAD_KEYS" "$LOAD_REPEAT" "$FRESH_RATIOS"
     printf '\nbytes per key after the load: redis-server %.1f (used_memory growth), dmkv %.1f\n' \
         "$bpk_redis" "$bpk_dmkv"
     printf '(pool bytes taken from the memory node, in whole 16 MiB chunks: KV blocks, subtables,\n'
