@@ -37,48 +37,58 @@ static void fill(uint8_t *b, unsigned n, int seed)
         b[i] = (uint8_t)(i * 31 + seed);
 }
 
+/* Open the region and log a WRITE of LEN bytes (buf, filled from seed) at OFF, not run yet;
+ * later (if not NULL) is filled with other bytes. */
+static void open_and_log(mn_region_t *r, uint8_t *buf, uint8_t *later, int seed)
+{
+    open_region(r, 1);
+    fill(buf, LEN, seed);
+    if (later) fill(later, LEN, seed + 100);
+    CHECK(mn_region_wal_begin(r, OFF, buf, LEN) == 1);
+}
+
+/* Close r (its record live or not, as a kill leaves it), open it again: the open replayed
+ * `replayed` bytes, dropped a stale record or not, and the LEN bytes at OFF are want; then
+ * a further open finds nothing to do. */
+static void reopen_holds(mn_region_t *r, uint64_t replayed, int stale, const uint8_t *want)
+{
+    mn_region_destroy(r);
+    open_region(r, 1);
+    CHECKF(r->replayed == replayed && r->wal_stale == stale,
+           "replayed %llu bytes, stale %d (want %llu, %d)", (unsigned long long)r->replayed,
+           r->wal_stale, (unsigned long long)replayed, stale);
+    CHECK(!memcmp(r->base + OFF, want, LEN));
+    mn_region_destroy(r);
+    open_region(r, 1);
+    CHECK(r->replayed == 0 && r->wal_stale == 0);
+    mn_region_destroy(r);
+}
+
 static void test_replay(void)
 {
     mn_region_t r;
-    open_region(&r, 1);
     uint8_t buf[LEN];
-    fill(buf, LEN, 1);
-    CHECK(mn_region_wal_begin(&r, OFF, buf, LEN) == 1);
+    open_and_log(&r, buf, NULL, 1);
     memcpy(r.base + OFF, buf, 64 - OFF % 64); /* the first line lands, then the "kill" */
-    mn_region_destroy(&r);                    /* no mn_region_wal_end */
-    open_region(&r, 1);
-    CHECK(r.replayed == LEN);
-    CHECK(!memcmp(r.base + OFF, buf, LEN));
-    mn_region_destroy(&r);
-    open_region(&r, 1);
-    CHECK(r.replayed == 0);
-    mn_region_destroy(&r);
+    reopen_holds(&r, LEN, 0, buf);            /* no mn_region_wal_end */
 }
 
 static void test_finished(void)
 {
     mn_region_t r;
-    open_region(&r, 1);
     uint8_t buf[LEN], later[LEN];
-    fill(buf, LEN, 2), fill(later, LEN, 3);
-    CHECK(mn_region_wal_begin(&r, OFF, buf, LEN) == 1);
+    open_and_log(&r, buf, later, 2);
     memcpy(r.base + OFF, buf, LEN);
     mn_region_wal_end(&r);
     memcpy(r.base + OFF, later, LEN); /* not through the executor: no record */
-    mn_region_destroy(&r);
-    open_region(&r, 1);
-    CHECK(r.replayed == 0);
-    CHECK(!memcmp(r.base + OFF, later, LEN));
-    mn_region_destroy(&r);
+    reopen_holds(&r, 0, 0, later);
 }
 
 static void test_new_region(void)
 {
     mn_region_t r;
-    open_region(&r, 1);
     uint8_t buf[LEN], zero[LEN] = {0};
-    fill(buf, LEN, 4);
-    CHECK(mn_region_wal_begin(&r, OFF, buf, LEN) == 1);
+    open_and_log(&r, buf, NULL, 4);
     mn_region_destroy(&r);
     CHECK(unlink(path) == 0); /* the region goes, its WAL stays */
     open_region(&r, 0);
@@ -93,21 +103,11 @@ static void test_new_region(void)
 static void test_other_boot(void)
 {
     mn_region_t r;
-    open_region(&r, 1);
     uint8_t buf[LEN], later[LEN];
-    fill(buf, LEN, 5), fill(later, LEN, 6);
-    CHECK(mn_region_wal_begin(&r, OFF, buf, LEN) == 1);
+    open_and_log(&r, buf, later, 5);
     memcpy(r.base + OFF, later, LEN); /* what a later, synced write left there */
     r.wal->boot[0] ^= 1;              /* the record's boot is not this one */
-    mn_region_destroy(&r);
-    open_region(&r, 1);
-    CHECKF(r.replayed == 0 && r.wal_stale == 1, "replayed %llu bytes, stale %d (want 0, 1)",
-           (unsigned long long)r.replayed, r.wal_stale);
-    CHECK(!memcmp(r.base + OFF, later, LEN));
-    mn_region_destroy(&r);
-    open_region(&r, 1); /* dropped for good */
-    CHECK(r.replayed == 0 && r.wal_stale == 0);
-    mn_region_destroy(&r);
+    reopen_holds(&r, 0, 1, later);    /* dropped, and for good */
 }
 
 static void test_not_logged(void)
