@@ -125,9 +125,11 @@ typedef struct dm_alloc_tail_stats {
  * down"). Returns 0 or DM_E* (the entries are written at the next tick). */
 int dm_alloc_log_tick(dm_ctx_t *ctx);
 /* 1 when w's frees staged since its last free-log tick name FREE_LOG_EAGER_BYTES (64 KB) or
- * more and no tick runs: the caller runs dm_alloc_log_tick now rather than at its timer's
- * next tick, so a death loses at most that much of what was freed (docs/leases.md "Large
- * frees are written at once"). The allocator calls w->log_due when the bytes reach it. */
+ * more, or a batch of claims staged ahead waits for a tick not started yet, and no tick
+ * runs: the caller runs dm_alloc_log_tick now rather than at its timer's next tick, so a
+ * death loses at most that much of what was freed (docs/leases.md "Large frees are written
+ * at once") and a backlog finds its claims written ("Claims staged before they are
+ * needed"). The allocator calls w->log_due when either happens. */
 int dm_alloc_log_due(const dm_worker_t *w);
 /* Watermarks this process brought down towards its carve points (dm_alloc_log_tick). */
 uint64_t dm_alloc_reserve_trims(void);
