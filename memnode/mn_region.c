@@ -87,19 +87,19 @@ void mn_region_wal_end(mn_region_t *r)
     __atomic_store_n(&r->wal->live, 0, __ATOMIC_RELEASE); /* after the WRITE */
 }
 
+/* A region of size bytes with nothing mapped or opened yet (both ways of making one). */
+static void region_init(mn_region_t *r, uint64_t size)
+{
+    *r = (mn_region_t){.size = size, .fd = -1};
+}
+
 int mn_region_create(mn_region_t *r, uint64_t size)
 {
     if (size < MN_REGION_MIN || size > MN_REGION_MAX) {
         errno = EINVAL;
         return -1;
     }
-    r->size = size;
-    r->huge = 0;
-    r->fd = -1;
-    r->gate = (mn_exec_gate_t){0, 0};
-    r->wal = NULL;
-    r->replayed = 0;
-    r->wal_stale = 0;
+    region_init(r, size);
     r->base = MAP_FAILED;
 #ifdef MAP_HUGETLB
     if (size % HUGE_2M == 0)
@@ -126,13 +126,7 @@ int mn_region_create(mn_region_t *r, uint64_t size)
 int mn_region_open_file(mn_region_t *r, const char *path, uint64_t size, int *reopened, char *err,
                         size_t errlen)
 {
-    r->size = size;
-    r->huge = 0;
-    r->gate = (mn_exec_gate_t){0, 0};
-    r->wal = NULL;
-    r->replayed = 0;
-    r->wal_stale = 0;
-    r->base = NULL;
+    region_init(r, size);
     r->fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
     if (r->fd < 0) {
         snprintf(err, errlen, "cannot open region file %s: %s", path, strerror(errno));
