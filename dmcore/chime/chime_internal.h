@@ -84,6 +84,9 @@ typedef struct ch_geo {
     uint32_t lock_off; /* offset of the lock word */
 } ch_geo_t;
 
+/* Fill g for leaves of span entries in groups of nbhd (span a multiple of nbhd): each
+ * group is a metadata replica and nbhd entries, CH_OBJ bytes each, the lock word on a
+ * line of its own after them (the picture above; CHIME §4.2.2). */
 void ch_geo_init(ch_geo_t *g, unsigned span, unsigned nbhd);
 static inline uint32_t ch_entry_off(const ch_geo_t *g, unsigned i)
 {
@@ -225,6 +228,7 @@ static inline int ch_inner_owns(const ch_inner_t *n, const void *p)
     return n->arena && b >= n->arena && b < n->arena + n->arena_len;
 }
 
+/* Free a decoded inner node and its key arena (NULL is fine). */
 void ch_inner_free(ch_inner_t *n);
 /* Decode a node image read from the pool (CH_INNER_BYTES). NULL when torn or not a node. */
 ch_inner_t *ch_inner_decode(dm_gaddr_t addr, const uint8_t *img);

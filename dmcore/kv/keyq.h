@@ -27,6 +27,8 @@ typedef struct dm_keyq_entry {
     struct dm_keyq_entry *riders; /* SETs this one completes */
 } dm_keyq_entry_t;
 
+/* A worker's per-key queues (SETs of one key in arrival order), empty; NULL when out of
+ * memory. Destroy only when no entry is queued. */
 dm_keyq_t *dm_keyq_create(void);
 void dm_keyq_destroy(dm_keyq_t *q);
 

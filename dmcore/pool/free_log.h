@@ -118,6 +118,7 @@ typedef struct free_log {
 
 enum { FREE_LOG_OFF = 0, FREE_LOG_ON = 1, FREE_LOG_FENCED = -1 };
 
+/* l off and empty (no horizon yet): nothing is logged until the log is opened. */
 void free_log_init(free_log_t *l);
 /* Stop logging for good (fenced, closed, or the worker goes) and free the staged entries. */
 void free_log_release(free_log_t *l);

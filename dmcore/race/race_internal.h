@@ -121,6 +121,8 @@ typedef struct race_slotref {
     uint64_t word;
 } race_slotref_t;
 
+/* The key's 128-bit hash (XXH3 with RACE's seed): returns the low word (directory suffix,
+ * bucket 1) and sets *high (if not NULL; bucket 2 and the fingerprint), RACE §3.1. */
 uint64_t race_key_hash(const void *key, size_t klen, uint64_t *high);
 /* Give r the process's address cache of the pool whose node 0 has this incarnation and
  * whose table header is r->root (created on the first attach; left NULL when

@@ -23,6 +23,9 @@ void sh_role_report(struct dm_sephash_role *r);
  * DM_E*: dm_sephash_search, a damaged read retried a few times. */
 int sh_role_search(dm_ctx_t *ctx, const void *key, size_t klen, dm_point_item_t *item);
 
+/* The point role's set, del and carry_release (dmkv/index.h dm_point_role_t) on SepHash:
+ * conditional appends to the key's CurSegment (SepHash §4.2.2), role_write.c. Same
+ * arguments and returns as the role's. */
 int sh_role_set(dm_ctx_t *ctx, const void *key, size_t klen, uint8_t *block, uint64_t block_len,
                 dm_point_decide_fn decide, void *arg, int keep_ttl, dm_point_item_t *old,
                 dm_point_carry_t *carry);

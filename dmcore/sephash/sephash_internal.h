@@ -293,6 +293,8 @@ typedef struct sh_loc {
     unsigned ld; /* the cached local depth */
 } sh_loc_t;
 
+/* The key's 128-bit hash (XXH3, SepHash's seed) as *lo and *hi: the directory suffix and
+ * fingerprints come from it (SepHash §4.1). Local, no verbs. */
 void sh_hash(const void *key, size_t klen, uint64_t *lo, uint64_t *hi);
 /* Hash key and find its segment in the cached directory. */
 void sh_locate(const dm_sephash_t *h, const void *key, size_t klen, sh_loc_t *loc);
@@ -353,6 +355,12 @@ int sh_lookup(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen, int 
  * absent (item->version: the tombstone's token or 0). search.c */
 int sh_look_item(sh_look_t *o, dm_point_item_t *item);
 
+/* 1 when the meta word of segment seg still names the round of m (1 RTT): no merge
+ * committed since m was read, so no block an entry of that round names has been freed
+ * (merges are the only point that frees them, merge.c). 0 when it moved or the read
+ * failed. Lets a lookup or walk whose block reads outlasted DM_OP_TIMEOUT_US stand. */
+int sh_round_unchanged(dm_ctx_t *ctx, dm_gaddr_t seg, uint64_t m);
+
 /* sh_lookup in two steps, so a batch of someone else's can carry the reads (the range
  * lock's: the point role's prefetch). issue: append to b the reads of one attempt (the
  * directory slot, meta, filter bytes, with full_cur the CurSegment and the meta again, the
@@ -361,11 +369,6 @@ int sh_look_item(sh_look_t *o, dm_point_item_t *item);
  * room. eval: decide from reads that ran, the first of them posted at t0 (monotonic
  * µs): 0 with *out (as sh_lookup), DM_ERETRY when they are stale (look again), DM_E*.
  * May read the CurSegment (not full_cur, the filter set) and the candidates' blocks. */
-/* 1 when the meta word of segment seg still names the round of m (1 RTT): no merge
- * committed since m was read, so no block an entry of that round names has been freed
- * (merges are the only point that frees them, merge.c). 0 when it moved or the read
- * failed. Lets a lookup or walk whose block reads outlasted DM_OP_TIMEOUT_US stand. */
-int sh_round_unchanged(dm_ctx_t *ctx, dm_gaddr_t seg, uint64_t m);
 
 typedef struct sh_reads sh_reads_t;
 int sh_lookup_issue(dm_ctx_t *ctx, dm_sephash_t *h, const void *key, size_t klen, int full_cur,

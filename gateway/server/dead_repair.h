@@ -31,6 +31,7 @@ typedef struct gw_dead_repair_stats {
     uint64_t redial_recounts; /* repair runs asked for by a reopened memory node connection */
 } gw_dead_repair_stats_t;
 
+/* This process's dead-gateway repair counters (INFO), relaxed atomics. */
 void gw_dead_repair_stats(gw_dead_repair_stats_t *s);
 
 #endif

@@ -20,6 +20,10 @@
 #define DM_GRACE_US 2000000u      /* quarantine of freed blocks, microseconds */
 #define DM_OP_TIMEOUT_US 1000000u /* operations older than this restart */
 
+/* The allocator of worker w (its chunks, free lists, free log and claims), empty: the
+ * first allocation takes a chunk. NULL when out of memory. dm_alloc_destroy frees the
+ * local state only, no verbs: hand the free space over first (dm_alloc_handoff), or a
+ * survivor takes it over as a dead gateway's. */
 dm_alloc_t *dm_alloc_create(dm_worker_t *w);
 void dm_alloc_destroy(dm_alloc_t *a);
 
@@ -155,6 +159,8 @@ int dm_alloc_adopt(dm_ctx_t *ctx, dm_gaddr_t rec, dm_alloc_tail_stats_t *got);
  * over. 2-3 RTTs. Returns 0 or DM_E* (what was gathered is then lost, as before). */
 int dm_alloc_handoff(dm_ctx_t *ctx, uint64_t *pieces, uint64_t *bytes);
 
+/* This process's counts of chunk tails, free lists and free logs taken over from dead
+ * gateways (INFO), relaxed atomics. */
 void dm_alloc_tail_stats(dm_alloc_tail_stats_t *s);
 /* Bytes of the chunk tails waiting on the pool's spare board (taken over from dead
  * gateways, not carved yet), 1 RTT. Returns 0 or DM_E*. */

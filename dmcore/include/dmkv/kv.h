@@ -101,6 +101,7 @@ typedef struct dm_keylist {
     size_t n, cap;
 } dm_keylist_t;
 
+/* Free l's keys and array; l is left empty and reusable. */
 void dm_keylist_free(dm_keylist_t *l);
 /* Append a copy of key k (len bytes) to l. Returns 0 or DM_ENOMEM (l unchanged). */
 int dm_keylist_push(dm_keylist_t *l, const uint8_t *k, size_t len);

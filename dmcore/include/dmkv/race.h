@@ -135,6 +135,12 @@ int dm_race_delete_carry(dm_ctx_t *ctx, const void *key, size_t klen, dm_race_de
 int dm_race_objects(dm_ctx_t *ctx, dm_index_object_fn fn, void *arg);
 
 typedef dm_point_emit_fn dm_race_emit_fn;
+/* One page of a walk of every key in RACE: the subtable the cursor (a directory suffix,
+ * bit-reversed, so pages stay valid across splits) names, each live slot's key and block
+ * passed to emit. *next: the cursor of the next page, 0 after the last. count is ignored
+ * (a page is one subtable). A few RTTs per page (its buckets, then its blocks), more
+ * after a split. Returns 0, emit's error or DM_E* (DM_ERETRY: the directory kept
+ * changing). race/scan.c */
 int dm_race_scan(dm_ctx_t *ctx, uint64_t cursor, size_t count, dm_race_emit_fn emit, void *arg,
                  uint64_t *next);
 
