@@ -111,7 +111,9 @@ void gw_reply_unknown_subcommand(gw_conn_t *c, gw_cmd_t *cmd);
  * integer or out of range" and returns false. */
 bool gw_arg_ll(gw_conn_t *c, gw_cmd_t *cmd, int i, long long *out);
 
-/* Procedures (one file per family). */
+/* Procedures (one file per family): each runs one parsed command on c, replies (Redis's
+ * wording for errors) and returns; the ones that reach the pool run on c's coroutine.
+ * strings.c: GET, SET and their forms. */
 void cmd_get(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_set(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_setnx(gw_conn_t *c, gw_cmd_t *cmd);
@@ -122,6 +124,8 @@ void cmd_mget(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_mset(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_strlen(gw_conn_t *c, gw_cmd_t *cmd);
 
+/* keyspace.c (DEL ... PTTL), expire.c (EXPIRETIME ... PERSIST), keyspace_move.c (TOUCH,
+ * RENAME, RENAMENX, COPY, RANDOMKEY). */
 void cmd_del(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_exists(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_dbsize(gw_conn_t *c, gw_cmd_t *cmd);
@@ -168,6 +172,7 @@ void cmd_watch(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_unwatch(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_reset(gw_conn_t *c, gw_cmd_t *cmd);
 
+/* connection.c: the connection's own state and the clients' (CLIENT, MONITOR). */
 void cmd_ping(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_echo(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_select(gw_conn_t *c, gw_cmd_t *cmd);
@@ -182,6 +187,7 @@ void gw_client_kill(gw_conn_t *c, gw_cmd_t *cmd);
 /* CLIENT LIST [TYPE type] [ID id ...], client_list.c. */
 void gw_client_list(gw_conn_t *c, gw_cmd_t *cmd);
 
+/* command.c (COMMAND), server.c (CONFIG, INFO, TIME, SHUTDOWN). */
 void cmd_command(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_config(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_info(gw_conn_t *c, gw_cmd_t *cmd);
