@@ -80,7 +80,6 @@ def idx(r):
 def simple_cmd(r):
     """One random command (args list)."""
     k = key(r)
-    c = r.randint(0, 44)
     table = [
         lambda: set_cmd(r),
         lambda: set_cmd(r),
@@ -130,8 +129,17 @@ def simple_cmd(r):
         lambda: [b"CONFIG", b"GET", r.choice([b"maxmemory", b"appendonly", b"save",
                                              b"nosuch"])],
         lambda: [b"UNWATCH"],
+        lambda: [b"SETBIT", k, r.choice([b"0", b"7", b"100", b"-1", b"x"]), r.choice([b"0", b"1"])],
+        lambda: [b"GETBIT", k, r.choice([b"0", b"7", b"100"])],
+        lambda: [b"BITCOUNT", k] + r.choice([[], [idx(r), idx(r)],
+                                             [idx(r), idx(r), r.choice([b"BIT", b"byte", b"x"])],
+                                             [idx(r)]]),
+        lambda: [b"BITPOS", k, r.choice([b"0", b"1", b"2"])] +
+        r.choice([[], [idx(r)], [idx(r), idx(r)], [idx(r), idx(r), r.choice([b"bit", b"BYTE"])]]),
+        lambda: [b"BITOP", r.choice([b"AND", b"or", b"XOR", b"NOT", b"NAND"]), key(r)] +
+        [key(r) for _ in range(r.randint(1, 3))],
     ]
-    return table[c]()
+    return table[r.randint(0, len(table) - 1)]()
 
 
 def multi_block(r):

@@ -162,6 +162,9 @@ void cmd_getrange(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_lcs(gw_conn_t *c, gw_cmd_t *cmd);    /* lcs.c */
 void cmd_setbit(gw_conn_t *c, gw_cmd_t *cmd); /* bits.c */
 void cmd_getbit(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_bitcount(gw_conn_t *c, gw_cmd_t *cmd); /* bitops.c */
+void cmd_bitpos(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_bitop(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_msetnx(gw_conn_t *c, gw_cmd_t *cmd);
 
 /* multi.c: transactions. */
