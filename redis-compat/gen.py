@@ -77,6 +77,26 @@ def idx(r):
                      b"9223372036854775807", b"-9223372036854775808"])
 
 
+BF_TYPES = [b"u1", b"u8", b"u13", b"u63", b"i1", b"i8", b"i32", b"i63", b"i64", b"u64", b"x8"]
+BF_VALUES = [b"0", b"1", b"-1", b"127", b"128", b"255", b"-129", b"9223372036854775807",
+             b"-9223372036854775808", b"-4611686018427387905", b"x"]
+
+
+def bitfield_cmd(r, k):
+    """BITFIELD or BITFIELD_RO with a few random subcommands (bad ones included)."""
+    args = [r.choice([b"BITFIELD", b"BITFIELD_RO"]), k]
+    for _ in range(r.randint(0, 4)):
+        sub = r.choice([b"GET", b"SET", b"INCRBY", b"OVERFLOW", b"BOGUS"])
+        args.append(sub)
+        if sub in (b"GET", b"SET", b"INCRBY"):
+            args += [r.choice(BF_TYPES), r.choice([b"0", b"5", b"64", b"#2", b"-1"])]
+        if sub in (b"SET", b"INCRBY"):
+            args.append(r.choice(BF_VALUES))
+        if sub == b"OVERFLOW":
+            args.append(r.choice([b"WRAP", b"SAT", b"fail", b"nope"]))
+    return args
+
+
 def simple_cmd(r):
     """One random command (args list)."""
     k = key(r)
@@ -138,6 +158,7 @@ def simple_cmd(r):
         r.choice([[], [idx(r)], [idx(r), idx(r)], [idx(r), idx(r), r.choice([b"bit", b"BYTE"])]]),
         lambda: [b"BITOP", r.choice([b"AND", b"or", b"XOR", b"NOT", b"NAND"]), key(r)] +
         [key(r) for _ in range(r.randint(1, 3))],
+        lambda: bitfield_cmd(r, k),
     ]
     return table[r.randint(0, len(table) - 1)]()
 

@@ -33,7 +33,7 @@ URLS = ["http://deb.debian.org/debian/pool/main/r/redis/" + TARBALL]
 # The units issue 13 asks for, plus the ones a string store can support.
 UNITS = ["type/string", "type/incr", "keyspace", "scan", "expire", "protocol", "quit",
          "info-command", "info", "other", "multi", "introspection", "introspection-2",
-         "latency-monitor", "slowlog", "auth", "limits", "querybuf", "bitops"]
+         "latency-monitor", "slowlog", "auth", "limits", "querybuf", "bitops", "bitfield"]
 
 
 def cache_dir():

@@ -10,12 +10,14 @@
 
 #define MAX_BITS (536870912ULL * 8) /* proto-max-bulk-len in bits */
 
-/* The bit offset in argv[i] (getBitOffsetFromArgument): 0 .. MAX_BITS-1, else an error
- * is replied and false returned. */
-static bool bit_offset(gw_conn_t *c, gw_cmd_t *cmd, int i, unsigned long long *off)
+bool gw_bit_offset(gw_conn_t *c, gw_cmd_t *cmd, int i, int width, unsigned long long *off)
 {
+    const char *s = cmd->argv[i];
+    size_t n = cmd->argvlen[i];
+    bool fields = width > 0 && n > 0 && s[0] == '#';
     long long v;
-    if (!gw_str2ll(cmd->argv[i], cmd->argvlen[i], &v) || v < 0 ||
+    if (!gw_str2ll(s + fields, n - fields, &v) ||
+        (fields && __builtin_mul_overflow(v, width, &v)) || v < 0 ||
         (unsigned long long)v >= MAX_BITS) {
         reply_error(gw_conn_out(c), "ERR bit offset is not an integer or out of range");
         return false;
@@ -54,7 +56,7 @@ static int setbit_fn(void *arg, const dm_value_t *cur, dm_value_t *out)
 void cmd_setbit(gw_conn_t *c, gw_cmd_t *cmd)
 {
     setbit_arg_t a = {0};
-    if (!bit_offset(c, cmd, 2, &a.off)) return;
+    if (!gw_bit_offset(c, cmd, 2, 0, &a.off)) return;
     if (cmd->argvlen[3] != 1 || (cmd->argv[3][0] != '0' && cmd->argv[3][0] != '1')) {
         reply_error(gw_conn_out(c), "ERR bit is not an integer or out of range");
         return;
@@ -71,7 +73,7 @@ void cmd_setbit(gw_conn_t *c, gw_cmd_t *cmd)
 void cmd_getbit(gw_conn_t *c, gw_cmd_t *cmd)
 {
     unsigned long long off;
-    if (!bit_offset(c, cmd, 2, &off)) return;
+    if (!gw_bit_offset(c, cmd, 2, 0, &off)) return;
     dm_value_t v;
     int rc = gw_get_key(c, cmd, &v);
     if (rc < 0) return;

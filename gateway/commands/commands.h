@@ -111,6 +111,12 @@ void gw_reply_unknown_subcommand(gw_conn_t *c, gw_cmd_t *cmd);
  * integer or out of range" and returns false. */
 bool gw_arg_ll(gw_conn_t *c, gw_cmd_t *cmd, int i, long long *out);
 
+/* The bit offset in argv[i] as SETBIT, GETBIT and BITFIELD take it (Redis's
+ * getBitOffsetFromArgument): 0 up to the bits of a 512 MB string; with width > 0 (BITFIELD)
+ * "#N" means N * width. Else "-ERR bit offset is not an integer or out of range" is replied
+ * and false returned. bits.c */
+bool gw_bit_offset(gw_conn_t *c, gw_cmd_t *cmd, int i, int width, unsigned long long *off);
+
 /* Procedures (one file per family): each runs one parsed command on c, replies (Redis's
  * wording for errors) and returns; the ones that reach the pool run on c's coroutine.
  * strings.c: GET, SET and their forms. */
@@ -165,6 +171,8 @@ void cmd_getbit(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_bitcount(gw_conn_t *c, gw_cmd_t *cmd); /* bitops.c */
 void cmd_bitpos(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_bitop(gw_conn_t *c, gw_cmd_t *cmd);
+void cmd_bitfield(gw_conn_t *c, gw_cmd_t *cmd); /* bitfield.c */
+void cmd_bitfield_ro(gw_conn_t *c, gw_cmd_t *cmd);
 void cmd_msetnx(gw_conn_t *c, gw_cmd_t *cmd);
 
 /* multi.c: transactions. */

@@ -27,6 +27,8 @@ static const gw_command_t table[] = {
     {"auth", -2, "noscript loading stale fast no_auth allow_busy", 0, 0, 0, "@fast @connection",
      cmd_auth, NULL},
     {"bitcount", -2, "readonly", 1, 1, 1, "@read @bitmap @slow", cmd_bitcount, NULL},
+    {"bitfield", -2, "write denyoom", 1, 1, 1, "@write @bitmap @slow", cmd_bitfield, NULL},
+    {"bitfield_ro", -2, "readonly fast", 1, 1, 1, "@read @bitmap @fast", cmd_bitfield_ro, NULL},
     {"bitop", -4, "write denyoom", 2, -1, 1, "@write @bitmap @slow", cmd_bitop, NULL},
     {"bitpos", -3, "readonly", 1, 1, 1, "@read @bitmap @slow", cmd_bitpos, NULL},
     {"client", -2, "", 0, 0, 0, "@slow", cmd_client,

@@ -9,7 +9,9 @@
  * WATCH across gateways: a key changed on another gateway between WATCH and EXEC makes EXEC
  * answer nil. A WATCH/GET/MULTI/SET+1/EXEC counter run by all clients at once: EXEC's write
  * of the watched key is guarded inside its own slot CAS, so the counter ends exactly at
- * the number of committed transactions. */
+ * the number of committed transactions. BITFIELD INCRBY among the increments: 4 signed
+ * 32-bit fields of one key per shared key, each equal at the end to its acknowledged sum
+ * (one field's read-modify-write never loses another's). */
 #include <pthread.h>
 #include <stdint.h>
 
@@ -26,6 +28,8 @@
 
 static int ports[NGW];
 static long long acked[NCLIENTS][NKEYS];
+#define NFIELDS 4
+static long long bf_acked[NCLIENTS][NKEYS][NFIELDS];
 static long long tx_acked[NCLIENTS];
 static int nx_won[NX_ROUNDS][NCLIENTS];
 static pthread_barrier_t nx_barrier;
@@ -50,7 +54,18 @@ static void *client_main(void *arg)
         x ^= x << 13;
         x ^= x >> 7;
         x ^= x << 17;
-        int k = (int)(x % NKEYS), op = (int)((x >> 16) % 4);
+        int k = (int)(x % NKEYS), op = (int)((x >> 16) % 5);
+        if (op == 4) { /* a field of bf:k, returning its new value */
+            int f = (int)((x >> 24) % NFIELDS);
+            redisReply *r = it_cmd(c, "BITFIELD bf:%d INCRBY i32 #%d 3", k, f);
+            CHECKF(r->type == REDIS_REPLY_ARRAY && r->elements == 1 &&
+                       r->element[0]->type == REDIS_REPLY_INTEGER,
+                   "client %d BITFIELD: reply type %d %s", id, r->type,
+                   r->type == REDIS_REPLY_ERROR ? r->str : "");
+            bf_acked[id][k][f] += 3;
+            freeReplyObject(r);
+            continue;
+        }
         long long by = op == 0 ? 5 : op == 1 ? -1 : 1;
         redisReply *r = op == 0   ? it_cmd(c, "INCRBY ctr:%d 5", k)
                         : op == 1 ? it_cmd(c, "DECR ctr:%d", k)
@@ -126,6 +141,17 @@ int main(void)
             CHECK(r->type == REDIS_REPLY_STRING);
             CHECKF(atoll(r->str) == want, "gateway %d key ctr:%d = %s, acknowledged net %lld", g, k,
                    r->str, want);
+            freeReplyObject(r);
+            r = it_cmd(c, "BITFIELD_RO bf:%d GET i32 #0 GET i32 #1 GET i32 #2 GET i32 #3", k);
+            CHECK(r->type == REDIS_REPLY_ARRAY && r->elements == NFIELDS);
+            for (int f = 0; f < NFIELDS; f++) {
+                long long fwant = 0;
+                for (int i = 0; i < nclients; i++)
+                    fwant += bf_acked[i][k][f];
+                CHECKF(r->element[f]->integer == fwant,
+                       "gateway %d bf:%d field %d = %lld, acknowledged %lld", g, k, f,
+                       r->element[f]->integer, fwant);
+            }
             freeReplyObject(r);
         }
         redisReply *r = it_cmd(c, "GET txctr");
