@@ -65,6 +65,7 @@ static void hot_key_costs_one_rtt(redisContext *a, redisContext *b)
      * millisecond: new block ‖ slot CAS from the cached word, one round trip (race/ops.c
      * dm_race_update_blind). */
     EXPECT_STATUS(it_cmd(a, "CONFIG RESETSTAT"), "OK");
+    double blind0 = info_field(a, "race_addr_cache_blind_sets");
     for (int i = 0; i < 100; i++) {
         /* Past 1 ms and 8 write round trips (HOT_RTTS). 10 ms was not always: in a
          * clean-clone make test of 2026-11-28, beside the TSan tree's build, 5 of 100 SETs
@@ -75,10 +76,17 @@ static void hot_key_costs_one_rtt(redisContext *a, redisContext *b)
         EXPECT_STATUS(it_cmd(a, "SET hot v0"), "OK");
     }
     double set_rtts = info_field(a, "set_rtts_per_op");
-    fprintf(stderr, "hot key: %.2f round trips per SET\n", set_rtts);
-    /* One SET in these 100 may also raise its worker's registered watermark (one CAS per
-     * 128 KB carved, docs/leases.md "A dead gateway's chunk tails"): 1.01. */
-    CHECKF(set_rtts < 1.015, "a cached SET took %.2f round trips", set_rtts);
+    double blind = info_field(a, "race_addr_cache_blind_sets") - blind0;
+    fprintf(stderr, "hot key: %.2f round trips per SET, %.0f of 100 written blind\n", set_rtts,
+            blind);
+    /* Every blind SET one round trip; one SET in these 100 may also raise its worker's
+     * registered watermark (one CAS per 128 KB carved, docs/leases.md "A dead gateway's
+     * chunk tails"): 1.01. On a host loaded enough that 8 write round trips outlast the
+     * 150 ms (2026-12-06: ctest -j2 of a stress loop beside a build, 2 of 100), a SET finds
+     * its key hot and takes the validated way's 2: counted, and allowed for a few. */
+    CHECKF(blind >= 95, "only %.0f of 100 SETs of a key seen 150 ms before were blind", blind);
+    CHECKF(set_rtts < 1.015 + (100 - blind) / 100.0, "a cached SET took %.2f round trips",
+           set_rtts);
     /* Seen longer ago, or with an option that reads the old value: the update through the
      * cache reads the slot and the old block first (new block ‖ slot word ‖ old block,
      * then the slot CAS). */
