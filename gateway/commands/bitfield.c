@@ -13,6 +13,7 @@
 #include "commands/commands.h"
 #include "dmkv/errors.h"
 #include "resp/reply.h"
+#include "util/oom.h"
 #include "util/strconv.h"
 
 enum { BF_GET, BF_SET, BF_INCRBY };
@@ -137,7 +138,7 @@ static int rmw_fn(void *arg, const dm_value_t *cur, dm_value_t *out)
 {
     bf_run_t *run = arg;
     size_t olen = cur ? cur->len : 0, nlen = olen > run->end ? olen : (size_t)run->end;
-    out->data = calloc(1, nlen ? nlen : 1);
+    out->data = gw_try_calloc(1, nlen ? nlen : 1);
     if (!out->data) return DM_RMW_ABORT;
     if (olen) memcpy(out->data, cur->data, olen);
     bool changed = run_ops(run, out->data, nlen);
@@ -196,7 +197,7 @@ static bool parse_ops(gw_conn_t *c, gw_cmd_t *cmd, bf_run_t *run)
             uint64_t end = (off + (uint64_t)bits - 1) / 8 + 1;
             if (end > run->end) run->end = end;
         }
-        bf_op_t *ops = realloc(run->ops, sizeof(*ops) * (size_t)(run->n + 1));
+        bf_op_t *ops = gw_try_realloc(run->ops, sizeof(*ops) * (size_t)(run->n + 1));
         if (!ops) {
             gw_reply_dm_error(c, DM_ENOMEM);
             return false;

@@ -11,6 +11,7 @@
 #include "commands/commands.h"
 #include "dmkv/kv.h"
 #include "resp/reply.h"
+#include "util/oom.h"
 #include "util/strconv.h"
 
 /* BYTE or BIT in argv[i]: *isbit set and true, or "ERR syntax error" replied. */
@@ -32,12 +33,7 @@ static bool unit_arg(gw_conn_t *c, gw_cmd_t *cmd, int i, bool *isbit)
 static bool bit_range(long long total, bool isbit, long long start, long long end, uint64_t *sb,
                       uint64_t *eb)
 {
-    if (start < 0) start += total;
-    if (end < 0) end += total;
-    if (start < 0) start = 0;
-    if (end < 0) end = 0;
-    if (end >= total) end = total - 1;
-    if (start > end) return false;
+    if (!gw_clamp_range(total, &start, &end)) return false;
     *sb = isbit ? (uint64_t)start : (uint64_t)start * 8;
     *eb = isbit ? (uint64_t)end : (uint64_t)end * 8 + 7;
     return true;
@@ -187,7 +183,7 @@ void cmd_bitop(gw_conn_t *c, gw_cmd_t *cmd)
         return;
     }
     int n = cmd->argc - 3;
-    dm_value_t *src = calloc((size_t)n, sizeof(*src));
+    dm_value_t *src = gw_try_calloc((size_t)n, sizeof(*src));
     if (!src) {
         reply_error(gw_conn_out(c), "ERR Insufficient memory, failed allocating transient "
                                     "memory for BITOP");
@@ -210,7 +206,7 @@ void cmd_bitop(gw_conn_t *c, gw_cmd_t *cmd)
             reply_int(gw_conn_out(c), 0);
         goto out;
     }
-    uint8_t *res = malloc(len);
+    uint8_t *res = gw_try_malloc(len);
     if (!res) {
         reply_error(gw_conn_out(c), "ERR Insufficient memory, failed allocating transient "
                                     "memory for BITOP");

@@ -111,6 +111,19 @@ void gw_reply_unknown_subcommand(gw_conn_t *c, gw_cmd_t *cmd);
  * integer or out of range" and returns false. */
 bool gw_arg_ll(gw_conn_t *c, gw_cmd_t *cmd, int i, long long *out);
 
+/* Redis's range rule (GETRANGE, BITCOUNT, BITPOS): indexes below 0 count from the end of
+ * len units, then both are clamped into [0, len - 1]. Returns false when the range is empty
+ * (start > end afterwards, or len 0). */
+static inline bool gw_clamp_range(long long len, long long *start, long long *end)
+{
+    if (*start < 0) *start += len;
+    if (*end < 0) *end += len;
+    if (*start < 0) *start = 0;
+    if (*end < 0) *end = 0;
+    if (*end >= len) *end = len - 1;
+    return *start <= *end;
+}
+
 /* The bit offset in argv[i] as SETBIT, GETBIT and BITFIELD take it (Redis's
  * getBitOffsetFromArgument): 0 up to the bits of a 512 MB string; with width > 0 (BITFIELD)
  * "#N" means N * width. Else "-ERR bit offset is not an integer or out of range" is replied

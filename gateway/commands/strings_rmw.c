@@ -298,19 +298,10 @@ void cmd_getrange(gw_conn_t *c, gw_cmd_t *cmd)
     int rc = gw_get_key(c, cmd, &v);
     if (rc < 0) return;
     long long len = rc ? (long long)v.len : 0;
-    if (rc == 0 || (start < 0 && end < 0 && start > end)) {
+    if (rc == 0 || (start < 0 && end < 0 && start > end) || !gw_clamp_range(len, &start, &end))
         reply_bulk(gw_conn_out(c), "", 0);
-    } else {
-        if (start < 0) start = len + start;
-        if (end < 0) end = len + end;
-        if (start < 0) start = 0;
-        if (end < 0) end = 0;
-        if (end >= len) end = len - 1;
-        if (start > end || len == 0)
-            reply_bulk(gw_conn_out(c), "", 0);
-        else
-            reply_bulk(gw_conn_out(c), v.data + start, (size_t)(end - start + 1));
-    }
+    else
+        reply_bulk(gw_conn_out(c), v.data + start, (size_t)(end - start + 1));
     if (rc) dm_value_free(&v);
 }
 
