@@ -1171,23 +1171,24 @@ static int kept_in_log(const dm_alloc_t *a, const freed_t *f)
     return f->freed_us >= a->log.horizon || f->need_claim || (f->logged && !claim_held(a, f));
 }
 
-/* The free log laps within a quarantine: move it to a larger block, with every listed block
- * a repairer would take as its first entries (free_log_grow). */
-static void grow_log(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t bytes)
+/* The free log laps within a quarantine: move it to the larger block its growth began with
+ * (free_log_grow_begin, a tick ago), with every listed block a repairer would take as its
+ * first entries (free_log_grow). */
+static void grow_log(dm_ctx_t *ctx, dm_alloc_t *a)
 {
     size_t n = 0;
     for (int c = 0; c < NCLASSES; c++)
         for (freed_t *f = a->head[c]; f; f = f->next)
             n += kept_in_log(a, f);
-    free_log_entry_t *keep = malloc(n * sizeof(*keep) + 1);
+    free_log_entry_t *keep = malloc((n + 1) * sizeof(*keep)); /* and the old block */
     size_t k = 0;
     for (int c = 0; c < NCLASSES && keep; c++)
         for (freed_t *f = a->head[c]; f; f = f->next)
             if (kept_in_log(a, f))
                 keep[k++] = (free_log_entry_t){f->addr, f->units, f->freed_us, 0};
-    if (!keep) return; /* no memory: the ring stays, and laps */
-    a->log.busy = 1;   /* no tick meanwhile (another coroutine's) */
-    int rc = free_log_grow(ctx, &a->log, a->entry, bytes, keep, n);
+    a->log.busy = 1; /* no tick meanwhile (another coroutine's) */
+    /* keep NULL (no memory): no growth (the block goes back on our lists), the ring laps. */
+    int rc = free_log_grow(ctx, &a->log, a->entry, keep, n);
     a->log.busy = 0;
     if (rc && rc != DM_EINVAL)
         dm_log(DM_LOG_WARNING,
@@ -1218,15 +1219,26 @@ int dm_alloc_log_tick(dm_ctx_t *ctx)
 {
     dm_alloc_t *a = ctx->w->alloc;
     if (!a || a->entry < 0) return 0;
-    uint64_t room = free_log_wants_room(&a->log);
-    if (room) grow_log(ctx, a, room);
+    int rc, begun = 0;
+    /* A growth in two steps: its block is named in this log by the tick below, and the
+     * switch comes after a later tick that won (docs/leases.md "A growth that dies
+     * halfway"). */
+    uint64_t room;
+    if (!a->log.grow_blk && (room = free_log_wants_room(&a->log)) != 0) {
+        rc = free_log_grow_begin(ctx, &a->log, room);
+        begun = rc == 0;
+        if (rc && rc != DM_EINVAL)
+            dm_log(DM_LOG_WARNING, "allocator: the free log could not grow (%s)", dm_strerror(rc));
+    }
     uint64_t lo = 1, hi = 0;
     int was_off = a->log.state == FREE_LOG_OFF;
     if (!a->log.busy) claim_ready(a);
-    int rc = free_log_tick(ctx, &a->log, a->entry, &lo, &hi);
+    rc = free_log_tick(ctx, &a->log, a->entry, &lo, &hi);
     if (rc == 1) {
         drop_logged(a, lo, hi);
         rc = 0;
+    } else if (!rc && !begun && free_log_grow_ready(&a->log)) {
+        grow_log(ctx, a);
     }
     int trc = trim_reserve(ctx, a);
     if (!rc) rc = trc;
@@ -1259,8 +1271,8 @@ int dm_alloc_log_due(const dm_worker_t *w)
 static void close_log(dm_ctx_t *ctx, dm_alloc_t *a)
 {
     int was_on = a->log.state == FREE_LOG_ON;
-    dm_gaddr_t blk = a->log.blk, old = a->log.old_blk;
-    uint64_t bytes = a->log.blk_bytes, old_bytes = a->log.old_bytes;
+    dm_gaddr_t blk = a->log.blk, old = a->log.old_blk, grow = a->log.grow_blk;
+    uint64_t bytes = a->log.blk_bytes, old_bytes = a->log.old_bytes, grow_bytes = a->log.grow_bytes;
     uint64_t lo = 1, hi = 0;
     int rc = free_log_close(ctx, &a->log, a->entry, &lo, &hi);
     if (rc) {
@@ -1273,6 +1285,7 @@ static void close_log(dm_ctx_t *ctx, dm_alloc_t *a)
     if (!rc && was_on && blk) { /* nobody reads them any more (the horizon is closed) */
         alloc_put_log_block(ctx, blk, bytes);
         if (old) dm_alloc_free(a, old, old_bytes);
+        if (grow) alloc_put_log_block(ctx, grow, grow_bytes); /* a growth begun */
     }
 }
 

@@ -265,8 +265,9 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
         *drop_lo = old;
         *drop_hi = l->flushed_us;
         free_log_release(l);
-        l->blk = 0;     /* the repairer frees it */
-        l->old_blk = 0; /* or this one: which, we cannot tell (it is left taken) */
+        l->blk = 0;      /* the repairer frees it */
+        l->old_blk = 0;  /* or this one: which, we cannot tell (it is left taken) */
+        l->grow_blk = 0; /* named in the log: the repairer may have taken it */
         return 1;
     }
     l->done = id;
@@ -299,7 +300,8 @@ static uint64_t entries_per_quarantine(const free_log_t *l)
 
 uint64_t free_log_wants_room(const free_log_t *l)
 {
-    if (l->state != FREE_LOG_ON || l->busy || l->old_blk || dm_now_us() < l->grow_after_us)
+    if (l->state != FREE_LOG_ON || l->busy || l->old_blk || l->grow_blk ||
+        dm_now_us() < l->grow_after_us)
         return 0;
     uint64_t need = entries_per_quarantine(l), bytes = l->blk_bytes;
     while (bytes < FREE_LOG_MAX_BYTES && need > FREE_LOG_CAP_OF(bytes) / 2)
@@ -307,44 +309,86 @@ uint64_t free_log_wants_room(const free_log_t *l)
     return bytes > l->blk_bytes ? bytes : 0;
 }
 
-int free_log_grow(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t bytes, free_log_entry_t *keep,
-                  size_t n)
+int free_log_grow_begin(dm_ctx_t *ctx, free_log_t *l, uint64_t bytes)
 {
-    uint64_t cap = FREE_LOG_CAP_OF(bytes);
-    dm_gaddr_t lword = tails_log_addr(idx), blk;
     l->grow_after_us = dm_now_us() + 1000000u;
-    if (n >= cap || bytes <= l->blk_bytes || !lword) return DM_EINVAL; /* would not hold them */
+    if (l->state != FREE_LOG_ON || l->grow_blk || bytes <= l->blk_bytes) return DM_EINVAL;
+    dm_gaddr_t blk;
     int rc = alloc_take_log_block(ctx, bytes, &blk);
     if (rc) return rc;
+    /* Named as freed now, so a repairer takes it (freed after the horizon it replaces)
+     * whether we die before the switch or after it with a repairer that read the record
+     * before it. */
+    if (stage(l, &(free_log_entry_t){blk, bytes / DM_GRAIN, dm_now_us(), 0}) != 0) {
+        alloc_put_log_block(ctx, blk, bytes); /* named nowhere: still anyone's */
+        return DM_EINVAL;                     /* a ring's worth staged: a second later */
+    }
+    l->grow_blk = blk;
+    l->grow_bytes = bytes;
+    l->grow_ticket = l->started + 1; /* a tick on the wire took its entries out before */
+    return 0;
+}
+
+int free_log_grow_ready(const free_log_t *l)
+{
+    return l->grow_blk && l->state == FREE_LOG_ON && !l->busy && l->done >= l->grow_ticket;
+}
+
+#define GROW_SEND_BY_US 1000000u /* a growth's writes leave within this of the last raise */
+
+int free_log_grow(dm_ctx_t *ctx, free_log_t *l, int idx, free_log_entry_t *keep, size_t n)
+{
+    dm_gaddr_t blk = l->grow_blk, lword = tails_log_addr(idx);
+    uint64_t bytes = l->grow_bytes, cap = FREE_LOG_CAP_OF(bytes);
+    l->grow_blk = 0;
+    l->grow_after_us = dm_now_us() + 1000000u;
+    if (!blk) return DM_EINVAL;
+    if (!keep || n + 1 >= cap || !lword) { /* would not hold them, or no memory */
+        dm_alloc_free(ctx->w->alloc, blk, bytes);
+        return DM_EINVAL;
+    }
+    /* The present block, named as freed now: a repairer that takes the new log takes it
+     * (we free it ourselves only after two raises). */
+    keep[n++] = (free_log_entry_t){l->blk, l->blk_bytes / DM_GRAIN, dm_now_us(), 0};
     uint64_t hdr[4] = {FREE_LOG_MAGIC, cap, n, FREE_LOG_NAMES_MAGIC};
     for (size_t i = 0; i < n; i++)
         keep[i].check = entry_check(&keep[i], i);
+    /* Past the bound the batch is not posted (DM_ERETRY, batch.c refused_as_retry): a
+     * worker stalled since its last raise may have been taken over, and the repairer may
+     * hold blk. */
+    uint64_t send_by = l->raised_us + GROW_SEND_BY_US;
     dm_batch_t b;
+    int rc = 0;
     /* The entries first, then the header that counts them, a MiB per batch. */
     for (size_t i = 0; i < n && !rc; i += FREE_LOG_CAP) {
         size_t k = n - i < FREE_LOG_CAP ? n - i : FREE_LOG_CAP;
         dm_batch_init(&b);
+        b.send_by_us = send_by;
         dm_batch_write(&b, blk + FREE_LOG_HDR + i * sizeof(*keep), keep + i,
                        (uint32_t)(k * sizeof(*keep)));
         rc = dm_batch_exec(ctx, &b);
     }
     if (!rc) {
         dm_batch_init(&b);
+        b.send_by_us = send_by;
         dm_batch_write(&b, blk, hdr, sizeof(hdr));
         rc = dm_batch_exec(ctx, &b);
     }
+    if (rc) { /* not switched: blk is a free block named in our log, like any other */
+        dm_alloc_free(ctx->w->alloc, blk, bytes);
+        return rc;
+    }
     /* The CAS a round trip after the header (rare: no ordering of a WRITE and a later
      * atomic on the wire is assumed), so a repairer that reads the new word finds it. */
-    dm_verb_t *v = NULL;
-    if (!rc) {
-        dm_batch_init(&b);
-        v = dm_batch_cas(&b, lword, l->blk, blk);
-        rc = dm_batch_exec(ctx, &b);
-    }
-    if (rc || v->result != l->blk) { /* the CAS's fate unknown, or lost: blk stays taken */
-        if (!rc) alloc_put_log_block(ctx, blk, bytes);
+    dm_batch_init(&b);
+    b.send_by_us = send_by;
+    dm_verb_t *v = dm_batch_cas(&b, lword, l->blk, blk);
+    rc = dm_batch_exec(ctx, &b);
+    if (rc == DM_ERETRY || (!rc && v->result != l->blk)) { /* not switched */
+        dm_alloc_free(ctx->w->alloc, blk, bytes);
         return rc ? rc : DM_ERETRY;
     }
+    if (rc) return rc; /* the CAS's fate unknown: blk stays taken */
     __atomic_fetch_add(&open_bytes, bytes - l->blk_bytes, __ATOMIC_RELAXED);
     l->old_blk = l->blk;
     l->old_bytes = l->blk_bytes;
@@ -358,7 +402,7 @@ int free_log_grow(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t bytes, free_lo
     dm_log(DM_LOG_NOTICE,
            "allocator: free log moved to a block of %llu MiB (%zu blocks listed; a repairer "
            "needs the last %u ms of frees and the ring held less)",
-           (unsigned long long)(bytes >> 20), n, (unsigned)(DM_GRACE_US / 1000));
+           (unsigned long long)(bytes >> 20), n - 1, (unsigned)(DM_GRACE_US / 1000));
     return 0;
 }
 

@@ -93,7 +93,10 @@ typedef struct free_log {
     uint64_t blk_bytes; /* its size (FREE_LOG_BYTES at first; FREE_LOG_CAP_OF: entries) */
     dm_gaddr_t old_blk; /* the block before the last growth, freed after two raises */
     uint64_t old_bytes;
-    unsigned old_raises;                      /* horizon raises since the growth */
+    unsigned old_raises; /* horizon raises since the growth */
+    dm_gaddr_t grow_blk; /* the block of a growth begun: named free in this log, not yet ours */
+    uint64_t grow_bytes;
+    uint64_t grow_ticket; /* the tick that writes its name (free_log_grow_begin) */
     uint64_t mark_us, mark_count, prev_count; /* count at the last two marks, DM_GRACE_US / 2
                                                  apart: the entries of the last quarantine */
     uint64_t grow_after_us;   /* no growth before (a growth failed: the pool is full) */
@@ -147,15 +150,26 @@ int free_log_due(const free_log_t *l);
  * to (the smallest FREE_LOG_BYTES times a power of 4 that holds twice that, at most
  * FREE_LOG_MAX_BYTES), or 0 (no growth, or none allowed now). */
 uint64_t free_log_wants_room(const free_log_t *l);
-/* Move the log to a block of `bytes` bytes (from free_log_wants_room): write keep[0..n)
- * (every listed block a repairer would take: freed at or after the horizon, or large and
- * unclaimed) as its first entries, then CAS the record's free-log word to it. The old block
- * stays untouched until two horizon raises have followed (a repairer that read the record
- * before the switch then can no longer win its CAS), and is then freed (free_log_tick).
- * Call with no tick running (l->busy clear). 1 RTT per MiB of entries plus 3. Returns 0 or
- * DM_E* (nothing changed; not tried again for a second; DM_EINVAL: keep[] would not fit). */
-int free_log_grow(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t bytes, free_log_entry_t *keep,
-                  size_t n);
+/* A growth in two steps, so that a death at any point leaves every log block with a
+ * repairer (docs/leases.md "A growth that dies halfway"):
+ * 1. free_log_grow_begin takes the new block G (`bytes`, from free_log_wants_room) and
+ *    stages an entry naming G as freed now in the present log: once a tick has written it,
+ *    a repairer that takes this log takes G too. Call free_log_tick right after. 1-3 RTTs
+ *    (the take). Returns 0 or DM_E* (no growth begun; not tried again for a second).
+ * 2. Once free_log_grow_ready, free_log_grow writes keep[0..n) (every listed block a
+ *    repairer would take: freed at or after the horizon, or large and unclaimed) and an
+ *    entry naming the present block as freed now (keep has room for n + 1) as G's first
+ *    entries, then CASes the record's free-log word to G. A repairer that takes G then
+ *    takes the old block too; the worker itself frees it after two more horizon raises (a
+ *    repairer that read the record before the switch then can no longer win its CAS). Its
+ *    writes carry a send-by bound a second past the last raise, so a worker stalled since
+ *    writes nothing into G, which a repairer may hold by then. Call with no tick running
+ *    (l->busy clear). 1 RTT per MiB of entries plus 2. Returns 0 or DM_E* (nothing
+ *    switched; G goes back on the worker's lists, or stays taken when the CAS's outcome is
+ *    unknown; not tried again for a second; DM_EINVAL: keep[] would not fit, or is NULL). */
+int free_log_grow_begin(dm_ctx_t *ctx, free_log_t *l, uint64_t bytes);
+int free_log_grow_ready(const free_log_t *l);
+int free_log_grow(dm_ctx_t *ctx, free_log_t *l, int idx, free_log_entry_t *keep, size_t n);
 
 /* The free-log tick of worker entry idx: creates the log (once: a 1 MiB block, 3 RTTs), else
  * writes what was staged and raises the horizon, 1 RTT. Returns 0, 1 when a repairer took

@@ -1278,7 +1278,9 @@ static void test_takeover_random(void)
 /* A worker that frees more blocks within a quarantine than its 1 MiB ring holds (32,766
  * entries) moves its log to a larger block, listed blocks first: a repairer then takes
  * every one of them. With the ring alone it got the last 32,766 (docs/leases.md "A ring
- * that laps"). */
+ * that laps"). The new log also names the old 1 MiB block, which A frees only two raises
+ * after the switch: a repairer that takes the new log first takes it too (before, it was
+ * lost: docs/leases.md "A growth that dies halfway"). */
 static void test_log_grows(void)
 {
     enum { N1 = 20000, N2 = 30000, LEN = 40 };
@@ -1290,15 +1292,52 @@ static void test_log_grows(void)
     alloc_blocks(ca, N1 + N2, LEN, set);
     for (int i = 0; i < N1; i++)
         dm_alloc_free(t.wa->alloc, set[i], LEN);
-    CHECK(dm_alloc_log_tick(ca) == 0); /* 20,000 written: more than half the ring */
-    CHECK(dm_alloc_log_tick(ca) == 0); /* grows (four times as large), then ticks */
+    CHECK(dm_alloc_log_tick(ca) == 0); /* 20,000 staged: more than half the ring, a growth begins */
+    CHECK(dm_alloc_log_tick(ca) == 0); /* it switches to a block four times as large */
     for (int i = N1; i < N1 + N2; i++)
         dm_alloc_free(t.wa->alloc, set[i], LEN);
     CHECK(dm_alloc_log_tick(ca) == 0);
     uint64_t got = b_takes_a_log(&t, NULL);
-    uint64_t want = (uint64_t)(N1 + N2) * dm_alloc_kv_block_bytes(LEN);
-    CHECKF(got == want, "%llu bytes taken over (want %llu: %d blocks)", (unsigned long long)got,
-           (unsigned long long)want, N1 + N2);
+    uint64_t want = (uint64_t)(N1 + N2) * dm_alloc_kv_block_bytes(LEN) + FREE_LOG_BYTES;
+    CHECKF(got == want, "%llu bytes taken over (want %llu: %d blocks and the old ring)",
+           (unsigned long long)got, (unsigned long long)want, N1 + N2);
+    two_stop(&t);
+}
+
+/* A growth's new block is taken from the pool a tick before the switch, and a death in
+ * between lost it whole: a 16 MiB log block in a clean clone's it_gateway_death (docs/leases.md
+ * "A growth that dies halfway"). The tick that begins a growth names the block in the old
+ * log, as freed then: A frees 20,000 blocks, its next tick begins a growth, and B takes A's
+ * log over before A's next tick switches. B must get the blocks and the new 4 MiB block
+ * (without the name: the blocks, and 0-0.5 MiB of pieces A took from shared places). */
+static void test_grow_dies_halfway(void)
+{
+    enum { N = 20000, LEN = 40 };
+    two_t t;
+    two_start(&t);
+    dm_ctx_t *ca = &t.ca;
+    static dm_gaddr_t set[N];
+    CHECK(dm_alloc_log_tick(ca) == 0); /* opens A's log */
+    /* The growth's block: on top of the log blocks' stack, so that A takes it whole (a block
+     * of another size there, or a refill of A's region, leaves logged pieces). */
+    dm_gaddr_t g;
+    CHECK(dm_alloc_block(&t.cb, 4 * FREE_LOG_BYTES, &g) == 0);
+    CHECK(returned_push_log(&t.cb, g, 4 * FREE_LOG_BYTES) == 1);
+    alloc_blocks(ca, N, LEN, set);
+    for (int i = 0; i < N; i++)
+        dm_alloc_free(t.wa->alloc, set[i], LEN);
+    CHECK(dm_alloc_log_tick(ca) == 0); /* begins a growth: the 4 MiB block is named */
+    CHECKF(dm_alloc_free_log_bytes() == FREE_LOG_BYTES,
+           "%llu bytes of open logs (want the 1 MiB "
+           "ring: no switch yet)",
+           (unsigned long long)dm_alloc_free_log_bytes());
+    uint64_t got = b_takes_a_log(&t, NULL); /* A dies here */
+    uint64_t want = (uint64_t)N * dm_alloc_kv_block_bytes(LEN) + 4 * FREE_LOG_BYTES;
+    /* At least: A's carving may have taken pieces from the pool's shared places (logged). */
+    CHECKF(got >= want, "%llu bytes taken over (want %llu: %d blocks and the new 4 MiB block)",
+           (unsigned long long)got, (unsigned long long)want, N);
+    uint64_t pieces, handed;
+    CHECK(dm_alloc_handoff(&t.cb, &pieces, &handed) == 0); /* B's log stays out of later tests */
     two_stop(&t);
 }
 
@@ -1391,6 +1430,7 @@ int main(void)
     RUN(test_failed_tick_keeps_claims);
     RUN(test_takeover_random);
     RUN(test_log_grows);
+    RUN(test_grow_dies_halfway);
     RUN(test_log_on_full_pool);
     RUN(test_horizon_lead);
     RUN(test_log_grows_fast); /* last: its 84 MB of handed-off blocks change what others get */
