@@ -147,7 +147,9 @@ static int open_log(dm_ctx_t *ctx, free_log_t *l, int idx)
     dm_batch_t b;
     dm_batch_init(&b);
     dm_verb_t *v = dm_batch_cas(&b, hword, 0, l->horizon);
+    uint64_t t0 = dm_now_us();
     if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
+    l->confirmed_us = t0;
     if (v->result == l->horizon) { /* our earlier CAS had landed */
     } else if (v->result != 0) {   /* taken over before anything was logged */
         free_log_release(l);
@@ -189,10 +191,50 @@ int free_log_tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint
     return rc;
 }
 
+/* A repairer took the log over (its CAS replaced our horizon `old`): stop logging. Returns 1
+ * with the range of free times to drop. */
+static int taken(free_log_t *l, uint64_t old, uint64_t *drop_lo, uint64_t *drop_hi)
+{
+    dm_log(DM_LOG_WARNING, "allocator: another gateway took this worker's free log over "
+                           "(it found this gateway dead); its free blocks are not logged "
+                           "any more");
+    *drop_lo = old;
+    *drop_hi = l->flushed_us;
+    free_log_release(l);
+    l->blk = 0;      /* the repairer frees it */
+    l->old_blk = 0;  /* or this one: which, we cannot tell (it is left taken) */
+    l->grow_blk = 0; /* named in the log: the repairer may have taken it */
+    return 1;
+}
+
+/* After a stall (FREE_LOG_CONFIRM_US since our last CAS on the horizon word): a CAS of the
+ * word to itself, alone, before writing the ring. A repairer that took the log over frees
+ * the ring block, and 2 s later it may hold someone's values: a worker that woke from a
+ * stall of 12 s wrote its staged entries over them and only then found its CAS failing.
+ * Returns 0 (still ours: confirmed_us moved), 1 (taken: the caller stops) or DM_E*. */
+static int confirm(dm_ctx_t *ctx, free_log_t *l, dm_gaddr_t hword)
+{
+    uint64_t t0 = dm_now_us(), old = l->horizon;
+    dm_batch_t b;
+    dm_batch_init(&b);
+    dm_verb_t *cas = dm_batch_cas(&b, hword, old, old);
+    int rc = dm_batch_exec(ctx, &b);
+    if (rc) return rc;
+    if (cas->result != old && !(l->unsure && cas->result == l->unsure)) return 1;
+    l->confirmed_us = t0;
+    return 0;
+}
+
 static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64_t *drop_hi)
 {
     /* Nothing new and the horizon fresh enough: no round trip (an idle worker). */
     if (!l->n && dm_now_us() - l->raised_us < RAISE_IDLE_US) return 0;
+    dm_gaddr_t hword = tails_horizon_addr(idx);
+    if (l->n && dm_now_us() - l->confirmed_us >= FREE_LOG_CONFIRM_US) {
+        int rc = confirm(ctx, l, hword);
+        if (rc == 1) return taken(l, l->horizon, drop_lo, drop_hi);
+        if (rc) return rc;
+    }
     /* The tick writes a copy of what is staged now (the first n entries):
      * entries staged meanwhile (other coroutines of this worker) go behind them, and the
      * array may move. The written ones leave the front once the tick succeeded; after a
@@ -231,9 +273,14 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
     size_t claims = 0;
     for (size_t i = 0; i < n; i++)
         claims += (out[i].units & FREE_LOG_CLAIM) != 0;
-    dm_gaddr_t hword = tails_horizon_addr(idx);
     dm_batch_t b;
     dm_batch_init(&b);
+    /* The ring's writes leave within FREE_LOG_SEND_BY_US of our last CAS that found the
+     * word ours, or not at all (DM_ERETRY: still staged, and the next tick confirms first):
+     * a repairer's CAS comes after that one, and the ring it frees is reused 2 s later at
+     * the earliest. (A raise alone needs no bound: it writes nothing a repairer frees.) */
+    if (n) b.send_by_us = l->confirmed_us + FREE_LOG_SEND_BY_US;
+    uint64_t t0 = dm_now_us();
     /* With claims, the entries are written first, a round trip before the CAS: a repairer
      * whose CAS comes after ours then reads every claim this tick makes good (the verbs of
      * one batch may run in any order, on different nodes at least). */
@@ -244,6 +291,7 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
         if (claims) {
             rc = dm_batch_exec(ctx, &b);
             dm_batch_init(&b);
+            t0 = dm_now_us();
         }
     }
     dm_verb_t *cas = dm_batch_cas(&b, hword, old, want);
@@ -258,19 +306,10 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
     /* Our own raise of a tick that failed had landed: the horizon is ours at that value. */
     if (cas->result != old && l->unsure && cas->result == l->unsure)
         want = l->unsure;
-    else if (cas->result != old) {
-        dm_log(DM_LOG_WARNING, "allocator: another gateway took this worker's free log over "
-                               "(it found this gateway dead); its free blocks are not logged "
-                               "any more");
-        *drop_lo = old;
-        *drop_hi = l->flushed_us;
-        free_log_release(l);
-        l->blk = 0;      /* the repairer frees it */
-        l->old_blk = 0;  /* or this one: which, we cannot tell (it is left taken) */
-        l->grow_blk = 0; /* named in the log: the repairer may have taken it */
-        return 1;
-    }
+    else if (cas->result != old)
+        return taken(l, old, drop_lo, drop_hi);
     l->done = id;
+    l->confirmed_us = t0;
     l->count = count;
     l->horizon = want;
     l->unsure = 0;
@@ -334,8 +373,6 @@ int free_log_grow_ready(const free_log_t *l)
     return l->grow_blk && l->state == FREE_LOG_ON && !l->busy && l->done >= l->grow_ticket;
 }
 
-#define GROW_SEND_BY_US 1000000u /* a growth's writes leave within this of the last raise */
-
 int free_log_grow(dm_ctx_t *ctx, free_log_t *l, int idx, free_log_entry_t *keep, size_t n)
 {
     dm_gaddr_t blk = l->grow_blk, lword = tails_log_addr(idx);
@@ -355,8 +392,8 @@ int free_log_grow(dm_ctx_t *ctx, free_log_t *l, int idx, free_log_entry_t *keep,
         keep[i].check = entry_check(&keep[i], i);
     /* Past the bound the batch is not posted (DM_ERETRY, batch.c refused_as_retry): a
      * worker stalled since its last raise may have been taken over, and the repairer may
-     * hold blk. */
-    uint64_t send_by = l->raised_us + GROW_SEND_BY_US;
+     * hold blk (as for the ring's writes, tick). */
+    uint64_t send_by = l->confirmed_us + FREE_LOG_SEND_BY_US;
     dm_batch_t b;
     int rc = 0;
     /* The entries first, then the header that counts them, a MiB per batch. */

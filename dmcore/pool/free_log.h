@@ -82,6 +82,15 @@
  * SET -P 16 lost a fifth of its rate. */
 #define FREE_LOG_EAGER_BYTES (64u << 10)
 
+/* A worker writes into its log blocks only within FREE_LOG_SEND_BY_US of posting a CAS that
+ * found its horizon word its own (a send-by bound, dmkv/batch.h), and after a stall of
+ * FREE_LOG_CONFIRM_US it first CASes the word to itself: a repairer's takeover comes after
+ * that CAS and frees the log's block, which nobody reuses for DM_GRACE_US (2 s), so a worker
+ * stalled past a takeover writes nothing over what the block holds by then (docs/leases.md
+ * "A stalled owner's ring writes"). */
+#define FREE_LOG_SEND_BY_US 1000000u
+#define FREE_LOG_CONFIRM_US 500000u
+
 /* One logged free: 32 bytes in the pool. check ties it to its ring position, so a torn or
  * stale entry (an older lap, bytes of the block's previous use) is skipped. */
 typedef struct free_log_entry {
@@ -108,6 +117,7 @@ typedef struct free_log {
     uint64_t started;         /* ticks begun (the last one's number) */
     uint64_t done;            /* the number of the last tick whose writes and CAS succeeded */
     uint64_t raised_us;       /* when the horizon was last raised */
+    uint64_t confirmed_us;    /* when our last CAS that found the horizon word ours was posted */
     uint64_t unsure;          /* the horizon a raise whose outcome is unknown asked for, 0 none */
     uint64_t raising;         /* the horizon the tick on the wire asks for, 0 none */
     free_log_entry_t *staged; /* entries not written yet, the tick on the wire's first */
@@ -162,8 +172,8 @@ uint64_t free_log_wants_room(const free_log_t *l);
  *    entries, then CASes the record's free-log word to G. A repairer that takes G then
  *    takes the old block too; the worker itself frees it after two more horizon raises (a
  *    repairer that read the record before the switch then can no longer win its CAS). Its
- *    writes carry a send-by bound a second past the last raise, so a worker stalled since
- *    writes nothing into G, which a repairer may hold by then. Call with no tick running
+ *    writes carry a send-by bound (FREE_LOG_SEND_BY_US), so a worker stalled since its last
+ *    raise writes nothing into G, which a repairer may hold by then. Call with no tick running
  *    (l->busy clear). 1 RTT per MiB of entries plus 2. Returns 0 or DM_E* (nothing
  *    switched; G goes back on the worker's lists, or stays taken when the CAS's outcome is
  *    unknown; not tried again for a second; DM_EINVAL: keep[] would not fit, or is NULL). */

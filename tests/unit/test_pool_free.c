@@ -1341,6 +1341,58 @@ static void test_grow_dies_halfway(void)
     two_stop(&t);
 }
 
+/* The count word of every free log the process's record names (0 for none), read now. */
+static void log_counts(dm_ctx_t *ctx, uint64_t *counts)
+{
+    for (int i = 0; i < DM_TAIL_ENTRIES; i++) {
+        dm_gaddr_t blk = 0;
+        counts[i] = 0;
+        dm_batch_t b;
+        dm_batch_init(&b);
+        dm_batch_read(&b, tails_log_addr(i), &blk, 8);
+        CHECK(dm_batch_exec(ctx, &b) == 0);
+        if (!blk) continue;
+        dm_batch_init(&b);
+        dm_batch_read(&b, blk + 16, &counts[i], 8);
+        CHECK(dm_batch_exec(ctx, &b) == 0);
+    }
+}
+
+/* A worker that wakes from a stall writes nothing into its log's ring once a repairer took
+ * the log over: the repairer freed the ring's block, and 2 s later it may hold another
+ * gateway's values. A stages 100 frees, stalls 600 ms, B takes A's log over, and A's next
+ * tick must find the log taken before it writes (before, it wrote its 100 entries and the
+ * ring's count over the freed block, then found its CAS failing: run once). */
+static void test_stalled_owner_writes_nothing(void)
+{
+    enum { N = 100, LEN = 40 };
+    two_t t;
+    two_start(&t);
+    dm_ctx_t *ca = &t.ca;
+    static dm_gaddr_t set[N];
+    CHECK(dm_alloc_log_tick(ca) == 0); /* opens A's log */
+    alloc_blocks(ca, N, LEN, set);
+    CHECK(dm_alloc_log_tick(ca) == 0);
+    for (int i = 0; i < N; i++)
+        dm_alloc_free(t.wa->alloc, set[i], LEN);
+    usleep(FREE_LOG_CONFIRM_US + 100000); /* A stalls */
+    dm_alloc_tail_stats_t got;
+    CHECK(dm_alloc_adopt(&t.cb, dm_alloc_record(), &got) == 0);
+    CHECK(got.free_logs_adopted == 1);
+    uint64_t before[DM_TAIL_ENTRIES], after[DM_TAIL_ENTRIES];
+    log_counts(&t.cb, before);
+    CHECK(dm_alloc_log_tick(ca) == 0); /* A wakes: finds its log taken */
+    log_counts(&t.cb, after);
+    for (int i = 0; i < DM_TAIL_ENTRIES; i++)
+        CHECKF(after[i] == before[i],
+               "log %d: count %llu after A's tick, %llu before: A wrote "
+               "into a ring taken over",
+               i, (unsigned long long)after[i], (unsigned long long)before[i]);
+    uint64_t pieces, handed;
+    CHECK(dm_alloc_handoff(&t.cb, &pieces, &handed) == 0); /* B's log stays out of later tests */
+    two_stop(&t);
+}
+
 /* A burst of frees within a quarantine grows the ring to the size it needs at once: a
  * growth waited a second after the last and went four times at a time, so at 230k frees a
  * second (one release-build gateway thread under pipelined SETs) the 4 MiB ring lapped
@@ -1431,6 +1483,7 @@ int main(void)
     RUN(test_takeover_random);
     RUN(test_log_grows);
     RUN(test_grow_dies_halfway);
+    RUN(test_stalled_owner_writes_nothing);
     RUN(test_log_on_full_pool);
     RUN(test_horizon_lead);
     RUN(test_log_grows_fast); /* last: its 84 MB of handed-off blocks change what others get */
