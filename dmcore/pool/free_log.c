@@ -390,26 +390,27 @@ int free_log_grow(dm_ctx_t *ctx, free_log_t *l, int idx, free_log_entry_t *keep,
     uint64_t hdr[4] = {FREE_LOG_MAGIC, cap, n, FREE_LOG_NAMES_MAGIC};
     for (size_t i = 0; i < n; i++)
         keep[i].check = entry_check(&keep[i], i);
-    /* Past the bound the batch is not posted (DM_ERETRY, batch.c refused_as_retry): a
-     * worker stalled since its last raise may have been taken over, and the repairer may
-     * hold blk (as for the ring's writes, tick). */
-    uint64_t send_by = l->confirmed_us + FREE_LOG_SEND_BY_US;
+    /* Each batch carries the ring's send-by bound (tick), confirmed again when it is near:
+     * past it the batch is not posted (DM_ERETRY, batch.c refused_as_retry). A log taken
+     * over meanwhile may have given blk to its repairer: blk is left alone then. */
     dm_batch_t b;
     int rc = 0;
     /* The entries first, then the header that counts them, a MiB per batch. */
-    for (size_t i = 0; i < n && !rc; i += FREE_LOG_CAP) {
-        size_t k = n - i < FREE_LOG_CAP ? n - i : FREE_LOG_CAP;
+    for (size_t i = 0;; i += FREE_LOG_CAP) {
+        int header = i >= n;
+        if (dm_now_us() - l->confirmed_us >= FREE_LOG_CONFIRM_US &&
+            (rc = confirm(ctx, l, tails_horizon_addr(idx))) == 1)
+            return DM_ERETRY; /* the next tick finds the log taken */
+        if (rc) break;
         dm_batch_init(&b);
-        b.send_by_us = send_by;
-        dm_batch_write(&b, blk + FREE_LOG_HDR + i * sizeof(*keep), keep + i,
-                       (uint32_t)(k * sizeof(*keep)));
-        rc = dm_batch_exec(ctx, &b);
-    }
-    if (!rc) {
-        dm_batch_init(&b);
-        b.send_by_us = send_by;
-        dm_batch_write(&b, blk, hdr, sizeof(hdr));
-        rc = dm_batch_exec(ctx, &b);
+        b.send_by_us = l->confirmed_us + FREE_LOG_SEND_BY_US;
+        if (header)
+            dm_batch_write(&b, blk, hdr, sizeof(hdr));
+        else
+            dm_batch_write(
+                &b, blk + FREE_LOG_HDR + i * sizeof(*keep), keep + i,
+                (uint32_t)((n - i < FREE_LOG_CAP ? n - i : FREE_LOG_CAP) * sizeof(*keep)));
+        if ((rc = dm_batch_exec(ctx, &b)) != 0 || header) break;
     }
     if (rc) { /* not switched: blk is a free block named in our log, like any other */
         dm_alloc_free(ctx->w->alloc, blk, bytes);
@@ -418,7 +419,7 @@ int free_log_grow(dm_ctx_t *ctx, free_log_t *l, int idx, free_log_entry_t *keep,
     /* The CAS a round trip after the header (rare: no ordering of a WRITE and a later
      * atomic on the wire is assumed), so a repairer that reads the new word finds it. */
     dm_batch_init(&b);
-    b.send_by_us = send_by;
+    b.send_by_us = l->confirmed_us + FREE_LOG_SEND_BY_US;
     dm_verb_t *v = dm_batch_cas(&b, lword, l->blk, blk);
     rc = dm_batch_exec(ctx, &b);
     if (rc == DM_ERETRY || (!rc && v->result != l->blk)) { /* not switched */
