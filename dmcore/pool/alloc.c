@@ -987,6 +987,7 @@ static int alloc_fresh(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t need, uint64_t ali
 
 #define RETURN_IDLE_US 1000000u /* reusable and unused this long: returned to the pool */
 #define RETURN_MAX 64           /* blocks returned per call */
+_Static_assert(RETURN_MAX <= DM_RETURN_MANY_MAX, "one push of them all");
 
 /* Put f, unlinked by take_idle, back at the head of its class (it was among the oldest). */
 static void queue_listed(dm_alloc_t *a, freed_t *f)
@@ -1031,8 +1032,6 @@ static int pool_pressed(dm_ctx_t *ctx)
 int dm_alloc_return_idle(dm_ctx_t *ctx)
 {
     dm_alloc_t *a = ctx->w->alloc;
-    uint64_t head = 0;
-    unsigned head_stack = ~0u; /* the stack head was read from: node, class */
     /* Nothing past its quarantine: nothing to return, and no round trip for the pool's
      * usage (this runs on every cron tick of every thread). */
     if (!take_idle(a, dm_now_us(), 0, 1)) return 0;
@@ -1061,6 +1060,13 @@ int dm_alloc_return_idle(dm_ctx_t *ctx)
         v[nv++] = f;
     }
     int claimed = !want || claims_wait(ctx, a, want) == 0;
+    /* All pushed at once (returned_push_many: 3 RTTs): a death between the claims and a
+     * block's push loses that block, and one push after another left 2 RTTs a block of
+     * that window. */
+    dm_gaddr_t lo[RETURN_MAX];
+    uint64_t len[RETURN_MAX];
+    int out[RETURN_MAX];
+    int np = 0;
     for (int n = 0; n < nv; n++) {
         freed_t *f = v[n];
         if (f->need_claim && !claimed) { /* a repairer may hold it */
@@ -1068,29 +1074,23 @@ int dm_alloc_return_idle(dm_ctx_t *ctx)
             continue;
         }
         if (f->need_claim) atomic_fetch_add_explicit(&claims, 1, memory_order_relaxed);
-        if (rc) { /* the stack failed: kept, reusable (claimed, so ours alone) */
-            queue_pieces_as(a, f->addr, f->units * DM_GRAIN, REUSABLE_LOGGED);
-            freed_put(a, f);
-            continue;
-        }
         /* The stack's headers are 64-byte aligned: the slivers stay here. */
-        dm_gaddr_t lo = (f->addr + DM_UNIT - 1) / DM_UNIT * DM_UNIT,
-                   hi = (f->addr + f->units * DM_GRAIN) / DM_UNIT * DM_UNIT;
-        if (lo > f->addr) queue_pieces(a, f->addr, lo - f->addr);
-        if (hi < f->addr + f->units * DM_GRAIN)
-            queue_pieces(a, hi, f->addr + f->units * DM_GRAIN - hi);
-        unsigned stack = dm_gaddr_node(lo) * DM_RETURNED_CLASSES + returned_class(hi - lo);
-        if (stack != head_stack) head = 0, head_stack = stack;
-        rc = returned_push(ctx, lo, hi - lo, &head);
-        if (rc == 1) {
-            atomic_fetch_add_explicit(&blocks_returned, 1, memory_order_relaxed);
-            rc = 0;
-        } else if (rc == 0) {
-            /* contended: keep it, try at the next call */
-            queue_pieces_as(a, lo, hi - lo, REUSABLE_LOGGED);
-            rc = 1;
-        } /* else unknown: it may be on the stack, so it is not ours any more */
+        dm_gaddr_t l = (f->addr + DM_UNIT - 1) / DM_UNIT * DM_UNIT,
+                   h = (f->addr + f->units * DM_GRAIN) / DM_UNIT * DM_UNIT;
+        if (l > f->addr) queue_pieces(a, f->addr, l - f->addr);
+        if (h < f->addr + f->units * DM_GRAIN)
+            queue_pieces(a, h, f->addr + f->units * DM_GRAIN - h);
+        lo[np] = l;
+        len[np++] = h - l;
         freed_put(a, f);
+    }
+    rc = np ? returned_push_many(ctx, lo, len, out, (size_t)np) : 0;
+    for (int i = 0; i < np; i++) {
+        if (out[i] == 1)
+            atomic_fetch_add_explicit(&blocks_returned, 1, memory_order_relaxed);
+        else if (out[i] == 0) /* not pushed: kept, reusable (claimed, so ours alone) */
+            queue_pieces_as(a, lo[i], len[i], REUSABLE_LOGGED);
+        /* else unknown: it may be on the stack, so it is not ours any more */
     }
     return rc < 0 ? rc : 0;
 }

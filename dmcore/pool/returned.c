@@ -202,9 +202,108 @@ int returned_take(dm_ctx_t *ctx, uint64_t need, dm_gaddr_t *start, uint64_t *byt
     return rc;
 }
 
-int returned_push(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t bytes, uint64_t *head)
+int returned_push_many(dm_ctx_t *ctx, const dm_gaddr_t *addr, const uint64_t *bytes, int *out,
+                       size_t n)
 {
-    return push_on(ctx, class_head(returned_class(bytes)), addr, bytes, head);
+    if (n > DM_RETURN_MANY_MAX) return DM_EINVAL;
+    /* Blocks of one stack form a chain: each links to the next, the last to the head. */
+    size_t stack_of[DM_RETURN_MANY_MAX], first[DM_RETURN_MANY_MAX], last[DM_RETURN_MANY_MAX];
+    size_t next[DM_RETURN_MANY_MAX];
+    unsigned key[DM_RETURN_MANY_MAX];
+    uint64_t head[DM_RETURN_MANY_MAX];
+    int member[DM_RETURN_MANY_MAX] = {0}; /* pushable: in a chain */
+    size_t ns = 0;
+    for (size_t i = 0; i < n; i++) {
+        out[i] = 0;
+        if (dm_gaddr_off(addr[i]) % DM_UNIT || bytes[i] % DM_UNIT || bytes[i] < DM_RETURN_MIN_BYTES)
+            continue;
+        unsigned k = dm_gaddr_node(addr[i]) * DM_RETURNED_CLASSES + returned_class(bytes[i]);
+        size_t s = 0;
+        while (s < ns && key[s] != k)
+            s++;
+        if (s == ns) {
+            key[ns] = k;
+            first[ns] = i;
+            ns++;
+        } else {
+            next[last[s]] = i;
+        }
+        last[s] = i;
+        next[i] = SIZE_MAX;
+        stack_of[i] = s;
+        member[i] = 1;
+    }
+    if (!ns) return 0;
+    dm_batch_t b;
+    dm_batch_init(&b);
+    for (size_t s = 0; s < ns; s++)
+        dm_batch_read(
+            &b,
+            dm_gaddr_make(key[s] / DM_RETURNED_CLASSES, class_head(key[s] % DM_RETURNED_CLASSES)),
+            &head[s], 8);
+    int rc = dm_batch_exec(ctx, &b);
+    if (rc) return rc; /* nothing written: every block is still the caller's */
+    dm_chunk_hdr_t *h = malloc(n * sizeof(*h));
+    if (!h) return DM_ENOMEM;
+    int left = (int)ns; /* stacks not pushed yet */
+    int done[DM_RETURN_MANY_MAX] = {0};
+    for (int tries = 0; tries < TRIES && left && !rc; tries++) {
+        /* The links (all of them the first time, then the last block's of each stack the
+         * CAS missed) are in place before a CAS makes the blocks reachable. */
+        dm_batch_init(&b);
+        for (size_t i = 0; i < n && !rc; i++) {
+            if (!member[i] || done[stack_of[i]] || (tries && next[i] != SIZE_MAX)) continue;
+            h[i] = (dm_chunk_hdr_t){.magic = DM_RETURNED_MAGIC,
+                                    .bytes = bytes[i],
+                                    .owner = 0,
+                                    .created_ms = dm_wall_ms(),
+                                    .next_free = next[i] == SIZE_MAX
+                                                     ? dm_free_head_off(head[stack_of[i]])
+                                                     : dm_gaddr_off(addr[next[i]])};
+            if (b.n == DM_BATCH_MAX) {
+                rc = dm_batch_exec(ctx, &b);
+                dm_batch_init(&b);
+            }
+            dm_batch_write(&b, addr[i], &h[i], sizeof(h[i]));
+        }
+        if (!rc && b.n) rc = dm_batch_exec(ctx, &b);
+        if (rc) break; /* no CAS sent: nothing reachable */
+        dm_verb_t *v[DM_RETURN_MANY_MAX];
+        uint64_t want[DM_RETURN_MANY_MAX];
+        dm_batch_init(&b);
+        for (size_t s = 0; s < ns; s++) {
+            if (done[s]) continue;
+            want[s] = dm_free_head(dm_free_head_tag(head[s]) + 1, dm_gaddr_off(addr[first[s]]));
+            v[s] = dm_batch_cas(&b,
+                                dm_gaddr_make(key[s] / DM_RETURNED_CLASSES,
+                                              class_head(key[s] % DM_RETURNED_CLASSES)),
+                                head[s], want[s]);
+        }
+        int crc = dm_batch_exec(ctx, &b);
+        if (crc) { /* outcome unknown: the blocks may be on their stacks */
+            for (size_t i = 0; i < n; i++)
+                if (member[i] && !done[stack_of[i]]) out[i] = crc;
+            free(h);
+            return crc;
+        }
+        for (size_t s = 0; s < ns; s++) {
+            if (done[s]) continue;
+            if (v[s]->result != head[s]) {
+                head[s] = v[s]->result; /* contended: link to the new head, CAS again */
+                continue;
+            }
+            done[s] = 1;
+            left--;
+            uint64_t pushed = 0;
+            for (size_t i = first[s]; i != SIZE_MAX; i = next[i]) {
+                out[i] = 1;
+                pushed += bytes[i];
+            }
+            count_bytes(ctx, (int64_t)pushed);
+        }
+    }
+    free(h);
+    return 0; /* stacks still contended, or links not written: those blocks stay the caller's */
 }
 
 int returned_push_log(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t bytes)

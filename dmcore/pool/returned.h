@@ -34,14 +34,6 @@ unsigned returned_class(uint64_t bytes);
  * for needs over its size). */
 unsigned returned_need_class(uint64_t need);
 
-/* Push [addr, addr + bytes) (64-byte aligned, at least DM_RETURN_MIN_BYTES, past its
- * quarantine: nobody reads it) on its node's stack of its class: WRITE its header, then CAS
- * the head (2 RTTs, 3 on the first push of a call sequence without *head). *head: that
- * stack's head word as last seen (0 unknown: a caller resets it when the node or
- * returned_class changes), updated. Returns 1 pushed, 0 contended (the block is still the
- * caller's), DM_E* (outcome unknown: the block is then left to the stack). */
-int returned_push(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t bytes, uint64_t *head);
-
 /* Pop a returned block for a need of need bytes from any node's stacks: the class of need
  * rounded up and the larger ones, smallest first, whose blocks all hold need (but for
  * needs over the last class's size), then block_free (pools made before 2026-12-05: any
@@ -50,10 +42,27 @@ int returned_push(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t bytes, uint64_t *head
  * top's header, the CAS). */
 int returned_take(dm_ctx_t *ctx, uint64_t need, dm_gaddr_t *start, uint64_t *bytes);
 
-/* The same on the node's log_free stack, which holds only free-log blocks a clean stop
- * gave back (free_log.h): the next log's opening takes one whole, where a block of the
- * block_free stack (or of the stopped gateway's handoff) would be cut into pieces a
- * gateway may die holding. Their bytes count in returned_bytes too. */
+/* Push n (at most DM_RETURN_MANY_MAX) blocks at once, each [addr[i], addr[i] + bytes[i])
+ * (64-byte aligned, at least DM_RETURN_MIN_BYTES, past its quarantine: nobody reads it) on
+ * its node's stack of its class, its first 64 bytes the header and link: the blocks of one
+ * stack as a chain, every link written in one batch and every stack's head CASed in the next (3
+ * RTTs, and 2 more per round of contention, up to 8 rounds), where one block after another took 2
+ * RTTs each. A worker claims in its free log the blocks it returns before it pushes them, and a
+ * death between the claim and the push loses them; the window was 2 RTTs a block
+ * (dm_alloc_return_idle returns up to 64 a call), now 3 in all. out[i]: 1 pushed, 0 not (still the
+ * caller's: contended, or not pushable), DM_E* (outcome unknown: the block may be on its stack, so
+ * it is not the caller's any more). Returns 0 or the DM_E* that ended the call. */
+#define DM_RETURN_MANY_MAX 64
+int returned_push_many(dm_ctx_t *ctx, const dm_gaddr_t *addr, const uint64_t *bytes, int *out,
+                       size_t n);
+
+/* Push one block on, or pop one from, its node's log_free stack, which holds only free-log
+ * blocks a clean stop gave back (free_log.h): the next log's opening takes one whole, where
+ * a block of the block_free stacks (or of the stopped gateway's handoff) would be cut into
+ * pieces a gateway may die holding. Their bytes count in returned_bytes too. The push
+ * (header WRITE, then the head's CAS: 3 RTTs) returns 1 pushed, 0 contended (still the
+ * caller's), DM_EINVAL (not 64-byte aligned or too small) or DM_E* (outcome unknown: the
+ * block may be on the stack); the pop returns as returned_take. */
 int returned_push_log(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t bytes);
 int returned_take_log(dm_ctx_t *ctx, dm_gaddr_t *start, uint64_t *bytes);
 
