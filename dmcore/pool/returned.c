@@ -303,7 +303,7 @@ int returned_push_many(dm_ctx_t *ctx, const dm_gaddr_t *addr, const uint64_t *by
         }
     }
     free(h);
-    return 0; /* stacks still contended, or links not written: those blocks stay the caller's */
+    return rc; /* stacks still contended, or links not written: those blocks stay the caller's */
 }
 
 int returned_push_log(dm_ctx_t *ctx, dm_gaddr_t addr, uint64_t bytes)
