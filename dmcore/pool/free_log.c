@@ -207,14 +207,15 @@ static int taken(free_log_t *l, uint64_t old, uint64_t *drop_lo, uint64_t *drop_
     return 1;
 }
 
-/* After a stall (FREE_LOG_CONFIRM_US since our last CAS on the horizon word): a CAS of the
- * word to itself, alone, before writing the ring. A repairer that took the log over frees
- * the ring block, and 2 s later it may hold someone's values: a worker that woke from a
- * stall of 12 s wrote its staged entries over them and only then found its CAS failing.
+/* Before writing into a log block, after a stall (FREE_LOG_CONFIRM_US since our last CAS on
+ * the horizon word; else nothing, 0): a CAS of the word to itself, alone. A repairer that took the
+ * log over frees the ring block, and 2 s later it may hold someone's values: a worker that woke
+ * from a stall of 12 s wrote its staged entries over them and only then found its CAS failing.
  * Returns 0 (still ours: confirmed_us moved), 1 (taken: the caller stops) or DM_E*. */
 static int confirm(dm_ctx_t *ctx, free_log_t *l, dm_gaddr_t hword)
 {
     uint64_t t0 = dm_now_us(), old = l->horizon;
+    if (t0 - l->confirmed_us < FREE_LOG_CONFIRM_US) return 0;
     dm_batch_t b;
     dm_batch_init(&b);
     dm_verb_t *cas = dm_batch_cas(&b, hword, old, old);
@@ -230,7 +231,7 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
     /* Nothing new and the horizon fresh enough: no round trip (an idle worker). */
     if (!l->n && dm_now_us() - l->raised_us < RAISE_IDLE_US) return 0;
     dm_gaddr_t hword = tails_horizon_addr(idx);
-    if (l->n && dm_now_us() - l->confirmed_us >= FREE_LOG_CONFIRM_US) {
+    if (l->n) {
         int rc = confirm(ctx, l, hword);
         if (rc == 1) return taken(l, l->horizon, drop_lo, drop_hi);
         if (rc) return rc;
@@ -398,8 +399,7 @@ int free_log_grow(dm_ctx_t *ctx, free_log_t *l, int idx, free_log_entry_t *keep,
     /* The entries first, then the header that counts them, a MiB per batch. */
     for (size_t i = 0;; i += FREE_LOG_CAP) {
         int header = i >= n;
-        if (dm_now_us() - l->confirmed_us >= FREE_LOG_CONFIRM_US &&
-            (rc = confirm(ctx, l, tails_horizon_addr(idx))) == 1)
+        if ((rc = confirm(ctx, l, tails_horizon_addr(idx))) == 1)
             return DM_ERETRY; /* the next tick finds the log taken */
         if (rc) break;
         dm_batch_init(&b);

@@ -269,16 +269,15 @@ int returned_push_many(dm_ctx_t *ctx, const dm_gaddr_t *addr, const uint64_t *by
         if (!rc && b.n) rc = dm_batch_exec(ctx, &b);
         if (rc) break; /* no CAS sent: nothing reachable */
         dm_verb_t *v[DM_RETURN_MANY_MAX];
-        uint64_t want[DM_RETURN_MANY_MAX];
         dm_batch_init(&b);
-        for (size_t s = 0; s < ns; s++) {
-            if (done[s]) continue;
-            want[s] = dm_free_head(dm_free_head_tag(head[s]) + 1, dm_gaddr_off(addr[first[s]]));
-            v[s] = dm_batch_cas(&b,
-                                dm_gaddr_make(key[s] / DM_RETURNED_CLASSES,
-                                              class_head(key[s] % DM_RETURNED_CLASSES)),
-                                head[s], want[s]);
-        }
+        for (size_t s = 0; s < ns; s++)
+            if (!done[s])
+                v[s] = dm_batch_cas(
+                    &b,
+                    dm_gaddr_make(key[s] / DM_RETURNED_CLASSES,
+                                  class_head(key[s] % DM_RETURNED_CLASSES)),
+                    head[s],
+                    dm_free_head(dm_free_head_tag(head[s]) + 1, dm_gaddr_off(addr[first[s]])));
         int crc = dm_batch_exec(ctx, &b);
         if (crc) { /* outcome unknown: the blocks may be on their stacks */
             for (size_t i = 0; i < n; i++)
