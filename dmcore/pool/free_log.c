@@ -208,10 +208,10 @@ static int taken(free_log_t *l, uint64_t old, uint64_t *drop_lo, uint64_t *drop_
 }
 
 /* Before writing into a log block, after a stall (FREE_LOG_CONFIRM_US since our last CAS on
- * the horizon word; else nothing, 0): a CAS of the word to itself, alone. A repairer that took the
- * log over frees the ring block, and 2 s later it may hold someone's values: a worker that woke
- * from a stall of 12 s wrote its staged entries over them and only then found its CAS failing.
- * Returns 0 (still ours: confirmed_us moved), 1 (taken: the caller stops) or DM_E*. */
+ * the horizon word; else nothing): a CAS of the word to itself, alone. A repairer that took
+ * the log over frees the ring block, and 2 s later it may hold someone's values: a worker
+ * that woke from a stall of 12 s wrote its staged entries over them and only then found its
+ * CAS failing. Returns 0 (still ours), 1 (taken: the caller stops) or DM_E*. */
 static int confirm(dm_ctx_t *ctx, free_log_t *l, dm_gaddr_t hword)
 {
     uint64_t t0 = dm_now_us(), old = l->horizon;
