@@ -45,7 +45,7 @@ typedef struct freed {
     struct freed *next;
     unsigned char need_claim; /* a large block in the free log: claimed there before it leaves
                                  the lists (free_log.h FREE_LOG_CLAIM) */
-    unsigned char logged;     /* in the free log: a reuse is named there (FREE_LOG_NAME_US) */
+    unsigned char logged;     /* in the free log: a reuse is named there (free_log_window) */
     unsigned char claim_more; /* the middle of a batch claimed ahead: its reuse stages the next
                                  batch (claim_old) */
     uint64_t claim_tick; /* a claim staged ahead of use: held once that free-log tick is done */
@@ -401,7 +401,7 @@ static int claim_held(const dm_alloc_t *a, const freed_t *f)
     return f->claim_tick && a->log.done >= f->claim_tick;
 }
 
-/* Stage claims of up to `want` old small blocks (freed FREE_LOG_NAME_US before top, logged
+/* Stage claims of up to `want` old small blocks (freed the names window before top, logged
  * and not claimed yet) among the first `walk` reusable ones of class c; they are ours once
  * the tick that writes the claims is done (claim_held). Used ahead of a claim a write waits
  * for (a backlog then waits for one tick per batch, not per reuse), before every tick
@@ -414,10 +414,11 @@ static int claim_held(const dm_alloc_t *a, const freed_t *f)
 static int claim_old(dm_alloc_t *a, int c, uint64_t top, int walk, int want)
 {
     int n = 0, staged = 0;
+    uint64_t window = free_log_window(&a->log);
     for (freed_t *f = a->head[c]; f && n < walk && staged < want && f->freed_us < a->log.horizon;
          f = f->next, n++) {
         if (!f->logged || f->claim_tick) continue;
-        if (f->freed_us + FREE_LOG_NAME_US >= top) break;
+        if (f->freed_us + window >= top) break;
         uint64_t t = free_log_stage_claim(&a->log, f->addr, f->units);
         if (!t) break;
         f->claim_tick = t;
@@ -451,7 +452,7 @@ static int claim_ahead(dm_alloc_t *a, int c, uint64_t now)
 
 /* Claim f (unlinked from the lists) before it is used or given away, when a repairer could
  * otherwise take it from our free log: a large block logged free (docs/leases.md "Claims"),
- * or a small one freed FREE_LOG_NAME_US before our highest horizon (with up to
+ * or a small one freed the names window before our highest horizon (with up to
  * FREE_LOG_CLAIM_AHEAD more of its size); a fresher small one is only named, without a wait
  * (docs/leases.md "Names: small blocks reused late"). One round trip or two (a free-log
  * tick) for a claim, none otherwise. Returns 0 (f is ours to use) or -1 (f was put back in
@@ -477,11 +478,11 @@ static int claim(dm_ctx_t *ctx, dm_alloc_t *a, freed_t *f)
     if (!want) {
         uint64_t top = free_log_top(&a->log);
         want = free_log_stage_claim(&a->log, f->addr, f->units);
-        /* A small block freed less than FREE_LOG_NAME_US before our highest horizon is used
-         * at once: a repairer leaves it alone, and the entry just staged names it before any
-         * raise that would let a repairer take it wins. An older one waits for its name, as
-         * a claim. */
-        if (!f->need_claim && want && f->freed_us + FREE_LOG_NAME_US >= top) {
+        /* A small block freed less than the names window before our highest horizon is
+         * used at once: a repairer leaves it alone (its window is no smaller, its horizon no
+         * higher), and the entry just staged names it before any raise that would let a
+         * repairer take it wins. An older one waits for its name, as a claim. */
+        if (!f->need_claim && want && f->freed_us + free_log_window(&a->log) >= top) {
             f->logged = 0;
             return 0;
         }
@@ -1096,19 +1097,21 @@ int dm_alloc_return_idle(dm_ctx_t *ctx)
 }
 
 /* Take off the lists every block freed in [lo, hi], every large block not claimed and
- * every logged small block not claimed freed FREE_LOG_NAME_US before the horizon the
- * repairer replaced (lo, our last raise won, or a raise whose outcome we never learnt): a
- * repairer took them over from our free log and may hand them out. The rest are ours alone:
- * no log names their reuse any more. */
+ * every logged small block not claimed freed the names window before the horizon the
+ * repairer replaced (lo, our last raise won, or a raise whose outcome we never learnt; the
+ * higher horizon and the smaller window of the two): a repairer took them over from our
+ * free log and may hand them out. The rest are ours alone: no log names their reuse any
+ * more. */
 static void drop_logged(dm_alloc_t *a, uint64_t lo, uint64_t hi)
 {
     uint64_t dropped = 0, top = lo > a->log.unsure ? lo : a->log.unsure;
+    uint64_t window = free_log_window(&a->log);
     for (int c = 0; c < NCLASSES; c++) {
         freed_t *prev = NULL;
         for (freed_t *f = a->head[c]; f;) {
             freed_t *next = f->next;
             if ((f->freed_us >= lo && f->freed_us <= hi) || f->need_claim ||
-                (f->logged && !claim_held(a, f) && f->freed_us + FREE_LOG_NAME_US < top)) {
+                (f->logged && !claim_held(a, f) && f->freed_us + window < top)) {
                 dropped += f->units * DM_GRAIN;
                 freed_put(a, unlink_freed(a, c, prev, f));
             } else {

@@ -102,6 +102,34 @@ uint64_t free_log_top(const free_log_t *l)
     return l->unsure > h ? l->unsure : h;
 }
 
+uint64_t free_log_window(const free_log_t *l)
+{
+    uint64_t w = l->window_us;
+    if (l->raising && l->raising_window_us < w) w = l->raising_window_us;
+    return l->unsure && l->unsure_window_us < w ? l->unsure_window_us : w;
+}
+
+/* The names window of a raise `ahead_us` ahead of the quarantine, as its word carries it. */
+static uint64_t window_of(uint64_t ahead_us)
+{
+    uint64_t w = 2 * ahead_us;
+    if (w < FREE_LOG_NAME_MIN_US) w = FREE_LOG_NAME_MIN_US;
+    if (w > FREE_LOG_NAME_US) w = FREE_LOG_NAME_US;
+    return free_log_word_window(free_log_word(0, w));
+}
+
+/* Our horizon word as a repairer would find it after our last raise that won. */
+static uint64_t our_word(const free_log_t *l)
+{
+    return free_log_word(l->horizon, l->window_us);
+}
+
+/* The word of our raise whose outcome is unknown (0: none). */
+static uint64_t unsure_word(const free_log_t *l)
+{
+    return l->unsure ? free_log_word(l->unsure, l->unsure_window_us) : 0;
+}
+
 int free_log_due(const free_log_t *l)
 {
     return l->state == FREE_LOG_ON && !l->busy && l->staged_bytes >= FREE_LOG_EAGER_BYTES;
@@ -125,7 +153,7 @@ static int open_log(dm_ctx_t *ctx, free_log_t *l, int idx)
     if (!l->blk) {
         dm_gaddr_t blk;
         if ((rc = alloc_take_log_block(ctx, FREE_LOG_BYTES, &blk)) != 0) return rc;
-        uint64_t hdr[4] = {FREE_LOG_MAGIC, FREE_LOG_CAP, 0, FREE_LOG_NAMES_MAGIC};
+        uint64_t hdr[4] = {FREE_LOG_MAGIC, FREE_LOG_CAP, 0, FREE_LOG_WINDOW_MAGIC};
         l->blk_bytes = FREE_LOG_BYTES;
         dm_batch_t b;
         dm_batch_init(&b);
@@ -144,14 +172,15 @@ static int open_log(dm_ctx_t *ctx, free_log_t *l, int idx)
      * keep this worker from reusing anything freed since.) */
     uint64_t h = next_horizon(FREE_LOG_AHEAD_US);
     if (h < l->horizon) l->horizon = h;
+    l->window_us = window_of(FREE_LOG_AHEAD_US);
     dm_batch_t b;
     dm_batch_init(&b);
-    dm_verb_t *v = dm_batch_cas(&b, hword, 0, l->horizon);
+    dm_verb_t *v = dm_batch_cas(&b, hword, 0, our_word(l));
     uint64_t t0 = dm_now_us();
     if ((rc = dm_batch_exec(ctx, &b)) != 0) return rc;
     l->confirmed_us = t0;
-    if (v->result == l->horizon) { /* our earlier CAS had landed */
-    } else if (v->result != 0) {   /* taken over before anything was logged */
+    if (v->result == our_word(l)) { /* our earlier CAS had landed */
+    } else if (v->result != 0) {    /* taken over before anything was logged */
         free_log_release(l);
         return 0;
     }
@@ -214,14 +243,14 @@ static int taken(free_log_t *l, uint64_t old, uint64_t *drop_lo, uint64_t *drop_
  * CAS failing. Returns 0 (still ours), 1 (taken: the caller stops) or DM_E*. */
 static int confirm(dm_ctx_t *ctx, free_log_t *l, dm_gaddr_t hword)
 {
-    uint64_t t0 = dm_now_us(), old = l->horizon;
+    uint64_t t0 = dm_now_us(), old = our_word(l);
     if (t0 - l->confirmed_us < FREE_LOG_CONFIRM_US) return 0;
     dm_batch_t b;
     dm_batch_init(&b);
     dm_verb_t *cas = dm_batch_cas(&b, hword, old, old);
     int rc = dm_batch_exec(ctx, &b);
     if (rc) return rc;
-    if (cas->result != old && !(l->unsure && cas->result == l->unsure)) return 1;
+    if (cas->result != old && !(l->unsure && cas->result == unsure_word(l))) return 1;
     l->confirmed_us = t0;
     return 0;
 }
@@ -264,12 +293,20 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
     uint64_t ahead = 3 * (dm_now_us() - l->raised_us);
     if (ahead > FREE_LOG_AHEAD_US) ahead = FREE_LOG_AHEAD_US;
     if (ahead < FREE_LOG_AHEAD_MIN_US) ahead = FREE_LOG_AHEAD_MIN_US;
-    uint64_t want = next_horizon(ahead), old = l->horizon;
+    uint64_t want = next_horizon(ahead), old = l->horizon, window = window_of(ahead);
     if (want < old) want = old;
+    /* After a raise whose outcome we never learnt: no lower horizon and no wider window than
+     * it asked for. That raise may be the word a repairer replaces, and unsure keeps only
+     * the latest, so our judgement (free_log_top, free_log_window) must still cover it. */
+    if (l->unsure && want < l->unsure) want = l->unsure;
+    if (l->unsure && window > l->unsure_window_us) window = l->unsure_window_us;
     /* After a growth the word must change for the old block to go (a repairer that read it
      * before the switch must lose its CAS): a raise of 1 µs while the lead shrinks. */
     if (l->old_blk && want == old) want = old + 1;
-    l->raising = want; /* from now on, reuses unnamed by this tick are judged by want */
+    /* From now on, reuses unnamed by this tick are judged by want and its window too. */
+    l->raising = want;
+    l->raising_window_us = window;
+    uint64_t old_word = our_word(l), want_word = free_log_word(want, window);
     uint64_t count = l->count + n;
     size_t claims = 0;
     for (size_t i = 0; i < n; i++)
@@ -295,24 +332,28 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
             t0 = dm_now_us();
         }
     }
-    dm_verb_t *cas = dm_batch_cas(&b, hword, old, want);
+    dm_verb_t *cas = dm_batch_cas(&b, hword, old_word, want_word);
     if (!rc) rc = dm_batch_exec(ctx, &b);
     l->raising = 0;
     if (rc) { /* still staged: written again next tick, at the same positions */
         l->staged_bytes += wire_bytes;
         l->unsure = want;
+        l->unsure_window_us = window;
         return rc;
     }
     unstage_written(l, n);
     /* Our own raise of a tick that failed had landed: the horizon is ours at that value. */
-    if (cas->result != old && l->unsure && cas->result == l->unsure)
+    if (cas->result != old_word && l->unsure && cas->result == unsure_word(l)) {
         want = l->unsure;
-    else if (cas->result != old)
+        window = l->unsure_window_us;
+    } else if (cas->result != old_word) {
         return taken(l, old, drop_lo, drop_hi);
+    }
     l->done = id;
     l->confirmed_us = t0;
     l->count = count;
     l->horizon = want;
+    l->window_us = window;
     l->unsure = 0;
     l->raised_us = dm_now_us();
     if (l->raised_us - l->mark_us >= DM_GRACE_US / 2) {
@@ -388,7 +429,7 @@ int free_log_grow(dm_ctx_t *ctx, free_log_t *l, int idx, free_log_entry_t *keep,
     /* The present block, named as freed now: a repairer that takes the new log takes it
      * (we free it ourselves only after two raises). */
     keep[n++] = (free_log_entry_t){l->blk, l->blk_bytes / DM_GRAIN, dm_now_us(), 0};
-    uint64_t hdr[4] = {FREE_LOG_MAGIC, cap, n, FREE_LOG_NAMES_MAGIC};
+    uint64_t hdr[4] = {FREE_LOG_MAGIC, cap, n, FREE_LOG_WINDOW_MAGIC};
     for (size_t i = 0; i < n; i++)
         keep[i].check = entry_check(&keep[i], i);
     /* Each batch carries the ring's send-by bound (tick), confirmed again when it is near:
@@ -451,12 +492,13 @@ int free_log_close(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uin
     if (l->state != FREE_LOG_ON) return 0;
     *drop_lo = l->horizon;
     *drop_hi = l->flushed_us;
+    uint64_t word = our_word(l);
     dm_batch_t b;
     dm_batch_init(&b);
-    dm_verb_t *cas = dm_batch_cas(&b, tails_horizon_addr(idx), l->horizon, FREE_LOG_TAKEN);
+    dm_verb_t *cas = dm_batch_cas(&b, tails_horizon_addr(idx), word, FREE_LOG_TAKEN);
     int rc = dm_batch_exec(ctx, &b);
     free_log_release(l);
-    if (rc || cas->result != *drop_lo) {
+    if (rc || cas->result != word) {
         l->blk = 0; /* the repairer may free it */
         return rc ? rc : 1;
     }
@@ -492,7 +534,7 @@ static int set_add(addr_set_t *s, uint64_t a)
     return 0;
 }
 
-int free_log_take(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t horizon, uint64_t *bytes,
+int free_log_take(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t word, uint64_t *bytes,
                   uint64_t *early_bytes)
 {
     uint64_t hdr[4];
@@ -509,8 +551,13 @@ int free_log_take(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t horizon, uint64_t *byt
     unsigned node = dm_gaddr_node(blk);
     if (node >= ctx->w->n_nodes || dm_gaddr_off(blk) + lbytes > ctx->w->conns[node]->region_size)
         return DM_ECORRUPT;
-    int names = hdr[3] == FREE_LOG_NAMES_MAGIC;
+    /* A log with names windows per raise reads its horizon and window from the word; an
+     * older one has a plain horizon and a fixed window. */
+    int windows = hdr[3] == FREE_LOG_WINDOW_MAGIC;
+    int names = windows || hdr[3] == FREE_LOG_NAMES_MAGIC;
     int claims = names || hdr[3] == FREE_LOG_CLAIMS_MAGIC;
+    uint64_t horizon = windows ? free_log_word_horizon(word) : word;
+    uint64_t window_us = windows ? free_log_word_window(word) : FREE_LOG_NAME_US;
     uint64_t count = hdr[2], first = count > cap ? count - cap : 0;
     free_log_entry_t *v = malloc((size_t)(count - first) * sizeof(*v) + 1);
     size_t setcap = 1; /* a power of two, at least twice the entries */
@@ -535,9 +582,9 @@ int free_log_take(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t horizon, uint64_t *byt
     }
     /* Newest first: an entry is taken only if no newer one names its address (a claim: the
      * owner took the block back or reused it; a free: the newer one decides). Before the
-     * horizon: large blocks, and small ones freed FREE_LOG_NAME_US before it (every reuse of
-     * those was named before a raise past them won). */
-    uint64_t named_before = horizon > FREE_LOG_NAME_US ? horizon - FREE_LOG_NAME_US : 0;
+     * horizon: large blocks, and small ones freed the window before it (every reuse of those
+     * was named before a raise past them won). */
+    uint64_t named_before = horizon > window_us ? horizon - window_us : 0;
     /* What is left behind, for the log line below (docs/leases.md "Open: a fast death"). */
     uint64_t bad = 0, named = 0, window = 0, window_bytes = 0, newest = 0;
     for (uint64_t k = count; k > first && !rc; k--) {
@@ -572,8 +619,8 @@ int free_log_take(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t horizon, uint64_t *byt
            "horizon, %llu entries named again later, %llu unreadable",
            (unsigned long long)(count - first), (long long)(now - horizon) / 1000,
            newest ? (long long)(now - newest) / 1000 : -1, (unsigned long long)window,
-           (unsigned long long)window_bytes, FREE_LOG_NAME_US / 1000, (unsigned long long)named,
-           (unsigned long long)bad);
+           (unsigned long long)window_bytes, (unsigned)(window_us / 1000),
+           (unsigned long long)named, (unsigned long long)bad);
     if (!rc) dm_alloc_free(ctx->w->alloc, blk, lbytes);
     return rc;
 }

@@ -51,16 +51,42 @@
 #define FREE_LOG_LARGE_UNITS 512u
 #define FREE_LOG_CLAIM (1ull << 63)
 #define FREE_LOG_CLAIMS_MAGIC 0x4d49414c43474c44ull /* "DLGCLAIM" */
-/* Small blocks freed more than FREE_LOG_NAME_US before the horizon are taken by a repairer
+/* Small blocks freed more than a *names window* before the horizon are taken by a repairer
  * too, unless an entry names them (docs/leases.md "Names: small blocks reused late"): the
  * owner names every reuse of a logged small block with a claim entry, written by its next
- * tick before that tick's CAS, and reuses one freed more than FREE_LOG_NAME_US before its
- * highest horizon (won or asked for) only once the name is written (a claim). hdr[3] of a
- * log that follows this rule holds FREE_LOG_NAMES_MAGIC (it follows FREE_LOG_CLAIMS_MAGIC's
- * rule as well). Longer than the horizon's largest step (an idle worker's raise,
- * FREE_LOG_AHEAD_US ahead): a block is still fresh when a raise first lets the owner reuse
- * it. */
+ * tick before that tick's CAS, and reuses one freed more than the window before its highest
+ * horizon (won or asked for) only once the name is written (a claim). The window is chosen
+ * per raise and published with it in the horizon word (free_log_word): twice the raise's
+ * lead, between FREE_LOG_NAME_MIN_US (a busy worker) and FREE_LOG_NAME_US (an idle one), so
+ * a block is still fresh when a raise first lets the owner reuse it, and a busy worker's
+ * death leaves little unnamed (docs/leases.md "A names window per raise"). The owner judges
+ * by the smallest window of the raises that may be its last won one (free_log_window). hdr[3]
+ * of a log that follows this rule holds FREE_LOG_WINDOW_MAGIC; one holding
+ * FREE_LOG_NAMES_MAGIC has a plain horizon word and a window of FREE_LOG_NAME_US (both follow
+ * FREE_LOG_CLAIMS_MAGIC's rule as well). */
 #define FREE_LOG_NAME_US (FREE_LOG_AHEAD_US + 200000u)
+#define FREE_LOG_NAME_MIN_US (2u * FREE_LOG_AHEAD_MIN_US)
+#define FREE_LOG_WINDOW_UNIT_US 4000u /* the window's unit in the horizon word */
+#define FREE_LOG_HORIZON_BITS 56      /* the horizon's bits in the word (µs: 2,283 years) */
+#define FREE_LOG_NAMES_MAGIC 0x53454d414e474c44ull  /* "DLGNAMES" */
+#define FREE_LOG_WINDOW_MAGIC 0x574f444e49574c44ull /* "DLWINDOW" */
+
+/* The horizon word of a raise: its horizon (µs) and names window (µs, rounded up to
+ * FREE_LOG_WINDOW_UNIT_US, at most 255 units). Never 0 or FREE_LOG_TAKEN for a horizon past
+ * FREE_LOG_TAKEN. */
+static inline uint64_t free_log_word(uint64_t horizon_us, uint64_t window_us)
+{
+    uint64_t units = (window_us + FREE_LOG_WINDOW_UNIT_US - 1) / FREE_LOG_WINDOW_UNIT_US;
+    return horizon_us | (units > 255 ? 255 : units) << FREE_LOG_HORIZON_BITS;
+}
+static inline uint64_t free_log_word_horizon(uint64_t word)
+{
+    return word & ((1ull << FREE_LOG_HORIZON_BITS) - 1);
+}
+static inline uint64_t free_log_word_window(uint64_t word)
+{
+    return (word >> FREE_LOG_HORIZON_BITS) * FREE_LOG_WINDOW_UNIT_US;
+}
 /* Old small blocks of one size claimed together when one of them needs a claim: at least
  * FREE_LOG_CLAIM_AHEAD, more while the batches come often (alloc.c claim_ahead), up to
  * FREE_LOG_CLAIM_AHEAD_BYTES of them. The reuse of a batch's middle block stages the next
@@ -74,7 +100,6 @@
 /* Old small blocks per size each tick keeps claimed, so a write on a quiet worker does not
  * wait for one; a death loses as many per size. */
 #define FREE_LOG_CLAIM_READY 4
-#define FREE_LOG_NAMES_MAGIC 0x53454d414e474c44ull /* "DLGNAMES" */
 /* Staged bytes of large blocks (over FREE_LOG_LARGE_UNITS grains) that call for a tick
  * before the timer's next one: a death loses what was staged, and large values fill a
  * 20 ms tick with hundreds of KB (docs/leases.md "Large frees are written at once"). Small
@@ -108,19 +133,22 @@ typedef struct free_log {
     uint64_t grow_ticket; /* the tick that writes its name (free_log_grow_begin) */
     uint64_t mark_us, mark_count, prev_count; /* count at the last two marks, DM_GRACE_US / 2
                                                  apart: the entries of the last quarantine */
-    uint64_t grow_after_us;   /* no growth before (a growth failed: the pool is full) */
-    uint64_t count;           /* entries written in all (the next one's ring position) */
-    uint64_t horizon;         /* reuse only blocks freed before this; UINT64_MAX when not logging */
-    uint64_t flushed_us;      /* the newest free time handed to a write, done or not */
-    int state;                /* FREE_LOG_OFF, _ON, _FENCED */
-    int busy;                 /* a tick is on the wire (ticks of one worker do not overlap) */
-    uint64_t started;         /* ticks begun (the last one's number) */
-    uint64_t done;            /* the number of the last tick whose writes and CAS succeeded */
-    uint64_t raised_us;       /* when the horizon was last raised */
-    uint64_t confirmed_us;    /* when our last CAS that found the horizon word ours was posted */
-    uint64_t unsure;          /* the horizon a raise whose outcome is unknown asked for, 0 none */
-    uint64_t raising;         /* the horizon the tick on the wire asks for, 0 none */
-    free_log_entry_t *staged; /* entries not written yet, the tick on the wire's first */
+    uint64_t grow_after_us; /* no growth before (a growth failed: the pool is full) */
+    uint64_t count;         /* entries written in all (the next one's ring position) */
+    uint64_t horizon;       /* reuse only blocks freed before this; UINT64_MAX when not logging */
+    uint64_t window_us;     /* the names window published with it (free_log_word) */
+    uint64_t flushed_us;    /* the newest free time handed to a write, done or not */
+    int state;              /* FREE_LOG_OFF, _ON, _FENCED */
+    int busy;               /* a tick is on the wire (ticks of one worker do not overlap) */
+    uint64_t started;       /* ticks begun (the last one's number) */
+    uint64_t done;          /* the number of the last tick whose writes and CAS succeeded */
+    uint64_t raised_us;     /* when the horizon was last raised */
+    uint64_t confirmed_us;  /* when our last CAS that found the horizon word ours was posted */
+    uint64_t unsure;        /* the horizon a raise whose outcome is unknown asked for, 0 none */
+    uint64_t unsure_window_us;  /* and its names window */
+    uint64_t raising;           /* the horizon the tick on the wire asks for, 0 none */
+    uint64_t raising_window_us; /* and its names window */
+    free_log_entry_t *staged;   /* entries not written yet, the tick on the wire's first */
     size_t n, cap;
     uint64_t staged_bytes;   /* bytes of the large blocks staged behind the tick on the wire */
     free_log_entry_t *spare; /* the copy a tick writes (kept: a tick's entries are ~170 KB at
@@ -150,8 +178,12 @@ int free_log_stage(free_log_t *l, dm_gaddr_t addr, uint64_t units, uint64_t free
 uint64_t free_log_stage_claim(free_log_t *l, dm_gaddr_t addr, uint64_t units);
 /* The highest horizon this worker may have published: the last raise won, the one on the
  * wire, or one whose outcome is unknown (µs; UINT64_MAX when not logging). A small block
- * freed more than FREE_LOG_NAME_US before it is reused only once claimed. */
+ * freed more than free_log_window before it is reused only once claimed. */
 uint64_t free_log_top(const free_log_t *l);
+/* The smallest names window of those raises (µs): a repairer that replaced any of them
+ * leaves the small blocks freed within its window before its horizon, and takes the older
+ * ones no entry names. */
+uint64_t free_log_window(const free_log_t *l);
 /* Whether the staged bytes call for an early tick (FREE_LOG_EAGER_BYTES) and none runs. */
 int free_log_due(const free_log_t *l);
 
@@ -194,14 +226,15 @@ int free_log_tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint
  * the CAS may have landed). 1 RTT. */
 int free_log_close(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64_t *drop_hi);
 
-/* Repairer side: the log block blk of a dead worker whose horizon word we CASed from
- * horizon to FREE_LOG_TAKEN. Every believable entry freed at or after horizon is queued
+/* Repairer side: the log block blk of a dead worker whose horizon word we CASed from `word`
+ * to FREE_LOG_TAKEN. Every believable entry freed at or after the word's horizon is queued
  * on ctx's worker's lists (quarantined from now), and, in a log with claims, every large
  * block freed before it that no later entry names (no claim: the owner never reused it
- * or gave it away); then blk itself. *bytes grows by what was taken, *early_bytes (also
- * in *bytes) by the large blocks freed before the horizon. 1 RTT per 64 KB of log.
- * Returns 0, DM_ECORRUPT (not a log), DM_ENOMEM or DM_E*. */
-int free_log_take(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t horizon, uint64_t *bytes,
+ * or gave it away), and in a log with names every small one freed more than the word's
+ * names window before it that no later entry names; then blk itself. *bytes grows by what
+ * was taken, *early_bytes (also in *bytes) by what was freed before the horizon. 1 RTT per
+ * 64 KB of log. Returns 0, DM_ECORRUPT (not a log), DM_ENOMEM or DM_E*. */
+int free_log_take(dm_ctx_t *ctx, dm_gaddr_t blk, uint64_t word, uint64_t *bytes,
                   uint64_t *early_bytes);
 
 #endif

@@ -35,6 +35,7 @@ static struct {
     uint64_t batches;
     uint32_t cut_every;
     uint64_t write_batches, cut;
+    uint32_t lost; /* batches left whose completion is lost after they ran */
 } inject;
 
 typedef struct local_conn {
@@ -71,6 +72,21 @@ void dm_local_inject(uint32_t delay_us, uint32_t fail_every, dm_local_hook_fn ho
     __atomic_store_n(&inject.hook_arg, arg, __ATOMIC_RELAXED);
     __atomic_store_n(&inject.hook, hook, __ATOMIC_RELEASE);
     pthread_mutex_unlock(&regions_lock);
+}
+
+void dm_local_inject_lost(uint32_t n)
+{
+    __atomic_store_n(&inject.lost, n, __ATOMIC_RELAXED);
+}
+
+/* Whether this batch's completion is to be lost (dm_local_inject_lost): takes one. */
+static int lose_reply(void)
+{
+    uint32_t n = __atomic_load_n(&inject.lost, __ATOMIC_RELAXED);
+    while (n && !__atomic_compare_exchange_n(&inject.lost, &n, n - 1, 0, __ATOMIC_RELAXED,
+                                             __ATOMIC_RELAXED))
+        ;
+    return n != 0;
 }
 
 uint64_t dm_local_inject_cut(uint32_t cut_every)
@@ -171,6 +187,11 @@ static int run_batch(local_conn_t *c, dm_verb_t *verbs, size_t n)
     }
     for (size_t i = run; i < n; i++)
         verbs[i].status = DM_EIO;
+    if (run == n && lose_reply()) {
+        for (size_t i = 0; i < n; i++)
+            verbs[i].status = DM_EIO;
+        return DM_EIO;
+    }
     return run < n ? DM_EIO : 0;
 }
 

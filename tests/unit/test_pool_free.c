@@ -1502,6 +1502,95 @@ static void test_horizon_lead(void)
     two_stop(&t);
 }
 
+/* A busy worker's names window is short (twice its lead: FREE_LOG_NAME_MIN_US at a raise
+ * every 10 ms), so a repairer takes its small blocks freed more than that before the
+ * horizon and not reused (docs/leases.md "A names window per raise"). A frees N blocks,
+ * then frees a block of another size every 10 ms with a tick each (so every tick raises)
+ * until the horizon is about 400 ms past the N; B takes A's log over. Past the quarantine
+ * B's next N blocks of that size are exactly the N, and A's none of them. With one window
+ * of FREE_LOG_NAME_US (500 ms) for every raise B got none of them (run once). */
+static void test_busy_window_taken(void)
+{
+    enum { N = 40, LEN = 40, CHURN = 400, CHURN_LEN = 3000 };
+    two_t t;
+    two_start(&t);
+    dm_ctx_t *ca = &t.ca, *cb = &t.cb;
+    static dm_gaddr_t set[N], churn[CHURN], x[N], y[N];
+    CHECK(dm_alloc_log_tick(ca) == 0); /* opens A's log */
+    alloc_blocks(ca, N, LEN, set);
+    alloc_blocks(ca, CHURN, CHURN_LEN, churn);
+    uint64_t t0 = dm_now_us(), gap = 0, last = t0;
+    for (int i = 0; i < N; i++)
+        dm_alloc_free(t.wa->alloc, set[i], LEN);
+    for (int k = 0; dm_now_us() - t0 < DM_GRACE_US + 400000u && k < CHURN; k++) {
+        dm_alloc_free(t.wa->alloc, churn[k], CHURN_LEN); /* busy: the tick has entries */
+        CHECK(dm_alloc_log_tick(ca) == 0);
+        uint64_t now = dm_now_us();
+        if (now - last > gap) gap = now - last;
+        last = now;
+        usleep(10000);
+    }
+    b_takes_a_log(&t, NULL); /* A's tick in it finds the log taken and drops them */
+    usleep(DM_GRACE_US + 100000);
+    alloc_blocks(cb, N, LEN, x);
+    alloc_blocks(ca, N, LEN, y);
+    int b_got = count_in(x, N, set, N), a_got = count_in(y, N, set, N);
+    CHECKF(b_got == N && a_got == 0,
+           "B reused %d of the %d blocks A freed 400 ms before its horizon, A %d (longest "
+           "time between two ticks: %llu ms)",
+           b_got, N, a_got, (unsigned long long)gap / 1000);
+    two_stop(&t);
+}
+
+/* A raise whose completion was lost (it landed: the word is its own) and a later one that
+ * failed: the owner remembers only the latest as unsure, so that one may not ask for a wider
+ * names window than the lost one, or the owner reuses unnamed a block that the lost raise's
+ * window lets a repairer take. A frees N blocks; about 120 ms before their quarantine ends
+ * it raises after an idle spell (window 500 ms), at once again with the completion lost
+ * (window 60 ms: the N are old by it), and 150 ms later once more, failing (window 500 ms
+ * unless clamped). A then asks for N blocks of that size, and B takes A's log over: past the
+ * quarantine no block of B's next N may be one A holds. (With the clamp A needs claims for
+ * the N, its tick finds the lost raise's word and stops logging, and neither uses them: the
+ * claims it wrote keep B from them.) Without the clamp A reused all N unnamed while B took
+ * them too (run once). */
+static void test_lost_raise_window(void)
+{
+    enum { N = 20, LEN = 40, OTHER = 3000 };
+    two_t t;
+    two_start(&t);
+    dm_ctx_t *ca = &t.ca, *cb = &t.cb;
+    static dm_gaddr_t set[N], other[3], x[N], y[N];
+    CHECK(dm_alloc_log_tick(ca) == 0); /* opens A's log */
+    alloc_blocks(ca, N, LEN, set);
+    alloc_blocks(ca, 3, OTHER, other);
+    uint64_t t0 = dm_now_us();
+    for (int i = 0; i < N; i++)
+        dm_alloc_free(t.wa->alloc, set[i], LEN);
+    tick_until(ca, t0, DM_GRACE_US - 250000);
+    usleep(130000); /* no raise for 100 ms: the next one's window is FREE_LOG_NAME_US */
+    dm_alloc_free(t.wa->alloc, other[0], OTHER); /* an entry to write: the tick raises */
+    CHECK(dm_alloc_log_tick(ca) == 0);
+    dm_alloc_free(t.wa->alloc, other[1], OTHER);
+    dm_local_inject_lost(1);
+    CHECK(dm_alloc_log_tick(ca) != 0); /* landed, its completion lost */
+    usleep(150000);
+    dm_alloc_free(t.wa->alloc, other[2], OTHER);
+    dm_local_inject(0, 1, NULL, NULL);
+    CHECK(dm_alloc_log_tick(ca) != 0); /* failed */
+    dm_local_inject(0, 0, NULL, NULL);
+    while (dm_now_us() - t0 < DM_GRACE_US + 10000)
+        usleep(1000);
+    alloc_blocks(ca, N, LEN, y);
+    int a_got = count_in(y, N, set, N);
+    b_takes_a_log(&t, NULL);
+    usleep(DM_GRACE_US + 100000);
+    alloc_blocks(cb, N, LEN, x);
+    int b_got = count_in(x, N, set, N), both = count_in(x, N, y, N);
+    CHECKF(both == 0, "A and B both hold %d blocks (B took %d of the %d over, A reused %d)", both,
+           b_got, N, a_got);
+    two_stop(&t);
+}
+
 int main(void)
 {
     dm_local_set_size(1ull << 30); /* test_log_grows_fast's logs take 84 MB */
@@ -1534,6 +1623,8 @@ int main(void)
     RUN(test_stalled_owner_writes_nothing);
     RUN(test_log_on_full_pool);
     RUN(test_horizon_lead);
+    RUN(test_busy_window_taken);
+    RUN(test_lost_raise_window);
     RUN(test_log_grows_fast); /* last: its 84 MB of handed-off blocks change what others get */
     printf("test_pool_free: passed\n");
     return 0;

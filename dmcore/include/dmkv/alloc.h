@@ -195,7 +195,7 @@ uint64_t dm_alloc_free_log_bytes(void);
 uint64_t dm_alloc_oom_waits(void);
 
 /* Blocks this process claimed in its free logs before reusing or returning them: large
- * ones, and small ones freed FREE_LOG_NAME_US before the horizon (docs/leases.md "Claims",
+ * ones, and small ones freed a names window before the horizon (docs/leases.md "Claims",
  * "Names"), INFO allocator_claims. */
 uint64_t dm_alloc_claims(void);
 /* Reuses that waited for a free-log tick to write their claim (one or two round trips),

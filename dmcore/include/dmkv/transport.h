@@ -119,6 +119,11 @@ void dm_local_set_size(uint64_t bytes);
 typedef void (*dm_local_hook_fn)(const dm_verb_t *v, void *arg);
 void dm_local_inject(uint32_t delay_us, uint32_t fail_every, dm_local_hook_fn hook, void *arg);
 
+/* Lost completions (tests): the next n batches run whole and then fail with DM_EIO, as when
+ * a connection is lost after an RNIC executed a batch and before its completion arrived
+ * (the caller cannot tell whether a CAS landed). */
+void dm_local_inject_lost(uint32_t n);
+
 /* Partial execution (tests): every cut_every-th batch that carries two or more WRITEs runs
  * only its first half of verbs and fails with DM_EIO, as when a connection is lost after
  * an RNIC executed a prefix of a posted chain. 0 turns it off. Returns batches cut so far. */
