@@ -68,6 +68,7 @@ struct dm_alloc {
     uint64_t chunk_bytes;
     int64_t live_delta;       /* bytes allocated minus bytes freed since the last flush */
     int64_t listed_delta;     /* change of the bytes on its lists since the last flush (INFO) */
+    int64_t claimed_delta;    /* and of those claimed ahead of use (claim_old) */
     uint64_t freed_delta;     /* bytes freed since the last flush (INFO) */
     uint64_t region_reported; /* cur_left as last added to region_bytes */
     uint64_t carved;          /* bytes of small blocks carved from regions, ever
@@ -127,9 +128,14 @@ static void freed_put(dm_alloc_t *a, freed_t *f)
  * path does no atomic read-modify-write on a line that every thread shares. */
 static _Atomic int64_t listed_bytes;
 
+/* Listed blocks claimed ahead of use (claim_old), flushed as listed_bytes is: a death loses
+ * them (INFO allocator_claimed_ahead_bytes). */
+static _Atomic int64_t claimed_bytes;
+
 static void listed(dm_alloc_t *a, const freed_t *f, int sign)
 {
     a->listed_delta += sign * (int64_t)(f->units * DM_GRAIN);
+    if (f->claim_tick) a->claimed_delta += sign * (int64_t)(f->units * DM_GRAIN);
 }
 
 /* Bytes left in every worker's current region (INFO), updated as listed_bytes is. */
@@ -166,6 +172,10 @@ static void flush_listed(dm_alloc_t *a)
         atomic_fetch_add_explicit(&freed_bytes, a->freed_delta, memory_order_relaxed);
         a->freed_delta = 0;
     }
+    if (a->claimed_delta) {
+        atomic_fetch_add_explicit(&claimed_bytes, a->claimed_delta, memory_order_relaxed);
+        a->claimed_delta = 0;
+    }
     if (!a->listed_delta) return;
     atomic_fetch_add_explicit(&listed_bytes, a->listed_delta, memory_order_relaxed);
     a->listed_delta = 0;
@@ -200,6 +210,12 @@ uint64_t dm_alloc_claim_waits(void)
 uint64_t dm_alloc_oom_waits(void)
 {
     return atomic_load_explicit(&oom_waits, memory_order_relaxed);
+}
+
+uint64_t dm_alloc_claimed_ahead_bytes(void)
+{
+    int64_t v = atomic_load_explicit(&claimed_bytes, memory_order_relaxed);
+    return v > 0 ? (uint64_t)v : 0;
 }
 
 uint64_t dm_alloc_listed_bytes(void)
@@ -422,6 +438,7 @@ static int claim_old(dm_alloc_t *a, int c, uint64_t top, int walk, int want)
         uint64_t t = free_log_stage_claim(&a->log, f->addr, f->units);
         if (!t) break;
         f->claim_tick = t;
+        a->claimed_delta += (int64_t)(f->units * DM_GRAIN);
         if (++staged == want / 2 && want > FREE_LOG_CLAIM_READY) f->claim_more = 1;
     }
     return staged;

@@ -144,11 +144,13 @@ static long long info_field_of(int g, const char *name)
 static void print_victim(int g, int kill)
 {
     fprintf(stderr,
-            "kill %d: the victim holds %lld bytes listed free, %lld of region; took %lld "
-            "returned blocks back\n",
+            "kill %d: the victim holds %lld bytes listed free (%lld claimed ahead), %lld of "
+            "region; took %lld returned blocks back; %lld claims, %lld waits\n",
             kill, info_field_of(g, "allocator_free_list_bytes"),
+            info_field_of(g, "allocator_claimed_ahead_bytes"),
             info_field_of(g, "allocator_region_bytes"),
-            info_field_of(g, "allocator_blocks_taken_back"));
+            info_field_of(g, "allocator_blocks_taken_back"), info_field_of(g, "allocator_claims"),
+            info_field_of(g, "allocator_claim_waits"));
 }
 
 /* What dead gateways left: the pool's taken bytes that are neither live (what the indexes

@@ -181,6 +181,10 @@ void dm_alloc_returned_stats(uint64_t *returned, uint64_t *taken);
 /* Bytes in this process's free lists (quarantined or reusable), all workers, as of each
  * worker's last cron tick (dm_alloc_flush_live). */
 uint64_t dm_alloc_listed_bytes(void);
+/* Bytes of those claimed ahead of use (small blocks claimed in a batch, docs/leases.md "Claims
+ * in batches that grow"), INFO allocator_claimed_ahead_bytes: what a death of this process
+ * loses of its lists besides the names window. Flushed as dm_alloc_listed_bytes is. */
+uint64_t dm_alloc_claimed_ahead_bytes(void);
 /* Bytes this process's workers freed (dm_alloc_free, dm_alloc_free_at), ever, as of each
  * worker's last cron tick: a death loses what was freed in its last tens of milliseconds
  * (docs/leases.md), so a test's bound on that follows this rate. */
