@@ -866,7 +866,7 @@ static void tick_until(dm_ctx_t *ctx, uint64_t t0, uint64_t us)
 }
 
 /* Issue 12: a gateway found dead has its quarantine taken over through its free log.
- * Worker A frees set 1, waits past the quarantine and raises its reuse horizon past it,
+ * Worker A frees set 1 and raises its reuse horizon past it (it leads the quarantine),
  * then frees set 2 and logs it. A plays a gateway only thought dead whose cron stalled: set
  * 2 passes its quarantine with no tick. B takes A's record over, as a repairer does, and
  * gets set 2 only (A may have reused set 1 already). A's next blocks are set 1 and none of
@@ -888,9 +888,14 @@ static void test_free_log(void)
     uint64_t t1 = dm_now_us();
     for (int i = 0; i < N; i++)
         dm_alloc_free(t.wa->alloc, set1[i], LEN);
-    /* Busy (a tick every 10 ms, a lead of 30 ms): the horizon passes set 1 by less than
-     * FREE_LOG_NAME_US, so A reuses set 1 without claims and a repairer leaves it alone. */
-    tick_until(ca, t1, DM_GRACE_US + 20000);
+    /* Ticks every 10 ms with nothing to write (a raise every 100 ms), then none for 120 ms:
+     * the raise that writes set 2 comes 120 ms or more after the last one, so it leads by
+     * FREE_LOG_AHEAD_US and its names window is FREE_LOG_NAME_US. Its horizon passes set 1
+     * by about 270 ms, so A reuses set 1 without claims and a repairer leaves it alone. (A
+     * raise right after the last one has a window of 60 ms: B then took set 1 as well, and
+     * A claimed it before reuse; once in a clean-clone run, 2026-12-06.) */
+    tick_until(ca, t1, DM_GRACE_US - 150000);
+    usleep(120000);
     for (int i = 0; i < N; i++)
         dm_alloc_free(t.wa->alloc, set2[i], LEN);
     CHECK(dm_alloc_log_tick(ca) == 0);
