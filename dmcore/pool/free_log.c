@@ -124,10 +124,10 @@ static uint64_t our_word(const free_log_t *l)
     return free_log_word(l->horizon, l->window_us);
 }
 
-/* The word of our raise whose outcome is unknown (0: none). */
-static uint64_t unsure_word(const free_log_t *l)
+/* Whether w, found in our horizon word, is our raise whose outcome we never learnt. */
+static int is_unsure(const free_log_t *l, uint64_t w)
 {
-    return l->unsure ? free_log_word(l->unsure, l->unsure_window_us) : 0;
+    return l->unsure && w == free_log_word(l->unsure, l->unsure_window_us);
 }
 
 int free_log_due(const free_log_t *l)
@@ -250,7 +250,7 @@ static int confirm(dm_ctx_t *ctx, free_log_t *l, dm_gaddr_t hword)
     dm_verb_t *cas = dm_batch_cas(&b, hword, old, old);
     int rc = dm_batch_exec(ctx, &b);
     if (rc) return rc;
-    if (cas->result != old && !(l->unsure && cas->result == unsure_word(l))) return 1;
+    if (cas->result != old && !is_unsure(l, cas->result)) return 1;
     l->confirmed_us = t0;
     return 0;
 }
@@ -343,7 +343,7 @@ static int tick(dm_ctx_t *ctx, free_log_t *l, int idx, uint64_t *drop_lo, uint64
     }
     unstage_written(l, n);
     /* Our own raise of a tick that failed had landed: the horizon is ours at that value. */
-    if (cas->result != old_word && l->unsure && cas->result == unsure_word(l)) {
+    if (cas->result != old_word && is_unsure(l, cas->result)) {
         want = l->unsure;
         window = l->unsure_window_us;
     } else if (cas->result != old_word) {
