@@ -408,6 +408,7 @@ static void sec_dmkv(gw_buf_t *b)
         "free_logs_adopted:%llu\r\nfree_log_bytes_adopted:%llu\r\n"
         "free_log_early_bytes_adopted:%llu\r\nallocator_claims:%llu\r\n"
         "allocator_claim_waits:%llu\r\nallocator_claimed_ahead_bytes:%llu\r\n"
+        "allocator_unlogged_free_bytes:%llu\r\n"
         "allocator_region_bytes:%llu\r\nallocator_free_log_bytes:%llu\r\n"
         "allocator_reserve_trims:%llu\r\nallocator_freed_bytes:%llu\r\n",
         (unsigned long long)ts.regions_adopted, (unsigned long long)ts.bytes_adopted,
@@ -419,6 +420,7 @@ static void sec_dmkv(gw_buf_t *b)
         (unsigned long long)ts.free_log_early_bytes, (unsigned long long)dm_alloc_claims(),
         (unsigned long long)dm_alloc_claim_waits(),
         (unsigned long long)dm_alloc_claimed_ahead_bytes(),
+        (unsigned long long)dm_alloc_unlogged_free_bytes(),
         (unsigned long long)dm_alloc_region_bytes(), (unsigned long long)dm_alloc_free_log_bytes(),
         (unsigned long long)dm_alloc_reserve_trims(), (unsigned long long)dm_alloc_freed_bytes());
     index_stats(b, dm_kv_range_index()->stats);

@@ -48,6 +48,7 @@ typedef struct freed {
     unsigned char logged;     /* in the free log: a reuse is named there (free_log_window) */
     unsigned char claim_more; /* the middle of a batch claimed ahead: its reuse stages the next
                                  batch (claim_old) */
+    unsigned char unlogged;   /* listed and in no free log: counted in unlogged_delta */
     uint64_t claim_tick; /* a claim staged ahead of use: held once that free-log tick is done */
 } freed_t;
 
@@ -69,6 +70,7 @@ struct dm_alloc {
     int64_t live_delta;       /* bytes allocated minus bytes freed since the last flush */
     int64_t listed_delta;     /* change of the bytes on its lists since the last flush (INFO) */
     int64_t claimed_delta;    /* and of those claimed ahead of use (claim_old) */
+    int64_t unlogged_delta;   /* and of those no free log names (a death loses them) */
     uint64_t freed_delta;     /* bytes freed since the last flush (INFO) */
     uint64_t region_reported; /* cur_left as last added to region_bytes */
     uint64_t carved;          /* bytes of small blocks carved from regions, ever
@@ -132,10 +134,23 @@ static _Atomic int64_t listed_bytes;
  * them (INFO allocator_claimed_ahead_bytes). */
 static _Atomic int64_t claimed_bytes;
 
+/* Listed blocks in no free log, flushed as listed_bytes is: a death loses them (INFO
+ * allocator_unlogged_free_bytes). */
+static _Atomic int64_t unlogged_bytes;
+
 static void listed(dm_alloc_t *a, const freed_t *f, int sign)
 {
     a->listed_delta += sign * (int64_t)(f->units * DM_GRAIN);
     if (f->claim_tick) a->claimed_delta += sign * (int64_t)(f->units * DM_GRAIN);
+    if (f->unlogged) a->unlogged_delta += sign * (int64_t)(f->units * DM_GRAIN);
+}
+
+/* Listed block f is now in the free log (the log just opened). */
+static void listed_logged(dm_alloc_t *a, freed_t *f)
+{
+    if (f->unlogged) a->unlogged_delta -= (int64_t)(f->units * DM_GRAIN);
+    f->unlogged = 0;
+    f->logged = 1;
 }
 
 /* Bytes left in every worker's current region (INFO), updated as listed_bytes is. */
@@ -176,6 +191,10 @@ static void flush_listed(dm_alloc_t *a)
         atomic_fetch_add_explicit(&claimed_bytes, a->claimed_delta, memory_order_relaxed);
         a->claimed_delta = 0;
     }
+    if (a->unlogged_delta) {
+        atomic_fetch_add_explicit(&unlogged_bytes, a->unlogged_delta, memory_order_relaxed);
+        a->unlogged_delta = 0;
+    }
     if (!a->listed_delta) return;
     atomic_fetch_add_explicit(&listed_bytes, a->listed_delta, memory_order_relaxed);
     a->listed_delta = 0;
@@ -215,6 +234,12 @@ uint64_t dm_alloc_oom_waits(void)
 uint64_t dm_alloc_claimed_ahead_bytes(void)
 {
     int64_t v = atomic_load_explicit(&claimed_bytes, memory_order_relaxed);
+    return v > 0 ? (uint64_t)v : 0;
+}
+
+uint64_t dm_alloc_unlogged_free_bytes(void)
+{
+    int64_t v = atomic_load_explicit(&unlogged_bytes, memory_order_relaxed);
     return v > 0 ? (uint64_t)v : 0;
 }
 
@@ -1271,7 +1296,7 @@ int dm_alloc_log_tick(dm_ctx_t *ctx)
                 if (f->freed_us >= a->log.horizon &&
                     free_log_stage(&a->log, f->addr, f->units, f->freed_us) >= 0) {
                     f->need_claim = f->units > MAX_CLASS;
-                    f->logged = 1;
+                    listed_logged(a, f);
                 }
     return rc;
 }
@@ -1426,7 +1451,6 @@ static void queue_block_at(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, int n
     *f = (freed_t){.addr = addr,
                    .units = units,
                    .freed_us = now_reusable ? (now > DM_GRACE_US ? now - DM_GRACE_US : 0) : now};
-    listed(a, f, 1);
     /* Logged: quarantined blocks, and large pieces of a claimed block (REUSABLE_LOGGED) so
      * that a repairer takes them if we die before using them. */
     if (!now_reusable || (now_reusable == REUSABLE_LOGGED && units > MAX_CLASS)) {
@@ -1435,6 +1459,8 @@ static void queue_block_at(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, int n
         f->logged = st >= 0;
         if (st == 1 && a->w->log_due) a->w->log_due(a->w->log_due_arg);
     }
+    f->unlogged = !f->logged;
+    listed(a, f, 1);
     if (now_reusable) {
         f->next = a->head[c];
         a->head[c] = f;

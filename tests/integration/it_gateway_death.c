@@ -144,10 +144,12 @@ static long long info_field_of(int g, const char *name)
 static void print_victim(int g, int kill)
 {
     fprintf(stderr,
-            "kill %d: the victim holds %lld bytes listed free (%lld claimed ahead), %lld of "
-            "region; took %lld returned blocks back; %lld claims, %lld waits\n",
+            "kill %d: the victim holds %lld bytes listed free (%lld claimed ahead, %lld in no "
+            "free log), %lld of region; took %lld returned blocks back; %lld claims, %lld "
+            "waits\n",
             kill, info_field_of(g, "allocator_free_list_bytes"),
             info_field_of(g, "allocator_claimed_ahead_bytes"),
+            info_field_of(g, "allocator_unlogged_free_bytes"),
             info_field_of(g, "allocator_region_bytes"),
             info_field_of(g, "allocator_blocks_taken_back"), info_field_of(g, "allocator_claims"),
             info_field_of(g, "allocator_claim_waits"));

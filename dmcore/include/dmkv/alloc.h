@@ -185,6 +185,10 @@ uint64_t dm_alloc_listed_bytes(void);
  * in batches that grow"), INFO allocator_claimed_ahead_bytes: what a death of this process
  * loses of its lists besides the names window. Flushed as dm_alloc_listed_bytes is. */
 uint64_t dm_alloc_claimed_ahead_bytes(void);
+/* Bytes of those in no free log (INFO allocator_unlogged_free_bytes): a death of this
+ * process loses them, as no repairer can know they were free. Flushed as
+ * dm_alloc_listed_bytes is. */
+uint64_t dm_alloc_unlogged_free_bytes(void);
 /* Bytes this process's workers freed (dm_alloc_free, dm_alloc_free_at), ever, as of each
  * worker's last cron tick: a death loses what was freed in its last tens of milliseconds
  * (docs/leases.md), so a test's bound on that follows this rate. */
