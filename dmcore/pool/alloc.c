@@ -573,7 +573,9 @@ static freed_t *take_freed(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t units, uint64_
 }
 
 static void queue_block(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, int now_reusable);
-/* now_reusable of queue_block: reusable at once and, when large, in the free log. */
+/* now_reusable of queue_block: reusable at once and in the free log (a repairer takes it:
+ * a large block unless claimed, a small one by the names rule). 1: reusable at once and in
+ * no log, for the slivers (under DM_UNIT) a returned block's alignment cuts off only. */
 #define REUSABLE_LOGGED 2
 
 /* Largest class size (grains) not above u: a piece of a split block must not claim more
@@ -1016,7 +1018,7 @@ static int alloc_fresh(dm_ctx_t *ctx, dm_alloc_t *a, uint64_t need, uint64_t ali
         if (rc) return rc;
     }
     if (pad) { /* the gap before an aligned block: never published, reusable at once */
-        queue_block(a, a->cur, pad, 1);
+        queue_block(a, a->cur, pad, REUSABLE_LOGGED);
         a->cur += pad;
         a->cur_left -= pad;
     }
@@ -1287,14 +1289,15 @@ int dm_alloc_log_tick(dm_ctx_t *ctx)
     }
     int trc = trim_reserve(ctx, a);
     if (!rc) rc = trc;
-    /* Just opened: what is listed already and not reusable before the horizon (blocks
-     * freed, or handed over by a stopped or dead gateway, before the first tick) is logged
-     * too. */
+    /* Just opened: what is listed already (blocks freed, or handed over by a stopped or
+     * dead gateway, before the first tick; the rest of a block the log's own came from) is
+     * logged too. Those reusable before the horizon were left out until 2026-12-06 (they
+     * were ours to reuse unnamed then), and a death lost them: 16-18 KB at each restarted
+     * gateway's death in it_gateway_death, the rest of the returned block its log took. */
     if (was_off && a->log.state == FREE_LOG_ON)
         for (int c = 0; c < NCLASSES; c++)
             for (freed_t *f = a->head[c]; f; f = f->next)
-                if (f->freed_us >= a->log.horizon &&
-                    free_log_stage(&a->log, f->addr, f->units, f->freed_us) >= 0) {
+                if (!f->logged && free_log_stage(&a->log, f->addr, f->units, f->freed_us) >= 0) {
                     f->need_claim = f->units > MAX_CLASS;
                     listed_logged(a, f);
                 }
@@ -1451,9 +1454,12 @@ static void queue_block_at(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, int n
     *f = (freed_t){.addr = addr,
                    .units = units,
                    .freed_us = now_reusable ? (now > DM_GRACE_US ? now - DM_GRACE_US : 0) : now};
-    /* Logged: quarantined blocks, and large pieces of a claimed block (REUSABLE_LOGGED) so
-     * that a repairer takes them if we die before using them. */
-    if (!now_reusable || (now_reusable == REUSABLE_LOGGED && units > MAX_CLASS)) {
+    /* Logged: quarantined blocks, and pieces kept reusable at once (REUSABLE_LOGGED) so that
+     * a repairer takes them if we die before using them. Small pieces were not logged until
+     * 2026-12-06: a best fit's remainder under 16 KB is a size that 100-byte values never
+     * ask for, so it stayed listed until the death and was lost then (docs/leases.md
+     * "Pieces kept reusable"). */
+    if (now_reusable != 1) {
         int st = free_log_stage(&a->log, addr, units, f->freed_us);
         f->need_claim = st >= 0 && units > MAX_CLASS;
         f->logged = st >= 0;

@@ -444,10 +444,11 @@ int main(void)
     /* Each death still loses its reserve above the carve point (16 KB, or twice its last
      * tick's carving of small blocks; a block of 16 KB or more raises the watermark to its
      * own end plus that), the frees staged since its last free-log write (under 64 KB: more
-     * calls for a write at once), a value in flight and, for the victims that lived past
-     * their reuse horizon, the small blocks past it they had not reused (large ones are
-     * claimed before reuse, so a survivor takes those). 0.6-10.5% of the 9-10 MB live in
-     * five variants on 2026-12-03; 173% before claims with every victim living 4.5 s. */
+     * calls for a write at once), a value in flight (up to 200 KB), the small blocks it
+     * freed within the names window before its horizon and those it claimed ahead of use.
+     * 0.6-4.2% of the ~10 MB live in 12 runs of three variants on 2026-12-06; 1.1-22.7%
+     * before the small pieces kept reusable were logged (docs/leases.md "Pieces kept
+     * reusable"), 173% before claims with every victim living 4.5 s. */
     fprintf(stderr, "lost to the %d deaths: %lld bytes (%.1f%% of live)\n", KILLS + 1, lost,
             100.0 * (double)lost / (double)live);
     CHECKF(lost <= live / 5, "%lld bytes lost to dead gateways, %lld live", lost, live);
