@@ -1290,10 +1290,10 @@ int dm_alloc_log_tick(dm_ctx_t *ctx)
     int trc = trim_reserve(ctx, a);
     if (!rc) rc = trc;
     /* Just opened: what is listed already (blocks freed, or handed over by a stopped or
-     * dead gateway, before the first tick; the rest of a block the log's own came from) is
-     * logged too. Those reusable before the horizon were left out until 2026-12-06 (they
-     * were ours to reuse unnamed then), and a death lost them: 16-18 KB at each restarted
-     * gateway's death in it_gateway_death, the rest of the returned block its log took. */
+     * dead gateway, before the first tick; pieces kept reusable) is logged too. Those
+     * reusable before the horizon were left out until 2026-12-06 (ours to reuse unnamed
+     * then), and a death lost them: 16-18 KB at each restarted gateway's death in
+     * it_gateway_death (by their sizes, the rest of a first region it switched from). */
     if (was_off && a->log.state == FREE_LOG_ON)
         for (int c = 0; c < NCLASSES; c++)
             for (freed_t *f = a->head[c]; f; f = f->next)

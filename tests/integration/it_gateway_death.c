@@ -448,10 +448,11 @@ int main(void)
      * freed within the names window before its horizon and those it claimed ahead of use.
      * 0.6-4.2% of the ~10 MB live in 12 runs of three variants on 2026-12-06; 1.1-22.7%
      * before the small pieces kept reusable were logged (docs/leases.md "Pieces kept
-     * reusable"), 173% before claims with every victim living 4.5 s. */
+     * reusable"), 173% before claims with every victim living 4.5 s. The bound, a tenth of
+     * live, was a fifth until then. */
     fprintf(stderr, "lost to the %d deaths: %lld bytes (%.1f%% of live)\n", KILLS + 1, lost,
             100.0 * (double)lost / (double)live);
-    CHECKF(lost <= live / 5, "%lld bytes lost to dead gateways, %lld live", lost, live);
+    CHECKF(lost <= live / 10, "%lld bytes lost to dead gateways, %lld live", lost, live);
 
     /* 3. A death under pipelined rewrites: one connection pipelines SETs of FAST_KEYS keys 64
      * at a time through the victim for 3 s (longer, up to 15 s, until a quarter of the keys
