@@ -1293,7 +1293,8 @@ int dm_alloc_log_tick(dm_ctx_t *ctx)
      * dead gateway, before the first tick; pieces kept reusable) is logged too. Those
      * reusable before the horizon were left out until 2026-12-06 (ours to reuse unnamed
      * then), and a death lost them: 16-18 KB at each restarted gateway's death in
-     * it_gateway_death (by their sizes, the rest of a first region it switched from). */
+     * it_gateway_death (the rest of the first region, switched from before the log
+     * opened). */
     if (was_off && a->log.state == FREE_LOG_ON)
         for (int c = 0; c < NCLASSES; c++)
             for (freed_t *f = a->head[c]; f; f = f->next)
