@@ -1380,12 +1380,14 @@ static void test_log_grows(void)
     uint64_t listed = dm_alloc_listed_bytes() - others;
     CHECK(listed >= (uint64_t)(N1 + N2) * dm_alloc_kv_block_bytes(LEN));
     uint64_t got = b_takes_a_log(&t, NULL);
-    uint64_t want = listed + FREE_LOG_BYTES;
-    CHECKF(got == want,
-           "%llu bytes taken over (want %llu: %d blocks, %llu bytes of pieces and "
-           "the old ring)",
+    /* Every block and the old ring; a piece only when it is outside the names window then
+     * (a TSan run took none of a 15,360-byte rest, an ASan run all of it). */
+    uint64_t want = (uint64_t)(N1 + N2) * dm_alloc_kv_block_bytes(LEN) + FREE_LOG_BYTES;
+    CHECKF(got >= want && got <= listed + FREE_LOG_BYTES,
+           "%llu bytes taken over (want %llu: %d blocks and the old ring, and up to %llu bytes "
+           "of pieces)",
            (unsigned long long)got, (unsigned long long)want, N1 + N2,
-           (unsigned long long)(listed - (uint64_t)(N1 + N2) * dm_alloc_kv_block_bytes(LEN)));
+           (unsigned long long)(listed + FREE_LOG_BYTES - want));
     two_stop(&t);
 }
 
