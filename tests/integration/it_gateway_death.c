@@ -11,7 +11,7 @@
  *    three gateways while one of them is SIGKILLed and restarted 4 times. The survivors
  *    take each dead gateway's quarantine over from its free log: what the deaths leave
  *    taken and unusable (measured against what dmkv-pool-reclaim --dry-run marks live)
- *    stays a small fraction of the live data.
+ *    stays under a tenth of the live data.
  * 3. One more death right after 3 s of pipelined rewrites through the victim: what it
  *    leaves stays under a tenth of live. */
 #include <pthread.h>
