@@ -48,7 +48,6 @@ typedef struct freed {
     unsigned char logged;     /* in the free log: a reuse is named there (free_log_window) */
     unsigned char claim_more; /* the middle of a batch claimed ahead: its reuse stages the next
                                  batch (claim_old) */
-    unsigned char unlogged;   /* listed and in no free log: counted in unlogged_delta */
     uint64_t claim_tick; /* a claim staged ahead of use: held once that free-log tick is done */
 } freed_t;
 
@@ -142,15 +141,16 @@ static void listed(dm_alloc_t *a, const freed_t *f, int sign)
 {
     a->listed_delta += sign * (int64_t)(f->units * DM_GRAIN);
     if (f->claim_tick) a->claimed_delta += sign * (int64_t)(f->units * DM_GRAIN);
-    if (f->unlogged) a->unlogged_delta += sign * (int64_t)(f->units * DM_GRAIN);
+    if (!f->logged) a->unlogged_delta += sign * (int64_t)(f->units * DM_GRAIN);
 }
 
-/* Listed block f is now in the free log (the log just opened). */
-static void listed_logged(dm_alloc_t *a, freed_t *f)
+/* Listed block f is now in the free log, or in none: its bytes move in or out of the
+ * unlogged count (listed() reads f->logged). */
+static void listed_set_logged(dm_alloc_t *a, freed_t *f, int logged)
 {
-    if (f->unlogged) a->unlogged_delta -= (int64_t)(f->units * DM_GRAIN);
-    f->unlogged = 0;
-    f->logged = 1;
+    if (!f->logged != !logged)
+        a->unlogged_delta += (logged ? -1 : 1) * (int64_t)(f->units * DM_GRAIN);
+    f->logged = (unsigned char)(logged != 0);
 }
 
 /* Bytes left in every worker's current region (INFO), updated as listed_bytes is. */
@@ -1159,7 +1159,7 @@ static void drop_logged(dm_alloc_t *a, uint64_t lo, uint64_t hi)
                 dropped += f->units * DM_GRAIN;
                 freed_put(a, unlink_freed(a, c, prev, f));
             } else {
-                f->logged = 0;
+                listed_set_logged(a, f, 0);
                 prev = f;
             }
             f = next;
@@ -1300,7 +1300,7 @@ int dm_alloc_log_tick(dm_ctx_t *ctx)
             for (freed_t *f = a->head[c]; f; f = f->next)
                 if (!f->logged && free_log_stage(&a->log, f->addr, f->units, f->freed_us) >= 0) {
                     f->need_claim = f->units > MAX_CLASS;
-                    listed_logged(a, f);
+                    listed_set_logged(a, f, 1);
                 }
     return rc;
 }
@@ -1328,8 +1328,10 @@ static void close_log(dm_ctx_t *ctx, dm_alloc_t *a)
         drop_logged(a, lo, hi);
     } else {
         for (int c = 0; c < NCLASSES; c++) /* closed: nobody takes them from the log now */
-            for (freed_t *f = a->head[c]; f; f = f->next)
-                f->need_claim = f->logged = 0;
+            for (freed_t *f = a->head[c]; f; f = f->next) {
+                f->need_claim = 0;
+                listed_set_logged(a, f, 0);
+            }
     }
     if (!rc && was_on && blk) { /* nobody reads them any more (the horizon is closed) */
         alloc_put_log_block(ctx, blk, bytes);
@@ -1466,7 +1468,6 @@ static void queue_block_at(dm_alloc_t *a, dm_gaddr_t addr, uint64_t bytes, int n
         f->logged = st >= 0;
         if (st == 1 && a->w->log_due) a->w->log_due(a->w->log_due_arg);
     }
-    f->unlogged = !f->logged;
     listed(a, f, 1);
     if (now_reusable) {
         f->next = a->head[c];
