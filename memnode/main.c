@@ -49,9 +49,11 @@ typedef struct options {
     long busy_poll_us;  /* --busy-poll-us: poll this long after a request (dmkv/busy_poll.h) */
 } options_t;
 
-/* --busy-poll-us default, microseconds: polling wins pipelined clients the wake-ups of a
- * sleeping node (docs/throughput.md "Polling before sleeping"). */
-#define MN_BUSY_POLL_US 100
+/* --busy-poll-us default, microseconds: off. Polling still saves one pipelining connection
+ * of inserts the wake-ups of a sleeping node; re-measured at stop 71 it cost every other
+ * workload CPU and bought it nothing (docs/throughput.md "The memory node's polling off by
+ * default"). */
+#define MN_BUSY_POLL_US 0
 
 static mn_tcp_server_t server;
 static uv_signal_t sig_int, sig_term;
@@ -113,7 +115,7 @@ static void usage(FILE *f)
             "  back for a machine crash (everysec: every second, no: by the kernel).\n"
             "  --busy-poll-us: after a tcp request, poll the sockets this many\n"
             "  microseconds before sleeping, while no other task waits for a CPU\n"
-            "  (default %d, 0 off).\n",
+            "  (default %d: off; 25-100 helps one connection pipelining inserts).\n",
             MN_BUSY_POLL_US);
 }
 
