@@ -148,9 +148,9 @@ static void listed(dm_alloc_t *a, const freed_t *f, int sign)
  * unlogged count (listed() reads f->logged). */
 static void listed_set_logged(dm_alloc_t *a, freed_t *f, int logged)
 {
-    if (!f->logged != !logged)
-        a->unlogged_delta += (logged ? -1 : 1) * (int64_t)(f->units * DM_GRAIN);
-    f->logged = (unsigned char)(logged != 0);
+    unsigned char v = logged != 0;
+    if (f->logged != v) a->unlogged_delta += (v ? -1 : 1) * (int64_t)(f->units * DM_GRAIN);
+    f->logged = v;
 }
 
 /* Bytes left in every worker's current region (INFO), updated as listed_bytes is. */
